@@ -1,0 +1,243 @@
+// Package api is the HTTP front end: the DynamoDB JSON wire protocol
+// (routing by X-Amz-Target, request decoding, response encoding with
+// x-amz-crc32, the error table), health, readiness and metrics.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/extenddb/extenddb/internal/engine"
+)
+
+// MaxBodyBytes is the largest request body accepted (16 MB).
+const MaxBodyBytes = 16 * 1024 * 1024
+
+const targetPrefix = "DynamoDB_20120810."
+
+// DefaultAccount is the account of requests when no credentials map to
+// another one.
+const DefaultAccount = "000000000000"
+
+// Options configure the handler.
+type Options struct {
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	// Ready reports readiness (backend and backup store reachable).
+	Ready func(ctx context.Context) error
+}
+
+type handlerFunc func(ctx context.Context, account string, body []byte) (any, error)
+
+// Server serves the DynamoDB API over an engine.
+type Server struct {
+	eng     *engine.Engine
+	log     *slog.Logger
+	ops     map[string]handlerFunc
+	ready   func(ctx context.Context) error
+	router  *mux.Router
+	metrics *metrics
+	bufs    sync.Pool
+}
+
+// decode decodes a request body; an empty body is an empty object.
+func decode(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return json.Unmarshal(body, v)
+}
+
+func op[In any, Out any](fn func(context.Context, string, *In) (Out, error)) handlerFunc {
+	return func(ctx context.Context, account string, body []byte) (any, error) {
+		var in In
+		if err := decode(body, &in); err != nil {
+			return nil, err
+		}
+		return fn(ctx, account, &in)
+	}
+}
+
+// New builds the server's handler.
+func New(eng *engine.Engine, opt Options) *Server {
+	s := &Server{eng: eng, log: opt.Logger, ready: opt.Ready}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	s.ops = map[string]handlerFunc{
+		"CreateTable":        op(eng.CreateTable),
+		"DescribeTable":      op(eng.DescribeTable),
+		"DeleteTable":        op(eng.DeleteTable),
+		"ListTables":         op(eng.ListTables),
+		"PutItem":            op(eng.PutItem),
+		"GetItem":            op(eng.GetItem),
+		"UpdateItem":         op(eng.UpdateItem),
+		"DeleteItem":         op(eng.DeleteItem),
+		"Query":              op(eng.Query),
+		"Scan":               op(eng.Scan),
+		"BatchGetItem":       op(eng.BatchGetItem),
+		"BatchWriteItem":     op(eng.BatchWriteItem),
+		"TransactWriteItems": op(eng.TransactWriteItems),
+		"TransactGetItems":   op(eng.TransactGetItems),
+	}
+	s.metrics = newMetrics(opt.Registry)
+	r := mux.NewRouter()
+	r.HandleFunc("/health", s.health).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/ready", s.readyHandler).Methods(http.MethodGet, http.MethodHead)
+	if opt.Gatherer != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(opt.Gatherer, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	}
+	r.PathPrefix("/").HandlerFunc(s.serveAPI)
+	s.router = r
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+func newRequestID() string {
+	var b [18]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.writeRaw(w, newRequestID(), http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+func (s *Server) readyHandler(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	id := newRequestID()
+	if s.ready != nil {
+		if err := s.ready(ctx); err != nil {
+			s.log.Warn("not ready", "err", err, "request_id", id)
+			s.writeRaw(w, id, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`))
+			return
+		}
+	}
+	s.writeRaw(w, id, http.StatusOK, []byte(`{"status":"ready"}`))
+}
+
+// writeRaw writes a JSON body with the headers every response carries.
+func (s *Server) writeRaw(w http.ResponseWriter, requestID string, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/x-amz-json-1.0")
+	h.Set("x-amzn-RequestId", requestID)
+	h.Set("x-amz-crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, requestID string, status int, body errorBody) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		b = []byte(`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}`)
+		status = http.StatusInternalServerError
+	}
+	s.writeRaw(w, requestID, status, b)
+}
+
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := newRequestID()
+	target := r.Header.Get("X-Amz-Target")
+	opName := strings.TrimPrefix(target, targetPrefix)
+	handler, known := s.ops[opName]
+	if r.Method != http.MethodPost || !strings.HasPrefix(target, targetPrefix) || !known {
+		if r.Method == http.MethodGet && r.URL.Path == "/" && target == "" {
+			// DynamoDB answers a plain GET on / with a short health text.
+			s.writeRaw(w, id, http.StatusOK, []byte(`{"status":"healthy"}`))
+			return
+		}
+		st, body := protocolError(codeUnknownOperation, "")
+		s.metrics.observe("unknown", codeUnknownOperation, start)
+		s.writeError(w, id, st, body)
+		return
+	}
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer s.bufs.Put(buf)
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		st, body := protocolError("SerializationException", "Unable to read request body")
+		s.writeError(w, id, st, body)
+		return
+	}
+	if buf.Len() > MaxBodyBytes {
+		st, body := protocolError(codeTooLarge, "Request payload size exceeds the limit of 16 MB")
+		s.metrics.observe(opName, codeTooLarge, start)
+		w.Header().Set("Connection", "close")
+		s.writeError(w, id, st, body)
+		return
+	}
+	account := DefaultAccount
+	out, err := s.call(r.Context(), handler, account, buf.Bytes())
+	if err != nil {
+		st, body, internal := mapError(err)
+		if internal {
+			s.log.Error("internal error", "request_id", id, "operation", opName, "err", err)
+		}
+		s.metrics.observe(opName, strings.TrimPrefix(body.Type[strings.IndexByte(body.Type, '#')+1:], ""), start)
+		s.writeError(w, id, st, body)
+		return
+	}
+	enc := s.bufs.Get().(*bytes.Buffer)
+	enc.Reset()
+	defer s.bufs.Put(enc)
+	je := json.NewEncoder(enc)
+	je.SetEscapeHTML(false)
+	if err := je.Encode(out); err != nil {
+		s.log.Error("encoding response", "request_id", id, "operation", opName, "err", err)
+		st, body, _ := mapError(err)
+		s.writeError(w, id, st, body)
+		return
+	}
+	b := enc.Bytes()
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	s.metrics.observe(opName, "", start)
+	s.writeRaw(w, id, http.StatusOK, b)
+}
+
+// call runs a handler, turning a panic into an internal error so that no
+// input can crash the server.
+func (s *Server) call(ctx context.Context, h handlerFunc, account string, body []byte) (out any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.New("panic: " + toString(p))
+		}
+	}()
+	return h(ctx, account, body)
+}
+
+func toString(p any) string {
+	switch x := p.(type) {
+	case error:
+		return x.Error()
+	case string:
+		return x
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}

@@ -1,0 +1,190 @@
+// Package config loads extenddb's configuration: defaults, then a TOML
+// file, then EXTENDDB__SECTION__KEY environment variables; command-line
+// flags are applied last by the caller. Unknown keys are errors that name
+// the key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	Server  Server  `toml:"server"`
+	Storage Storage `toml:"storage"`
+	Log     Log     `toml:"log"`
+}
+
+// Server configures the HTTP listener.
+type Server struct {
+	// Listen is the address to listen on.
+	Listen string `toml:"listen"`
+	// Region is the region reported in ARNs.
+	Region string `toml:"region"`
+	// ShutdownTimeout bounds how long in-flight requests may finish.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+}
+
+// Storage selects and configures the backend.
+type Storage struct {
+	// Backend is "sqlite" (more to come).
+	Backend string `toml:"backend"`
+	// DataDir holds the SQLite database file.
+	DataDir string `toml:"data_dir"`
+	// Memory keeps SQLite data in a temporary file removed at exit.
+	Memory bool `toml:"memory"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `toml:"level"`
+	// Format is text or json.
+	Format string `toml:"format"`
+}
+
+// Duration is a time.Duration written as a string ("30s") in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText formats a duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Default returns the built-in defaults.
+func Default() Config {
+	return Config{
+		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data"},
+		Log:     Log{Level: "info", Format: "text"},
+	}
+}
+
+// EnvPrefix starts every environment override.
+const EnvPrefix = "EXTENDDB__"
+
+// Load builds the configuration from defaults, the file at path (skipped
+// when path is empty) and the environment (environ as os.Environ gives it).
+func Load(path string, environ []string) (Config, error) {
+	c := Default()
+	if path != "" {
+		md, err := toml.DecodeFile(path, &c)
+		if err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+		if und := md.Undecoded(); len(und) > 0 {
+			return c, fmt.Errorf("config %s: unknown key %q", path, und[0].String())
+		}
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// LoadDefault loads from path and the process environment.
+func LoadDefault(path string) (Config, error) { return Load(path, os.Environ()) }
+
+// Validate checks values; errors name the key.
+func (c *Config) Validate() error {
+	if c.Server.Listen == "" {
+		return errors.New("config: server.listen must not be empty")
+	}
+	switch c.Storage.Backend {
+	case "sqlite":
+	default:
+		return fmt.Errorf("config: storage.backend %q is not supported (supported: sqlite)", c.Storage.Backend)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("config: log.level %q must be one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return fmt.Errorf("config: log.format %q must be text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// applyEnv applies EXTENDDB__SECTION__KEY variables.
+func applyEnv(c *Config, environ []string) error {
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, EnvPrefix) {
+			continue
+		}
+		eq := strings.IndexByte(kv, '=')
+		if eq < 0 {
+			continue
+		}
+		name, val := kv[:eq], kv[eq+1:]
+		path := strings.Split(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "__")
+		if err := setPath(reflect.ValueOf(c).Elem(), path, val, strings.Join(path, ".")); err != nil {
+			return fmt.Errorf("environment %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+var textUnmarshaler = reflect.TypeOf((*interface{ UnmarshalText([]byte) error })(nil)).Elem()
+
+func setPath(v reflect.Value, path []string, val, full string) error {
+	if len(path) == 0 {
+		return errors.New("empty key")
+	}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("toml"), ",")[0]
+		if tag != path[0] {
+			continue
+		}
+		fv := v.Field(i)
+		if len(path) > 1 {
+			if fv.Kind() != reflect.Struct {
+				return fmt.Errorf("unknown key %q", full)
+			}
+			return setPath(fv, path[1:], val, full)
+		}
+		if fv.CanAddr() && fv.Addr().Type().Implements(textUnmarshaler) {
+			return fv.Addr().Interface().(interface{ UnmarshalText([]byte) error }).UnmarshalText([]byte(val))
+		}
+		switch fv.Kind() {
+		case reflect.String:
+			fv.SetString(val)
+		case reflect.Bool:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return fmt.Errorf("key %q: %w", full, err)
+			}
+			fv.SetBool(b)
+		case reflect.Int, reflect.Int64, reflect.Int32:
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				return fmt.Errorf("key %q: %w", full, err)
+			}
+			fv.SetInt(n)
+		default:
+			return fmt.Errorf("key %q cannot be set from the environment", full)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown key %q", full)
+}

@@ -1,0 +1,36 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadFileEnvAndUnknownKeys(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[server]\nlisten = \"127.0.0.1:9000\"\nshutdown_timeout = \"5s\"\n[storage]\nmemory = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p, []string{"EXTENDDB__SERVER__REGION=eu-west-1", "EXTENDDB__LOG__LEVEL=debug", "OTHER=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Listen != "127.0.0.1:9000" || !c.Storage.Memory || c.Server.Region != "eu-west-1" || c.Log.Level != "debug" || c.Server.ShutdownTimeout.Duration != 5*time.Second {
+		t.Fatalf("unexpected config %+v", c)
+	}
+	if err := os.WriteFile(p, []byte("[server]\nlisten_addr = \"x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p, nil); err == nil || !strings.Contains(err.Error(), "server.listen_addr") {
+		t.Fatalf("unknown file key: %v", err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__SERVER__NOPE=1"}); err == nil || !strings.Contains(err.Error(), "server.nope") {
+		t.Fatalf("unknown env key: %v", err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__STORAGE__BACKEND=oracle"}); err == nil || !strings.Contains(err.Error(), "storage.backend") {
+		t.Fatalf("bad backend: %v", err)
+	}
+}

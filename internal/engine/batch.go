@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"context"
+	"sort"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Batch limits of DynamoDB.
+const (
+	maxBatchWrite = 25
+	maxBatchGet   = 100
+)
+
+type PutRequest struct {
+	Item attr.Item `json:"Item"`
+}
+
+type DeleteRequest struct {
+	Key attr.Item `json:"Key"`
+}
+
+type WriteRequest struct {
+	PutRequest    *PutRequest    `json:"PutRequest,omitempty"`
+	DeleteRequest *DeleteRequest `json:"DeleteRequest,omitempty"`
+}
+
+type BatchWriteItemInput struct {
+	RequestItems                map[string][]WriteRequest `json:"RequestItems"`
+	ReturnConsumedCapacity      string                    `json:"ReturnConsumedCapacity"`
+	ReturnItemCollectionMetrics string                    `json:"ReturnItemCollectionMetrics"`
+}
+
+type BatchWriteItemOutput struct {
+	UnprocessedItems map[string][]WriteRequest `json:"UnprocessedItems"`
+	ConsumedCapacity []ConsumedCapacity        `json:"ConsumedCapacity,omitempty"`
+}
+
+type KeysAndAttributes struct {
+	Keys                     []attr.Item       `json:"Keys"`
+	ProjectionExpression     *string           `json:"ProjectionExpression,omitempty"`
+	ExpressionAttributeNames map[string]string `json:"ExpressionAttributeNames,omitempty"`
+	AttributesToGet          []string          `json:"AttributesToGet,omitempty"`
+	ConsistentRead           *bool             `json:"ConsistentRead,omitempty"`
+}
+
+type BatchGetItemInput struct {
+	RequestItems           map[string]KeysAndAttributes `json:"RequestItems"`
+	ReturnConsumedCapacity string                       `json:"ReturnConsumedCapacity"`
+}
+
+type BatchGetItemOutput struct {
+	Responses        map[string][]RawJSON         `json:"Responses"`
+	UnprocessedKeys  map[string]KeysAndAttributes `json:"UnprocessedKeys"`
+	ConsumedCapacity []ConsumedCapacity           `json:"ConsumedCapacity,omitempty"`
+}
+
+var errDuplicateKeys = invalidParam("Provided list of item keys contains duplicates")
+
+func keyID(t *table, pk, sk []byte) string {
+	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
+}
+
+// BatchWriteItem puts and deletes up to 25 items across tables. Every
+// request is validated before anything is written; the writes are then
+// applied in one backend transaction, so UnprocessedItems is always empty.
+func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
+	if in.RequestItems == nil {
+		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
+	}
+	if len(in.RequestItems) == 0 {
+		return nil, validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
+		return nil, err
+	}
+	total := 0
+	for name, reqs := range in.RequestItems {
+		n := name
+		if _, err := requireTableName(&n); err != nil {
+			return nil, err
+		}
+		if len(reqs) == 0 {
+			return nil, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.member' failed to satisfy constraint: Member must have length greater than or equal to 1", name)
+		}
+		total += len(reqs)
+	}
+	if total > maxBatchWrite {
+		return nil, validationf("Too many items requested for the BatchWriteItem call")
+	}
+	var ops []storage.WriteItemParams
+	seen := map[string]bool{}
+	units := map[string]float64{}
+	for _, name := range sortedNames(in.RequestItems) {
+		t, err := e.loadTable(ctx, account, name)
+		if err != nil {
+			if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+			}
+			return nil, err
+		}
+		for _, r := range in.RequestItems[name] {
+			if (r.PutRequest == nil) == (r.DeleteRequest == nil) {
+				return nil, validationf("Supplied WriteRequest must contain exactly one of PutRequest or DeleteRequest")
+			}
+			if r.PutRequest != nil {
+				it := r.PutRequest.Item
+				if it == nil {
+					return nil, validationf("1 validation error detected: Value null at 'requestItems.%s.member.putRequest.item' failed to satisfy constraint: Member must not be null", name)
+				}
+				pk, sk, err := t.itemKey(it)
+				if err != nil {
+					return nil, err
+				}
+				size := attr.ItemSize(it)
+				if size > attr.MaxItemSize {
+					return nil, errItemTooLarge
+				}
+				id := keyID(t, pk, sk)
+				if seen[id] {
+					return nil, errDuplicateKeys
+				}
+				seen[id] = true
+				raw := attr.EncodeItem(it)
+				entries, err := t.indexEntries(it, raw)
+				if err != nil {
+					return nil, err
+				}
+				units[name] += writeUnits(size)
+				tt := t
+				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+					var old attr.Item
+					if len(tt.indexes) > 0 {
+						var err error
+						if old, err = decodeStored(oldRaw); err != nil {
+							return storage.Change{}, err
+						}
+					}
+					return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: tt.indexKeys(old), PutIndex: entries}, nil
+				}})
+			} else {
+				if r.DeleteRequest.Key == nil {
+					return nil, validationf("1 validation error detected: Value null at 'requestItems.%s.member.deleteRequest.key' failed to satisfy constraint: Member must not be null", name)
+				}
+				pk, sk, err := t.keyParam(r.DeleteRequest.Key)
+				if err != nil {
+					return nil, err
+				}
+				id := keyID(t, pk, sk)
+				if seen[id] {
+					return nil, errDuplicateKeys
+				}
+				seen[id] = true
+				units[name]++
+				tt := t
+				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+					if oldRaw == nil {
+						return storage.Change{Op: storage.Keep}, nil
+					}
+					old, err := decodeStored(oldRaw)
+					if err != nil {
+						return storage.Change{}, err
+					}
+					return tt.deleteChange(old), nil
+				}})
+			}
+		}
+	}
+	if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			for name := range in.RequestItems {
+				e.tables.drop(account, name)
+			}
+			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		}
+		if se, ok := err.(*storage.Error); ok && se.Kind == storage.KindTransactionCanceled {
+			for _, r := range se.Reasons {
+				if r != nil {
+					return nil, r
+				}
+			}
+		}
+		return nil, err
+	}
+	out := &BatchWriteItemOutput{UnprocessedItems: map[string][]WriteRequest{}}
+	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		for _, name := range sortedNames(units) {
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, name, units[name], true))
+		}
+	}
+	return out, nil
+}
+
+// maxBatchGetResponse is the response size after which remaining keys go to
+// UnprocessedKeys (16 MB).
+const maxBatchGetResponse = 16 * 1024 * 1024
+
+// BatchGetItem reads up to 100 items across tables from one consistent
+// instant of the backend.
+func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetItemInput) (*BatchGetItemOutput, error) {
+	if in.RequestItems == nil {
+		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
+	}
+	if len(in.RequestItems) == 0 {
+		return nil, validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	total := 0
+	for name, ka := range in.RequestItems {
+		n := name
+		if _, err := requireTableName(&n); err != nil {
+			return nil, err
+		}
+		if len(ka.Keys) == 0 {
+			return nil, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.member.keys' failed to satisfy constraint: Member must have length greater than or equal to 1", name)
+		}
+		total += len(ka.Keys)
+	}
+	if total > maxBatchGet {
+		return nil, validationf("Too many items requested for the BatchGetItem call")
+	}
+	type want struct {
+		table string
+		proj  projector
+		key   attr.Item
+	}
+	var wants []want
+	var keys []storage.GetItemParams
+	names := sortedNames(in.RequestItems)
+	for _, name := range names {
+		ka := in.RequestItems[name]
+		t, err := e.loadTable(ctx, account, name)
+		if err != nil {
+			if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+			}
+			return nil, err
+		}
+		proj, err := e.projection(ka.ProjectionExpression, ka.AttributesToGet, ka.ExpressionAttributeNames, nil)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for _, k := range ka.Keys {
+			pk, sk, err := t.keyParam(k)
+			if err != nil {
+				return nil, err
+			}
+			id := keyID(t, pk, sk)
+			if seen[id] {
+				return nil, errDuplicateKeys
+			}
+			seen[id] = true
+			wants = append(wants, want{table: name, proj: proj, key: k})
+			keys = append(keys, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
+		}
+	}
+	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	if err != nil {
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			for _, n := range names {
+				e.tables.drop(account, n)
+			}
+			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		}
+		return nil, err
+	}
+	out := &BatchGetItemOutput{Responses: map[string][]RawJSON{}, UnprocessedKeys: map[string]KeysAndAttributes{}}
+	for _, n := range names {
+		out.Responses[n] = []RawJSON{}
+	}
+	units := map[string]float64{}
+	size := 0
+	for i, raw := range res.Items {
+		w := wants[i]
+		if size > maxBatchGetResponse {
+			u := out.UnprocessedKeys[w.table]
+			src := in.RequestItems[w.table]
+			u.ProjectionExpression, u.ExpressionAttributeNames, u.AttributesToGet, u.ConsistentRead =
+				src.ProjectionExpression, src.ExpressionAttributeNames, src.AttributesToGet, src.ConsistentRead
+			u.Keys = append(u.Keys, w.key)
+			out.UnprocessedKeys[w.table] = u
+			continue
+		}
+		if raw == nil {
+			units[w.table] += 0.5
+			continue
+		}
+		if w.proj != nil {
+			it, err := decodeStored(raw)
+			if err != nil {
+				return nil, err
+			}
+			raw = attr.EncodeItem(w.proj.Apply(it))
+		}
+		size += len(raw)
+		units[w.table] += readUnits(len(raw), false)
+		out.Responses[w.table] = append(out.Responses[w.table], raw)
+	}
+	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		tn := make([]string, 0, len(units))
+		for n := range units {
+			tn = append(tn, n)
+		}
+		sort.Strings(tn)
+		for _, n := range tn {
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
+		}
+	}
+	return out, nil
+}

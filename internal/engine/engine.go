@@ -1,0 +1,71 @@
+// Package engine implements DynamoDB's semantics over a storage backend:
+// request validation, expressions, item operations, paging, limits and
+// error wording. It owns DynamoDB; the backend owns durability.
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Region appears in ARNs; default us-east-1.
+	Region string
+	// Logger receives operational messages; default discards.
+	Logger *slog.Logger
+	// TableCacheTTL bounds how long a parsed table description is reused
+	// before it is read again (changes by other servers); default 1s.
+	TableCacheTTL time.Duration
+	// Now overrides the clock (tests).
+	Now func() time.Time
+}
+
+// Engine executes DynamoDB operations.
+type Engine struct {
+	backend storage.Backend
+	region  string
+	log     *slog.Logger
+	tables  tableCache
+	idem    idempotency
+	now     func() time.Time
+}
+
+// New returns an engine over a backend.
+func New(b storage.Backend, opt Options) *Engine {
+	e := &Engine{backend: b, region: opt.Region, log: opt.Logger, now: opt.Now}
+	if e.region == "" {
+		e.region = "us-east-1"
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	ttl := opt.TableCacheTTL
+	if ttl <= 0 {
+		ttl = time.Second
+	}
+	e.tables = tableCache{m: map[string]*table{}, ttl: ttl}
+	return e
+}
+
+// Backend returns the engine's storage backend.
+func (e *Engine) Backend() storage.Backend { return e.backend }
+
+// Region returns the region the engine reports.
+func (e *Engine) Region() string { return e.region }
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,516 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/expr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+var errItemTooLarge = validationf("Item size has exceeded the maximum allowed size")
+
+func ccfError(old attr.Item, returnOld bool) *Error {
+	e := newErr(CodeConditionalCheckFailed, "The conditional request failed")
+	if returnOld && old != nil {
+		e.Item = old
+	}
+	return e
+}
+
+func checkReturnValuesOnCCF(v string) (bool, error) {
+	switch v {
+	case "", "NONE":
+		return false, nil
+	case "ALL_OLD":
+		return true, nil
+	}
+	return false, validationf("1 validation error detected: Value '%s' at 'returnValuesOnConditionCheckFailure' failed to satisfy constraint: Member must satisfy enum value set: [ALL_OLD, NONE]", v)
+}
+
+func checkReturnConsumed(v string) error {
+	switch v {
+	case "", "NONE", "TOTAL", "INDEXES":
+		return nil
+	}
+	return validationf("1 validation error detected: Value '%s' at 'returnConsumedCapacity' failed to satisfy constraint: Member must satisfy enum value set: [INDEXES, TOTAL, NONE]", v)
+}
+
+func checkReturnMetrics(v string) error {
+	switch v {
+	case "", "NONE", "SIZE":
+		return nil
+	}
+	return validationf("1 validation error detected: Value '%s' at 'returnItemCollectionMetrics' failed to satisfy constraint: Member must satisfy enum value set: [SIZE, NONE]", v)
+}
+
+// capacity returns the ConsumedCapacity to report, or nil.
+func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
+	if mode == "" || mode == "NONE" {
+		return nil
+	}
+	c := &ConsumedCapacity{TableName: table, CapacityUnits: units}
+	if mode == "INDEXES" {
+		c.Table = &Capacity{CapacityUnits: units}
+	}
+	return c
+}
+
+func writeUnits(size int) float64 {
+	u := math.Ceil(float64(size) / 1024)
+	if u < 1 {
+		u = 1
+	}
+	return u
+}
+
+func readUnits(size int, consistent bool) float64 {
+	u := math.Ceil(float64(size) / 4096)
+	if u < 1 {
+		u = 1
+	}
+	if !consistent {
+		u /= 2
+	}
+	return u
+}
+
+// decodeStored decodes an item the backend returned.
+func decodeStored(b []byte) (attr.Item, error) {
+	if b == nil {
+		return nil, nil
+	}
+	it, err := attr.DecodeItem(b)
+	if err != nil {
+		return nil, errors.New("stored item is not valid DynamoDB-JSON: " + err.Error())
+	}
+	return it, nil
+}
+
+// PutItem writes an item.
+func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
+	name, err := requireTableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	var c constraintErrors
+	if in.Item == nil {
+		c.add(nil, "item", "Member must not be null")
+	}
+	switch in.ReturnValues {
+	case "", "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
+	default:
+		c.add(in.ReturnValues, "returnValues", "Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]")
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if in.ReturnValues != "" && in.ReturnValues != "NONE" && in.ReturnValues != "ALL_OLD" {
+		return nil, validationf("ReturnValues can only be ALL_OLD or NONE")
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
+		return nil, err
+	}
+	returnOldOnCCF, err := checkReturnValuesOnCCF(in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	cond, err := e.writeCondition(in.ConditionExpression, in.Expected, in.ConditionalOperator, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	t, err := e.loadTable(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	pk, sk, err := t.itemKey(in.Item)
+	if err != nil {
+		return nil, err
+	}
+	size := attr.ItemSize(in.Item)
+	if size > attr.MaxItemSize {
+		return nil, errItemTooLarge
+	}
+	raw := attr.EncodeItem(in.Item)
+	entries, err := t.indexEntries(in.Item, raw)
+	if err != nil {
+		return nil, err
+	}
+	needOld := cond != nil || len(t.indexes) > 0 || in.ReturnValues == "ALL_OLD"
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+		var old attr.Item
+		if needOld && oldRaw != nil {
+			var err error
+			if old, err = decodeStored(oldRaw); err != nil {
+				return storage.Change{}, err
+			}
+		}
+		if cond != nil && !cond.Eval(old) {
+			return storage.Change{}, ccfError(old, returnOldOnCCF)
+		}
+		return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)}
+	if in.ReturnValues == "ALL_OLD" && res.Old != nil {
+		if out.Attributes, err = decodeStored(res.Old); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// writeItem runs a storage write and retries once with a fresh table when
+// the cached table incarnation was deleted meanwhile.
+func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	res, err := e.backend.WriteItem(ctx, p)
+	if err != nil && storage.IsKind(err, storage.KindTableNotFound) {
+		e.tables.drop(t.ref.Account, t.ref.Name)
+		return nil, notFound(t.ref.Name)
+	}
+	return res, err
+}
+
+// writeCondition parses a write's condition (expression or legacy).
+func (e *Engine) writeCondition(condExpr *string, expected map[string]ExpectedAttributeValue, condOp string,
+	names map[string]string, values map[string]attr.Value) (*expr.Condition, error) {
+	if expected != nil && condExpr != nil {
+		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {Expected} Expression parameters: {ConditionExpression}")
+	}
+	if expected != nil {
+		if names != nil || values != nil {
+			return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+		}
+		return legacyExpected(expected, condOp)
+	}
+	if condOp != "" {
+		return nil, validationf("ConditionalOperator can only be used when Expected is specified")
+	}
+	env, err := expr.NewEnv(names, values)
+	if err != nil {
+		return nil, err
+	}
+	var cond *expr.Condition
+	if condExpr != nil {
+		if cond, err = expr.ParseCondition(expr.KindCondition, *condExpr, env); err != nil {
+			return nil, err
+		}
+	}
+	if err := env.CheckUnused(); err != nil {
+		return nil, err
+	}
+	return cond, nil
+}
+
+// GetItem reads an item.
+func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) (*GetItemOutput, error) {
+	name, err := requireTableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	if in.Key == nil {
+		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	proj, err := e.projection(in.ProjectionExpression, in.AttributesToGet, in.ExpressionAttributeNames, nil)
+	if err != nil {
+		return nil, err
+	}
+	t, err := e.loadTable(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	pk, sk, err := t.keyParam(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
+	if err != nil {
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			e.tables.drop(account, name)
+			return nil, notFound(name)
+		}
+		return nil, err
+	}
+	out := &GetItemOutput{}
+	consistent := in.ConsistentRead != nil && *in.ConsistentRead
+	size := 0
+	if res.Item != nil {
+		if proj == nil {
+			out.Item = res.Item
+			if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+				it, err := decodeStored(res.Item)
+				if err != nil {
+					return nil, err
+				}
+				size = attr.ItemSize(it)
+			}
+		} else {
+			it, err := decodeStored(res.Item)
+			if err != nil {
+				return nil, err
+			}
+			size = attr.ItemSize(it)
+			out.Item = attr.EncodeItem(proj.Apply(it))
+		}
+	}
+	out.ConsumedCapacity = capacity(in.ReturnConsumedCapacity, name, readUnits(size, consistent), false)
+	return out, nil
+}
+
+// projection parses a ProjectionExpression or legacy AttributesToGet;
+// nil means the whole item. With env nil a fresh environment over names
+// is used and checked for unused names.
+func (e *Engine) projection(pe *string, toGet []string, names map[string]string, env *expr.Env) (projector, error) {
+	if pe != nil && toGet != nil {
+		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {AttributesToGet} Expression parameters: {ProjectionExpression}")
+	}
+	if toGet != nil {
+		if len(toGet) == 0 {
+			return nil, validationf("1 validation error detected: Value '[]' at 'attributesToGet' failed to satisfy constraint: Member must have length greater than or equal to 1")
+		}
+		seen := map[string]bool{}
+		for _, n := range toGet {
+			if seen[n] {
+				return nil, validationf("One or more parameter values were invalid: Duplicate value in attribute name: %s", n)
+			}
+			seen[n] = true
+		}
+		return namesProjection(toGet), nil
+	}
+	own := env == nil
+	if own {
+		var err error
+		if env, err = expr.NewEnv(names, nil); err != nil {
+			return nil, err
+		}
+	}
+	var p projector
+	if pe != nil {
+		pp, err := expr.ParseProjection(*pe, env)
+		if err != nil {
+			return nil, err
+		}
+		p = pp
+	}
+	if own {
+		if err := env.CheckUnused(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// DeleteItem deletes an item.
+func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
+	name, err := requireTableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	if in.Key == nil {
+		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
+	}
+	switch in.ReturnValues {
+	case "", "NONE", "ALL_OLD":
+	case "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
+		return nil, validationf("ReturnValues can only be ALL_OLD or NONE")
+	default:
+		return nil, validationf("1 validation error detected: Value '%s' at 'returnValues' failed to satisfy constraint: Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]", in.ReturnValues)
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
+		return nil, err
+	}
+	returnOldOnCCF, err := checkReturnValuesOnCCF(in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	cond, err := e.writeCondition(in.ConditionExpression, in.Expected, in.ConditionalOperator, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	t, err := e.loadTable(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	pk, sk, err := t.keyParam(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+		old, err := decodeStored(oldRaw)
+		if err != nil {
+			return storage.Change{}, err
+		}
+		if cond != nil && !cond.Eval(old) {
+			return storage.Change{}, ccfError(old, returnOldOnCCF)
+		}
+		if old == nil {
+			return storage.Change{Op: storage.Keep}, nil
+		}
+		return t.deleteChange(old), nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	out := &ItemOutput{}
+	size := 0
+	if res.Old != nil {
+		old, err := decodeStored(res.Old)
+		if err != nil {
+			return nil, err
+		}
+		size = attr.ItemSize(old)
+		if in.ReturnValues == "ALL_OLD" {
+			out.Attributes = old
+		}
+	}
+	out.ConsumedCapacity = capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)
+	return out, nil
+}
+
+// UpdateItem updates (or creates) an item.
+func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
+	name, err := requireTableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	if in.Key == nil {
+		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
+	}
+	switch in.ReturnValues {
+	case "", "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
+	default:
+		return nil, validationf("1 validation error detected: Value '%s' at 'returnValues' failed to satisfy constraint: Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]", in.ReturnValues)
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
+		return nil, err
+	}
+	returnOldOnCCF, err := checkReturnValuesOnCCF(in.ReturnValuesOnConditionCheckFailure)
+	if err != nil {
+		return nil, err
+	}
+	var cond *expr.Condition
+	var upd *expr.Update
+	if in.AttributeUpdates != nil || in.Expected != nil {
+		if in.UpdateExpression != nil || in.ConditionExpression != nil {
+			return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {AttributeUpdates, Expected} Expression parameters: {UpdateExpression, ConditionExpression}")
+		}
+		if in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil {
+			return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+		}
+		if in.Expected != nil {
+			if cond, err = legacyExpected(in.Expected, in.ConditionalOperator); err != nil {
+				return nil, err
+			}
+		}
+		if in.AttributeUpdates != nil {
+			if upd, err = legacyUpdates(in.AttributeUpdates); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		if in.ConditionalOperator != "" {
+			return nil, validationf("ConditionalOperator can only be used when Expected is specified")
+		}
+		env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+		if err != nil {
+			return nil, err
+		}
+		if in.UpdateExpression != nil {
+			if upd, err = expr.ParseUpdate(*in.UpdateExpression, env); err != nil {
+				return nil, err
+			}
+		}
+		if in.ConditionExpression != nil {
+			if cond, err = expr.ParseCondition(expr.KindCondition, *in.ConditionExpression, env); err != nil {
+				return nil, err
+			}
+		}
+		if err := env.CheckUnused(); err != nil {
+			return nil, err
+		}
+	}
+	t, err := e.loadTable(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	pk, sk, err := t.keyParam(in.Key)
+	if err != nil {
+		return nil, err
+	}
+	if upd != nil {
+		for _, p := range upd.UpdatedPaths() {
+			if len(p) > 0 && t.isKeyAttr(p[0].Name) {
+				return nil, invalidParam("Cannot update attribute %s. This attribute is part of the key", p[0].Name)
+			}
+		}
+	}
+	keyItem := attr.Item(in.Key)
+	var newItem attr.Item
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+		old, err := decodeStored(oldRaw)
+		if err != nil {
+			return storage.Change{}, err
+		}
+		if cond != nil && !cond.Eval(old) {
+			return storage.Change{}, ccfError(old, returnOldOnCCF)
+		}
+		base := old
+		if base == nil {
+			base = keyItem.Clone()
+		}
+		n := base
+		if upd != nil {
+			if n, err = upd.Apply(base); err != nil {
+				return storage.Change{}, err
+			}
+		}
+		if attr.ItemSize(n) > attr.MaxItemSize {
+			return storage.Change{}, errItemTooLarge
+		}
+		newItem = n
+		raw := attr.EncodeItem(n)
+		return t.putChange(old, n, raw)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(attr.ItemSize(newItem)), true)}
+	switch in.ReturnValues {
+	case "ALL_OLD":
+		if res.Old != nil {
+			out.Attributes, _ = decodeStored(res.Old)
+		}
+	case "ALL_NEW":
+		out.Attributes = newItem
+	case "UPDATED_OLD", "UPDATED_NEW":
+		if upd == nil {
+			break
+		}
+		src := newItem
+		if in.ReturnValues == "UPDATED_OLD" {
+			src, _ = decodeStored(res.Old)
+		}
+		if src != nil {
+			if p := expr.ProjectPaths(src, upd.UpdatedPaths()); len(p) > 0 {
+				out.Attributes = p
+			}
+		}
+	}
+	return out, nil
+}

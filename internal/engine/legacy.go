@@ -1,0 +1,276 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/expr"
+)
+
+// projector projects an item; nil means the whole item.
+type projector interface {
+	Apply(attr.Item) attr.Item
+}
+
+// namesProjection projects top-level attributes (legacy AttributesToGet).
+type namesProjection []string
+
+func (n namesProjection) Apply(it attr.Item) attr.Item {
+	out := attr.Item{}
+	for _, name := range n {
+		if v, ok := it[name]; ok {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// The legacy condition parameters (Expected, KeyConditions, QueryFilter,
+// ScanFilter, AttributeUpdates) are translated to expressions with
+// generated placeholders, so one evaluator serves both.
+
+type legacyBuilder struct {
+	names  map[string]string
+	values map[string]attr.Value
+}
+
+func newLegacyBuilder() *legacyBuilder {
+	return &legacyBuilder{names: map[string]string{}, values: map[string]attr.Value{}}
+}
+
+func (b *legacyBuilder) name(n string) string {
+	k := fmt.Sprintf("#l%d", len(b.names))
+	b.names[k] = n
+	return k
+}
+
+func (b *legacyBuilder) value(v attr.Value) string {
+	k := fmt.Sprintf(":l%d", len(b.values))
+	b.values[k] = v
+	return k
+}
+
+var legacyArgCount = map[string][2]int{
+	"EQ": {1, 1}, "NE": {1, 1}, "LE": {1, 1}, "LT": {1, 1}, "GE": {1, 1}, "GT": {1, 1},
+	"NOT_NULL": {0, 0}, "NULL": {0, 0}, "CONTAINS": {1, 1}, "NOT_CONTAINS": {1, 1},
+	"BEGINS_WITH": {1, 1}, "IN": {1, 1 << 30}, "BETWEEN": {2, 2},
+}
+
+// cond renders one legacy comparison.
+func (b *legacyBuilder) cond(attrName, op string, args []attr.Value) (string, error) {
+	n, ok := legacyArgCount[op]
+	if !ok {
+		return "", validationf("1 validation error detected: Value '%s' at 'comparisonOperator' failed to satisfy constraint: Member must satisfy enum value set: [IN, NULL, BETWEEN, LT, NOT_CONTAINS, EQ, GT, NOT_NULL, NE, LE, BEGINS_WITH, GE, CONTAINS]", op)
+	}
+	if len(args) < n[0] || len(args) > n[1] {
+		return "", invalidParam("Invalid number of argument(s) for the %s ComparisonOperator", op)
+	}
+	p := b.name(attrName)
+	vals := make([]string, len(args))
+	for i, a := range args {
+		vals[i] = b.value(a)
+	}
+	switch op {
+	case "EQ":
+		return p + " = " + vals[0], nil
+	case "NE":
+		return p + " <> " + vals[0], nil
+	case "LE":
+		return p + " <= " + vals[0], nil
+	case "LT":
+		return p + " < " + vals[0], nil
+	case "GE":
+		return p + " >= " + vals[0], nil
+	case "GT":
+		return p + " > " + vals[0], nil
+	case "NOT_NULL":
+		return "attribute_exists(" + p + ")", nil
+	case "NULL":
+		return "attribute_not_exists(" + p + ")", nil
+	case "CONTAINS":
+		return "contains(" + p + ", " + vals[0] + ")", nil
+	case "NOT_CONTAINS":
+		return "(attribute_exists(" + p + ") AND NOT contains(" + p + ", " + vals[0] + "))", nil
+	case "BEGINS_WITH":
+		return "begins_with(" + p + ", " + vals[0] + ")", nil
+	case "IN":
+		return p + " IN (" + strings.Join(vals, ", ") + ")", nil
+	case "BETWEEN":
+		return p + " BETWEEN " + vals[0] + " AND " + vals[1], nil
+	}
+	return "", validationf("Unsupported ComparisonOperator %s", op)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func joinOp(op string) (string, error) {
+	switch op {
+	case "", "AND":
+		return " AND ", nil
+	case "OR":
+		return " OR ", nil
+	}
+	return "", validationf("1 validation error detected: Value '%s' at 'conditionalOperator' failed to satisfy constraint: Member must satisfy enum value set: [OR, AND]", op)
+}
+
+// legacyExpected translates Expected/ConditionalOperator.
+func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr.Condition, error) {
+	if len(exp) == 0 {
+		return nil, nil
+	}
+	join, err := joinOp(condOp)
+	if err != nil {
+		return nil, err
+	}
+	b := newLegacyBuilder()
+	var parts []string
+	for _, n := range sortedNames(exp) {
+		x := exp[n]
+		var s string
+		switch {
+		case x.ComparisonOperator != "":
+			if x.Value != nil {
+				return nil, invalidParam("Value and ComparisonOperator cannot be used together for Attribute: %s", n)
+			}
+			if x.Exists != nil {
+				return nil, invalidParam("Exists and ComparisonOperator cannot be used together for Attribute: %s", n)
+			}
+			s, err = b.cond(n, x.ComparisonOperator, x.AttributeValueList)
+			if err != nil {
+				return nil, err
+			}
+		case x.Exists != nil && !*x.Exists:
+			if x.Value != nil {
+				return nil, invalidParam("Cannot expect an attribute to have a specified value while expecting it to not exist")
+			}
+			s = "attribute_not_exists(" + b.name(n) + ")"
+		default:
+			if x.Value == nil {
+				return nil, invalidParam("Value must be provided when Exists is %s for Attribute: %s", map[bool]string{true: "true", false: "null"}[x.Exists != nil], n)
+			}
+			s = b.name(n) + " = " + b.value(*x.Value)
+		}
+		parts = append(parts, s)
+	}
+	return b.parseCondition(expr.KindCondition, strings.Join(parts, join))
+}
+
+func (b *legacyBuilder) parseCondition(kind expr.Kind, s string) (*expr.Condition, error) {
+	env, err := expr.NewEnv(b.names, b.values)
+	if err != nil {
+		return nil, err
+	}
+	return expr.ParseCondition(kind, s, env)
+}
+
+// legacyFilter translates QueryFilter/ScanFilter.
+func legacyFilter(f map[string]Condition, condOp string) (*expr.Condition, error) {
+	if len(f) == 0 {
+		return nil, nil
+	}
+	join, err := joinOp(condOp)
+	if err != nil {
+		return nil, err
+	}
+	b := newLegacyBuilder()
+	var parts []string
+	for _, n := range sortedNames(f) {
+		s, err := b.cond(n, f[n].ComparisonOperator, f[n].AttributeValueList)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, s)
+	}
+	return b.parseCondition(expr.KindFilter, strings.Join(parts, join))
+}
+
+// legacyKeyConditions translates KeyConditions to a key condition.
+func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
+	b := newLegacyBuilder()
+	var parts []string
+	for _, n := range sortedNames(kc) {
+		c := kc[n]
+		switch c.ComparisonOperator {
+		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
+		default:
+			return nil, invalidParam("Unsupported operator on KeyCondition: %s", c.ComparisonOperator)
+		}
+		s, err := b.cond(n, c.ComparisonOperator, c.AttributeValueList)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, s)
+	}
+	env, err := expr.NewEnv(b.names, b.values)
+	if err != nil {
+		return nil, err
+	}
+	return expr.ParseKeyCondition(strings.Join(parts, " AND "), env)
+}
+
+// legacyUpdates translates AttributeUpdates.
+func legacyUpdates(u map[string]AttributeValueUpdate) (*expr.Update, error) {
+	if len(u) == 0 {
+		return nil, nil
+	}
+	b := newLegacyBuilder()
+	var set, remove, add, del []string
+	for _, n := range sortedNames(u) {
+		x := u[n]
+		switch x.Action {
+		case "", "PUT":
+			if x.Value == nil {
+				return nil, invalidParam("Only DELETE action is allowed when no attribute value is specified")
+			}
+			set = append(set, b.name(n)+" = "+b.value(*x.Value))
+		case "DELETE":
+			if x.Value == nil {
+				remove = append(remove, b.name(n))
+			} else {
+				if !x.Value.Type.IsSet() {
+					return nil, invalidParam("DELETE action with value is not supported for the type %s", x.Value.Type)
+				}
+				del = append(del, b.name(n)+" "+b.value(*x.Value))
+			}
+		case "ADD":
+			if x.Value == nil {
+				return nil, invalidParam("Only DELETE action is allowed when no attribute value is specified")
+			}
+			if x.Value.Type == attr.L {
+				p := b.name(n)
+				set = append(set, p+" = list_append(if_not_exists("+p+", "+b.value(attr.ListValue([]attr.Value{}))+"), "+b.value(*x.Value)+")")
+				continue
+			}
+			add = append(add, b.name(n)+" "+b.value(*x.Value))
+		default:
+			return nil, validationf("1 validation error detected: Value '%s' at 'attributeUpdates.%s.member.action' failed to satisfy constraint: Member must satisfy enum value set: [ADD, PUT, DELETE]", x.Action, n)
+		}
+	}
+	var clauses []string
+	if len(set) > 0 {
+		clauses = append(clauses, "SET "+strings.Join(set, ", "))
+	}
+	if len(remove) > 0 {
+		clauses = append(clauses, "REMOVE "+strings.Join(remove, ", "))
+	}
+	if len(add) > 0 {
+		clauses = append(clauses, "ADD "+strings.Join(add, ", "))
+	}
+	if len(del) > 0 {
+		clauses = append(clauses, "DELETE "+strings.Join(del, ", "))
+	}
+	env, err := expr.NewEnv(b.names, b.values)
+	if err != nil {
+		return nil, err
+	}
+	return expr.ParseUpdate(strings.Join(clauses, " "), env)
+}

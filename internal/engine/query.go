@@ -1,0 +1,508 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/expr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// maxPageBytes is the 1 MB of scanned data after which Query and Scan
+// return a page.
+const maxPageBytes = 1024 * 1024
+
+// readSpec is what Query and Scan share once parsed.
+type readSpec struct {
+	t          *table
+	ix         *index // nil for the table
+	filter     *expr.Condition
+	proj       projector
+	count      bool // Select COUNT
+	fetchBase  bool // LSI query asking for attributes it does not project
+	limit      int  // 0 = none
+	after      *storage.Cursor
+	consistent bool
+	rcc        string
+}
+
+func (s *readSpec) keyNames() []keyAttr {
+	ks := []keyAttr{s.t.Hash}
+	if s.t.Range != nil {
+		ks = append(ks, *s.t.Range)
+	}
+	if s.ix != nil {
+		for _, k := range []*keyAttr{&s.ix.Hash, s.ix.Range} {
+			if k == nil {
+				continue
+			}
+			dup := false
+			for _, e := range ks {
+				if e.Name == k.Name {
+					dup = true
+				}
+			}
+			if !dup {
+				ks = append(ks, *k)
+			}
+		}
+	}
+	return ks
+}
+
+func checkLimit(limit *int64) (int, error) {
+	if limit == nil {
+		return 0, nil
+	}
+	if *limit < 1 {
+		return 0, validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *limit)
+	}
+	if *limit > 1<<31-1 {
+		return 1<<31 - 1, nil
+	}
+	return int(*limit), nil
+}
+
+// prepareRead validates the members Query and Scan share.
+func (e *Engine) prepareRead(ctx context.Context, account string, tableName, indexName *string, sel string,
+	limit *int64, filterExpr, projExpr *string, toGet []string, legacyFilterMap map[string]Condition, condOp string,
+	env *expr.Env, consistent *bool, rcc string) (*readSpec, error) {
+	name, err := requireTableName(tableName)
+	if err != nil {
+		return nil, err
+	}
+	switch sel {
+	case "", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES", "SPECIFIC_ATTRIBUTES", "COUNT":
+	default:
+		return nil, validationf("1 validation error detected: Value '%s' at 'select' failed to satisfy constraint: Member must satisfy enum value set: [SPECIFIC_ATTRIBUTES, COUNT, ALL_ATTRIBUTES, ALL_PROJECTED_ATTRIBUTES]", sel)
+	}
+	if err := checkReturnConsumed(rcc); err != nil {
+		return nil, err
+	}
+	s := &readSpec{consistent: consistent != nil && *consistent, rcc: rcc}
+	if s.limit, err = checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if filterExpr != nil && legacyFilterMap != nil {
+		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {QueryFilter} Expression parameters: {FilterExpression}")
+	}
+	if filterExpr != nil {
+		if s.filter, err = expr.ParseCondition(expr.KindFilter, *filterExpr, env); err != nil {
+			return nil, err
+		}
+	} else if legacyFilterMap != nil {
+		if s.filter, err = legacyFilter(legacyFilterMap, condOp); err != nil {
+			return nil, err
+		}
+	}
+	if s.proj, err = e.projection(projExpr, toGet, nil, env); err != nil {
+		return nil, err
+	}
+	hasProj := projExpr != nil || toGet != nil
+	switch sel {
+	case "SPECIFIC_ATTRIBUTES":
+		if !hasProj {
+			return nil, validationf("One or more parameter values were invalid: Select type SPECIFIC_ATTRIBUTES requires AttributesToGet or ProjectionExpression")
+		}
+	case "COUNT", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES":
+		if hasProj {
+			return nil, validationf("One or more parameter values were invalid: Cannot specify the AttributesToGet when choosing to get %s", sel)
+		}
+	}
+	s.count = sel == "COUNT"
+	if s.t, err = e.loadTable(ctx, account, name); err != nil {
+		return nil, err
+	}
+	if indexName != nil {
+		s.ix = s.t.index(*indexName)
+		if s.ix == nil {
+			return nil, validationf("The table does not have the specified index: %s", *indexName)
+		}
+		if s.ix.Global && s.consistent {
+			return nil, validationf("Consistent reads are not supported on global secondary indexes")
+		}
+		if s.ix.Status != "" && s.ix.Status != "ACTIVE" {
+			return nil, validationf("Cannot read from backfilling global secondary index: %s", s.ix.Name)
+		}
+		if s.ix.ProjType != "ALL" {
+			if sel == "ALL_ATTRIBUTES" {
+				if s.ix.Global {
+					return nil, invalidParam("Select type ALL_ATTRIBUTES is not supported for global secondary index %s because its projection type is not ALL", s.ix.Name)
+				}
+				s.fetchBase = true
+			}
+			if hasProj && !s.ix.Global {
+				s.fetchBase = true
+			}
+		}
+	} else if sel == "ALL_PROJECTED_ATTRIBUTES" {
+		return nil, validationf("One or more parameter values were invalid: ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName")
+	}
+	return s, nil
+}
+
+// startCursor validates ExclusiveStartKey and turns it into a cursor.
+func (s *readSpec) startCursor(esk attr.Item) error {
+	if esk == nil {
+		return nil
+	}
+	bad := validationf("The provided starting key is invalid: The provided key element does not match the schema")
+	names := s.keyNames()
+	if len(esk) != len(names) {
+		return bad
+	}
+	enc := func(ka keyAttr) ([]byte, error) {
+		v, ok := esk[ka.Name]
+		if !ok || v.Type != ka.Type {
+			return nil, bad
+		}
+		b, _ := attr.KeyBytes(v)
+		return b, nil
+	}
+	c := &storage.Cursor{}
+	var err error
+	if c.PK, err = enc(s.t.Hash); err != nil {
+		return err
+	}
+	if s.t.Range != nil {
+		if c.SK, err = enc(*s.t.Range); err != nil {
+			return err
+		}
+	}
+	if s.ix != nil {
+		c.BasePK, c.BaseSK = c.PK, c.SK
+		if c.PK, err = enc(s.ix.Hash); err != nil {
+			return err
+		}
+		c.SK = nil
+		if s.ix.Range != nil {
+			if c.SK, err = enc(*s.ix.Range); err != nil {
+				return err
+			}
+		}
+	}
+	s.after = c
+	return nil
+}
+
+// lastKey builds LastEvaluatedKey from an item.
+func (s *readSpec) lastKey(it attr.Item) attr.Item {
+	out := attr.Item{}
+	for _, k := range s.keyNames() {
+		if v, ok := it[k.Name]; ok {
+			out[k.Name] = v
+		}
+	}
+	return out
+}
+
+// fetchFn reads the next batch of rows after a cursor.
+type fetchFn func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error)
+
+// run pages through rows, applying Limit, the 1 MB page size, the filter
+// and the projection.
+func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOutput, error) {
+	out := &QueryOutput{}
+	items := []RawJSON{}
+	scannedBytes := 0
+	after := s.after
+	var last attr.Item
+	stopped := false
+	for !stopped {
+		want := 256
+		if s.limit > 0 && s.limit-out.ScannedCount < want {
+			want = s.limit - out.ScannedCount
+		}
+		rows, more, err := fetch(ctx, after, want)
+		if err != nil {
+			if storage.IsKind(err, storage.KindTableNotFound) {
+				e.tables.drop(s.t.ref.Account, s.t.ref.Name)
+				return nil, notFound(s.t.ref.Name)
+			}
+			return nil, err
+		}
+		for i := range rows {
+			r := &rows[i]
+			it, err := decodeStored(r.Item)
+			if err != nil {
+				return nil, err
+			}
+			raw := r.Item
+			if s.fetchBase {
+				res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
+				if err != nil {
+					return nil, err
+				}
+				if res.Item != nil {
+					if it, err = decodeStored(res.Item); err != nil {
+						return nil, err
+					}
+					raw = res.Item
+				}
+			}
+			out.ScannedCount++
+			scannedBytes += attr.ItemSize(it)
+			last = it
+			after = &storage.Cursor{PK: r.PK, SK: r.SK, BasePK: r.BasePK, BaseSK: r.BaseSK}
+			if s.filter == nil || s.filter.Eval(it) {
+				out.Count++
+				if !s.count {
+					if s.proj != nil {
+						items = append(items, attr.EncodeItem(s.proj.Apply(it)))
+					} else {
+						items = append(items, raw)
+					}
+				}
+			}
+			if (s.limit > 0 && out.ScannedCount >= s.limit) || scannedBytes >= maxPageBytes {
+				// Like the service, a page that stops at Limit or at the
+				// size bound carries LastEvaluatedKey without looking ahead.
+				stopped = true
+				out.LastEvaluatedKey = s.lastKey(last)
+				break
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if !s.count {
+		out.Items = &items
+	}
+	units := readUnits(scannedBytes, s.consistent)
+	out.ConsumedCapacity = capacity(s.rcc, s.t.name(), units, false)
+	return out, nil
+}
+
+// Query reads items of one partition.
+func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*QueryOutput, error) {
+	if in.KeyConditionExpression != nil && in.KeyConditions != nil {
+		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {KeyConditions} Expression parameters: {KeyConditionExpression}")
+	}
+	usesExpr := in.KeyConditionExpression != nil || in.FilterExpression != nil || in.ProjectionExpression != nil
+	usesLegacy := in.KeyConditions != nil || in.QueryFilter != nil || in.AttributesToGet != nil
+	if usesExpr && usesLegacy {
+		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {KeyConditions, QueryFilter, AttributesToGet} Expression parameters: {KeyConditionExpression, FilterExpression, ProjectionExpression}")
+	}
+	if !usesExpr && (in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil) {
+		return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+	}
+	env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	var kc *expr.KeyCondition
+	switch {
+	case in.KeyConditionExpression != nil:
+		if kc, err = expr.ParseKeyCondition(*in.KeyConditionExpression, env); err != nil {
+			return nil, err
+		}
+	case in.KeyConditions != nil:
+		if kc, err = legacyKeyConditions(in.KeyConditions); err != nil {
+			return nil, err
+		}
+	default:
+		if _, err := requireTableName(in.TableName); err != nil {
+			return nil, err
+		}
+		return nil, validationf("Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.")
+	}
+	s, err := e.prepareRead(ctx, account, in.TableName, in.IndexName, in.Select, in.Limit, in.FilterExpression,
+		in.ProjectionExpression, in.AttributesToGet, in.QueryFilter, in.ConditionalOperator, env, in.ConsistentRead, in.ReturnConsumedCapacity)
+	if err != nil {
+		return nil, err
+	}
+	if err := env.CheckUnused(); err != nil {
+		return nil, err
+	}
+	hash, rng := s.t.Hash, s.t.Range
+	if s.ix != nil {
+		hash, rng = s.ix.Hash, s.ix.Range
+	}
+	var pk []byte
+	var lower, upper *storage.Bound
+	var hashSeen bool
+	for _, term := range kc.Terms {
+		switch {
+		case term.Name == hash.Name:
+			if term.Op != expr.EQ {
+				return nil, validationf("Query key condition not supported")
+			}
+			if term.Values[0].Type != hash.Type {
+				return nil, invalidParam("Condition parameter type does not match schema type")
+			}
+			if err := checkKeyValue(term.Values[0], hash, false); err != nil {
+				return nil, err
+			}
+			pk, _ = attr.KeyBytes(term.Values[0])
+			hashSeen = true
+		case rng != nil && term.Name == rng.Name:
+			for _, v := range term.Values {
+				if v.Type != rng.Type {
+					return nil, invalidParam("Condition parameter type does not match schema type")
+				}
+			}
+			lower, upper, err = sortKeyRange(term, *rng)
+			if err != nil {
+				return nil, err
+			}
+		default:
+			return nil, validationf("Query condition missed key schema element: %s", missingKeyName(kc, hash, rng))
+		}
+	}
+	if !hashSeen {
+		return nil, validationf("Query condition missed key schema element: %s", hash.Name)
+	}
+	if err := s.startCursor(in.ExclusiveStartKey); err != nil {
+		return nil, err
+	}
+	if s.after != nil && !bytes.Equal(s.after.PK, pk) {
+		return nil, validationf("The provided starting key is outside query boundaries based on provided conditions")
+	}
+	forward := in.ScanIndexForward == nil || *in.ScanIndexForward
+	index := ""
+	if s.ix != nil {
+		index = s.ix.Name
+	}
+	return e.run(ctx, s, func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+		res, err := e.backend.Query(ctx, storage.QueryParams{Table: s.t.ref, Index: index, PK: pk, Lower: lower, Upper: upper,
+			Forward: forward, After: after, Limit: limit})
+		if err != nil {
+			return nil, false, err
+		}
+		return res.Rows, res.More, nil
+	})
+}
+
+func missingKeyName(kc *expr.KeyCondition, hash keyAttr, rng *keyAttr) string {
+	for _, t := range kc.Terms {
+		if t.Name == hash.Name {
+			if rng != nil {
+				return rng.Name
+			}
+		}
+	}
+	return hash.Name
+}
+
+// sortKeyRange turns a sort key condition into byte bounds.
+func sortKeyRange(term expr.KeyTerm, ka keyAttr) (lower, upper *storage.Bound, err error) {
+	enc := func(v attr.Value) ([]byte, error) {
+		if err := checkKeyValue(v, ka, true); err != nil {
+			return nil, err
+		}
+		b, _ := attr.KeyBytes(v)
+		return b, nil
+	}
+	b0, err := enc(term.Values[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	switch term.Op {
+	case expr.EQ:
+		return &storage.Bound{Key: b0, Inclusive: true}, &storage.Bound{Key: b0, Inclusive: true}, nil
+	case expr.LT:
+		return nil, &storage.Bound{Key: b0}, nil
+	case expr.LE:
+		return nil, &storage.Bound{Key: b0, Inclusive: true}, nil
+	case expr.GT:
+		return &storage.Bound{Key: b0}, nil, nil
+	case expr.GE:
+		return &storage.Bound{Key: b0, Inclusive: true}, nil, nil
+	case expr.BETWEEN:
+		b1, err := enc(term.Values[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		if bytes.Compare(b0, b1) > 0 {
+			return nil, nil, validationf("Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: {%s:%s}, upper bound operand: AttributeValue: {%s:%s}",
+				term.Values[0].Type, valueText(term.Values[0]), term.Values[1].Type, valueText(term.Values[1]))
+		}
+		return &storage.Bound{Key: b0, Inclusive: true}, &storage.Bound{Key: b1, Inclusive: true}, nil
+	case expr.BEGINS_WITH:
+		if ka.Type == attr.N {
+			return nil, nil, validationf("Invalid KeyConditionExpression: Incorrect operand type for operator or function; operator or function: begins_with, operand type: N")
+		}
+		lower = &storage.Bound{Key: b0, Inclusive: true}
+		if succ := attr.PrefixSuccessor(b0); succ != nil {
+			upper = &storage.Bound{Key: succ}
+		}
+		return lower, upper, nil
+	}
+	return nil, nil, validationf("Query key condition not supported")
+}
+
+func valueText(v attr.Value) string {
+	switch v.Type {
+	case attr.S, attr.N:
+		return v.Str
+	default:
+		return fmt.Sprint(string(attr.AppendValue(nil, v)))
+	}
+}
+
+// Scan reads a table or index, optionally one segment of it.
+func (e *Engine) Scan(ctx context.Context, account string, in *ScanInput) (*QueryOutput, error) {
+	usesExpr := in.FilterExpression != nil || in.ProjectionExpression != nil
+	usesLegacy := in.ScanFilter != nil || in.AttributesToGet != nil
+	if usesExpr && usesLegacy {
+		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {ScanFilter, AttributesToGet} Expression parameters: {FilterExpression, ProjectionExpression}")
+	}
+	if !usesExpr && (in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil) {
+		return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+	}
+	seg, total := 0, 0
+	if in.Segment != nil || in.TotalSegments != nil {
+		if in.TotalSegments == nil {
+			return nil, validationf("The TotalSegments parameter is required but was not present in the request when Segment parameter is present")
+		}
+		if in.Segment == nil {
+			return nil, validationf("The Segment parameter is required but was not present in the request when parameter TotalSegments is present")
+		}
+		if *in.TotalSegments < 1 || *in.TotalSegments > 1000000 {
+			return nil, validationf("1 validation error detected: Value '%d' at 'totalSegments' failed to satisfy constraint: Member must have value %s", *in.TotalSegments,
+				map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 1000000"}[*in.TotalSegments < 1])
+		}
+		if *in.Segment < 0 {
+			return nil, validationf("1 validation error detected: Value '%d' at 'segment' failed to satisfy constraint: Member must have value greater than or equal to 0", *in.Segment)
+		}
+		if *in.Segment >= *in.TotalSegments {
+			return nil, validationf("The Segment parameter is zero-based and must be less than parameter TotalSegments: Segment: %d is not less than TotalSegments: %d", *in.Segment, *in.TotalSegments)
+		}
+		seg, total = int(*in.Segment), int(*in.TotalSegments)
+	}
+	env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.prepareRead(ctx, account, in.TableName, in.IndexName, in.Select, in.Limit, in.FilterExpression,
+		in.ProjectionExpression, in.AttributesToGet, in.ScanFilter, in.ConditionalOperator, env, in.ConsistentRead, in.ReturnConsumedCapacity)
+	if err != nil {
+		return nil, err
+	}
+	if err := env.CheckUnused(); err != nil {
+		return nil, err
+	}
+	if err := s.startCursor(in.ExclusiveStartKey); err != nil {
+		return nil, err
+	}
+	if s.after != nil && total > 1 {
+		lo, hi := storage.SegmentRange(seg, total)
+		if h := storage.KeyHash(s.after.PK); h < lo || h > hi {
+			return nil, validationf("The provided Exclusive start key does not map to the provided segment")
+		}
+	}
+	index := ""
+	if s.ix != nil {
+		index = s.ix.Name
+	}
+	return e.run(ctx, s, func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+		res, err := e.backend.Scan(ctx, storage.ScanParams{Table: s.t.ref, Index: index, Segment: seg, TotalSegments: total, After: after, Limit: limit})
+		if err != nil {
+			return nil, false, err
+		}
+		return res.Rows, res.More, nil
+	})
+}

@@ -1,0 +1,502 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/expr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Transaction limits of DynamoDB.
+const (
+	maxTransactItems     = 100
+	maxTransactBytes     = 4 * 1024 * 1024
+	idempotencyWindow    = 10 * time.Minute
+	maxClientTokenLength = 36
+)
+
+type ConditionCheck struct {
+	TableName                           *string               `json:"TableName"`
+	Key                                 attr.Item             `json:"Key"`
+	ConditionExpression                 *string               `json:"ConditionExpression"`
+	ExpressionAttributeNames            map[string]string     `json:"ExpressionAttributeNames"`
+	ExpressionAttributeValues           map[string]attr.Value `json:"ExpressionAttributeValues"`
+	ReturnValuesOnConditionCheckFailure string                `json:"ReturnValuesOnConditionCheckFailure"`
+}
+
+type TransactPut struct {
+	TableName                           *string               `json:"TableName"`
+	Item                                attr.Item             `json:"Item"`
+	ConditionExpression                 *string               `json:"ConditionExpression"`
+	ExpressionAttributeNames            map[string]string     `json:"ExpressionAttributeNames"`
+	ExpressionAttributeValues           map[string]attr.Value `json:"ExpressionAttributeValues"`
+	ReturnValuesOnConditionCheckFailure string                `json:"ReturnValuesOnConditionCheckFailure"`
+}
+
+type TransactDelete = ConditionCheck
+
+type TransactUpdate struct {
+	TableName                           *string               `json:"TableName"`
+	Key                                 attr.Item             `json:"Key"`
+	UpdateExpression                    *string               `json:"UpdateExpression"`
+	ConditionExpression                 *string               `json:"ConditionExpression"`
+	ExpressionAttributeNames            map[string]string     `json:"ExpressionAttributeNames"`
+	ExpressionAttributeValues           map[string]attr.Value `json:"ExpressionAttributeValues"`
+	ReturnValuesOnConditionCheckFailure string                `json:"ReturnValuesOnConditionCheckFailure"`
+}
+
+type TransactWriteItem struct {
+	ConditionCheck *ConditionCheck `json:"ConditionCheck"`
+	Put            *TransactPut    `json:"Put"`
+	Delete         *TransactDelete `json:"Delete"`
+	Update         *TransactUpdate `json:"Update"`
+}
+
+type TransactWriteItemsInput struct {
+	TransactItems               []TransactWriteItem `json:"TransactItems"`
+	ClientRequestToken          *string             `json:"ClientRequestToken"`
+	ReturnConsumedCapacity      string              `json:"ReturnConsumedCapacity"`
+	ReturnItemCollectionMetrics string              `json:"ReturnItemCollectionMetrics"`
+}
+
+type TransactWriteItemsOutput struct {
+	ConsumedCapacity []ConsumedCapacity `json:"ConsumedCapacity,omitempty"`
+}
+
+type TransactGet struct {
+	TableName                *string           `json:"TableName"`
+	Key                      attr.Item         `json:"Key"`
+	ProjectionExpression     *string           `json:"ProjectionExpression"`
+	ExpressionAttributeNames map[string]string `json:"ExpressionAttributeNames"`
+}
+
+type TransactGetItem struct {
+	Get *TransactGet `json:"Get"`
+}
+
+type TransactGetItemsInput struct {
+	TransactItems          []TransactGetItem `json:"TransactItems"`
+	ReturnConsumedCapacity string            `json:"ReturnConsumedCapacity"`
+}
+
+type ItemResponse struct {
+	Item RawJSON `json:"Item,omitempty"`
+}
+
+type TransactGetItemsOutput struct {
+	Responses        []ItemResponse     `json:"Responses"`
+	ConsumedCapacity []ConsumedCapacity `json:"ConsumedCapacity,omitempty"`
+}
+
+// idempotency remembers ClientRequestTokens for ten minutes.
+type idempotency struct {
+	mu sync.Mutex
+	m  map[string]tokenEntry
+}
+
+type tokenEntry struct {
+	hash [32]byte
+	at   time.Time
+	out  *TransactWriteItemsOutput
+}
+
+func (c *idempotency) lookup(key string, hash [32]byte, now time.Time) (*TransactWriteItemsOutput, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]tokenEntry{}
+	}
+	for k, v := range c.m {
+		if now.Sub(v.at) > idempotencyWindow {
+			delete(c.m, k)
+		}
+	}
+	if v, ok := c.m[key]; ok {
+		if v.hash != hash {
+			return nil, false, newErr(CodeIdempotentMismatch, "Request token already used with different request parameters")
+		}
+		if v.out == nil {
+			return nil, false, newErr(CodeTransactionInProgress, "Another transaction with the same ClientRequestToken is in progress")
+		}
+		return v.out, true, nil
+	}
+	c.m[key] = tokenEntry{hash: hash, at: now}
+	return nil, false, nil
+}
+
+func (c *idempotency) finish(key string, out *TransactWriteItemsOutput, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ok {
+		delete(c.m, key)
+		return
+	}
+	if v, found := c.m[key]; found {
+		v.out = out
+		c.m[key] = v
+	}
+}
+
+// txOp is one parsed transaction action.
+type txOp struct {
+	t        *table
+	kind     string
+	pk, sk   []byte
+	cond     *expr.Condition
+	upd      *expr.Update
+	item     attr.Item
+	raw      []byte
+	key      attr.Item
+	retOld   bool
+	sizeUnit float64
+}
+
+func parseEnvCond(kind expr.Kind, s *string, names map[string]string, values map[string]attr.Value, upd *string) (*expr.Condition, *expr.Update, error) {
+	env, err := expr.NewEnv(names, values)
+	if err != nil {
+		return nil, nil, err
+	}
+	var u *expr.Update
+	if upd != nil {
+		if u, err = expr.ParseUpdate(*upd, env); err != nil {
+			return nil, nil, err
+		}
+	}
+	var c *expr.Condition
+	if s != nil {
+		if c, err = expr.ParseCondition(kind, *s, env); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := env.CheckUnused(); err != nil {
+		return nil, nil, err
+	}
+	return c, u, nil
+}
+
+// TransactWriteItems applies up to 100 actions all-or-nothing.
+func (e *Engine) TransactWriteItems(ctx context.Context, account string, in *TransactWriteItemsInput) (*TransactWriteItemsOutput, error) {
+	if in.TransactItems == nil {
+		return nil, validationf("1 validation error detected: Value null at 'transactItems' failed to satisfy constraint: Member must not be null")
+	}
+	if len(in.TransactItems) == 0 || len(in.TransactItems) > maxTransactItems {
+		return nil, validationf("1 validation error detected: Value '%s' at 'transactItems' failed to satisfy constraint: Member must have length %s",
+			"[...]", map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 100"}[len(in.TransactItems) == 0])
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
+		return nil, err
+	}
+	var tokenKey string
+	if in.ClientRequestToken != nil {
+		tok := *in.ClientRequestToken
+		if len(tok) < 1 || len(tok) > maxClientTokenLength {
+			return nil, validationf("1 validation error detected: Value '%s' at 'clientRequestToken' failed to satisfy constraint: Member must have length less than or equal to 36", tok)
+		}
+		body, _ := json.Marshal(in.TransactItems)
+		h := sha256.Sum256(body)
+		tokenKey = account + "\x00" + tok
+		out, done, err := e.idem.lookup(tokenKey, h, e.now())
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return out, nil
+		}
+	}
+	out, err := e.transactWrite(ctx, account, in)
+	if tokenKey != "" {
+		e.idem.finish(tokenKey, out, err == nil)
+	}
+	return out, err
+}
+
+func (e *Engine) transactWrite(ctx context.Context, account string, in *TransactWriteItemsInput) (*TransactWriteItemsOutput, error) {
+	ops := make([]*txOp, len(in.TransactItems))
+	seen := map[string]bool{}
+	totalSize := 0
+	for i, ti := range in.TransactItems {
+		n := 0
+		for _, set := range []bool{ti.ConditionCheck != nil, ti.Put != nil, ti.Delete != nil, ti.Update != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return nil, validationf("TransactItems can only contain one of Check, Put, Update or Delete")
+		}
+		op := &txOp{}
+		var tableName *string
+		var err error
+		var retCCF string
+		switch {
+		case ti.ConditionCheck != nil:
+			x := ti.ConditionCheck
+			op.kind, tableName, op.key, retCCF = "check", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
+			if x.ConditionExpression == nil {
+				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.conditionCheck.conditionExpression' failed to satisfy constraint: Member must not be null", i+1)
+			}
+			op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
+		case ti.Put != nil:
+			x := ti.Put
+			op.kind, tableName, op.item, retCCF = "put", x.TableName, x.Item, x.ReturnValuesOnConditionCheckFailure
+			if x.Item == nil {
+				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.put.item' failed to satisfy constraint: Member must not be null", i+1)
+			}
+			op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
+		case ti.Delete != nil:
+			x := ti.Delete
+			op.kind, tableName, op.key, retCCF = "delete", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
+			op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
+		case ti.Update != nil:
+			x := ti.Update
+			op.kind, tableName, op.key, retCCF = "update", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
+			if x.UpdateExpression == nil {
+				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.update.updateExpression' failed to satisfy constraint: Member must not be null", i+1)
+			}
+			op.cond, op.upd, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, x.UpdateExpression)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if op.retOld, err = checkReturnValuesOnCCF(retCCF); err != nil {
+			return nil, err
+		}
+		name, err := requireTableName(tableName)
+		if err != nil {
+			return nil, err
+		}
+		if op.t, err = e.loadTable(ctx, account, name); err != nil {
+			if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+			}
+			return nil, err
+		}
+		if op.kind == "put" {
+			if op.pk, op.sk, err = op.t.itemKey(op.item); err != nil {
+				return nil, err
+			}
+			size := attr.ItemSize(op.item)
+			if size > attr.MaxItemSize {
+				return nil, errItemTooLarge
+			}
+			totalSize += size
+			op.raw = attr.EncodeItem(op.item)
+			if _, err := op.t.indexEntries(op.item, op.raw); err != nil {
+				return nil, err
+			}
+		} else {
+			if op.key == nil {
+				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.key' failed to satisfy constraint: Member must not be null", i+1)
+			}
+			if op.pk, op.sk, err = op.t.keyParam(op.key); err != nil {
+				return nil, err
+			}
+		}
+		if op.upd != nil {
+			for _, p := range op.upd.UpdatedPaths() {
+				if len(p) > 0 && op.t.isKeyAttr(p[0].Name) {
+					return nil, invalidParam("Cannot update attribute %s. This attribute is part of the key", p[0].Name)
+				}
+			}
+		}
+		id := keyID(op.t, op.pk, op.sk)
+		if seen[id] {
+			return nil, validationf("Transaction request cannot include multiple operations on one item")
+		}
+		seen[id] = true
+		ops[i] = op
+	}
+	if totalSize > maxTransactBytes {
+		return nil, validationf("Transaction request size exceeded the maximum allowed size of 4 MB")
+	}
+	params := make([]storage.WriteItemParams, len(ops))
+	for i, op := range ops {
+		op := op
+		params[i] = storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+			old, err := decodeStored(oldRaw)
+			if err != nil {
+				return storage.Change{}, err
+			}
+			if op.cond != nil && !op.cond.Eval(old) {
+				return storage.Change{}, ccfError(old, op.retOld)
+			}
+			switch op.kind {
+			case "check":
+				return storage.Change{Op: storage.Keep}, nil
+			case "put":
+				return op.t.putChange(old, op.item, op.raw)
+			case "delete":
+				if old == nil {
+					return storage.Change{Op: storage.Keep}, nil
+				}
+				return op.t.deleteChange(old), nil
+			default:
+				base := old
+				if base == nil {
+					base = op.key.Clone()
+				}
+				n, err := op.upd.Apply(base)
+				if err != nil {
+					return storage.Change{}, err
+				}
+				if attr.ItemSize(n) > attr.MaxItemSize {
+					return storage.Change{}, errItemTooLarge
+				}
+				return op.t.putChange(old, n, attr.EncodeItem(n))
+			}
+		}}
+	}
+	_, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	if err != nil {
+		var se *storage.Error
+		if asStorage(err, &se) {
+			switch se.Kind {
+			case storage.KindTransactionCanceled:
+				return nil, cancellation(se.Reasons)
+			case storage.KindTableNotFound:
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+			case storage.KindTransactionConflict:
+				return nil, newErr(CodeTransactionConflict, "Transaction is ongoing for the item")
+			}
+		}
+		return nil, err
+	}
+	out := &TransactWriteItemsOutput{}
+	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		units := map[string]float64{}
+		for _, op := range ops {
+			units[op.t.ref.Name] += 2 * writeUnits(attr.ItemSize(op.item))
+		}
+		for _, n := range sortedNames(units) {
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], true))
+		}
+	}
+	return out, nil
+}
+
+func asStorage(err error, se **storage.Error) bool {
+	x, ok := err.(*storage.Error)
+	if ok {
+		*se = x
+	}
+	return ok
+}
+
+// cancellation builds TransactionCanceledException from per-op errors.
+func cancellation(reasons []error) error {
+	rs := make([]CancellationReason, len(reasons))
+	codes := make([]string, len(reasons))
+	for i, r := range reasons {
+		switch x := r.(type) {
+		case nil:
+			rs[i] = CancellationReason{Code: "None"}
+		case *Error:
+			switch x.Code {
+			case CodeConditionalCheckFailed:
+				rs[i] = CancellationReason{Code: "ConditionalCheckFailed", Message: x.Message, Item: x.Item}
+			case CodeValidation:
+				rs[i] = CancellationReason{Code: "ValidationError", Message: x.Message}
+			default:
+				rs[i] = CancellationReason{Code: string(x.Code), Message: x.Message}
+			}
+		case *attr.Error:
+			rs[i] = CancellationReason{Code: "ValidationError", Message: x.Message}
+		default:
+			return r
+		}
+		codes[i] = rs[i].Code
+	}
+	e := newErr(CodeTransactionCanceled, "Transaction cancelled, please refer cancellation reasons for specific reasons [%s]", strings.Join(codes, ", "))
+	e.Reasons = rs
+	return e
+}
+
+// TransactGetItems reads up to 100 items from one consistent instant.
+func (e *Engine) TransactGetItems(ctx context.Context, account string, in *TransactGetItemsInput) (*TransactGetItemsOutput, error) {
+	if in.TransactItems == nil {
+		return nil, validationf("1 validation error detected: Value null at 'transactItems' failed to satisfy constraint: Member must not be null")
+	}
+	if len(in.TransactItems) == 0 || len(in.TransactItems) > maxTransactItems {
+		return nil, validationf("1 validation error detected: Value '[...]' at 'transactItems' failed to satisfy constraint: Member must have length %s",
+			map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 100"}[len(in.TransactItems) == 0])
+	}
+	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
+		return nil, err
+	}
+	keys := make([]storage.GetItemParams, len(in.TransactItems))
+	projs := make([]projector, len(in.TransactItems))
+	tables := make([]string, len(in.TransactItems))
+	seen := map[string]bool{}
+	for i, ti := range in.TransactItems {
+		g := ti.Get
+		if g == nil {
+			return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.get' failed to satisfy constraint: Member must not be null", i+1)
+		}
+		name, err := requireTableName(g.TableName)
+		if err != nil {
+			return nil, err
+		}
+		if g.Key == nil {
+			return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.get.key' failed to satisfy constraint: Member must not be null", i+1)
+		}
+		t, err := e.loadTable(ctx, account, name)
+		if err != nil {
+			if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+			}
+			return nil, err
+		}
+		pk, sk, err := t.keyParam(g.Key)
+		if err != nil {
+			return nil, err
+		}
+		id := keyID(t, pk, sk)
+		if seen[id] {
+			return nil, validationf("Transaction request cannot include multiple operations on one item")
+		}
+		seen[id] = true
+		if projs[i], err = e.projection(g.ProjectionExpression, nil, g.ExpressionAttributeNames, nil); err != nil {
+			return nil, err
+		}
+		keys[i] = storage.GetItemParams{Table: t.ref, PK: pk, SK: sk}
+		tables[i] = name
+	}
+	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	if err != nil {
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		}
+		return nil, err
+	}
+	out := &TransactGetItemsOutput{Responses: make([]ItemResponse, len(res.Items))}
+	units := map[string]float64{}
+	for i, raw := range res.Items {
+		units[tables[i]] += 2 * readUnits(len(raw), true)
+		if raw == nil {
+			continue
+		}
+		if projs[i] != nil {
+			it, err := decodeStored(raw)
+			if err != nil {
+				return nil, err
+			}
+			raw = attr.EncodeItem(projs[i].Apply(it))
+		}
+		out.Responses[i].Item = raw
+	}
+	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		for _, n := range sortedNames(units) {
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,83 @@
+// Package server assembles a running extenddb: backend, engine, HTTP
+// front end, and their lifecycle.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/extenddb/extenddb/internal/api"
+	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/engine"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
+)
+
+// OpenBackend opens the configured storage backend.
+func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
+	switch cfg.Storage.Backend {
+	case "sqlite":
+		opt := sqlite.Options{Memory: cfg.Storage.Memory}
+		if !cfg.Storage.Memory {
+			if err := os.MkdirAll(cfg.Storage.DataDir, 0o700); err != nil {
+				return nil, fmt.Errorf("storage.data_dir: %w", err)
+			}
+			opt.Path = filepath.Join(cfg.Storage.DataDir, "extenddb.sqlite")
+		}
+		return sqlite.Open(ctx, opt)
+	}
+	return nil, fmt.Errorf("storage.backend %q is not supported", cfg.Storage.Backend)
+}
+
+// Run serves until ctx is cancelled, then finishes in-flight requests
+// (bounded by server.shutdown_timeout) and closes the backend. ready, when
+// not nil, receives the bound address once the listener accepts.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(addr net.Addr)) error {
+	backend, err := OpenBackend(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: backend.Ping})
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("server.listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("extenddb serving", "addr", ln.Addr().String(), "backend", backend.Name(), "memory", cfg.Storage.Memory, "data_dir", cfg.Storage.DataDir)
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

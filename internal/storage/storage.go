@@ -1,0 +1,290 @@
+// Package storage is the contract between the engine and a storage
+// backend. The engine owns DynamoDB semantics; a backend owns durability,
+// atomicity, isolation and ordering.
+//
+// Keys reach a backend already encoded (attr.KeyBytes): partition key bytes
+// and sort key bytes (empty for hash-only tables) whose unsigned bytewise
+// order is DynamoDB's order. Items reach it as canonical DynamoDB-JSON
+// bytes (attr.EncodeItem). A backend never parses either.
+//
+// Every method takes one params struct and returns one result struct, so
+// signatures stay stable as the contract grows. A context belongs to one
+// call. Errors are *Error values of a closed set of kinds (see errors.go);
+// a backend translates its driver's errors at its own edge.
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is a storage backend.
+type Backend interface {
+	// Name is the backend's short name ("sqlite", "postgres", ...).
+	Name() string
+
+	// CreateTable inserts a table into the catalog. KindTableExists when a
+	// table of that name exists in the account.
+	CreateTable(ctx context.Context, p CreateTableParams) (*CreateTableResult, error)
+	// GetTable reads one table. KindTableNotFound when missing.
+	GetTable(ctx context.Context, p GetTableParams) (*GetTableResult, error)
+	// ListTables lists table names of an account in ascending byte order,
+	// strictly after StartAfter, at most Limit (0 = all).
+	ListTables(ctx context.Context, p ListTablesParams) (*ListTablesResult, error)
+	// UpdateTable replaces a table's description atomically through a pure
+	// function of the current table. KindTableNotFound when missing.
+	UpdateTable(ctx context.Context, p UpdateTableParams) (*UpdateTableResult, error)
+	// DeleteTable removes a table, its items and index entries.
+	// KindTableNotFound when missing.
+	DeleteTable(ctx context.Context, p DeleteTableParams) (*DeleteTableResult, error)
+
+	// GetItem reads one item by key; Item is nil when absent.
+	GetItem(ctx context.Context, p GetItemParams) (*GetItemResult, error)
+	// WriteItem runs Fn on the current item inside the backend's atomic
+	// section and applies what it returns, with its index entries, in the
+	// same atomic write. Fn may be called more than once (optimistic
+	// backends retry), so it must have no side effects. An error returned by
+	// Fn aborts the write and is returned unchanged.
+	WriteItem(ctx context.Context, p WriteItemParams) (*WriteItemResult, error)
+	// TransactWrite applies several WriteItem operations all-or-nothing.
+	// When any Fn fails, nothing is written and the result is a
+	// KindTransactionCanceled error whose Reasons hold, per operation in
+	// order, the error of the failing Fns (nil for the others).
+	TransactWrite(ctx context.Context, p TransactWriteParams) (*TransactWriteResult, error)
+	// TransactGet reads several items from one consistent instant.
+	TransactGet(ctx context.Context, p TransactGetParams) (*TransactGetResult, error)
+	// Query reads items of one partition (of the table or of an index) in
+	// sort key order within a byte range.
+	Query(ctx context.Context, p QueryParams) (*QueryResult, error)
+	// Scan reads items of a table or index in (hash, pk, sk) order,
+	// optionally restricted to one segment.
+	Scan(ctx context.Context, p ScanParams) (*ScanResult, error)
+
+	// Ping checks that the backend answers (readiness).
+	Ping(ctx context.Context) error
+	// Close releases resources.
+	Close() error
+}
+
+// Table is a table as the catalog stores it. The description is owned by
+// the engine and opaque to the backend.
+type Table struct {
+	Account string
+	Name    string
+	// ID identifies this incarnation of the table; a table deleted and
+	// created again under the same name gets a new ID.
+	ID int64
+	// Desc is the engine's serialized description of the table.
+	Desc []byte
+	// Version increases with every UpdateTable.
+	Version int64
+	// CreatedAt is the creation instant on the backend's clock.
+	CreatedAt time.Time
+}
+
+// TableRef names a table incarnation for item operations.
+type TableRef struct {
+	Account string
+	Name    string
+	ID      int64
+}
+
+type CreateTableParams struct {
+	Account string
+	Name    string
+	Desc    []byte
+}
+
+type CreateTableResult struct{ Table *Table }
+
+type GetTableParams struct {
+	Account string
+	Name    string
+}
+
+type GetTableResult struct{ Table *Table }
+
+type ListTablesParams struct {
+	Account    string
+	StartAfter string
+	Limit      int
+}
+
+type ListTablesResult struct{ Names []string }
+
+type UpdateTableParams struct {
+	Account string
+	Name    string
+	// Fn returns the new description; an error aborts unchanged.
+	Fn func(old *Table) ([]byte, error)
+}
+
+type UpdateTableResult struct{ Table *Table }
+
+type DeleteTableParams struct {
+	Account string
+	Name    string
+}
+
+type DeleteTableResult struct{ Table *Table }
+
+type GetItemParams struct {
+	Table TableRef
+	PK    []byte
+	SK    []byte
+}
+
+type GetItemResult struct {
+	// Item is the canonical item bytes, nil when absent.
+	Item []byte
+}
+
+// IndexKey identifies an entry of a secondary index.
+type IndexKey struct {
+	Index string
+	PK    []byte
+	SK    []byte
+}
+
+// IndexEntry is an index key with the projected item bytes it holds.
+type IndexEntry struct {
+	IndexKey
+	Item []byte
+}
+
+// Change is what a write function decides.
+type Change struct {
+	// Op is the action: Put the new item, Delete the current one, or
+	// Keep (change nothing, e.g. a condition check).
+	Op ChangeOp
+	// Item is the new canonical item for Put.
+	Item []byte
+	// DeleteIndex are the current item's index entries to remove.
+	DeleteIndex []IndexKey
+	// PutIndex are the new item's index entries to write.
+	PutIndex []IndexEntry
+}
+
+type ChangeOp uint8
+
+const (
+	Keep ChangeOp = iota
+	Put
+	Delete
+)
+
+// WriteFunc decides a change from the current item bytes (nil when absent).
+type WriteFunc func(old []byte) (Change, error)
+
+type WriteItemParams struct {
+	Table TableRef
+	PK    []byte
+	SK    []byte
+	Fn    WriteFunc
+}
+
+type WriteItemResult struct {
+	// Old is the item before the write (nil when absent).
+	Old []byte
+	// Change is what Fn returned for the applied run.
+	Change Change
+}
+
+type TransactWriteParams struct {
+	Ops []WriteItemParams
+}
+
+type TransactWriteResult struct {
+	Results []WriteItemResult
+}
+
+type TransactGetParams struct {
+	Keys []GetItemParams
+}
+
+type TransactGetResult struct {
+	Items [][]byte
+}
+
+// Bound is one end of a sort key range.
+type Bound struct {
+	Key       []byte
+	Inclusive bool
+}
+
+// Row is one item returned by Query or Scan with its keys. For an index,
+// PK/SK are the index keys and BasePK/BaseSK the table keys.
+type Row struct {
+	PK, SK         []byte
+	BasePK, BaseSK []byte
+	Item           []byte
+}
+
+// Cursor is an exclusive start position. For the table, PK/SK; for an
+// index, PK/SK are index keys and BasePK/BaseSK the table keys.
+type Cursor struct {
+	PK, SK         []byte
+	BasePK, BaseSK []byte
+}
+
+type QueryParams struct {
+	Table TableRef
+	// Index is the secondary index name, "" for the table.
+	Index string
+	PK    []byte
+	// Lower and Upper bound the sort key; nil means unbounded.
+	Lower, Upper *Bound
+	// Forward is ascending sort key order.
+	Forward bool
+	// After resumes strictly after this position (in the scan direction).
+	After *Cursor
+	// Limit is the maximum number of rows (must be > 0).
+	Limit int
+}
+
+type QueryResult struct {
+	Rows []Row
+	// More is true when rows may remain after the last one returned.
+	More bool
+}
+
+type ScanParams struct {
+	Table TableRef
+	Index string
+	// Segment and TotalSegments split the key space by KeyHash; Total 0
+	// or 1 is the whole table.
+	Segment, TotalSegments int
+	After                  *Cursor
+	Limit                  int
+}
+
+type ScanResult struct {
+	Rows []Row
+	More bool
+}
+
+// KeyHash is the stable partition hash that orders Scan and splits it into
+// segments: FNV-1a of the partition key bytes. It is persisted by backends,
+// so it must never change.
+func KeyHash(pk []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range pk {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return h
+}
+
+// SegmentRange returns the inclusive hash range [lo, hi] of a segment.
+func SegmentRange(segment, total int) (lo, hi uint32) {
+	if total <= 1 {
+		return 0, 0xFFFFFFFF
+	}
+	span := uint64(1<<32) / uint64(total)
+	l := uint64(segment) * span
+	h := l + span - 1
+	if segment == total-1 {
+		h = 0xFFFFFFFF
+	}
+	return uint32(l), uint32(h)
+}

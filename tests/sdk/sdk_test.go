@@ -1,0 +1,222 @@
+// Package sdk drives a live extenddb server through aws-sdk-go-v2, which
+// verifies every response's x-amz-crc32.
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/server"
+)
+
+var endpoint string
+
+func TestMain(m *testing.M) {
+	endpoint = os.Getenv("EXTENDDB_ENDPOINT")
+	var cancel context.CancelFunc = func() {}
+	done := make(chan error, 1)
+	if endpoint == "" {
+		cfg := config.Default()
+		cfg.Server.Listen = "127.0.0.1:0"
+		cfg.Storage.Memory = true
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		addrc := make(chan net.Addr, 1)
+		go func() {
+			done <- server.Run(ctx, cfg, slog.New(slog.DiscardHandler), func(a net.Addr) { addrc <- a })
+		}()
+		select {
+		case a := <-addrc:
+			endpoint = "http://" + a.String()
+		case err := <-done:
+			fmt.Println("server failed to start:", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("sdk tests against", endpoint)
+	code := m.Run()
+	cancel()
+	os.Exit(code)
+}
+
+func client(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.New(dynamodb.Options{
+		BaseEndpoint: aws.String(endpoint),
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Retryer:      aws.NopRetryer{},
+	})
+}
+
+func tableName(t *testing.T) string {
+	return fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()%1e9)
+}
+
+func createTable(t *testing.T, c *dynamodb.Client, withRange bool) string {
+	t.Helper()
+	name := tableName(t)
+	in := &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+		},
+	}
+	if withRange {
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange})
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeN})
+	}
+	if _, err := c.CreateTable(context.Background(), in); err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	return name
+}
+
+func TestCRUDQueryScan(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	name := createTable(t, c, true)
+	for i := 0; i < 30; i++ {
+		_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "p"},
+			"sk": &types.AttributeValueMemberN{Value: strconv.Itoa(i - 10)},
+			"v":  &types.AttributeValueMemberS{Value: "<&>" + strconv.Itoa(i)},
+		}})
+		if err != nil {
+			t.Fatalf("PutItem: %v", err)
+		}
+	}
+	got, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(name), Key: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "p"}, "sk": &types.AttributeValueMemberN{Value: "-3"}}})
+	if err != nil {
+		t.Fatalf("GetItem: %v", err)
+	}
+	if v := got.Item["v"].(*types.AttributeValueMemberS).Value; v != "<&>7" {
+		t.Fatalf("GetItem v = %q", v)
+	}
+	q, err := c.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(name),
+		KeyConditionExpression:    aws.String("pk = :p AND sk BETWEEN :a AND :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "p"}, ":a": &types.AttributeValueMemberN{Value: "-5"}, ":b": &types.AttributeValueMemberN{Value: "4"}},
+		ScanIndexForward:          aws.Bool(false), Limit: aws.Int32(7)})
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	if len(q.Items) != 7 || q.LastEvaluatedKey == nil {
+		t.Fatalf("Query got %d items, LEK %v", len(q.Items), q.LastEvaluatedKey)
+	}
+	if first := q.Items[0]["sk"].(*types.AttributeValueMemberN).Value; first != "4" {
+		t.Fatalf("descending query starts at %s", first)
+	}
+	total := 0
+	var start map[string]types.AttributeValue
+	for {
+		s, err := c.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(name), Limit: aws.Int32(8), ExclusiveStartKey: start})
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		total += len(s.Items)
+		if s.LastEvaluatedKey == nil {
+			break
+		}
+		start = s.LastEvaluatedKey
+	}
+	if total != 30 {
+		t.Fatalf("scan saw %d items", total)
+	}
+}
+
+func TestConditionFailureReturnsOldItem(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	name := createTable(t, c, false)
+	item := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}, "owner": &types.AttributeValueMemberS{Value: "first"}}
+	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: item,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("want ConditionalCheckFailedException, got %v", err)
+	}
+	if o, ok := ccf.Item["owner"].(*types.AttributeValueMemberS); !ok || o.Value != "first" {
+		t.Fatalf("old item not returned: %#v", ccf.Item)
+	}
+}
+
+// TestConditionalRace: 32 clients race a conditional put on one key;
+// exactly one wins and every loser sees the winner's item.
+func TestConditionalRace(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	name := createTable(t, c, false)
+	const n = 32
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	winner := make(chan string, n)
+	losersSaw := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cl := client(t)
+			me := "client-" + strconv.Itoa(i)
+			_, err := cl.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name),
+				Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "lock"},
+					"owner": &types.AttributeValueMemberS{Value: me}, "ex": &types.AttributeValueMemberN{Value: "100"}},
+				ConditionExpression:                 aws.String("attribute_not_exists(pk) OR ex <= :now"),
+				ExpressionAttributeValues:           map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: "50"}},
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+			var ccf *types.ConditionalCheckFailedException
+			switch {
+			case err == nil:
+				wins.Add(1)
+				winner <- me
+			case errors.As(err, &ccf):
+				if o, ok := ccf.Item["owner"].(*types.AttributeValueMemberS); ok {
+					losersSaw <- o.Value
+				} else {
+					losersSaw <- "<no item>"
+				}
+			default:
+				t.Errorf("client %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(winner)
+	close(losersSaw)
+	if wins.Load() != 1 {
+		t.Fatalf("%d winners", wins.Load())
+	}
+	w := <-winner
+	count := 0
+	for s := range losersSaw {
+		count++
+		if s != w {
+			t.Errorf("loser saw owner %q, winner was %q", s, w)
+		}
+	}
+	if count != n-1 {
+		t.Fatalf("%d losers", count)
+	}
+}
