@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# scripts/bench-compare.sh — compare extenddb with dynalite under `extenddb bench`.
+#
+# Installs dynalite (npm, cached outside the repository), builds bin/extenddb,
+# starts `extenddb serve` and dynalite on free loopback ports, then runs every
+# workload on the two servers in alternation (extenddb, dynalite, extenddb,
+# dynalite, ... for N rounds) with `extenddb bench --server-pid`, and prints
+# per workload: ops/s, p99 and server CPU per request of each server, the
+# extenddb/dynalite ratios of CPU per request and of p99, and each server's
+# peak RSS. Both servers are stopped by PID on exit.
+#
+#   scripts/bench-compare.sh [options]
+#     -w, --workloads LIST   comma list (default: all six workloads)
+#     -r, --rounds N         alternation rounds (default 2)
+#     -d, --duration D       measured window per run (default 10s)
+#         --warmup D         warm-up per run (default 2s)
+#     -c, --concurrency N    closed-loop workers (default 16)
+#         --servers LIST     servers to run, "extenddb,dynalite" (default both)
+#         --out DIR          keep the per-run JSON and server logs in DIR
+#
+# Environment:
+#   EXTENDDB_CACHE   cache root (default $HOME/.cache/extenddb); dynalite goes
+#                    to $EXTENDDB_CACHE/dynalite (npm install --prefix)
+#   EXTENDDB_BIN     use this extenddb binary instead of building bin/extenddb
+#
+# Figures are medians over the rounds. CPU per request comes from the
+# server's /proc/PID/stat over each measured window; it is the robust figure
+# on a shared machine, where the load generator competes with the server for
+# cores and ops/s and p99 move with the neighbours.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${EXTENDDB_CACHE:-$HOME/.cache/extenddb}"
+DYNALITE_DIR="$CACHE/dynalite"
+DYNALITE_VERSION=4.0.0
+
+WORKLOADS="putitem-1kb,getitem-1kb,updateitem-1kb,query,batchwrite,gsi-query"
+ROUNDS=2
+DURATION=10s
+WARMUP=2s
+CONCURRENCY=16
+SERVERS="extenddb,dynalite"
+OUT=""
+
+log() { echo "bench-compare: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	-w | --workloads) WORKLOADS="$2"; shift 2 ;;
+	-r | --rounds) ROUNDS="$2"; shift 2 ;;
+	-d | --duration) DURATION="$2"; shift 2 ;;
+	--warmup) WARMUP="$2"; shift 2 ;;
+	-c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
+	--servers) SERVERS="$2"; shift 2 ;;
+	--out) OUT="$2"; shift 2 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument $1 (see --help)" ;;
+	esac
+done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer"
+IFS=', ' read -r -a SERVER_LIST <<<"$SERVERS"
+IFS=', ' read -r -a WORKLOAD_LIST <<<"$WORKLOADS"
+for s in "${SERVER_LIST[@]}"; do
+	[[ "$s" == extenddb || "$s" == dynalite ]] || die "unknown server $s"
+done
+command -v node >/dev/null || die "node is required (dynalite runs on it)"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/extenddb-bench-compare.XXXXXX")"
+if [[ -n "$OUT" ]]; then
+	mkdir -p "$OUT"
+	RESULTS="$(cd "$OUT" && pwd)"
+else
+	RESULTS="$WORK/results"
+	mkdir -p "$RESULTS"
+fi
+
+declare -A PID PORT
+cleanup() {
+	local s p
+	for s in "${!PID[@]}"; do
+		p="${PID[$s]}"
+		if kill -0 "$p" 2>/dev/null; then
+			kill -TERM "$p" 2>/dev/null || true
+			for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+			kill -KILL "$p" 2>/dev/null || true
+		fi
+	done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- dynalite --------------------------------------------------------------
+install_dynalite() {
+	local pkg="$DYNALITE_DIR/node_modules/dynalite/package.json" have=""
+	if [[ -f "$pkg" ]]; then
+		have="$(node -p "require('$pkg').version" 2>/dev/null || true)"
+	fi
+	if [[ "$have" != "$DYNALITE_VERSION" ]]; then
+		log "installing dynalite@$DYNALITE_VERSION into $DYNALITE_DIR"
+		mkdir -p "$DYNALITE_DIR"
+		npm install --silent --no-audit --no-fund "dynalite@$DYNALITE_VERSION" --prefix "$DYNALITE_DIR" >&2
+	fi
+}
+
+# --- extenddb --------------------------------------------------------------
+BIN="${EXTENDDB_BIN:-}"
+if [[ -z "$BIN" ]]; then
+	log "building bin/extenddb"
+	(cd "$ROOT" && go build -o bin/extenddb ./cmd/extenddb)
+	BIN="$ROOT/bin/extenddb"
+fi
+[[ -x "$BIN" ]] || die "$BIN is not executable"
+
+free_port() {
+	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+wait_port() { # name port pid
+	local i
+	for i in $(seq 300); do
+		kill -0 "$3" 2>/dev/null || { tail -20 "$WORK/$1.log" >&2; die "$1 exited during start-up"; }
+		if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "$1 did not listen on 127.0.0.1:$2 within 30s"
+}
+
+start_server() {
+	local s="$1" port
+	port="$(free_port)"
+	case "$s" in
+	extenddb)
+		mkdir -p "$WORK/extenddb-data"
+		"$BIN" serve --listen "127.0.0.1:$port" --data-dir "$WORK/extenddb-data" >"$WORK/extenddb.log" 2>&1 &
+		;;
+	dynalite)
+		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
+			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/dynalite.log" 2>&1 &
+		;;
+	esac
+	PID[$s]=$!
+	PORT[$s]=$port
+	wait_port "$s" "$port" "${PID[$s]}"
+	log "$s listening on 127.0.0.1:$port (pid ${PID[$s]})"
+}
+
+for s in "${SERVER_LIST[@]}"; do
+	[[ "$s" == dynalite ]] && install_dynalite
+done
+for s in "${SERVER_LIST[@]}"; do
+	start_server "$s"
+done
+
+# --- runs ------------------------------------------------------------------
+FAILED=0
+for wl in "${WORKLOAD_LIST[@]}"; do
+	for round in $(seq "$ROUNDS"); do
+		for s in "${SERVER_LIST[@]}"; do
+			json="$RESULTS/$wl.$s.$round.json"
+			log "$wl round $round/$ROUNDS on $s"
+			if ! "$BIN" bench --endpoint "http://127.0.0.1:${PORT[$s]}" --server-pid "${PID[$s]}" \
+				--workload "$wl" --concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" \
+				--table-prefix "bench-compare" --quiet --json "$json" >"$RESULTS/$wl.$s.$round.txt" 2>&1; then
+				log "$wl on $s failed:"
+				tail -5 "$RESULTS/$wl.$s.$round.txt" >&2
+				FAILED=$((FAILED + 1))
+				kill -0 "${PID[$s]}" 2>/dev/null || die "$s is no longer running (log: $(tail -5 "$WORK/$s.log"))"
+			fi
+		done
+	done
+done
+if [[ -n "$OUT" ]]; then
+	for s in "${SERVER_LIST[@]}"; do cp "$WORK/$s.log" "$RESULTS/$s.log"; done
+fi
+
+# --- report ----------------------------------------------------------------
+echo
+echo "extenddb bench comparison: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(uname -sr)"
+echo "concurrency $CONCURRENCY, duration $DURATION, warm-up $WARMUP, rounds $ROUNDS (medians); servers: ${SERVER_LIST[*]}"
+echo
+node - "$RESULTS" "$WORKLOADS" <<'JS'
+const fs = require("fs"), path = require("path");
+const [dir, wls] = process.argv.slice(2);
+const servers = ["extenddb", "dynalite"];
+const runs = {}; // workload -> server -> [result]
+const last = {}; // server -> timestamp of its latest run
+for (const f of fs.readdirSync(dir).filter((f) => f.endsWith(".json"))) {
+  const [wl, srv] = f.split(".");
+  const doc = JSON.parse(fs.readFileSync(path.join(dir, f), "utf8"));
+  for (const r of doc.results || []) {
+    r.at = doc.timestamp;
+    ((runs[wl] ??= {})[srv] ??= []).push(r);
+  }
+}
+const median = (xs) => {
+  xs = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!xs.length) return NaN;
+  const m = xs.length >> 1;
+  return xs.length % 2 ? xs[m] : (xs[m - 1] + xs[m]) / 2;
+};
+const agg = (rs, f) => median((rs || []).map(f));
+const num = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "-");
+const us = (x) => (!Number.isFinite(x) ? "-" : x < 1000 ? x.toFixed(0) + "µs" : x < 1e6 ? (x / 1e3).toFixed(2) + "ms" : (x / 1e6).toFixed(2) + "s");
+const cpu = (x) => (Number.isFinite(x) && x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "µs" : "-");
+const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) + "x" : "-");
+const mib = (b) => (Number.isFinite(b) ? (b / 1048576).toFixed(1) + "MiB" : "-");
+
+const head = ["workload", "ext ops/s", "dyn ops/s", "ext p99", "dyn p99", "p99 e/d", "ext cpu/req", "dyn cpu/req", "cpu e/d", "ext cpu/item", "dyn cpu/item", "errors e/d"];
+const rows = [head];
+const peak = {}, rss = {};
+for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
+  const R = runs[wl] || {};
+  const v = {};
+  for (const s of servers) {
+    const rs = R[s];
+    v[s] = {
+      ops: agg(rs, (r) => r.ops_per_s),
+      p99: agg(rs, (r) => r.p99_us),
+      cpu: agg(rs, (r) => r.server?.cpu_us_per_op),
+      item: agg(rs, (r) => r.server?.cpu_us_per_item),
+      errs: rs ? rs.reduce((a, r) => a + r.errors, 0) : NaN,
+    };
+    for (const r of rs || []) {
+      if (r.server) {
+        peak[s] = Math.max(peak[s] ?? 0, r.server.peak_rss_bytes);
+        if (!(r.at < last[s])) [last[s], rss[s]] = [r.at, r.server.rss_bytes];
+      }
+    }
+  }
+  const e = v.extenddb, d = v.dynalite;
+  const perItem = wl === "batchwrite" || wl.includes("query");
+  rows.push([wl, num(e.ops), num(d.ops), us(e.p99), us(d.p99), ratio(e.p99, d.p99), cpu(e.cpu), cpu(d.cpu), ratio(e.cpu, d.cpu),
+    perItem ? cpu(e.item) : "", perItem ? cpu(d.item) : "", `${num(e.errs)}/${num(d.errs)}`]);
+}
+const width = head.map((_, i) => Math.max(...rows.map((r) => [...r[i]].length)));
+for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(width[i]) : c.padStart(width[i]))).join("  "));
+console.log();
+for (const s of servers) {
+  if (peak[s] !== undefined) console.log(`${s} server: peak RSS ${mib(peak[s])}, RSS at the end ${mib(rss[s])}`);
+}
+JS
+if ((FAILED > 0)); then
+	die "$FAILED run(s) failed; see above"
+fi

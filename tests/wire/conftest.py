@@ -1,0 +1,304 @@
+"""Fixtures for the extenddb black-box wire suite.
+
+The suite talks to a DynamoDB-compatible endpoint with boto3 and raw HTTP.
+
+* EXTENDDB_ENDPOINT set: test that endpoint (nothing is started).
+* otherwise: build ``bin/extenddb`` (or use EXTENDDB_BIN), start
+  ``extenddb serve --listen 127.0.0.1:<free port> --memory`` and stop it at
+  the end of the session. Under pytest-xdist every worker starts its own
+  server (they share nothing, so there is nothing to coordinate).
+
+EXTENDDB_TEST_BACKEND names the backend under test (default ``sqlite``). A
+backend other than sqlite needs EXTENDDB_ENDPOINT or EXTENDDB_SERVE_ARGS; the
+suite fails rather than silently testing sqlite instead.
+"""
+
+import fcntl
+import os
+import random
+import re
+import shlex
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zlib
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+REPO = Path(__file__).resolve().parents[2]
+from wire_helpers import ACCESS_KEY, REGION, SECRET_KEY
+BACKEND = os.environ.get("EXTENDDB_TEST_BACKEND", "sqlite")
+
+_server = {"endpoint": None, "proc": None, "log": None}
+
+
+# ---------------------------------------------------------------- reporting
+
+def pytest_report_header(config):
+    ep = os.environ.get("EXTENDDB_ENDPOINT")
+    lines = [f"extenddb backend under test: {BACKEND}"]
+    if ep:
+        lines.append(f"extenddb endpoint: {ep} (from EXTENDDB_ENDPOINT)")
+    else:
+        binary = os.environ.get("EXTENDDB_BIN") or str(REPO / "bin" / "extenddb")
+        extra = os.environ.get("EXTENDDB_SERVE_ARGS", "--memory")
+        lines.append(
+            f"extenddb endpoint: started by the suite: {binary} serve "
+            f"--listen 127.0.0.1:<free port> {extra} (one per xdist worker)")
+    return lines
+
+
+def _log_tail(n=60):
+    log = _server.get("log")
+    if not log or not Path(log).exists():
+        return ""
+    lines = Path(log).read_text(errors="replace").splitlines()
+    return "\n".join(lines[-n:])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and _server.get("log"):
+        rep.sections.append(
+            ("extenddb server stderr (tail)", _log_tail() or "<empty>"))
+        if _server["proc"] is not None and _server["proc"].poll() is not None:
+            rep.sections.append(
+                ("extenddb server", f"server process exited with code {_server['proc'].returncode}"))
+
+
+# ---------------------------------------------------------------- server
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _build_binary():
+    binary = os.environ.get("EXTENDDB_BIN")
+    if binary:
+        if not os.access(binary, os.X_OK):
+            pytest.fail(f"EXTENDDB_BIN={binary} is not an executable file")
+        return binary
+    out = REPO / "bin" / "extenddb"
+    out.parent.mkdir(exist_ok=True)
+    # Several xdist workers may get here at once: build under a lock.
+    with open(REPO / "bin" / ".wire-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        res = subprocess.run(
+            ["go", "build", "-o", str(out), "./cmd/extenddb"],
+            cwd=REPO, capture_output=True, text=True)
+        if res.returncode != 0:
+            pytest.fail("go build ./cmd/extenddb failed:\n" + res.stdout + res.stderr,
+                        pytrace=False)
+    return str(out)
+
+
+def _wait_health(endpoint, proc, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return f"server exited with code {proc.returncode} before becoming healthy"
+        try:
+            with urllib.request.urlopen(endpoint + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return None
+                last = f"status {r.status}"
+        except urllib.error.HTTPError as e:
+            last = f"status {e.code}"
+        except OSError as e:
+            last = repr(e)
+        time.sleep(0.1)
+    return f"GET /health did not answer 200 within {timeout}s (last: {last})"
+
+
+def _stop(proc):
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def endpoint(request, tmp_path_factory):
+    ep = os.environ.get("EXTENDDB_ENDPOINT")
+    if ep:
+        _server["endpoint"] = ep.rstrip("/")
+        return _server["endpoint"]
+    extra = os.environ.get("EXTENDDB_SERVE_ARGS")
+    if BACKEND != "sqlite" and not extra:
+        pytest.fail(f"EXTENDDB_TEST_BACKEND={BACKEND} needs EXTENDDB_ENDPOINT or "
+                    f"EXTENDDB_SERVE_ARGS; refusing to test sqlite instead", pytrace=False)
+    binary = _build_binary()
+    port = _free_port()
+    ep = f"http://127.0.0.1:{port}"
+    logdir = tmp_path_factory.mktemp("extenddb-server")
+    log = logdir / "stderr.log"
+    cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}"]
+    cmd += shlex.split(extra) if extra else ["--memory"]
+    logf = open(log, "wb")
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO)
+    _server.update(endpoint=ep, proc=proc, log=str(log))
+    request.addfinalizer(lambda: (_stop(proc), logf.close()))
+    err = _wait_health(ep, proc)
+    if err:
+        _stop(proc)
+        logf.flush()
+        pytest.fail(f"{' '.join(cmd)}: {err}\n--- server output (tail) ---\n{_log_tail()}",
+                    pytrace=False)
+    tr = request.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"extenddb: started {' '.join(cmd)} -> {ep} (log {log})")
+    return ep
+
+
+# ---------------------------------------------------------------- clients
+
+def _check_response_headers(http_response, **kwargs):
+    """Every DynamoDB response carries x-amzn-RequestId and a correct x-amz-crc32."""
+    if http_response is None:
+        return
+    h = http_response.headers
+    assert h.get("x-amzn-RequestId"), "response without x-amzn-RequestId header"
+    crc = h.get("x-amz-crc32")
+    assert crc is not None, "response without x-amz-crc32 header"
+    assert int(crc) == zlib.crc32(http_response.content), (
+        f"x-amz-crc32 {crc} != crc32 of body {zlib.crc32(http_response.content)}")
+
+
+def _client_config(validate=True):
+    return Config(region_name=REGION, retries={"max_attempts": 1, "mode": "standard"},
+                  parameter_validation=validate, connect_timeout=10, read_timeout=60)
+
+
+def _make_client(endpoint, validate=True):
+    c = boto3.session.Session().client(
+        "dynamodb", endpoint_url=endpoint, region_name=REGION,
+        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+        config=_client_config(validate))
+    c.meta.events.register("after-call.dynamodb", _check_response_headers)
+    return c
+
+
+@pytest.fixture(scope="session")
+def ddb(endpoint):
+    """boto3 DynamoDB client (client-side parameter validation on)."""
+    return _make_client(endpoint)
+
+
+@pytest.fixture(scope="session")
+def ddb_raw(endpoint):
+    """boto3 client with client-side parameter validation off, so invalid
+    input reaches the server."""
+    return _make_client(endpoint, validate=False)
+
+
+@pytest.fixture(scope="session")
+def ddb_resource(endpoint):
+    r = boto3.session.Session().resource(
+        "dynamodb", endpoint_url=endpoint, region_name=REGION,
+        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+        config=_client_config())
+    r.meta.client.meta.events.register("after-call.dynamodb", _check_response_headers)
+    return r
+
+
+# ---------------------------------------------------------------- tables
+
+_NAME_OK = re.compile(r"[^a-zA-Z0-9_.-]")
+
+
+def unique_table_name(test_name, suffix_len=8):
+    base = _NAME_OK.sub("_", test_name).strip("_.-") or "t"
+    suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=suffix_len))
+    base = base[: 255 - suffix_len - 1]
+    name = f"{base}-{suffix}"
+    if len(name) < 3:
+        name = "tbl" + name
+    return name
+
+
+def wait_active(client, name, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        desc = client.describe_table(TableName=name)["Table"]
+        if desc["TableStatus"] == "ACTIVE":
+            return desc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"table {name} not ACTIVE after {timeout}s: {desc['TableStatus']}")
+        time.sleep(0.05)
+
+
+def wait_deleted(client, name, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.describe_table(TableName=name)
+        except client.exceptions.ResourceNotFoundException:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"table {name} still exists after {timeout}s")
+
+
+@pytest.fixture
+def table_name(request):
+    """A fresh unique table name (not created)."""
+    return unique_table_name(request.node.name)
+
+
+@pytest.fixture
+def make_table(request, ddb):
+    """Factory: make_table(hash_key=('pk','S'), range_key=None, **create_kwargs)
+    creates a PAY_PER_REQUEST table with a unique name, waits for ACTIVE and
+    returns its name. Tables are deleted after the test."""
+    created = []
+
+    def _make(hash_key=("pk", "S"), range_key=None, name=None, **kwargs):
+        name = name or unique_table_name(request.node.name)
+        ks = [{"AttributeName": hash_key[0], "KeyType": "HASH"}]
+        ad = [{"AttributeName": hash_key[0], "AttributeType": hash_key[1]}]
+        if range_key:
+            ks.append({"AttributeName": range_key[0], "KeyType": "RANGE"})
+            ad.append({"AttributeName": range_key[0], "AttributeType": range_key[1]})
+        params = dict(TableName=name, KeySchema=ks, AttributeDefinitions=ad)
+        if "ProvisionedThroughput" not in kwargs and "BillingMode" not in kwargs:
+            params["BillingMode"] = "PAY_PER_REQUEST"
+        params.update(kwargs)
+        ddb.create_table(**params)
+        created.append(name)
+        wait_active(ddb, name)
+        return name
+
+    yield _make
+    for name in created:
+        try:
+            ddb.delete_table(TableName=name)
+        except ddb.exceptions.ResourceNotFoundException:
+            pass
+
+
+@pytest.fixture
+def table(make_table):
+    """A table with a string hash key 'pk'."""
+    return make_table()
+
+
+@pytest.fixture
+def table_hr(make_table):
+    """A table with string hash key 'pk' and string range key 'sk'."""
+    return make_table(range_key=("sk", "S"))
