@@ -138,9 +138,6 @@ func parseNumberDecimal(s string) (decimal, error) {
 	if !ok {
 		return d, Validation("A value provided cannot be converted into a number")
 	}
-	if len(d.digits) > MaxNumberDigits {
-		return d, Validation("Attempting to store more than 38 significant digits in a Number")
-	}
 	if len(d.digits) > 0 {
 		if d.exp > maxExp {
 			return d, Validation("Number overflow. Attempting to store a number with magnitude larger than supported range")
@@ -149,11 +146,14 @@ func parseNumberDecimal(s string) (decimal, error) {
 			return d, Validation("Number underflow. Attempting to store a number with magnitude smaller than supported range")
 		}
 	}
+	if len(d.digits) > MaxNumberDigits {
+		return d, Validation("Attempting to store more than 38 significant digits in a Number")
+	}
 	return d, nil
 }
 
-// String formats the canonical text: plain notation for moderate
-// exponents, otherwise d.dddE+n.
+// String formats the canonical text in plain notation (no exponent), as
+// the service returns numbers.
 func (d decimal) String() string {
 	if len(d.digits) == 0 {
 		return "0"
@@ -164,18 +164,6 @@ func (d decimal) String() string {
 	}
 	n := len(d.digits)
 	switch {
-	case d.exp > 40 || d.exp < -20:
-		b.WriteByte(d.digits[0])
-		if n > 1 {
-			b.WriteByte('.')
-			b.Write(d.digits[1:])
-		}
-		b.WriteByte('E')
-		e := d.exp - 1
-		if e >= 0 {
-			b.WriteByte('+')
-		}
-		b.WriteString(strconv.Itoa(e))
 	case d.exp <= 0:
 		b.WriteString("0.")
 		for i := 0; i < -d.exp; i++ {

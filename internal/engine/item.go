@@ -10,7 +10,22 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-var errItemTooLarge = validationf("Item size has exceeded the maximum allowed size")
+var (
+	errItemTooLarge       = validationf("Item size has exceeded the maximum allowed size")
+	errUpdateItemTooLarge = validationf("Item size to update has exceeded the maximum allowed size")
+)
+
+// noExpressions refuses placeholder maps in a request that has no
+// expression to use them.
+func noExpressions(names map[string]string, values map[string]attr.Value) error {
+	if values != nil {
+		return validationf("ExpressionAttributeValues can only be specified when using expressions")
+	}
+	if names != nil {
+		return validationf("ExpressionAttributeNames can only be specified when using expressions")
+	}
+	return nil
+}
 
 func ccfError(old attr.Item, returnOld bool) *Error {
 	e := newErr(CodeConditionalCheckFailed, "The conditional request failed")
@@ -193,6 +208,11 @@ func (e *Engine) writeCondition(condExpr *string, expected map[string]ExpectedAt
 	if condOp != "" {
 		return nil, validationf("ConditionalOperator can only be used when Expected is specified")
 	}
+	if condExpr == nil {
+		if err := noExpressions(names, values); err != nil {
+			return nil, err
+		}
+	}
 	env, err := expr.NewEnv(names, values)
 	if err != nil {
 		return nil, err
@@ -288,6 +308,9 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 		return namesProjection(toGet), nil
 	}
 	own := env == nil
+	if own && pe == nil && names != nil {
+		return nil, validationf("ExpressionAttributeNames can only be specified when using expressions")
+	}
 	if own {
 		var err error
 		if env, err = expr.NewEnv(names, nil); err != nil {
@@ -427,6 +450,11 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 		if in.ConditionalOperator != "" {
 			return nil, validationf("ConditionalOperator can only be used when Expected is specified")
 		}
+		if in.UpdateExpression == nil && in.ConditionExpression == nil {
+			if err := noExpressions(in.ExpressionAttributeNames, in.ExpressionAttributeValues); err != nil {
+				return nil, err
+			}
+		}
 		env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 		if err != nil {
 			return nil, err
@@ -481,7 +509,7 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 			}
 		}
 		if attr.ItemSize(n) > attr.MaxItemSize {
-			return storage.Change{}, errItemTooLarge
+			return storage.Change{}, errUpdateItemTooLarge
 		}
 		newItem = n
 		raw := attr.EncodeItem(n)

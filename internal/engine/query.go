@@ -321,6 +321,11 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 	if s.ix != nil {
 		hash, rng = s.ix.Hash, s.ix.Range
 	}
+	for _, n := range s.filter.TopLevelNames() {
+		if n == hash.Name || (rng != nil && n == rng.Name) {
+			return nil, validationf("Filter Expression can only contain non-primary key attributes: Primary key attribute: %s", n)
+		}
+	}
 	var pk []byte
 	var lower, upper *storage.Bound
 	var hashSeen bool

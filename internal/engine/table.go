@@ -156,8 +156,23 @@ func (c *tableCache) drop(account, name string) {
 	c.mu.Unlock()
 }
 
+// notFound is the item operations' ResourceNotFoundException.
 func notFound(name string) *Error {
+	return newErr(CodeResourceNotFound, "Requested resource not found")
+}
+
+// tableNotFound is the table operations' ResourceNotFoundException.
+func tableNotFound(name string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found: Table: %s not found", name)
+}
+
+// loadTableForTableOp is loadTable with the table operations' message.
+func (e *Engine) loadTableForTableOp(ctx context.Context, account, name string) (*table, error) {
+	t, err := e.loadTable(ctx, account, name)
+	if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+		return nil, tableNotFound(name)
+	}
+	return t, err
 }
 
 // loadTable returns the parsed table, from the cache when fresh.
@@ -585,7 +600,7 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	t, err := e.loadTable(ctx, account, name)
+	t, err := e.loadTableForTableOp(ctx, account, name)
 	if err != nil {
 		return nil, err
 	}
@@ -599,7 +614,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	t, err := e.loadTable(ctx, account, name)
+	t, err := e.loadTableForTableOp(ctx, account, name)
 	if err != nil {
 		return nil, err
 	}
@@ -610,7 +625,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	e.tables.drop(account, name)
 	if err != nil {
 		if storage.IsKind(err, storage.KindTableNotFound) {
-			return nil, notFound(name)
+			return nil, tableNotFound(name)
 		}
 		return nil, err
 	}

@@ -283,3 +283,18 @@ func TestFormatAV(t *testing.T) {
 		}
 	}
 }
+
+func TestConditionTopLevelNames(t *testing.T) {
+	env, err := NewEnv(map[string]string{"#s": "sk"}, map[string]attr.Value{":a": attr.MustNum("1"), ":b": attr.StrValue("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseCondition(KindFilter, "#s > :a AND (begins_with(m.x, :b) OR NOT size(l[0]) BETWEEN :a AND :a)", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.TopLevelNames()
+	if len(got) != 3 || got[0] != "sk" || got[1] != "m" || got[2] != "l" {
+		t.Fatalf("TopLevelNames = %v", got)
+	}
+}
