@@ -97,6 +97,14 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"BatchWriteItem":     op(eng.BatchWriteItem),
 		"TransactWriteItems": op(eng.TransactWriteItems),
 		"TransactGetItems":   op(eng.TransactGetItems),
+		"UpdateTable":        op(eng.UpdateTable),
+		"UpdateTimeToLive":   op(eng.UpdateTimeToLive),
+		"DescribeTimeToLive": op(eng.DescribeTimeToLive),
+		"TagResource":        op(eng.TagResource),
+		"UntagResource":      op(eng.UntagResource),
+		"ListTagsOfResource": op(eng.ListTagsOfResource),
+		"DescribeLimits":     op(eng.DescribeLimits),
+		"DescribeEndpoints":  describeEndpoints,
 	}
 	s.metrics = newMetrics(opt.Registry)
 	r := mux.NewRouter()
@@ -191,7 +199,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	account := DefaultAccount
-	out, err := s.call(r.Context(), handler, account, buf.Bytes())
+	ctx := context.WithValue(r.Context(), hostKey{}, r.Host)
+	out, err := s.call(ctx, handler, account, buf.Bytes())
 	if err != nil {
 		st, body, internal := mapError(err)
 		if internal {
@@ -240,4 +249,19 @@ func toString(p any) string {
 	}
 	b, _ := json.Marshal(p)
 	return string(b)
+}
+
+type hostKey struct{}
+
+type endpoint struct {
+	Address              string `json:"Address"`
+	CachePeriodInMinutes int64  `json:"CachePeriodInMinutes"`
+}
+
+// describeEndpoints answers with the address the client reached.
+func describeEndpoints(ctx context.Context, account string, body []byte) (any, error) {
+	host, _ := ctx.Value(hostKey{}).(string)
+	return struct {
+		Endpoints []endpoint `json:"Endpoints"`
+	}{[]endpoint{{Address: host, CachePeriodInMinutes: 1440}}}, nil
 }

@@ -31,6 +31,9 @@ type Server struct {
 	Region string `toml:"region"`
 	// ShutdownTimeout bounds how long in-flight requests may finish.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// PprofListen, when set, serves net/http/pprof on this address
+	// (loopback only; for profiling).
+	PprofListen string `toml:"pprof_listen"`
 }
 
 // Storage selects and configures the backend.

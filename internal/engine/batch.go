@@ -135,7 +135,7 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 				tt := t
 				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 					var old attr.Item
-					if len(tt.indexes) > 0 {
+					if tt.hasIndexes() {
 						var err error
 						if old, err = decodeStored(oldRaw); err != nil {
 							return storage.Change{}, err

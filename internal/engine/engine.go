@@ -23,16 +23,21 @@ type Options struct {
 	TableCacheTTL time.Duration
 	// Now overrides the clock (tests).
 	Now func() time.Time
+	// SweepInterval is the TTL sweeper's pause after a pass that found no
+	// backlog; default 5s.
+	SweepInterval time.Duration
 }
 
 // Engine executes DynamoDB operations.
 type Engine struct {
-	backend storage.Backend
-	region  string
-	log     *slog.Logger
-	tables  tableCache
-	idem    idempotency
-	now     func() time.Time
+	backend       storage.Backend
+	region        string
+	log           *slog.Logger
+	tables        tableCache
+	idem          idempotency
+	bg            background
+	sweepInterval time.Duration
+	now           func() time.Time
 }
 
 // New returns an engine over a backend.
@@ -52,6 +57,10 @@ func New(b storage.Backend, opt Options) *Engine {
 		ttl = time.Second
 	}
 	e.tables = tableCache{m: map[string]*table{}, ttl: ttl}
+	e.sweepInterval = opt.SweepInterval
+	if e.sweepInterval <= 0 {
+		e.sweepInterval = 5 * time.Second
+	}
 	return e
 }
 

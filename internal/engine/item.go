@@ -156,7 +156,7 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 	if err != nil {
 		return nil, err
 	}
-	needOld := cond != nil || len(t.indexes) > 0 || in.ReturnValues == "ALL_OLD"
+	needOld := cond != nil || t.hasIndexes() || in.ReturnValues == "ALL_OLD"
 	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {

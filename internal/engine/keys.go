@@ -109,6 +109,14 @@ func (t *table) keyItem(it attr.Item) attr.Item {
 // item lacks an index key attribute (it is then absent from the index).
 // A present index key attribute of the wrong type is an error.
 func (ix *index) keyOf(it attr.Item) (pk, sk []byte, ok bool, err error) {
+	if ix.ttl {
+		v, ok := it[ix.Hash.Name]
+		if !ok || v.Type != attr.N {
+			return nil, nil, false, nil
+		}
+		sk, _ = attr.KeyBytes(v)
+		return ttlPartition, sk, true, nil
+	}
 	hv, hok := it[ix.Hash.Name]
 	var rv attr.Value
 	rok := true
@@ -155,6 +163,9 @@ func (ix *index) project(t *table, it attr.Item, raw []byte) []byte {
 		return attr.EncodeItem(it)
 	}
 	out := t.keyItem(it)
+	if ix.ttl {
+		return attr.EncodeItem(out)
+	}
 	out[ix.Hash.Name] = it[ix.Hash.Name]
 	if ix.Range != nil {
 		out[ix.Range.Name] = it[ix.Range.Name]
@@ -169,11 +180,11 @@ func (ix *index) project(t *table, it attr.Item, raw []byte) []byte {
 
 // indexKeys returns the index keys of an item (for removal).
 func (t *table) indexKeys(it attr.Item) []storage.IndexKey {
-	if len(t.indexes) == 0 || it == nil {
+	if (len(t.indexes) == 0 && t.ttl == nil) || it == nil {
 		return nil
 	}
 	var out []storage.IndexKey
-	for _, ix := range t.indexes {
+	for _, ix := range t.allIndexes() {
 		pk, sk, ok, err := ix.keyOf(it)
 		if err != nil || !ok {
 			continue
@@ -185,11 +196,11 @@ func (t *table) indexKeys(it attr.Item) []storage.IndexKey {
 
 // indexEntries validates an item's index keys and returns its entries.
 func (t *table) indexEntries(it attr.Item, raw []byte) ([]storage.IndexEntry, error) {
-	if len(t.indexes) == 0 {
+	if len(t.indexes) == 0 && t.ttl == nil {
 		return nil, nil
 	}
 	var out []storage.IndexEntry
-	for _, ix := range t.indexes {
+	for _, ix := range t.allIndexes() {
 		pk, sk, ok, err := ix.keyOf(it)
 		if err != nil {
 			return nil, err
@@ -215,3 +226,6 @@ func (t *table) putChange(old attr.Item, newItem attr.Item, raw []byte) (storage
 func (t *table) deleteChange(old attr.Item) storage.Change {
 	return storage.Change{Op: storage.Delete, DeleteIndex: t.indexKeys(old)}
 }
+
+// hasIndexes reports whether writes maintain any index entries.
+func (t *table) hasIndexes() bool { return len(t.indexes) > 0 || t.ttl != nil }

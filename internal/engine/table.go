@@ -26,7 +26,9 @@ type storedTable struct {
 
 type ttlSetting struct {
 	AttributeName string `json:"attr"`
-	Enabled       bool   `json:"enabled"`
+	// Status is ENABLING (the internal TTL index is being backfilled) or
+	// ENABLED.
+	Status string `json:"status"`
 }
 
 // keyAttr is one key attribute of a table or index.
@@ -44,6 +46,10 @@ type index struct {
 	ProjType string // ALL, KEYS_ONLY, INCLUDE
 	Include  map[string]bool
 	Status   string
+	// ttl marks the internal TTL index: its partition is constant, its
+	// sort key the TTL attribute; items whose attribute is not a number
+	// are simply absent.
+	ttl bool
 }
 
 // table is a parsed table: schema and indexes ready for item operations.
@@ -53,8 +59,25 @@ type table struct {
 	stored  storedTable
 	Hash    keyAttr
 	Range   *keyAttr
-	indexes []*index
+	indexes []*index // the user's secondary indexes
+	ttl     *index   // the internal TTL index, when TTL is enabled
 	loaded  time.Time
+}
+
+// allIndexes lists every index the writes maintain.
+func (t *table) allIndexes() []*index {
+	if t.ttl == nil {
+		return t.indexes
+	}
+	return append(append([]*index(nil), t.indexes...), t.ttl)
+}
+
+// anyIndex finds a user or internal index by name.
+func (t *table) anyIndex(name string) *index {
+	if t.ttl != nil && name == t.ttl.Name {
+		return t.ttl
+	}
+	return t.index(name)
 }
 
 func (t *table) name() string { return t.ref.Name }
@@ -119,6 +142,14 @@ func parseTable(st *storage.Table) (*table, error) {
 		ix.Hash, ix.Range = ks(l.KeySchema)
 		ix.ProjType, ix.Include = proj(l.Projection)
 		t.indexes = append(t.indexes, ix)
+	}
+	if tt := t.stored.TTL; tt != nil {
+		status := "ACTIVE"
+		if tt.Status == "ENABLING" {
+			status = "CREATING"
+		}
+		t.ttl = &index{Name: ttlIndexName, Global: true, Hash: keyAttr{Name: tt.AttributeName, Type: attr.N},
+			ProjType: "KEYS_ONLY", Status: status, ttl: true}
 	}
 	return t, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,7 +52,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})
+	eng.Start(ctx, []string{api.DefaultAccount})
+	defer eng.Stop()
 	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: backend.Ping})
+	if cfg.Server.PprofListen != "" {
+		if err := servePprof(cfg.Server.PprofListen, log); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return fmt.Errorf("server.listen: %w", err)
@@ -79,5 +87,28 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	return nil
+}
+
+// servePprof serves the runtime profiles on a loopback address.
+func servePprof(addr string, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("server.pprof_listen: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("server.pprof_listen: %q is not a loopback address", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server.pprof_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() { _ = http.Serve(ln, mux) }()
+	log.Info("pprof serving", "addr", ln.Addr().String())
 	return nil
 }

@@ -59,6 +59,9 @@ type Backend interface {
 	// Scan reads items of a table or index in (hash, pk, sk) order,
 	// optionally restricted to one segment.
 	Scan(ctx context.Context, p ScanParams) (*ScanResult, error)
+	// DropIndex removes every entry of one secondary index of a table
+	// (after the engine removed the index from the description).
+	DropIndex(ctx context.Context, p DropIndexParams) (*DropIndexResult, error)
 
 	// Ping checks that the backend answers (readiness).
 	Ping(ctx context.Context) error
@@ -82,7 +85,9 @@ type Table struct {
 	CreatedAt time.Time
 }
 
-// TableRef names a table incarnation for item operations.
+// TableRef names a table incarnation for item operations. Every item
+// operation (reads included) on an ID that is not a live table answers
+// KindTableNotFound, also after a table of the same name was created again.
 type TableRef struct {
 	Account string
 	Name    string
@@ -152,7 +157,16 @@ type IndexEntry struct {
 	Item []byte
 }
 
-// Change is what a write function decides.
+type DropIndexParams struct {
+	Table TableRef
+	Index string
+}
+
+type DropIndexResult struct{}
+
+// Change is what a write function decides. A backend applies DeleteIndex
+// before PutIndex, so an entry may be deleted and written again in one
+// change.
 type Change struct {
 	// Op is the action: Put the new item, Delete the current one, or
 	// Keep (change nothing, e.g. a condition check).
@@ -213,7 +227,10 @@ type Bound struct {
 }
 
 // Row is one item returned by Query or Scan with its keys. For an index,
-// PK/SK are the index keys and BasePK/BaseSK the table keys.
+// PK/SK are the index keys and BasePK/BaseSK the table keys; for the table,
+// BasePK/BaseSK equal PK/SK. The sort key of a hash-only table (or index)
+// is empty. Row slices may share one buffer: callers must not append to
+// them.
 type Row struct {
 	PK, SK         []byte
 	BasePK, BaseSK []byte

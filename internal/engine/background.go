@@ -1,0 +1,349 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Background work: index backfills (UpdateTable creating a GSI, TTL being
+// enabled) and the TTL sweeper. Start launches it; Stop ends it.
+
+// ttlIndexName is the internal index that orders items by their TTL
+// attribute. '$' cannot appear in a DynamoDB index name, so no user index
+// can collide with it, and it is never described or queryable.
+const ttlIndexName = "$ttl"
+
+// ttlMaxAge: the service does not delete items whose expiry is more than
+// five years in the past.
+const ttlMaxAge = 5 * 365 * 24 * time.Hour
+
+type background struct {
+	mu       sync.Mutex
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	running  map[string]bool // backfills in flight: table id + index
+	accounts map[string]bool
+}
+
+// Start launches background work (resuming interrupted backfills) for the
+// given accounts; it returns at once.
+func (e *Engine) Start(ctx context.Context, accounts []string) {
+	b := &e.bg
+	b.mu.Lock()
+	b.ctx, b.cancel = context.WithCancel(ctx)
+	if b.running == nil {
+		b.running = map[string]bool{}
+	}
+	if b.accounts == nil {
+		b.accounts = map[string]bool{}
+	}
+	for _, a := range accounts {
+		b.accounts[a] = true
+	}
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		e.resumeBackfills(b.ctx)
+		e.sweepLoop(b.ctx)
+	}()
+}
+
+// Stop ends background work and waits for it.
+func (e *Engine) Stop() {
+	e.bg.mu.Lock()
+	cancel := e.bg.cancel
+	e.bg.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	e.bg.wg.Wait()
+}
+
+func (e *Engine) accounts() []string {
+	e.bg.mu.Lock()
+	defer e.bg.mu.Unlock()
+	out := make([]string, 0, len(e.bg.accounts))
+	for a := range e.bg.accounts {
+		out = append(out, a)
+	}
+	return out
+}
+
+// forEachTable calls fn for every table of every known account.
+func (e *Engine) forEachTable(ctx context.Context, fn func(t *table)) {
+	for _, acct := range e.accounts() {
+		res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: acct})
+		if err != nil {
+			e.log.Warn("background: listing tables", "account", acct, "err", err)
+			continue
+		}
+		for _, n := range res.Names {
+			gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: acct, Name: n})
+			if err != nil {
+				continue
+			}
+			t, err := parseTable(gt.Table)
+			if err != nil {
+				continue
+			}
+			fn(t)
+		}
+	}
+}
+
+func (e *Engine) resumeBackfills(ctx context.Context) {
+	e.forEachTable(ctx, func(t *table) {
+		for _, ix := range t.allIndexes() {
+			if ix.Status == "CREATING" {
+				e.startBackfill(t.ref, ix.Name)
+			}
+		}
+	})
+}
+
+// startBackfill runs a backfill of one index in the background unless one
+// is already running in this process.
+func (e *Engine) startBackfill(ref storage.TableRef, index string) {
+	b := &e.bg
+	b.mu.Lock()
+	key := jsonInt(ref.ID) + "/" + index
+	if b.ctx == nil || b.running[key] {
+		b.mu.Unlock()
+		return
+	}
+	b.running[key] = true
+	ctx := b.ctx
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer func() {
+			b.mu.Lock()
+			delete(b.running, key)
+			b.mu.Unlock()
+		}()
+		if err := e.backfill(ctx, ref, index); err != nil && ctx.Err() == nil {
+			e.log.Error("index backfill failed", "table", ref.Name, "index", index, "err", err)
+		}
+	}()
+}
+
+// currentTable reads a table incarnation afresh; nil when it is gone.
+func (e *Engine) currentTable(ctx context.Context, ref storage.TableRef) (*table, error) {
+	gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: ref.Account, Name: ref.Name})
+	if err != nil {
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if gt.Table.ID != ref.ID {
+		return nil, nil
+	}
+	return parseTable(gt.Table)
+}
+
+// backfill writes the entries of a new index for every existing item, in
+// batches; each item is rewritten inside the backend's atomic section, so
+// concurrent writes are never lost or doubled.
+func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index string) error {
+	select {
+	case <-time.After(e.backfillGrace()):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var after *storage.Cursor
+	for {
+		t, err := e.currentTable(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return nil
+		}
+		ix := t.anyIndex(index)
+		if ix == nil || ix.Status != "CREATING" {
+			return nil
+		}
+		res, err := e.backend.Scan(ctx, storage.ScanParams{Table: ref, After: after, Limit: 200})
+		if err != nil {
+			if storage.IsKind(err, storage.KindTableNotFound) {
+				return nil
+			}
+			return err
+		}
+		if len(res.Rows) > 0 {
+			ops := make([]storage.WriteItemParams, len(res.Rows))
+			for i, r := range res.Rows {
+				ops[i] = storage.WriteItemParams{Table: ref, PK: r.PK, SK: r.SK, Fn: func(oldRaw []byte) (storage.Change, error) {
+					if oldRaw == nil {
+						return storage.Change{Op: storage.Keep}, nil
+					}
+					old, err := decodeStored(oldRaw)
+					if err != nil {
+						return storage.Change{}, err
+					}
+					pk, sk, ok, err := ix.keyOf(old)
+					if err != nil || !ok {
+						// Items whose index key has the wrong type are left
+						// out of the index, as the service does.
+						return storage.Change{Op: storage.Keep}, nil
+					}
+					k := storage.IndexKey{Index: ix.Name, PK: pk, SK: sk}
+					return storage.Change{Op: storage.Put, Item: oldRaw, DeleteIndex: []storage.IndexKey{k},
+						PutIndex: []storage.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}}, nil
+				}}
+			}
+			if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+				if storage.IsKind(err, storage.KindTableNotFound) {
+					return nil
+				}
+				return err
+			}
+			last := res.Rows[len(res.Rows)-1]
+			after = &storage.Cursor{PK: last.PK, SK: last.SK}
+		}
+		if !res.More {
+			break
+		}
+	}
+	_, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
+		if old.ID != ref.ID {
+			return nil, errBackfillObsolete
+		}
+		var st storedTable
+		if err := json.Unmarshal(old.Desc, &st); err != nil {
+			return nil, err
+		}
+		if index == ttlIndexName {
+			if st.TTL == nil || st.TTL.Status != "ENABLING" {
+				return nil, errBackfillObsolete
+			}
+			st.TTL.Status = "ENABLED"
+		} else {
+			creating := false
+			for i := range st.Desc.GlobalSecondaryIndexes {
+				g := &st.Desc.GlobalSecondaryIndexes[i]
+				if g.IndexName == index {
+					g.IndexStatus = "ACTIVE"
+					g.Backfilling = nil
+				} else if g.IndexStatus == "CREATING" {
+					creating = true
+				}
+			}
+			if !creating {
+				st.Desc.TableStatus = "ACTIVE"
+			}
+		}
+		return json.Marshal(&st)
+	}})
+	if err == errBackfillObsolete || storage.IsKind(err, storage.KindTableNotFound) {
+		return nil
+	}
+	e.tables.drop(ref.Account, ref.Name)
+	return err
+}
+
+var errBackfillObsolete = &Error{Code: CodeInternal, Message: "backfill obsolete"}
+
+// sweepLoop deletes expired items of TTL-enabled tables. A pass that found
+// a full batch of expired items is followed at once by another, so the
+// rate follows the backlog; an idle pass waits SweepInterval.
+func (e *Engine) sweepLoop(ctx context.Context) {
+	for {
+		busy := false
+		e.forEachTable(ctx, func(t *table) {
+			if ctx.Err() != nil {
+				return
+			}
+			n, err := e.sweepTable(ctx, t)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("ttl sweep", "table", t.ref.Name, "err", err)
+			}
+			if n >= sweepBatch {
+				busy = true
+			}
+		})
+		wait := e.sweepInterval
+		if busy {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+const sweepBatch = 500
+
+// sweepTable deletes up to a few batches of expired items of one table and
+// returns how many it found in the last batch.
+func (e *Engine) sweepTable(ctx context.Context, t *table) (int, error) {
+	ix := t.ttl
+	if ix == nil || ix.Status != "ACTIVE" {
+		return 0, nil
+	}
+	now := e.now()
+	lo, _ := attr.NumberKey(jsonInt(now.Add(-ttlMaxAge).Unix()))
+	hi, _ := attr.NumberKey(jsonInt(now.Unix()))
+	deadline := time.Now().Add(2 * time.Second)
+	n := 0
+	for time.Now().Before(deadline) {
+		res, err := e.backend.Query(ctx, storage.QueryParams{Table: t.ref, Index: ttlIndexName, PK: ttlPartition,
+			Lower: &storage.Bound{Key: lo, Inclusive: true}, Upper: &storage.Bound{Key: hi, Inclusive: true}, Forward: true, Limit: sweepBatch})
+		if err != nil {
+			return 0, err
+		}
+		n = len(res.Rows)
+		if n == 0 {
+			return 0, nil
+		}
+		ops := make([]storage.WriteItemParams, n)
+		nowSec := now.Unix()
+		for i, r := range res.Rows {
+			ops[i] = storage.WriteItemParams{Table: t.ref, PK: r.BasePK, SK: r.BaseSK, Fn: func(oldRaw []byte) (storage.Change, error) {
+				if oldRaw == nil {
+					return storage.Change{Op: storage.Keep}, nil
+				}
+				old, err := decodeStored(oldRaw)
+				if err != nil {
+					return storage.Change{}, err
+				}
+				if !expired(old, ix.Hash.Name, nowSec) {
+					return storage.Change{Op: storage.Keep}, nil
+				}
+				return t.deleteChange(old), nil
+			}}
+		}
+		if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+			return 0, err
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	return n, nil
+}
+
+// expired reports whether an item's TTL attribute has passed.
+func expired(it attr.Item, name string, now int64) bool {
+	v, ok := it[name]
+	if !ok || v.Type != attr.N {
+		return false
+	}
+	c := attr.CompareNumbers(v.Str, jsonInt(now))
+	old := attr.CompareNumbers(v.Str, jsonInt(now-int64(ttlMaxAge/time.Second)))
+	return c <= 0 && old >= 0
+}
+
+// ttlPartition is the single partition of the internal TTL index.
+var ttlPartition = []byte{0}

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+type TimeToLiveSpecification struct {
+	Enabled       *bool   `json:"Enabled"`
+	AttributeName *string `json:"AttributeName"`
+}
+
+type UpdateTimeToLiveInput struct {
+	TableName               *string                  `json:"TableName"`
+	TimeToLiveSpecification *TimeToLiveSpecification `json:"TimeToLiveSpecification"`
+}
+
+type UpdateTimeToLiveOutput struct {
+	TimeToLiveSpecification *TimeToLiveSpecification `json:"TimeToLiveSpecification"`
+}
+
+type TimeToLiveDescription struct {
+	TimeToLiveStatus string `json:"TimeToLiveStatus"`
+	AttributeName    string `json:"AttributeName,omitempty"`
+}
+
+type DescribeTimeToLiveOutput struct {
+	TimeToLiveDescription TimeToLiveDescription `json:"TimeToLiveDescription"`
+}
+
+// UpdateTimeToLive enables or disables TTL on a table. Enabling backfills
+// the internal TTL index in the background; the sweeper deletes expired
+// items once it is built.
+func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *UpdateTimeToLiveInput) (*UpdateTimeToLiveOutput, error) {
+	name, err := requireTableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	spec := in.TimeToLiveSpecification
+	if spec == nil {
+		return nil, validationf("1 validation error detected: Value null at 'timeToLiveSpecification' failed to satisfy constraint: Member must not be null")
+	}
+	var c constraintErrors
+	if spec.Enabled == nil {
+		c.add(nil, "timeToLiveSpecification.enabled", "Member must not be null")
+	}
+	if spec.AttributeName == nil {
+		c.add(nil, "timeToLiveSpecification.attributeName", "Member must not be null")
+	} else if len(*spec.AttributeName) < 1 || len(*spec.AttributeName) > 255 {
+		c.add(*spec.AttributeName, "timeToLiveSpecification.attributeName", "Member must have length between 1 and 255")
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	enable := *spec.Enabled
+	attrName := *spec.AttributeName
+	res, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+		var st storedTable
+		if err := json.Unmarshal(old.Desc, &st); err != nil {
+			return nil, err
+		}
+		if enable {
+			if st.TTL != nil {
+				return nil, validationf("TimeToLive is already enabled")
+			}
+			st.TTL = &ttlSetting{AttributeName: attrName, Status: "ENABLING"}
+		} else {
+			if st.TTL == nil {
+				return nil, validationf("TimeToLive is already disabled")
+			}
+			if st.TTL.AttributeName != attrName {
+				return nil, validationf("TimeToLive attribute name does not match the enabled attribute: %s", st.TTL.AttributeName)
+			}
+			st.TTL = nil
+		}
+		return json.Marshal(&st)
+	}})
+	if err != nil {
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			return nil, tableNotFound(name)
+		}
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	ref := storage.TableRef{Account: account, Name: name, ID: res.Table.ID}
+	if enable {
+		e.startBackfill(ref, ttlIndexName)
+	} else if _, err := e.backend.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: ttlIndexName}); err != nil {
+		e.log.Error("dropping TTL index", "table", name, "err", err)
+	}
+	return &UpdateTimeToLiveOutput{TimeToLiveSpecification: spec}, nil
+}
+
+// DescribeTimeToLive describes a table's TTL setting.
+func (e *Engine) DescribeTimeToLive(ctx context.Context, account string, in *TableNameInput) (*DescribeTimeToLiveOutput, error) {
+	name, err := requireTableName(in.TableName)
+	if err != nil {
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	t, err := e.loadTableForTableOp(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	out := &DescribeTimeToLiveOutput{TimeToLiveDescription: TimeToLiveDescription{TimeToLiveStatus: "DISABLED"}}
+	if tt := t.stored.TTL; tt != nil {
+		out.TimeToLiveDescription = TimeToLiveDescription{TimeToLiveStatus: "ENABLED", AttributeName: tt.AttributeName}
+	}
+	return out, nil
+}
+
+// Tags.
+
+type TagResourceInput struct {
+	ResourceArn *string `json:"ResourceArn"`
+	Tags        []Tag   `json:"Tags"`
+}
+
+type UntagResourceInput struct {
+	ResourceArn *string  `json:"ResourceArn"`
+	TagKeys     []string `json:"TagKeys"`
+}
+
+type ListTagsOfResourceInput struct {
+	ResourceArn *string `json:"ResourceArn"`
+	NextToken   *string `json:"NextToken"`
+}
+
+type ListTagsOfResourceOutput struct {
+	Tags      []Tag  `json:"Tags"`
+	NextToken string `json:"NextToken,omitempty"`
+}
+
+type Empty struct{}
+
+var tableArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})$`)
+
+// tableFromArn resolves a table ARN of this account and region.
+func (e *Engine) tableFromArn(account string, arn *string) (string, error) {
+	if arn == nil {
+		return "", validationf("1 validation error detected: Value null at 'resourceArn' failed to satisfy constraint: Member must not be null")
+	}
+	if len(*arn) < 1 || len(*arn) > 1283 {
+		return "", validationf("1 validation error detected: Value '%s' at 'resourceArn' failed to satisfy constraint: Member must have length less than or equal to 1283", *arn)
+	}
+	m := tableArnRE.FindStringSubmatch(*arn)
+	if m == nil {
+		return "", validationf("Invalid TableArn: Invalid ResourceArn provided as input %s", *arn)
+	}
+	if m[1] != e.region || m[2] != account {
+		return "", newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *arn)
+	}
+	return m[3], nil
+}
+
+func (e *Engine) updateTags(ctx context.Context, account string, arn *string, fn func(tags []Tag) ([]Tag, error)) error {
+	name, err := e.tableFromArn(account, arn)
+	if err != nil {
+		return err
+	}
+	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+		var st storedTable
+		if err := json.Unmarshal(old.Desc, &st); err != nil {
+			return nil, err
+		}
+		tags, err := fn(st.Tags)
+		if err != nil {
+			return nil, err
+		}
+		st.Tags = tags
+		return json.Marshal(&st)
+	}})
+	if storage.IsKind(err, storage.KindTableNotFound) {
+		return newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *arn)
+	}
+	if err == nil {
+		e.tables.drop(account, name)
+	}
+	return err
+}
+
+// TagResource adds or replaces tags of a table.
+func (e *Engine) TagResource(ctx context.Context, account string, in *TagResourceInput) (*Empty, error) {
+	if in.Tags == nil {
+		return nil, validationf("1 validation error detected: Value null at 'tags' failed to satisfy constraint: Member must not be null")
+	}
+	for _, t := range in.Tags {
+		if t.Key == nil || len(*t.Key) < 1 || len(*t.Key) > 128 {
+			return nil, validationf("1 validation error detected: Value at 'tags.member.key' failed to satisfy constraint: Member must have length between 1 and 128")
+		}
+		if t.Value == nil || len(*t.Value) > 256 {
+			return nil, validationf("1 validation error detected: Value at 'tags.member.value' failed to satisfy constraint: Member must have length between 0 and 256")
+		}
+		if strings.HasPrefix(*t.Key, "aws:") {
+			return nil, validationf("One or more parameter values were invalid: Tag keys with the prefix aws: are reserved")
+		}
+	}
+	err := e.updateTags(ctx, account, in.ResourceArn, func(tags []Tag) ([]Tag, error) {
+		m := map[string]string{}
+		for _, t := range tags {
+			m[*t.Key] = *t.Value
+		}
+		for _, t := range in.Tags {
+			m[*t.Key] = *t.Value
+		}
+		if len(m) > 50 {
+			return nil, newErr(CodeLimitExceeded, "One or more parameter values were invalid: The number of tags exceeds the limit of 50 for this resource")
+		}
+		return tagList(m), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Empty{}, nil
+}
+
+// UntagResource removes tags of a table.
+func (e *Engine) UntagResource(ctx context.Context, account string, in *UntagResourceInput) (*Empty, error) {
+	if in.TagKeys == nil {
+		return nil, validationf("1 validation error detected: Value null at 'tagKeys' failed to satisfy constraint: Member must not be null")
+	}
+	err := e.updateTags(ctx, account, in.ResourceArn, func(tags []Tag) ([]Tag, error) {
+		m := map[string]string{}
+		for _, t := range tags {
+			m[*t.Key] = *t.Value
+		}
+		for _, k := range in.TagKeys {
+			delete(m, k)
+		}
+		return tagList(m), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Empty{}, nil
+}
+
+func tagList(m map[string]string) []Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]Tag, len(keys))
+	for i, k := range keys {
+		k, v := k, m[k]
+		out[i] = Tag{Key: &k, Value: &v}
+	}
+	return out
+}
+
+// ListTagsOfResource lists a table's tags.
+func (e *Engine) ListTagsOfResource(ctx context.Context, account string, in *ListTagsOfResourceInput) (*ListTagsOfResourceOutput, error) {
+	name, err := e.tableFromArn(account, in.ResourceArn)
+	if err != nil {
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	t, err := e.loadTable(ctx, account, name)
+	if err != nil {
+		if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+			return nil, newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *in.ResourceArn)
+		}
+		return nil, err
+	}
+	tags := t.stored.Tags
+	if tags == nil {
+		tags = []Tag{}
+	}
+	return &ListTagsOfResourceOutput{Tags: tags}, nil
+}
+
+// Limits and endpoints.
+
+type DescribeLimitsOutput struct {
+	AccountMaxReadCapacityUnits  int64 `json:"AccountMaxReadCapacityUnits"`
+	AccountMaxWriteCapacityUnits int64 `json:"AccountMaxWriteCapacityUnits"`
+	TableMaxReadCapacityUnits    int64 `json:"TableMaxReadCapacityUnits"`
+	TableMaxWriteCapacityUnits   int64 `json:"TableMaxWriteCapacityUnits"`
+}
+
+// DescribeLimits reports the provisioned capacity limits.
+func (e *Engine) DescribeLimits(ctx context.Context, account string, in *Empty) (*DescribeLimitsOutput, error) {
+	return &DescribeLimitsOutput{AccountMaxReadCapacityUnits: 80000, AccountMaxWriteCapacityUnits: 80000,
+		TableMaxReadCapacityUnits: 40000, TableMaxWriteCapacityUnits: 40000}, nil
+}
