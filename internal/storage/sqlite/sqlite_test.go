@@ -1,0 +1,264 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/storagetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fmt.Println("storage backends exercised: sqlite (file database and memory mode)")
+	os.Exit(code)
+}
+
+func openT(t testing.TB, opts Options) *Backend {
+	t.Helper()
+	b, err := Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+// sharedOpen returns one backend for all the suite's tests of a run, so
+// their writes meet in the writer's batches.
+func sharedOpen(t *testing.T, opts Options) func(t *testing.T) storage.Backend {
+	b := openT(t, opts)
+	return func(*testing.T) storage.Backend { return b }
+}
+
+func TestConformanceFile(t *testing.T) {
+	storagetest.Run(t, sharedOpen(t, Options{Path: filepath.Join(t.TempDir(), "db.sqlite")}))
+}
+
+func TestConformanceMemory(t *testing.T) {
+	storagetest.Run(t, sharedOpen(t, Options{Memory: true}))
+}
+
+// TestConformanceSmallBatches runs the suite with a batch bound of 2.
+func TestConformanceSmallBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	storagetest.Run(t, sharedOpen(t, Options{Memory: true, MaxBatch: 2, Readers: 2}))
+}
+
+func TestMemoryRemovedOnClose(t *testing.T) {
+	b, err := Open(context.Background(), Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := b.tmpDir
+	if _, err := os.Stat(filepath.Join(dir, "extenddb.db")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("memory database directory still exists: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, err = b.WriteItem(context.Background(), storage.WriteItemParams{Fn: func([]byte) (storage.Change, error) { return storage.Change{}, nil }})
+	if !storage.IsKind(err, storage.KindUnavailable) {
+		t.Fatalf("write after Close: %v", err)
+	}
+}
+
+// TestReopenKeepsData: a file database survives Close/Open; migrations
+// are not applied twice; RequireMigrated accepts a migrated database.
+func TestReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	b, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "t", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := storage.TableRef{Account: "a", Name: "t", ID: cr.Table.ID}
+	if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: []byte("v")}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openT(t, Options{Path: path, RequireMigrated: true})
+	g, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte("k")})
+	if err != nil || string(g.Item) != "v" {
+		t.Fatalf("after reopen: %q %v", g, err)
+	}
+}
+
+func TestRequireMigratedRefusesFreshDatabase(t *testing.T) {
+	_, err := Open(context.Background(), Options{Path: filepath.Join(t.TempDir(), "db.sqlite"), RequireMigrated: true})
+	if !storage.IsKind(err, storage.KindSchema) || !strings.Contains(err.Error(), "pending") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestCloseDrainsWriter: writes queued when Close starts are all answered
+// and committed.
+func TestCloseDrainsWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	b, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := storage.TableRef{Account: "a", Name: "t", ID: cr.Table.ID}
+	var wg, started sync.WaitGroup
+	var mu sync.Mutex
+	ok := map[string]bool{}
+	for i := range 200 {
+		wg.Add(1)
+		started.Add(1)
+		go func() {
+			defer wg.Done()
+			k := fmt.Sprint(i)
+			started.Done()
+			_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(k), Fn: func([]byte) (storage.Change, error) {
+				return storage.Change{Op: storage.Put, Item: []byte(k)}, nil
+			}})
+			if err == nil {
+				mu.Lock()
+				ok[k] = true
+				mu.Unlock()
+			} else if !storage.IsKind(err, storage.KindUnavailable) {
+				t.Error(err)
+			}
+		}()
+	}
+	started.Wait()
+	b.Close()
+	wg.Wait()
+	b = openT(t, Options{Path: path})
+	res, err := b.Scan(ctx, storage.ScanParams{Table: ref, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != len(ok) {
+		t.Fatalf("%d items stored, %d writes acknowledged", len(res.Rows), len(ok))
+	}
+	t.Logf("%d of 200 writes were queued before Close", len(ok))
+}
+
+// TestKeysAreBlobs: keys are stored as BLOBs, the empty sort key too, and
+// the query plans are range scans of the primary keys (no sort step).
+func TestKeysAreBlobs(t *testing.T) {
+	ctx := context.Background()
+	b := openT(t, Options{Memory: true})
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := storage.TableRef{Account: "a", Name: "t", ID: cr.Table.ID}
+	for _, sk := range [][]byte{nil, []byte("1"), {0xFF}} {
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("123"), SK: sk, Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte("{}"),
+				PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("9"), SK: sk}, Item: []byte("{}")}}}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := b.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM items WHERE typeof(pk) != 'blob' OR typeof(sk) != 'blob'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d non-blob item keys (%v)", n, err)
+	}
+	if err := b.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM idx WHERE typeof(ipk) != 'blob' OR typeof(isk) != 'blob' OR typeof(pk) != 'blob' OR typeof(sk) != 'blob'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d non-blob index keys (%v)", n, err)
+	}
+	// A TEXT key is refused by the schema.
+	if _, err := b.w.conn.ExecContext(ctx, `INSERT INTO items(t, h, pk, sk, item) VALUES (1, 1, 'text', x'', x'')`); err == nil {
+		t.Fatal("schema accepted a TEXT key")
+	}
+	// memcmp order of blobs.
+	var less int
+	if err := b.rdb.QueryRowContext(ctx, `SELECT x'7F' < x'80' AND x'00' < x'0000' AND x'FF' > x'FE00' AND x'' < x'00'`).Scan(&less); err != nil || less != 1 {
+		t.Fatalf("blob comparison is not memcmp: %d %v", less, err)
+	}
+	for kind := kTableQuery; kind <= kIndexScan; kind++ {
+		for lo := bNone; lo <= bExcl; lo++ {
+			for hi := bNone; hi <= bExcl; hi++ {
+				for _, cursor := range []bool{false, true} {
+					for _, desc := range []bool{false, true} {
+						if kind >= kTableScan && (lo != bNone || hi != bNone || desc) {
+							continue
+						}
+						q := variantSQL(kind, lo, hi, cursor, desc)
+						nargs := strings.Count(q, "?")
+						args := make([]any, nargs)
+						for i := range args {
+							args[i] = []byte{1}
+						}
+						rows, err := b.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+						if err != nil {
+							t.Fatalf("%s: %v", q, err)
+						}
+						var plan []string
+						for rows.Next() {
+							var id, parent, notused int
+							var detail string
+							rows.Scan(&id, &parent, &notused, &detail)
+							plan = append(plan, detail)
+						}
+						rows.Close()
+						p := strings.Join(plan, "; ")
+						if strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "USING PRIMARY KEY") || strings.HasPrefix(p, "SCAN") {
+							t.Errorf("%s\n  plan: %s", q, p)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPragmas: the connection settings the design relies on.
+func TestPragmas(t *testing.T) {
+	be := openT(t, Options{Path: filepath.Join(t.TempDir(), "p.db")})
+	ctx := context.Background()
+	get := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}, p string) string {
+		var v string
+		if err := q.QueryRowContext(ctx, "PRAGMA "+p).Scan(&v); err != nil {
+			t.Fatal(p, err)
+		}
+		return v
+	}
+	for p, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "0", "busy_timeout": "5000", "wal_autocheckpoint": "0"} {
+		if got := get(be.w.conn, p); got != want {
+			t.Errorf("writer %s = %s, want %s", p, got, want)
+		}
+	}
+	for p, want := range map[string]string{"journal_mode": "wal", "query_only": "1", "foreign_keys": "0", "busy_timeout": "5000"} {
+		if got := get(be.rdb, p); got != want {
+			t.Errorf("reader %s = %s, want %s", p, got, want)
+		}
+	}
+}

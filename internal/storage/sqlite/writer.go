@@ -1,0 +1,487 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// wop is one queued write operation. run executes it inside the batch's
+// transaction. It returns nil, an operation error (a write function's or
+// a storage error such as KindTableNotFound) after writing nothing, or a
+// *fatal when a statement failed and the transaction must be rolled back.
+type wop struct {
+	ctx  context.Context
+	run  func(w *writer) error
+	err  error
+	done chan struct{}
+}
+
+// fatal marks an SQL failure inside a batch.
+type fatal struct{ err error }
+
+func (f *fatal) Error() string { return f.err.Error() }
+
+func fail(err error, msg string) error { return &fatal{mapErr(err, msg)} }
+
+// submit queues run for the writer and waits for its answer. Once queued,
+// the operation's outcome is waited for even when ctx ends, so the answer
+// is always definite; ctx is checked again when the writer picks it up.
+func (b *Backend) submit(ctx context.Context, run func(w *writer) error) error {
+	op := &wop{ctx: ctx, run: run, done: make(chan struct{})}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return errClosed
+	}
+	select {
+	case b.ops <- op:
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return mapErr(ctx.Err(), "sqlite: write not queued")
+	}
+	b.mu.RUnlock()
+	<-op.done
+	return op.err
+}
+
+// writeLoop is the writer goroutine: group commit of whatever is queued.
+func (b *Backend) writeLoop() {
+	defer close(b.done)
+	batch := make([]*wop, 0, b.opts.MaxBatch)
+	for {
+		op, ok := <-b.ops
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], op)
+	drain:
+		for len(batch) < b.opts.MaxBatch {
+			select {
+			case op, ok := <-b.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		b.batches.Add(1)
+		b.batchedOps.Add(int64(len(batch)))
+		b.runBatch(batch)
+		clear(batch)
+	}
+}
+
+func answer(op *wop, err error) {
+	op.err = err
+	close(op.done)
+}
+
+// runBatch runs a batch in one transaction and answers every operation.
+func (b *Backend) runBatch(batch []*wop) {
+	w := b.w
+	if err := w.begin(); err != nil {
+		for _, op := range batch {
+			answer(op, err)
+		}
+		return
+	}
+	for _, op := range batch {
+		if err := op.ctx.Err(); err != nil {
+			op.err = mapErr(err, "sqlite: write canceled before it ran")
+			op.run = nil
+			continue
+		}
+		err := safeRun(op, w)
+		var f *fatal
+		if errors.As(err, &f) {
+			w.rollback()
+			if len(batch) == 1 {
+				answer(op, f.err)
+				return
+			}
+			// Run each operation alone so the failure stays with its own.
+			for _, o := range batch {
+				if o.run == nil {
+					answer(o, o.err)
+					continue
+				}
+				b.runBatch([]*wop{o})
+			}
+			return
+		}
+		op.err = err
+	}
+	if err := w.commit(); err != nil {
+		for _, op := range batch {
+			if op.run != nil {
+				op.err = err
+			}
+		}
+	} else if w.catalogChanged {
+		b.publish()
+	}
+	w.catalogChanged = false
+	for _, op := range batch {
+		answer(op, op.err)
+	}
+}
+
+// safeRun runs an operation, turning a panic (of a write function) into
+// an operation error; write functions run before anything is written.
+func safeRun(op *wop, w *writer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = storage.Errorf(storage.KindInternal, "sqlite: write function panicked: %v", r)
+		}
+	}()
+	return op.run(w)
+}
+
+// writer owns the single write connection. Only the writer goroutine (and
+// Open/Close around it) touches it.
+type writer struct {
+	conn *sql.Conn
+
+	getItem, putItem, delItem, putIdx, delIdx                *sql.Stmt
+	getTable, insertTable, updTableStmt                      *sql.Stmt
+	delTableStmt, deleteItems, deleteIdx, allTables, dropIdx *sql.Stmt
+	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
+	dataVersion                                              *sql.Stmt
+
+	// live is the set of table IDs as of the last commit; pend holds this
+	// transaction's catalog changes (true created, false deleted).
+	live           map[int64]struct{}
+	pend           map[int64]bool
+	catalogChanged bool
+	version        int64 // PRAGMA data_version at the last check
+}
+
+var bg = context.Background()
+
+func (w *writer) prepare(ctx context.Context) error {
+	for _, s := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&w.getItem, `SELECT item FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
+		{&w.putItem, `INSERT OR REPLACE INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?)`},
+		{&w.delItem, `DELETE FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
+		{&w.putIdx, `INSERT OR REPLACE INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
+		{&w.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
+		{&w.insertTable, `INSERT INTO tables(account, name, desc, version, created_at) VALUES (?, ?, ?, 1, ?) RETURNING id`},
+		{&w.updTableStmt, `UPDATE tables SET desc = ?, version = version + 1 WHERE id = ?`},
+		{&w.delTableStmt, `DELETE FROM tables WHERE id = ?`},
+		{&w.deleteItems, `DELETE FROM items WHERE t = ?`},
+		{&w.deleteIdx, `DELETE FROM idx WHERE t = ?`},
+		{&w.allTables, `SELECT id FROM tables`},
+		{&w.dropIdx, `DELETE FROM idx WHERE t = ? AND ix = ?`},
+		{&w.begin_, `BEGIN IMMEDIATE`},
+		{&w.commit_, `COMMIT`},
+		{&w.rollback_, `ROLLBACK`},
+		{&w.savepoint, `SAVEPOINT tw`},
+		{&w.release, `RELEASE tw`},
+		{&w.undo, `ROLLBACK TO tw`},
+		{&w.dataVersion, `PRAGMA data_version`},
+	} {
+		var err error
+		if *s.dst, err = w.conn.PrepareContext(ctx, s.sql); err != nil {
+			return mapErr(err, "sqlite: prepare "+s.sql)
+		}
+	}
+	return nil
+}
+
+func (w *writer) close() {
+	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
+		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
+		w.savepoint, w.release, w.undo, w.dataVersion} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	if w.conn != nil {
+		w.conn.Close()
+	}
+}
+
+// loadTables reads the live table IDs and the data version.
+func (w *writer) loadTables(ctx context.Context) error {
+	rows, err := w.allTables.QueryContext(ctx)
+	if err != nil {
+		return mapErr(err, "sqlite: load catalog")
+	}
+	defer rows.Close()
+	clear(w.live)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return mapErr(err, "sqlite: load catalog")
+		}
+		w.live[id] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return mapErr(err, "sqlite: load catalog")
+	}
+	if err := w.dataVersion.QueryRowContext(ctx).Scan(&w.version); err != nil {
+		return mapErr(err, "sqlite: data version")
+	}
+	return nil
+}
+
+// begin starts the batch transaction. Another process may have changed
+// the catalog since the last batch (PRAGMA data_version tells); then the
+// table set is reloaded inside the transaction, where it cannot change.
+func (w *writer) begin() error {
+	if _, err := w.begin_.ExecContext(bg); err != nil {
+		return mapErr(err, "sqlite: begin")
+	}
+	var v int64
+	if err := w.dataVersion.QueryRowContext(bg).Scan(&v); err != nil {
+		w.rollback()
+		return mapErr(err, "sqlite: data version")
+	}
+	if v != w.version {
+		if err := w.loadTables(bg); err != nil {
+			w.rollback()
+			return err
+		}
+		w.catalogChanged = true
+	}
+	return nil
+}
+
+func (w *writer) commit() error {
+	if _, err := w.commit_.ExecContext(bg); err != nil {
+		w.rollback()
+		return mapErr(err, "sqlite: commit")
+	}
+	for id, live := range w.pend {
+		if live {
+			w.live[id] = struct{}{}
+		} else {
+			delete(w.live, id)
+		}
+	}
+	clear(w.pend)
+	return nil
+}
+
+func (w *writer) rollback() {
+	// Errors are ignored: SQLite may already have rolled back (e.g. after
+	// SQLITE_FULL), and there is nothing more to undo.
+	w.rollback_.ExecContext(bg)
+	clear(w.pend)
+}
+
+func (w *writer) exists(id int64) bool {
+	if live, ok := w.pend[id]; ok {
+		return live
+	}
+	_, ok := w.live[id]
+	return ok
+}
+
+func (w *writer) readTable(account, name string) (*storage.Table, error) {
+	t, err := scanTable(w.getTable.QueryRowContext(bg, account, name), account, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail(err, "sqlite: read catalog")
+	}
+	return t, nil
+}
+
+func (w *writer) createTable(p storage.CreateTableParams) (*storage.Table, error) {
+	old, err := w.readTable(p.Account, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
+		return nil, storage.Errorf(storage.KindTableExists, "table %q of account %q already exists", p.Name, p.Account)
+	}
+	now := time.Now()
+	t := &storage.Table{Account: p.Account, Name: p.Name, Desc: append([]byte{}, p.Desc...), Version: 1,
+		CreatedAt: time.Unix(0, now.UnixNano()).UTC()}
+	if err := w.insertTable.QueryRowContext(bg, p.Account, p.Name, t.Desc, now.UnixNano()).Scan(&t.ID); err != nil {
+		return nil, fail(err, "sqlite: create table")
+	}
+	w.pend[t.ID] = true
+	w.catalogChanged = true
+	return t, nil
+}
+
+func (w *writer) updateTable(p storage.UpdateTableParams) (*storage.Table, error) {
+	if p.Fn == nil {
+		return nil, storage.Errorf(storage.KindInternal, "sqlite: UpdateTable without Fn")
+	}
+	old, err := w.readTable(p.Account, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if old == nil {
+		return nil, storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
+	}
+	cur := *old
+	desc, err := p.Fn(&cur)
+	if err != nil {
+		return nil, err
+	}
+	desc = nz(desc)
+	if _, err := w.updTableStmt.ExecContext(bg, desc, old.ID); err != nil {
+		return nil, fail(err, "sqlite: update table")
+	}
+	nt := *old
+	nt.Desc = append([]byte{}, desc...)
+	nt.Version++
+	return &nt, nil
+}
+
+func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error) {
+	old, err := w.readTable(p.Account, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if old == nil {
+		return nil, storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
+	}
+	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteItems, w.deleteIdx} {
+		if _, err := s.ExecContext(bg, old.ID); err != nil {
+			return nil, fail(err, "sqlite: delete table")
+		}
+	}
+	w.pend[old.ID] = false
+	w.catalogChanged = true
+	return old, nil
+}
+
+// writeItem reads the current item, runs Fn and applies its change. fnErr
+// is the write function's error (nothing written); err is a storage error
+// (nothing written) or a *fatal.
+func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemResult) (fnErr, err error) {
+	if !w.exists(p.Table.ID) {
+		return nil, tableNotFound(p.Table)
+	}
+	pk, sk := nz(p.PK), nz(p.SK)
+	h := int64(storage.KeyHash(pk))
+	var old []byte
+	if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fail(err, "sqlite: read item")
+	}
+	ch, err := p.Fn(old)
+	if err != nil {
+		return err, nil
+	}
+	switch ch.Op {
+	case storage.Keep, storage.Delete:
+	case storage.Put:
+		if ch.Item == nil {
+			return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned Put without an item")
+		}
+	default:
+		return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned unknown op %d", ch.Op)
+	}
+	res.Old, res.Change = old, ch
+	switch ch.Op {
+	case storage.Keep:
+		return nil, nil
+	case storage.Put:
+		if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
+			return nil, fail(err, "sqlite: put item")
+		}
+	case storage.Delete:
+		if old == nil {
+			break
+		}
+		if _, err := w.delItem.ExecContext(bg, p.Table.ID, h, pk, sk); err != nil {
+			return nil, fail(err, "sqlite: delete item")
+		}
+	}
+	for _, k := range ch.DeleteIndex {
+		ipk := nz(k.PK)
+		if _, err := w.delIdx.ExecContext(bg, p.Table.ID, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk); err != nil {
+			return nil, fail(err, "sqlite: delete index entry")
+		}
+	}
+	for _, e := range ch.PutIndex {
+		ipk := nz(e.PK)
+		if _, err := w.putIdx.ExecContext(bg, p.Table.ID, e.Index, int64(storage.KeyHash(ipk)), ipk, nz(e.SK), pk, sk, nz(e.Item)); err != nil {
+			return nil, fail(err, "sqlite: put index entry")
+		}
+	}
+	return nil, nil
+}
+
+// transactWrite runs every operation inside a savepoint; each Fn sees the
+// earlier operations' writes. When any Fn fails the savepoint is rolled
+// back and the result is KindTransactionCanceled with per-op Reasons.
+func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteItemResult, error) {
+	if _, err := w.savepoint.ExecContext(bg); err != nil {
+		return nil, fail(err, "sqlite: savepoint")
+	}
+	results := make([]storage.WriteItemResult, len(ops))
+	var reasons []error
+	for i := range ops {
+		fnErr, err := w.writeItem(&ops[i], &results[i])
+		if err != nil {
+			var f *fatal
+			if !errors.As(err, &f) {
+				if uerr := w.undoSavepoint(); uerr != nil {
+					return nil, uerr
+				}
+			}
+			return nil, err
+		}
+		if fnErr != nil {
+			if reasons == nil {
+				reasons = make([]error, len(ops))
+			}
+			reasons[i] = fnErr
+		}
+	}
+	if reasons != nil {
+		if err := w.undoSavepoint(); err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, r := range reasons {
+			if r != nil {
+				n++
+			}
+		}
+		return nil, &storage.Error{Kind: storage.KindTransactionCanceled,
+			Message: fmt.Sprintf("%d of %d operations failed", n, len(ops)), Reasons: reasons}
+	}
+	if _, err := w.release.ExecContext(bg); err != nil {
+		return nil, fail(err, "sqlite: release savepoint")
+	}
+	return results, nil
+}
+
+func (w *writer) undoSavepoint() error {
+	if _, err := w.undo.ExecContext(bg); err != nil {
+		return fail(err, "sqlite: rollback to savepoint")
+	}
+	if _, err := w.release.ExecContext(bg); err != nil {
+		return fail(err, "sqlite: release savepoint")
+	}
+	return nil
+}
+
+func (w *writer) dropIndex(p storage.DropIndexParams) error {
+	if !w.exists(p.Table.ID) {
+		return tableNotFound(p.Table)
+	}
+	if _, err := w.dropIdx.ExecContext(bg, p.Table.ID, p.Index); err != nil {
+		return fail(err, "sqlite: drop index")
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package storagetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// testConditionalRace: 32 concurrent conditional puts on one key (Fn
+// fails when an item exists); exactly one wins.
+func testConditionalRace(e *env) {
+	t := e.t
+	ref := e.createTable("race")
+	pk, sk := strKey("k"), strKey("s")
+	const n = 32
+	var wins atomic.Int32
+	var winner atomic.Int32
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Fn: func(old []byte) (storage.Change, error) {
+				if old != nil {
+					return storage.Change{}, errCond
+				}
+				return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprintf("w%d", i))}, nil
+			}})
+			errs[i] = err
+			if err == nil {
+				wins.Add(1)
+				winner.Store(int32(i))
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d conditional puts won, want exactly 1 (errors %v)", wins.Load(), errs)
+	}
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errCond) {
+			t.Fatalf("loser %d: %v", i, err)
+		}
+	}
+	if got := e.get(ref, pk, sk); string(got) != fmt.Sprintf("w%d", winner.Load()) {
+		t.Fatalf("item %q, winner %d", got, winner.Load())
+	}
+}
+
+// testIncrements: concurrent read-modify-write increments lose nothing.
+func testIncrements(e *env) {
+	t := e.t
+	ref := e.createTable("incr")
+	pk := strKey("counter")
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				_, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func(old []byte) (storage.Change, error) {
+					n := 0
+					if old != nil {
+						n = itemNum(t, old)
+					}
+					return storage.Change{Op: storage.Put, Item: numItem(n + 1)}, nil
+				}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := itemNum(t, e.get(ref, pk, nil)); got != workers*each {
+		t.Fatalf("counter %d, want %d", got, workers*each)
+	}
+}
+
+// testMixedOutcomes: concurrent writers on distinct keys, half of whose
+// functions fail; each outcome is its own (a failing function in a group
+// of writes affects no other write).
+func testMixedOutcomes(e *env) {
+	t := e.t
+	ref := e.createTable("mixed")
+	const n = 64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pk := []byte(fmt.Sprintf("k%02d", i))
+			_, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func(old []byte) (storage.Change, error) {
+				if i%2 == 1 {
+					return storage.Change{Op: storage.Put, Item: []byte("bad")}, errCond
+				}
+				return storage.Change{Op: storage.Put, Item: pk}, nil
+			}})
+			if (i%2 == 1) != errors.Is(err, errCond) || (i%2 == 0 && err != nil) {
+				t.Errorf("write %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		pk := []byte(fmt.Sprintf("k%02d", i))
+		got := e.get(ref, pk, nil)
+		if i%2 == 0 && !bytes.Equal(got, pk) {
+			t.Fatalf("k%02d = %q, want written", i, got)
+		}
+		if i%2 == 1 && got != nil {
+			t.Fatalf("k%02d = %q, want nothing", i, got)
+		}
+	}
+}
+
+// testTransactWrite: all-or-nothing across two tables, Reasons in order.
+func testTransactWrite(e *env) {
+	t, b, ctx := e.t, e.b, e.ctx
+	ta, tb := e.createTable("txa"), e.createTable("txb")
+	a, bk := strKey("a"), strKey("b")
+	e.put(ta, a, nil, []byte("a0"))
+
+	res, err := b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		{Table: ta, PK: a, Fn: putFn([]byte("a1"))},
+		{Table: tb, PK: bk, SK: strKey("s"), Fn: putFn([]byte("b1"), ixe("gsi", strKey("g"), nil, "pb1"))},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) != 2 || string(res.Results[0].Old) != "a0" || res.Results[1].Old != nil || res.Results[1].Change.Op != storage.Put {
+		t.Fatalf("results %+v", res.Results)
+	}
+	if string(e.get(ta, a, nil)) != "a1" || string(e.get(tb, bk, strKey("s"))) != "b1" {
+		t.Fatal("transaction not applied")
+	}
+
+	errX, errY := errors.New("x failed"), errors.New("y failed")
+	_, err = b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		{Table: ta, PK: a, Fn: putFn([]byte("a2"))},
+		{Table: tb, PK: strKey("new"), Fn: func([]byte) (storage.Change, error) { return storage.Change{}, errX }},
+		{Table: tb, PK: bk, SK: strKey("s"), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Delete, DeleteIndex: []storage.IndexKey{{Index: "gsi", PK: strKey("g")}}}, nil
+		}},
+		{Table: ta, PK: strKey("c"), Fn: func([]byte) (storage.Change, error) { return storage.Change{}, errY }},
+	}})
+	wantKind(t, "failing transaction", err, storage.KindTransactionCanceled)
+	var se *storage.Error
+	errors.As(err, &se)
+	if len(se.Reasons) != 4 || se.Reasons[0] != nil || !errors.Is(se.Reasons[1], errX) || se.Reasons[2] != nil || !errors.Is(se.Reasons[3], errY) {
+		t.Fatalf("reasons %v", se.Reasons)
+	}
+	if string(e.get(ta, a, nil)) != "a1" || string(e.get(tb, bk, strKey("s"))) != "b1" || e.get(tb, strKey("new"), nil) != nil {
+		t.Fatal("canceled transaction wrote something")
+	}
+	if rows := e.queryIx(tb, "gsi", strKey("g"), true, 10); len(rows) != 1 {
+		t.Fatalf("canceled transaction changed the index: %d entries", len(rows))
+	}
+
+	// Later operations see earlier ones of the same transaction.
+	_, err = b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		{Table: ta, PK: strKey("seq"), Fn: putFn([]byte("one"))},
+		{Table: tb, PK: strKey("seq"), Fn: putFn([]byte("two"))},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testTransactGetConsistent: transfers between two tables keep a sum;
+// TransactGet never sees a half-applied transfer.
+func testTransactGetConsistent(e *env) {
+	t, b, ctx := e.t, e.b, e.ctx
+	ta, tb := e.createTable("tga"), e.createTable("tgb")
+	a, bk := strKey("a"), strKey("b")
+	const total = 1000
+	e.put(ta, a, nil, numItem(total))
+	e.put(tb, bk, nil, numItem(0))
+	add := func(d int) storage.WriteFunc {
+		return func(old []byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: numItem(itemNum(t, old) + d)}, nil
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var transfers atomic.Int64
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := 1 + (i+w)%5
+				_, err := b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+					{Table: ta, PK: a, Fn: add(-d)}, {Table: tb, PK: bk, Fn: add(d)},
+				}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				transfers.Add(1)
+			}
+		}()
+	}
+	reads := 0
+	end := time.Now().Add(400 * time.Millisecond)
+	for time.Now().Before(end) || transfers.Load() < 20 {
+		res, err := b.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{{Table: ta, PK: a}, {Table: tb, PK: bk}}})
+		if err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		}
+		if s := itemNum(t, res.Items[0]) + itemNum(t, res.Items[1]); s != total {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("TransactGet saw sum %d, want %d (after %d transfers)", s, total, transfers.Load())
+		}
+		reads++
+		if time.Now().After(end.Add(10 * time.Second)) {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if transfers.Load() == 0 {
+		t.Fatal("no transfer ran")
+	}
+	res, err := b.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{{Table: ta, PK: a}, {Table: tb, PK: strKey("missing")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Items) != 2 || res.Items[1] != nil {
+		t.Fatalf("TransactGet of a missing item: %q", res.Items)
+	}
+	t.Logf("%d consistent reads during %d transfers", reads, transfers.Load())
+}
+
+// testDeletedTable: item operations on a deleted table's ID answer
+// KindTableNotFound, also after a table of the same name is created.
+func testDeletedTable(e *env) {
+	t, b, ctx := e.t, e.b, e.ctx
+	ref := e.createTable("del")
+	pk := strKey("k")
+	e.write(ref, pk, nil, storage.Change{Op: storage.Put, Item: []byte("v"), PutIndex: []storage.IndexEntry{ixe("gsi", strKey("g"), nil, "p")}})
+	if _, err := b.DeleteTable(ctx, storage.DeleteTableParams{Account: ref.Account, Name: ref.Name}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, old storage.TableRef) {
+		t.Helper()
+		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: old, PK: pk, Fn: putFn([]byte("w"))})
+		wantKind(t, when+": WriteItem", err, storage.KindTableNotFound)
+		_, err = b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{{Table: old, PK: pk, Fn: putFn([]byte("w"))}}})
+		wantKind(t, when+": TransactWrite", err, storage.KindTableNotFound)
+		_, err = b.GetItem(ctx, storage.GetItemParams{Table: old, PK: pk})
+		wantKind(t, when+": GetItem", err, storage.KindTableNotFound)
+		_, err = b.Query(ctx, storage.QueryParams{Table: old, PK: pk, Forward: true, Limit: 1})
+		wantKind(t, when+": Query", err, storage.KindTableNotFound)
+		_, err = b.Scan(ctx, storage.ScanParams{Table: old, Limit: 1})
+		wantKind(t, when+": Scan", err, storage.KindTableNotFound)
+		_, err = b.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{{Table: old, PK: pk}}})
+		wantKind(t, when+": TransactGet", err, storage.KindTableNotFound)
+	}
+	check("deleted", ref)
+	again, err := b.CreateTable(ctx, storage.CreateTableParams{Account: ref.Account, Name: ref.Name, Desc: []byte("again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Table.ID == ref.ID {
+		t.Fatal("new incarnation reused the ID")
+	}
+	check("re-created", ref)
+	nref := storage.TableRef{Account: ref.Account, Name: ref.Name, ID: again.Table.ID}
+	if got := e.get(nref, pk, nil); got != nil {
+		t.Fatal("new incarnation sees the old item")
+	}
+	if rows := e.scanAll(storage.ScanParams{Table: nref}, 10); len(rows) != 0 {
+		t.Fatalf("new incarnation scans %d rows", len(rows))
+	}
+	if rows := e.scanAll(storage.ScanParams{Table: nref, Index: "gsi"}, 10); len(rows) != 0 {
+		t.Fatalf("new incarnation has %d index entries", len(rows))
+	}
+	// A table that never existed.
+	_, err = b.WriteItem(ctx, storage.WriteItemParams{Table: storage.TableRef{Account: ref.Account, Name: "never", ID: 1 << 60}, PK: pk, Fn: putFn([]byte("w"))})
+	wantKind(t, "never existed", err, storage.KindTableNotFound)
+}

@@ -1,0 +1,277 @@
+// Package storagetest is the storage conformance suite: the behaviours
+// every storage.Backend must have (catalog, item writes, key order for
+// every key shape, range bounds, paging, segments, index entries,
+// conditional-write races, transactions, consistent reads). A backend is
+// done when Run passes against it.
+//
+// Every test works in its own account with table names derived from the
+// test name and a random suffix, so tests run in parallel on one backend
+// and a failed run leaves recognisable evidence.
+package storagetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Run runs the suite. open returns the backend a test uses; it may return
+// one shared backend (tests isolate themselves by account and table
+// names) and is responsible for closing it (t.Cleanup). The subtests run
+// in parallel and are all finished when Run returns.
+func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
+	tests := []struct {
+		name string
+		fn   func(e *env)
+	}{
+		{"Catalog", testCatalog},
+		{"ListTables", testListTables},
+		{"ItemCRUD", testItemCRUD},
+		{"HashOnlyTable", testHashOnly},
+		{"FnErrorWritesNothing", testFnError},
+		{"OrderHashOnly", testOrderHashOnly},
+		{"OrderStringSort", testOrderString},
+		{"OrderNumberSort", testOrderNumber},
+		{"OrderBinarySort", testOrderBinary},
+		{"QueryBounds", testQueryBounds},
+		{"QueryBeginsWith", testBeginsWith},
+		{"QueryPaging", testQueryPaging},
+		{"ScanSegmentsPaging", testScanSegments},
+		{"IndexEntries", testIndex},
+		{"IndexPaging", testIndexPaging},
+		{"DropIndex", testDropIndex},
+		{"ConditionalPutRace", testConditionalRace},
+		{"ConcurrentIncrements", testIncrements},
+		{"ConcurrentMixedOutcomes", testMixedOutcomes},
+		{"TransactWriteAtomic", testTransactWrite},
+		{"TransactGetConsistent", testTransactGetConsistent},
+		{"DeletedTable", testDeletedTable},
+		{"Ping", testPing},
+	}
+	t.Run("conformance", func(t *testing.T) {
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := open(t)
+				tc.fn(newEnv(t, b))
+			})
+		}
+	})
+}
+
+// ---- helpers ----
+
+type env struct {
+	t       *testing.T
+	b       storage.Backend
+	ctx     context.Context
+	account string
+	suffix  string
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+func newEnv(t *testing.T, b storage.Backend) *env {
+	suffix := fmt.Sprintf("%08x", rand.Uint32())
+	name := unsafeChars.ReplaceAllString(t.Name(), "_")
+	return &env{t: t, b: b, ctx: t.Context(), account: "acct-" + name + "-" + suffix, suffix: suffix}
+}
+
+// tableName is a table name unique to this test.
+func (e *env) tableName(base string) string {
+	return base + "-" + unsafeChars.ReplaceAllString(e.t.Name(), "_") + "-" + e.suffix
+}
+
+func (e *env) createTable(base string) storage.TableRef {
+	e.t.Helper()
+	name := e.tableName(base)
+	res, err := e.b.CreateTable(e.ctx, storage.CreateTableParams{Account: e.account, Name: name, Desc: []byte("desc:" + name)})
+	if err != nil {
+		e.t.Fatalf("CreateTable %s: %v", name, err)
+	}
+	return storage.TableRef{Account: e.account, Name: name, ID: res.Table.ID}
+}
+
+func putFn(item []byte, idx ...storage.IndexEntry) storage.WriteFunc {
+	return func(old []byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: item, PutIndex: idx}, nil
+	}
+}
+
+func (e *env) put(ref storage.TableRef, pk, sk, item []byte) {
+	e.t.Helper()
+	if _, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Fn: putFn(item)}); err != nil {
+		e.t.Fatalf("put %x/%x: %v", pk, sk, err)
+	}
+}
+
+func (e *env) get(ref storage.TableRef, pk, sk []byte) []byte {
+	e.t.Helper()
+	res, err := e.b.GetItem(e.ctx, storage.GetItemParams{Table: ref, PK: pk, SK: sk})
+	if err != nil {
+		e.t.Fatalf("GetItem %x/%x: %v", pk, sk, err)
+	}
+	return res.Item
+}
+
+// queryAll pages through a query with the given page size.
+func (e *env) queryAll(p storage.QueryParams, page int) []storage.Row {
+	e.t.Helper()
+	var out []storage.Row
+	p.Limit = page
+	for i := 0; ; i++ {
+		if i > 10000 {
+			e.t.Fatal("query paging does not end")
+		}
+		res, err := e.b.Query(e.ctx, p)
+		if err != nil {
+			e.t.Fatalf("Query: %v", err)
+		}
+		if len(res.Rows) > page {
+			e.t.Fatalf("Query returned %d rows, limit %d", len(res.Rows), page)
+		}
+		out = append(out, res.Rows...)
+		if !res.More {
+			return out
+		}
+		if len(res.Rows) == 0 {
+			e.t.Fatal("Query: More with no rows")
+		}
+		last := res.Rows[len(res.Rows)-1]
+		p.After = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+	}
+}
+
+func (e *env) scanAll(p storage.ScanParams, page int) []storage.Row {
+	e.t.Helper()
+	var out []storage.Row
+	p.Limit = page
+	for i := 0; ; i++ {
+		if i > 100000 {
+			e.t.Fatal("scan paging does not end")
+		}
+		res, err := e.b.Scan(e.ctx, p)
+		if err != nil {
+			e.t.Fatalf("Scan: %v", err)
+		}
+		if len(res.Rows) > page {
+			e.t.Fatalf("Scan returned %d rows, limit %d", len(res.Rows), page)
+		}
+		out = append(out, res.Rows...)
+		if !res.More {
+			return out
+		}
+		if len(res.Rows) == 0 {
+			e.t.Fatal("Scan: More with no rows")
+		}
+		last := res.Rows[len(res.Rows)-1]
+		p.After = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+	}
+}
+
+func strKey(s string) []byte {
+	b, _ := attr.KeyBytes(attr.StrValue(s))
+	return b
+}
+
+func numKey(s string) []byte {
+	b, ok := attr.KeyBytes(attr.MustNum(s))
+	if !ok {
+		panic("bad number " + s)
+	}
+	return b
+}
+
+// itemOf is a canonical item naming its keys (the backend treats it as
+// opaque bytes).
+func itemOf(pk, sk []byte, extra string) []byte {
+	it := attr.Item{"pk": attr.BinValue(pk), "sk": attr.BinValue(sk)}
+	if extra != "" {
+		it["x"] = attr.StrValue(extra)
+	}
+	return attr.EncodeItem(it)
+}
+
+type kv struct{ pk, sk []byte }
+
+func keysOf(rows []storage.Row) []kv {
+	out := make([]kv, len(rows))
+	for i, r := range rows {
+		out[i] = kv{r.PK, r.SK}
+	}
+	return out
+}
+
+func fmtKeys(ks []kv) string {
+	var b bytes.Buffer
+	for _, k := range ks {
+		fmt.Fprintf(&b, "[%x/%x] ", k.pk, k.sk)
+	}
+	return b.String()
+}
+
+func sameKeys(a, b []kv) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i].pk, b[i].pk) || !bytes.Equal(a[i].sk, b[i].sk) {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *env) wantKeys(what string, got []storage.Row, want []kv) {
+	e.t.Helper()
+	g := keysOf(got)
+	if !sameKeys(g, want) {
+		e.t.Fatalf("%s:\n got  %s\n want %s", what, fmtKeys(g), fmtKeys(want))
+	}
+	for _, r := range got {
+		if r.SK == nil && r.PK == nil {
+			e.t.Fatalf("%s: row without keys", what)
+		}
+	}
+}
+
+func reversed[T any](s []T) []T {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
+}
+
+var errCond = errors.New("storagetest: condition failed")
+
+func wantKind(t *testing.T, what string, err error, k storage.Kind) {
+	t.Helper()
+	if !storage.IsKind(err, k) {
+		t.Fatalf("%s: got error %v, want kind %v", what, err, k)
+	}
+}
+
+func itemNum(t *testing.T, item []byte) int {
+	t.Helper()
+	it, err := attr.DecodeItem(item)
+	if err != nil {
+		t.Fatalf("decode %s: %v", item, err)
+	}
+	n, err := strconv.Atoi(it["v"].Str)
+	if err != nil {
+		t.Fatalf("item %s: %v", item, err)
+	}
+	return n
+}
+
+func numItem(n int) []byte {
+	return attr.EncodeItem(attr.Item{"v": attr.MustNum(strconv.Itoa(n))})
+}

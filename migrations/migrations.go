@@ -1,0 +1,276 @@
+// Package migrations holds the numbered, checksummed, append-only schema
+// migrations of every SQL backend and the small runner that applies them.
+//
+// Layout: one directory per dialect (sqlite/, later postgres/), files named
+// NNNN_name.sql, versions contiguous from 1. A shipped file is never edited:
+// the runner records each applied migration's SHA-256 in
+// schema_migrations(version, name, sha256, applied_at) and Check refuses a
+// database whose recorded checksum differs from the shipped file. A database
+// that has a version this build does not know (written by a newer build) is
+// refused too. Whether pending migrations are applied automatically is the
+// caller's decision: embedded SQLite applies them on open, a server
+// configured to require explicit `extenddb migrate` calls Check.
+//
+// The runner is dialect-agnostic: it takes a Dialect that names the
+// directory, the placeholder style and an optional lock statement.
+package migrations
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// files holds every dialect's migrations. Add `postgres/*.sql` to the
+// pattern when the PostgreSQL backend ships its first migration.
+//
+//go:embed sqlite/*.sql
+var files embed.FS
+
+// Dialect describes what differs between SQL databases for the runner.
+type Dialect struct {
+	// Name is the directory of the dialect's migrations ("sqlite").
+	Name string
+	// Placeholder returns the n-th (1-based) bind placeholder.
+	Placeholder func(n int) string
+	// Lock, when not empty, runs first in every migration transaction to
+	// serialize concurrent migrators (e.g. a PostgreSQL advisory lock).
+	Lock string
+	// FS overrides the embedded files (tests); nil means the shipped ones.
+	FS fs.FS
+}
+
+// SQLite is the dialect of modernc.org/sqlite. Concurrent migrators are
+// serialized by SQLite's single writer lock: the loser of a race fails on
+// the schema_migrations primary key and its transaction rolls back.
+var SQLite = Dialect{Name: "sqlite", Placeholder: func(int) string { return "?" }}
+
+// Postgres is the dialect of PostgreSQL (pgx stdlib).
+var Postgres = Dialect{
+	Name:        "postgres",
+	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
+	Lock:        "SELECT pg_advisory_xact_lock(7340851208526215001)",
+}
+
+// Migration is one shipped migration.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+	// SHA256 is the hex SHA-256 of the file's bytes.
+	SHA256 string
+}
+
+// Applied is one row of schema_migrations.
+type Applied struct {
+	Version   int
+	Name      string
+	SHA256    string
+	AppliedAt time.Time
+}
+
+const createTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    sha256     TEXT    NOT NULL,
+    applied_at BIGINT  NOT NULL
+)`
+
+// Load returns the dialect's shipped migrations in version order. It fails
+// when a file name is malformed or the versions are not 1, 2, 3, ...
+func Load(d Dialect) ([]Migration, error) {
+	fsys := d.FS
+	if fsys == nil {
+		fsys = files
+	}
+	entries, err := fs.ReadDir(fsys, d.Name)
+	if err != nil {
+		// A dialect without a directory has no migrations yet.
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		base := strings.TrimSuffix(e.Name(), ".sql")
+		num, name, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 || name == "" {
+			return nil, fmt.Errorf("migrations: malformed file name %s/%s (want NNNN_name.sql)", d.Name, e.Name())
+		}
+		b, err := fs.ReadFile(fsys, path.Join(d.Name, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(b)
+		out = append(out, Migration{Version: v, Name: name, SQL: string(b), SHA256: hex.EncodeToString(sum[:])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migrations: %s versions are not contiguous: expected %d, found %d (%s)", d.Name, i+1, m.Version, m.Name)
+		}
+	}
+	return out, nil
+}
+
+// AppliedList reads schema_migrations (creating it when missing) in
+// version order.
+func AppliedList(ctx context.Context, db *sql.DB) ([]Applied, error) {
+	if _, err := db.ExecContext(ctx, createTable); err != nil {
+		return nil, storage.Wrap(storage.KindUnavailable, err, "migrations: create schema_migrations")
+	}
+	rows, err := db.QueryContext(ctx, `SELECT version, name, sha256, applied_at FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+	}
+	defer rows.Close()
+	var out []Applied
+	for rows.Next() {
+		var a Applied
+		var at int64
+		if err := rows.Scan(&a.Version, &a.Name, &a.SHA256, &at); err != nil {
+			return nil, storage.Wrap(storage.KindInternal, err, "migrations: read schema_migrations")
+		}
+		a.AppliedAt = time.Unix(0, at).UTC()
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+	}
+	return out, nil
+}
+
+// verify compares the applied rows with the shipped migrations and returns
+// the pending ones, or a KindSchema error for an edited migration or a
+// database newer than this build.
+func verify(d Dialect, shipped []Migration, applied []Applied) ([]Migration, error) {
+	byVersion := make(map[int]Migration, len(shipped))
+	for _, m := range shipped {
+		byVersion[m.Version] = m
+	}
+	done := make(map[int]bool, len(applied))
+	for _, a := range applied {
+		m, ok := byVersion[a.Version]
+		if !ok {
+			return nil, storage.Errorf(storage.KindSchema,
+				"the %s database has schema version %d (%s), newer than this build knows (latest %d); upgrade extenddb",
+				d.Name, a.Version, a.Name, len(shipped))
+		}
+		if m.SHA256 != a.SHA256 {
+			return nil, storage.Errorf(storage.KindSchema,
+				"%s migration %04d_%s differs from the one applied to this database (sha256 %s, applied %s); shipped migrations must never be edited",
+				d.Name, m.Version, m.Name, m.SHA256, a.SHA256)
+		}
+		done[a.Version] = true
+	}
+	var pending []Migration
+	for _, m := range shipped {
+		if !done[m.Version] {
+			pending = append(pending, m)
+		}
+	}
+	return pending, nil
+}
+
+// Pending returns the migrations not yet applied, after checking the
+// applied ones (see Check).
+func Pending(ctx context.Context, db *sql.DB, d Dialect) ([]Migration, error) {
+	shipped, err := Load(d)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindSchema, err, "")
+	}
+	applied, err := AppliedList(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return verify(d, shipped, applied)
+}
+
+// Check refuses (KindSchema) a database with an edited migration, with a
+// version newer than this build, or with pending migrations.
+func Check(ctx context.Context, db *sql.DB, d Dialect) error {
+	pending, err := Pending(ctx, db, d)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		names := make([]string, len(pending))
+		for i, m := range pending {
+			names[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
+		}
+		return storage.Errorf(storage.KindSchema,
+			"the %s database has %d pending migration(s) (%s); run `extenddb migrate`",
+			d.Name, len(pending), strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// Apply applies the pending migrations in order, each in its own
+// transaction together with its schema_migrations row, and returns the
+// ones it applied. It refuses like Check for an edited migration or a newer
+// database.
+func Apply(ctx context.Context, db *sql.DB, d Dialect) ([]Migration, error) {
+	pending, err := Pending(ctx, db, d)
+	if err != nil {
+		return nil, err
+	}
+	insert := fmt.Sprintf(`INSERT INTO schema_migrations(version, name, sha256, applied_at) VALUES (%s, %s, %s, %s)`,
+		d.Placeholder(1), d.Placeholder(2), d.Placeholder(3), d.Placeholder(4))
+	var done []Migration
+	for _, m := range pending {
+		if err := applyOne(ctx, db, d, m, insert); err != nil {
+			return done, err
+		}
+		done = append(done, m)
+	}
+	return done, nil
+}
+
+func applyOne(ctx context.Context, db *sql.DB, d Dialect, m Migration, insert string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return storage.Wrap(storage.KindUnavailable, err, "migrations: begin")
+	}
+	defer tx.Rollback()
+	if d.Lock != "" {
+		if _, err := tx.ExecContext(ctx, d.Lock); err != nil {
+			return storage.Wrap(storage.KindUnavailable, err, "migrations: lock")
+		}
+		// Another migrator may have applied it while we waited.
+		var n int
+		q := fmt.Sprintf(`SELECT COUNT(*) FROM schema_migrations WHERE version = %s`, d.Placeholder(1))
+		if err := tx.QueryRowContext(ctx, q, m.Version).Scan(&n); err != nil {
+			return storage.Wrap(storage.KindUnavailable, err, "migrations: recheck")
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return storage.Wrap(storage.KindSchema, err, fmt.Sprintf("migrations: apply %s %04d_%s", d.Name, m.Version, m.Name))
+	}
+	if _, err := tx.ExecContext(ctx, insert, m.Version, m.Name, m.SHA256, time.Now().UnixNano()); err != nil {
+		return storage.Wrap(storage.KindUnavailable, err, fmt.Sprintf("migrations: record %s %04d_%s", d.Name, m.Version, m.Name))
+	}
+	if err := tx.Commit(); err != nil {
+		return storage.Wrap(storage.KindUnavailable, err, fmt.Sprintf("migrations: commit %s %04d_%s", d.Name, m.Version, m.Name))
+	}
+	return nil
+}
