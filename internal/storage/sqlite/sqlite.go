@@ -77,6 +77,9 @@ type Options struct {
 	// connection (default 256 MiB; reads within it avoid a syscall per
 	// page). Negative disables mmap.
 	MmapBytes int64
+	// ItemCacheBytes bounds the in-memory item cache (see itemCache);
+	// default 32 MiB, negative disables it.
+	ItemCacheBytes int
 	// RequireMigrated refuses (KindSchema) a database with pending
 	// migrations instead of applying them on open.
 	RequireMigrated bool
@@ -93,6 +96,7 @@ type Backend struct {
 	ckptDone chan struct{}
 	rdb      *sql.DB // reader pool
 	w        *writer
+	cache    *itemCache // nil when disabled
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -138,10 +142,13 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		opts.MaxBatch = 128
 	}
 	if opts.CacheKiB <= 0 {
-		opts.CacheKiB = 64 << 10
+		opts.CacheKiB = 4 << 10
+	}
+	if opts.ItemCacheBytes == 0 {
+		opts.ItemCacheBytes = 32 << 20
 	}
 	if opts.MmapBytes == 0 {
-		opts.MmapBytes = 256 << 20
+		opts.MmapBytes = 64 << 20
 	} else if opts.MmapBytes < 0 {
 		opts.MmapBytes = 0
 	}
@@ -208,7 +215,8 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	if err != nil {
 		return mapErr(err, "sqlite: writer connection")
 	}
-	b.w = &writer{conn: conn, live: map[int64]struct{}{}, pend: map[int64]bool{}}
+	b.cache = newItemCache(b.opts.ItemCacheBytes)
+	b.w = &writer{conn: conn, live: map[int64]struct{}{}, pend: map[int64]bool{}, cache: b.cache, pendIdx: map[string]int{}}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}
@@ -560,6 +568,15 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	if err := b.checkTable(ctx, p.Table); err != nil {
 		return nil, err
 	}
+	var key string
+	var gen0 uint64
+	if b.cache != nil {
+		key = cacheKey(p.Table.ID, p.PK, p.SK)
+		if item, ok := b.cache.get(key); ok {
+			return &storage.GetItemResult{Item: item}, nil
+		}
+		gen0 = b.cache.gen.Load()
+	}
 	var item []byte
 	err := b.getItem.QueryRowContext(ctx, p.Table.ID, int64(storage.KeyHash(p.PK)), nz(p.PK), nz(p.SK)).Scan(&item)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -567,6 +584,9 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	}
 	if err != nil {
 		return nil, mapErr(err, "sqlite: get item")
+	}
+	if b.cache != nil {
+		b.cache.fill(key, item, gen0)
 	}
 	return &storage.GetItemResult{Item: item}, nil
 }

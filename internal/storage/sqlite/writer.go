@@ -161,6 +161,40 @@ type writer struct {
 	pend           map[int64]bool
 	catalogChanged bool
 	version        int64 // PRAGMA data_version at the last check
+
+	// cache is the item cache (nil when disabled); pendItems are this
+	// transaction's item changes (and reads), applied to it after COMMIT;
+	// pendIdx maps a cache key to its latest entry in pendItems.
+	cache     *itemCache
+	pendItems []cacheChange
+	pendIdx   map[string]int
+}
+
+func (w *writer) notePend(key string, item []byte) {
+	if w.cache == nil {
+		return
+	}
+	w.pendIdx[key] = len(w.pendItems)
+	w.pendItems = append(w.pendItems, cacheChange{key: key, item: item})
+}
+
+func (w *writer) clearPend() {
+	clear(w.pendItems)
+	w.pendItems = w.pendItems[:0]
+	clear(w.pendIdx)
+}
+
+// truncatePend undoes the changes noted after position n (savepoint undo).
+func (w *writer) truncatePend(n int) {
+	if w.cache == nil {
+		return
+	}
+	clear(w.pendItems[n:])
+	w.pendItems = w.pendItems[:n]
+	clear(w.pendIdx)
+	for i, c := range w.pendItems {
+		w.pendIdx[c.key] = i
+	}
 }
 
 var bg = context.Background()
@@ -248,12 +282,19 @@ func (w *writer) begin() error {
 		w.rollback()
 		return mapErr(err, "sqlite: data version")
 	}
+	if w.cache != nil {
+		w.cache.gen.Add(1)
+	}
 	if v != w.version {
 		if err := w.loadTables(bg); err != nil {
 			w.rollback()
 			return err
 		}
 		w.catalogChanged = true
+		if w.cache != nil {
+			// Another process wrote to the database.
+			w.cache.clear()
+		}
 	}
 	return nil
 }
@@ -271,6 +312,13 @@ func (w *writer) commit() error {
 		}
 	}
 	clear(w.pend)
+	if w.cache != nil {
+		for _, c := range w.pendItems {
+			w.cache.set(c.key, c.item)
+		}
+		w.clearPend()
+		w.cache.gen.Add(1)
+	}
 	return nil
 }
 
@@ -279,6 +327,9 @@ func (w *writer) rollback() {
 	// SQLITE_FULL), and there is nothing more to undo.
 	w.rollback_.ExecContext(bg)
 	clear(w.pend)
+	if w.cache != nil {
+		w.clearPend()
+	}
 }
 
 func (w *writer) exists(id int64) bool {
@@ -373,8 +424,23 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	pk, sk := nz(p.PK), nz(p.SK)
 	h := int64(storage.KeyHash(pk))
 	var old []byte
-	if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fail(err, "sqlite: read item")
+	var key string
+	known := false
+	if w.cache != nil {
+		key = cacheKey(p.Table.ID, pk, sk)
+		if i, ok := w.pendIdx[key]; ok {
+			old, known = w.pendItems[i].item, true
+		} else {
+			old, known = w.cache.get(key)
+		}
+	}
+	if !known {
+		if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fail(err, "sqlite: read item")
+		}
+		if old != nil {
+			w.notePend(key, old)
+		}
 	}
 	ch, err := p.Fn(old)
 	if err != nil {
@@ -397,6 +463,7 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
 			return nil, fail(err, "sqlite: put item")
 		}
+		w.notePend(key, ch.Item)
 	case storage.Delete:
 		if old == nil {
 			break
@@ -404,6 +471,7 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		if _, err := w.delItem.ExecContext(bg, p.Table.ID, h, pk, sk); err != nil {
 			return nil, fail(err, "sqlite: delete item")
 		}
+		w.notePend(key, nil)
 	}
 	for _, k := range ch.DeleteIndex {
 		ipk := nz(k.PK)
@@ -427,6 +495,7 @@ func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteIt
 	if _, err := w.savepoint.ExecContext(bg); err != nil {
 		return nil, fail(err, "sqlite: savepoint")
 	}
+	mark := len(w.pendItems)
 	results := make([]storage.WriteItemResult, len(ops))
 	var reasons []error
 	for i := range ops {
@@ -437,6 +506,7 @@ func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteIt
 				if uerr := w.undoSavepoint(); uerr != nil {
 					return nil, uerr
 				}
+				w.truncatePend(mark)
 			}
 			return nil, err
 		}
@@ -451,6 +521,7 @@ func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteIt
 		if err := w.undoSavepoint(); err != nil {
 			return nil, err
 		}
+		w.truncatePend(mark)
 		n := 0
 		for _, r := range reasons {
 			if r != nil {
