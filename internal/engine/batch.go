@@ -57,7 +57,7 @@ type BatchGetItemOutput struct {
 	ConsumedCapacity []ConsumedCapacity           `json:"ConsumedCapacity,omitempty"`
 }
 
-var errDuplicateKeys = invalidParam("Provided list of item keys contains duplicates")
+var errDuplicateKeys = validationf("Provided list of item keys contains duplicates")
 
 func keyID(t *table, pk, sk []byte) string {
 	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)

@@ -164,8 +164,22 @@ func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr
 	return b.parseCondition(expr.KindCondition, strings.Join(parts, join))
 }
 
+// env returns the placeholder environment (maps left nil when empty, as
+// a request without them would have).
+func (b *legacyBuilder) env() (*expr.Env, error) {
+	var names map[string]string
+	var values map[string]attr.Value
+	if len(b.names) > 0 {
+		names = b.names
+	}
+	if len(b.values) > 0 {
+		values = b.values
+	}
+	return expr.NewEnv(names, values)
+}
+
 func (b *legacyBuilder) parseCondition(kind expr.Kind, s string) (*expr.Condition, error) {
-	env, err := expr.NewEnv(b.names, b.values)
+	env, err := b.env()
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +224,7 @@ func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
 		}
 		parts = append(parts, s)
 	}
-	env, err := expr.NewEnv(b.names, b.values)
+	env, err := b.env()
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +282,7 @@ func legacyUpdates(u map[string]AttributeValueUpdate) (*expr.Update, error) {
 	if len(del) > 0 {
 		clauses = append(clauses, "DELETE "+strings.Join(del, ", "))
 	}
-	env, err := expr.NewEnv(b.names, b.values)
+	env, err := b.env()
 	if err != nil {
 		return nil, err
 	}

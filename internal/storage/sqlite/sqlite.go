@@ -74,8 +74,9 @@ type Options struct {
 	// 65536); each reader connection gets a quarter of it.
 	CacheKiB int
 	// MmapBytes is the memory-mapped window of the database file per
-	// connection (default 256 MiB; reads within it avoid a syscall per
-	// page). Negative disables mmap.
+	// connection (0 or negative: no mmap, the default; a positive value
+	// saves a syscall per page read but counts the mapped pages once per
+	// connection in RSS).
 	MmapBytes int64
 	// ItemCacheBytes bounds the in-memory item cache (see itemCache);
 	// default 32 MiB, negative disables it.
@@ -147,9 +148,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.ItemCacheBytes == 0 {
 		opts.ItemCacheBytes = 32 << 20
 	}
-	if opts.MmapBytes == 0 {
-		opts.MmapBytes = 64 << 20
-	} else if opts.MmapBytes < 0 {
+	if opts.MmapBytes < 0 {
 		opts.MmapBytes = 0
 	}
 	b := &Backend{opts: opts}
