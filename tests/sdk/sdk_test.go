@@ -86,7 +86,9 @@ func createTable(t *testing.T, c *dynamodb.Client, withRange bool) string {
 	if _, err := c.CreateTable(context.Background(), in); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
-	t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	t.Cleanup(func() {
+		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
 	return name
 }
 
@@ -218,5 +220,56 @@ func TestConditionalRace(t *testing.T) {
 	}
 	if count != n-1 {
 		t.Fatalf("%d losers", count)
+	}
+}
+
+// TestDedupePattern reproduces a real client's dedupe flow: the
+// conditional-put race (above), then a 25-item BatchWriteItem with no
+// UnprocessedItems, then a DeleteItem conditioned on a token attribute that
+// removes only the item carrying that token.
+func TestDedupePattern(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	name := createTable(t, c, false)
+	var reqs []types.WriteRequest
+	for i := 0; i < 25; i++ {
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+			"pk":    &types.AttributeValueMemberS{Value: "item-" + strconv.Itoa(i)},
+			"token": &types.AttributeValueMemberS{Value: "tok-" + strconv.Itoa(i)},
+			"pad":   &types.AttributeValueMemberS{Value: string(make([]byte, 1000))},
+		}}})
+	}
+	out, err := c.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{name: reqs}})
+	if err != nil {
+		t.Fatalf("BatchWriteItem: %v", err)
+	}
+	if len(out.UnprocessedItems) != 0 {
+		t.Fatalf("UnprocessedItems: %v", out.UnprocessedItems)
+	}
+	del := func(pk, token string) error {
+		_, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(name),
+			Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+			ConditionExpression:       aws.String("#t = :tok"),
+			ExpressionAttributeNames:  map[string]string{"#t": "token"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":tok": &types.AttributeValueMemberS{Value: token}}})
+		return err
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if err := del("item-3", "tok-4"); !errors.As(err, &ccf) {
+		t.Fatalf("delete with the wrong token: want ConditionalCheckFailedException, got %v", err)
+	}
+	if err := del("item-3", "tok-3"); err != nil {
+		t.Fatalf("delete with the right token: %v", err)
+	}
+	s, err := c.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(name), Select: types.SelectCount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Count != 24 {
+		t.Fatalf("after the delete %d items remain, want 24", s.Count)
+	}
+	g, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(name), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "item-3"}}})
+	if err != nil || g.Item != nil {
+		t.Fatalf("item-3 still there: %v %v", g.Item, err)
 	}
 }
