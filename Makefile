@@ -16,7 +16,7 @@ build:
 test: lint test-go test-wire
 
 test-go:
-	$(GO) test -count=1 ./...
+	scripts/go-test.sh
 
 test-wire: build
 	EXTENDDB_BIN=$(abspath $(BIN)) tests/wire/run.sh -q

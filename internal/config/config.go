@@ -44,6 +44,24 @@ type Storage struct {
 	DataDir string `toml:"data_dir"`
 	// Memory keeps SQLite data in a temporary file removed at exit.
 	Memory bool `toml:"memory"`
+	// SQLite tunes the embedded backend.
+	SQLite SQLite `toml:"sqlite"`
+	// Postgres configures the PostgreSQL backend.
+	Postgres Postgres `toml:"postgres"`
+}
+
+// SQLite tunes the embedded backend.
+type SQLite struct {
+	// ItemCacheMB bounds the in-memory item cache (0 disables it).
+	ItemCacheMB int `toml:"item_cache_mb"`
+}
+
+// Postgres configures the PostgreSQL backend.
+type Postgres struct {
+	// DSN is a postgres:// URL or a libpq connection string.
+	DSN string `toml:"dsn"`
+	// MaxConns bounds the connection pool (0: the driver's default).
+	MaxConns int `toml:"max_conns"`
 }
 
 // Log configures logging.
@@ -74,7 +92,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func Default() Config {
 	return Config{
 		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data"},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32}},
 		Log:     Log{Level: "info", Format: "text"},
 	}
 }
@@ -111,8 +129,18 @@ func (c *Config) Validate() error {
 	}
 	switch c.Storage.Backend {
 	case "sqlite":
+		if c.Storage.SQLite.ItemCacheMB < 0 {
+			return fmt.Errorf("config: storage.sqlite.item_cache_mb must not be negative")
+		}
+	case "postgres":
+		if c.Storage.Postgres.DSN == "" {
+			return errors.New("config: storage.postgres.dsn is required when storage.backend is \"postgres\"")
+		}
+		if c.Storage.Postgres.MaxConns < 0 {
+			return errors.New("config: storage.postgres.max_conns must not be negative")
+		}
 	default:
-		return fmt.Errorf("config: storage.backend %q is not supported (supported: sqlite)", c.Storage.Backend)
+		return fmt.Errorf("config: storage.backend %q is not supported (supported: sqlite, postgres)", c.Storage.Backend)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

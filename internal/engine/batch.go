@@ -133,7 +133,7 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 				}
 				units[name] += writeUnits(size)
 				tt := t
-				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes(), Fn: func(oldRaw []byte) (storage.Change, error) {
 					var old attr.Item
 					if tt.hasIndexes() {
 						var err error

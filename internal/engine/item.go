@@ -157,7 +157,7 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 		return nil, err
 	}
 	needOld := cond != nil || t.hasIndexes() || in.ReturnValues == "ALL_OLD"
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !needOld, Fn: func(oldRaw []byte) (storage.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {
 			var err error

@@ -195,6 +195,10 @@ type WriteItemParams struct {
 	PK    []byte
 	SK    []byte
 	Fn    WriteFunc
+	// Blind tells that Fn ignores the current item and that the caller
+	// does not need WriteItemResult.Old: a backend may skip reading it
+	// and pass nil.
+	Blind bool
 }
 
 type WriteItemResult struct {

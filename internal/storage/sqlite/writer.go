@@ -434,7 +434,7 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 			old, known = w.cache.get(key)
 		}
 	}
-	if !known {
+	if !known && !p.Blind {
 		if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fail(err, "sqlite: read item")
 		}
