@@ -93,20 +93,30 @@ type encKey struct {
 
 // set encodes k into e, reusing e's buffers (so e never aliases k).
 func (e *encKey) set(k Key, hasRange bool) error {
-	hb, ok := attr.KeyBytes(k.Hash)
-	if !ok {
+	var ok bool
+	if e.h, ok = appendKeyBytes(e.h[:0], k.Hash); !ok {
 		return fmt.Errorf("partition key value of type %s cannot be a key", k.Hash.Type)
 	}
-	e.h = append(e.h[:0], hb...)
 	e.r = e.r[:0]
 	if hasRange {
-		rb, ok := attr.KeyBytes(k.Range)
-		if !ok {
+		if e.r, ok = appendKeyBytes(e.r, k.Range); !ok {
 			return fmt.Errorf("sort key value of type %s cannot be a key", k.Range.Type)
 		}
-		e.r = append(e.r, rb...)
 	}
 	return nil
+}
+
+// appendKeyBytes appends attr.KeyBytes of v (S and B directly, without
+// the copy KeyBytes makes of a string).
+func appendKeyBytes(dst []byte, v attr.Value) ([]byte, bool) {
+	switch v.Type {
+	case attr.S:
+		return append(dst, v.Str...), true
+	case attr.B:
+		return append(dst, v.Bin...), true
+	}
+	b, ok := attr.KeyBytes(v)
+	return append(dst, b...), ok
 }
 
 func (e *encKey) copyFrom(o *encKey) {

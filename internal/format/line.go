@@ -3,8 +3,10 @@ package format
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 
 	"github.com/extenddb/extenddb/internal/attr"
@@ -48,6 +50,11 @@ const (
 // {"Item":{...}} frame, no whitespace or stray bytes between tokens of the
 // frame and the item map); the full value grammar is attr.DecodeItem's job
 // (Record.Decode).
+//
+// String contents are skipped eight bytes at a time and the key
+// attributes' names and values are taken as slices of the fed bytes (copied
+// only when a piece ends inside them), so the cost is mostly one table
+// lookup per byte outside strings.
 type lineScanner struct {
 	schema KeySchema
 
@@ -55,26 +62,30 @@ type lineScanner struct {
 	depth    int
 	stack    [maxNesting]byte
 	inStr    bool
-	esc      bool
+	esc      bool // inStr, and the last byte fed was an unconsumed backslash
 	mstate   int
 	mapOpen  bool // the item map has started
 	closed   bool // the outer object has closed
 	nmembers int
-	valBytes int // bytes of the current member's value
+	valBytes int // bytes of the current member's value (at depth 2)
 
-	nameCap  bool // capturing a member name
+	nameCap  bool // inside a member name (depth 2)
 	nameBuf  []byte
 	nameOver bool
-	capIdx   int // -1, or 0 (hash) / 1 (range) while capturing a key value
+	nameIdx  int // the last member name's key index: -1, 0 (hash), 1 (range)
+	capIdx   int // -1, or 0 (hash) / 1 (range) while inside a key value
 	valBuf   [2][]byte
 	seen     [2]bool
 	err      error
+	// last holds the key values of the previous line: neighbouring items
+	// often share a partition key, whose string is then not made again.
+	last [2]attr.Value
 }
 
 func (s *lineScanner) reset() {
 	s.n, s.depth, s.inStr, s.esc, s.mstate = 0, 0, false, false, msName
 	s.mapOpen, s.closed, s.nmembers, s.valBytes = false, false, 0, 0
-	s.nameCap, s.nameOver, s.capIdx = false, false, -1
+	s.nameCap, s.nameOver, s.nameIdx, s.capIdx = false, false, -1, -1
 	s.nameBuf = s.nameBuf[:0]
 	s.valBuf[0], s.valBuf[1] = s.valBuf[0][:0], s.valBuf[1][:0]
 	s.seen = [2]bool{}
@@ -86,32 +97,6 @@ func (s *lineScanner) fail(format string, args ...any) error {
 		s.err = fmt.Errorf(format, args...)
 	}
 	return s.err
-}
-
-// strStop marks the bytes that end a run of plain string content.
-var strStop = [256]bool{'"': true, '\\': true}
-
-func (s *lineScanner) capturing() bool { return s.nameCap || s.capIdx >= 0 }
-
-// capture appends consumed bytes to whatever is being captured.
-func (s *lineScanner) capture(b []byte) error {
-	if s.nameCap {
-		if !s.nameOver {
-			if len(s.nameBuf)+len(b) > maxNameCap {
-				s.nameOver = true
-			} else {
-				s.nameBuf = append(s.nameBuf, b...)
-			}
-		}
-		return nil
-	}
-	if s.capIdx >= 0 {
-		if len(s.valBuf[s.capIdx])+len(b) > maxKeyValCap {
-			return s.fail("key attribute value longer than %d bytes", maxKeyValCap)
-		}
-		s.valBuf[s.capIdx] = append(s.valBuf[s.capIdx], b...)
-	}
-	return nil
 }
 
 // byte classes outside strings.
@@ -135,41 +120,58 @@ var byteClass = func() (t [256]uint8) {
 	return
 }()
 
-// scanString consumes string content from p[i:] up to and including the
-// closing quote. done is false when p ends inside the string (s.esc then
-// says whether the last byte was an unconsumed escape). A quote closes the
-// string unless an odd run of backslashes precedes it.
-func (s *lineScanner) scanString(p []byte, i int) (next int, done bool, err error) {
-	from := i
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
+
+// skipString finds the end of string content starting at p[i] (just after
+// the opening quote, or at a piece's start when the string began in an
+// earlier piece; i is never just after an unconsumed backslash). It returns
+// the index of the closing quote and done, or len(p), !done and whether p
+// ends in an unconsumed backslash. Short strings are searched eight bytes
+// at a time for a quote or a backslash; long ones with bytes.IndexByte.
+func skipString(p []byte, i int) (end int, done, esc bool) {
+	for k := 0; k < 4 && i+8 <= len(p); k++ {
+		w := binary.LittleEndian.Uint64(p[i:])
+		x, y := w^(lsb8*'"'), w^(lsb8*'\\')
+		// The lowest flagged byte of each mask is a real match.
+		if m := ((x-lsb8)&^x | (y-lsb8)&^y) & msb8; m != 0 {
+			i += bits.TrailingZeros64(m) >> 3
+			if p[i] == '"' {
+				return i, true, false
+			}
+			if i+1 == len(p) {
+				return len(p), false, true
+			}
+			i += 2
+			k = -1 // an escape: keep going word by word
+			continue
+		}
+		i += 8
+	}
+	// i is a clean position (not inside an escape): a quote closes the
+	// string unless an odd run of backslashes between i and it precedes it.
+	clean := i
 	for {
 		q := bytes.IndexByte(p[i:], '"')
 		if q < 0 {
 			k := len(p)
-			for k > from && p[k-1] == '\\' {
+			for k > clean && p[k-1] == '\\' {
 				k--
 			}
-			s.esc = (len(p)-k)%2 == 1
-			if s.capturing() {
-				err = s.capture(p[from:])
-			}
-			return len(p), false, err
+			return len(p), false, (len(p)-k)%2 == 1
 		}
 		j := i + q
 		k := j
-		for k > from && p[k-1] == '\\' {
+		for k > clean && p[k-1] == '\\' {
 			k--
 		}
-		if (j-k)%2 == 1 {
-			i = j + 1 // an escaped quote
-			continue
+		if (j-k)%2 == 0 {
+			return j, true, false
 		}
-		if s.nameCap {
-			s.capture(p[from:j])
-			s.nameCap = false
-		} else if s.capIdx >= 0 {
-			err = s.capture(p[from : j+1])
-		}
-		return j + 1, true, err
+		i = j + 1 // an escaped quote
+		clean = i
 	}
 }
 
@@ -192,74 +194,101 @@ func (s *lineScanner) feed(p []byte) error {
 		}
 	}
 	s.n += int64(len(p) - i)
+	// nameFrom and valFrom: where the member name or the key value being
+	// read starts in p.
+	nameFrom, valFrom := i, i
 	if s.inStr && i < len(p) {
 		if s.esc {
 			s.esc = false
-			if s.capturing() {
-				if err := s.capture(p[i : i+1]); err != nil {
-					return err
-				}
-			}
 			i++
 		}
-		next, done, err := s.scanString(p, i)
-		if err != nil {
-			return s.fail("%v", err)
+		j, done, esc := skipString(p, i)
+		if !done {
+			s.esc = esc
+			return s.pieceEnd(p, nameFrom, valFrom)
 		}
-		i = next
-		s.inStr = !done
+		s.inStr = false
+		i = j + 1
+		if s.nameCap {
+			s.endName(p[nameFrom:j])
+		}
 	}
-	depth := s.depth
+	depth, mstate := s.depth, s.mstate
 	for i < len(p) {
 		c := p[i]
 		switch byteClass[c] {
+		case cPlain:
+			if depth > 2 {
+				break
+			}
+			if depth < 2 || mstate != msValue {
+				if s.closed {
+					return s.fail("data after the item")
+				}
+				return s.fail("unexpected %q", c)
+			}
+			s.valBytes++
 		case cQuote:
 			switch {
 			case depth > 2:
-				if s.capIdx >= 0 {
-					if err := s.capture(p[i : i+1]); err != nil {
-						return err
-					}
-				}
-			case depth == 2 && s.mstate == msName:
+			case depth == 2 && mstate == msName:
 				s.nameCap, s.nameOver = true, false
 				s.nameBuf = s.nameBuf[:0]
-				s.mstate = msColon
-			case depth == 2 && s.mstate == msValue:
+				nameFrom = i + 1
+				mstate = msColon
+			case depth == 2 && mstate == msValue:
 				s.valBytes++
-				if s.capIdx >= 0 {
-					if err := s.capture(p[i : i+1]); err != nil {
-						return err
-					}
-				}
 			default:
+				s.depth, s.mstate = depth, mstate
 				return s.fail("unexpected string at byte %d", i)
 			}
-			next, done, err := s.scanString(p, i+1)
-			if err != nil {
-				return s.fail("%v", err)
+			// The first word inline: most strings are short.
+			j, done, esc := 0, false, false
+			if i+9 <= len(p) {
+				w := binary.LittleEndian.Uint64(p[i+1:])
+				x, y := w^(lsb8*'"'), w^(lsb8*'\\')
+				if m := ((x-lsb8)&^x | (y-lsb8)&^y) & msb8; m != 0 {
+					j = i + 1 + bits.TrailingZeros64(m)>>3
+					done = p[j] == '"'
+				}
 			}
-			i = next
 			if !done {
-				s.inStr = true
+				j, done, esc = skipString(p, i+1)
 			}
+			if !done {
+				s.inStr, s.esc = true, esc
+				s.depth, s.mstate = depth, mstate
+				return s.pieceEnd(p, nameFrom, valFrom)
+			}
+			if s.nameCap {
+				s.endName(p[nameFrom:j])
+			}
+			i = j + 1
 			continue
 		case cOpen:
 			switch {
-			case depth == 1 && c == '{' && !s.mapOpen:
-				s.mapOpen = true
-				s.stack[1] = '{'
-				depth = 2
-				s.mstate = msName
-				i++
-				continue
-			case depth == 2 && s.mstate == msValue, depth > 2:
+			case depth > 2, depth == 2 && mstate == msValue:
+				// Shortcut for a whole {"S":"..."} (any one-byte type
+				// name): the same checks as byte by byte, done at once.
+				if c == '{' && depth < maxNesting && i+6 < len(p) && p[i+1] == '"' && p[i+3] == '"' &&
+					p[i+4] == ':' && p[i+5] == '"' && p[i+2] != '"' && p[i+2] != '\\' {
+					if j, done, _ := skipString(p, i+6); done && j+1 < len(p) && p[j+1] == '}' {
+						s.valBytes++
+						i = j + 2
+						continue
+					}
+				}
 				if depth >= maxNesting {
 					return s.fail("nesting deeper than %d", maxNesting)
 				}
 				s.valBytes++
 				s.stack[depth] = c
 				depth++
+			case depth == 1 && c == '{' && !s.mapOpen:
+				s.mapOpen = true
+				s.stack[1] = '{'
+				depth = 2
+				mstate = msName
 			default:
 				return s.fail("unexpected %q", c)
 			}
@@ -271,98 +300,127 @@ func (s *lineScanner) feed(p []byte) error {
 				}
 				depth--
 			case depth == 2 && c == '}':
-				if s.mstate == msValue {
-					if err := s.endValue(); err != nil {
+				if mstate == msValue {
+					if err := s.endValue(p, valFrom, i); err != nil {
 						return err
 					}
-				} else if s.mstate != msName || s.nmembers != 0 {
+				} else if mstate != msName || s.nmembers != 0 {
 					return s.fail("unexpected '}'")
 				}
 				depth = 1
-				i++
-				continue
 			case depth == 1 && c == '}' && s.mapOpen:
 				depth = 0
 				s.closed = true
-				i++
-				continue
 			default:
 				return s.fail("unexpected %q at byte %d", c, i)
 			}
 		case cComma:
 			switch {
 			case depth > 2:
-			case depth == 2 && s.mstate == msValue:
-				if err := s.endValue(); err != nil {
+			case depth == 2 && mstate == msValue:
+				if err := s.endValue(p, valFrom, i); err != nil {
 					return err
 				}
-				s.mstate = msName
-				i++
-				continue
+				mstate = msName
 			default:
 				return s.fail("unexpected ','")
 			}
 		case cColon:
 			switch {
 			case depth > 2:
-			case depth == 2 && s.mstate == msColon:
+			case depth == 2 && mstate == msColon:
 				if err := s.startValue(); err != nil {
 					return err
 				}
-				i++
-				continue
+				mstate = msValue
+				valFrom = i + 1
 			default:
 				return s.fail("unexpected ':'")
 			}
-		case cSpace:
+		default: // cSpace
 			return s.fail("whitespace in a canonical line")
-		default:
-			if depth < 2 || depth == 2 && s.mstate != msValue {
-				if s.closed {
-					return s.fail("data after the item")
-				}
-				return s.fail("unexpected %q", c)
-			}
-			s.valBytes++
-		}
-		// A byte inside a value.
-		if s.capIdx >= 0 {
-			s.depth = depth
-			if err := s.capture(p[i : i+1]); err != nil {
-				return err
-			}
 		}
 		i++
 	}
-	s.depth = depth
+	s.depth, s.mstate = depth, mstate
+	return s.pieceEnd(p, nameFrom, valFrom)
+}
+
+// pieceEnd keeps what p holds of a member name or key value still open at
+// its end.
+func (s *lineScanner) pieceEnd(p []byte, nameFrom, valFrom int) error {
+	if s.nameCap && !s.nameOver {
+		if len(s.nameBuf)+len(p)-nameFrom > maxNameCap {
+			s.nameOver = true
+		} else {
+			s.nameBuf = append(s.nameBuf, p[nameFrom:]...)
+		}
+	}
+	if s.capIdx >= 0 {
+		return s.keepValue(p[valFrom:])
+	}
 	return nil
 }
 
-func (s *lineScanner) startValue() error {
-	s.mstate = msValue
-	s.valBytes = 0
-	s.capIdx = -1
-	if s.nameOver {
-		return nil
+func (s *lineScanner) keepValue(b []byte) error {
+	if len(s.valBuf[s.capIdx])+len(b) > maxKeyValCap {
+		return s.fail("key attribute value longer than %d bytes", maxKeyValCap)
 	}
-	name := s.nameBuf
+	s.valBuf[s.capIdx] = append(s.valBuf[s.capIdx], b...)
+	return nil
+}
+
+// endName ends a member name whose last piece is tail (without the closing
+// quote) and finds which key attribute, if any, it names.
+func (s *lineScanner) endName(tail []byte) {
+	s.nameCap = false
+	s.nameIdx = -1
+	name := tail
+	if len(s.nameBuf) > 0 || s.nameOver {
+		if s.nameOver || len(s.nameBuf)+len(tail) > maxNameCap {
+			s.nameOver = true
+			return
+		}
+		s.nameBuf = append(s.nameBuf, tail...)
+		name = s.nameBuf
+	} else if len(tail) > maxNameCap {
+		s.nameOver = true
+		return
+	}
 	if bytes.IndexByte(name, '\\') >= 0 {
 		var str string
 		q := make([]byte, 0, len(name)+2)
 		q = append(append(append(q, '"'), name...), '"')
 		if err := json.Unmarshal(q, &str); err != nil {
-			return s.fail("bad attribute name escape")
+			s.nameIdx = -2 // refused at the colon
+			return
 		}
 		name = []byte(str)
 	}
 	switch {
 	case string(name) == s.schema.HashName:
-		s.capIdx = 0
+		s.nameIdx = 0
 	case s.schema.HasRange() && string(name) == s.schema.RangeName:
-		s.capIdx = 1
+		s.nameIdx = 1
 	}
+}
+
+func (s *lineScanner) startValue() error {
+	s.valBytes = 0
+	s.capIdx = -1
+	if s.nameOver {
+		return nil
+	}
+	if s.nameIdx == -2 {
+		return s.fail("bad attribute name escape")
+	}
+	s.capIdx = s.nameIdx
 	if s.capIdx >= 0 {
 		if s.seen[s.capIdx] {
+			name := s.schema.HashName
+			if s.capIdx == 1 {
+				name = s.schema.RangeName
+			}
 			return s.fail("key attribute %q appears twice", name)
 		}
 		s.valBuf[s.capIdx] = s.valBuf[s.capIdx][:0]
@@ -370,11 +428,15 @@ func (s *lineScanner) startValue() error {
 	return nil
 }
 
-func (s *lineScanner) endValue() error {
+// endValue ends the member value p[valFrom:end] (its last piece).
+func (s *lineScanner) endValue(p []byte, valFrom, end int) error {
 	if s.valBytes == 0 {
 		return s.fail("attribute with an empty value")
 	}
 	if s.capIdx >= 0 {
+		if err := s.keepValue(p[valFrom:end]); err != nil {
+			return err
+		}
 		s.seen[s.capIdx] = true
 	}
 	s.capIdx = -1
@@ -394,20 +456,22 @@ func (s *lineScanner) finish() (Key, error) {
 	if !s.seen[0] {
 		return k, s.fail("item has no partition key attribute %q", s.schema.HashName)
 	}
-	v, err := decodeKeyValue(s.valBuf[0])
+	v, err := decodeKeyValue(s.valBuf[0], &s.last[0])
 	if err != nil {
 		return k, s.fail("partition key %q: %v", s.schema.HashName, err)
 	}
 	k.Hash = v
+	s.last[0] = v
 	if s.schema.HasRange() {
 		if !s.seen[1] {
 			return k, s.fail("item has no sort key attribute %q", s.schema.RangeName)
 		}
-		v, err := decodeKeyValue(s.valBuf[1])
+		v, err := decodeKeyValue(s.valBuf[1], &s.last[1])
 		if err != nil {
 			return k, s.fail("sort key %q: %v", s.schema.RangeName, err)
 		}
 		k.Range = v
+		s.last[1] = v
 	}
 	if k.Hash.Type != s.schema.HashType || s.schema.HasRange() && k.Range.Type != s.schema.RangeType {
 		return k, s.fail("key attribute of the wrong type (want %s/%s)", s.schema.HashType, s.schema.RangeType)
@@ -419,18 +483,27 @@ func (s *lineScanner) finish() (Key, error) {
 // attr.ParseNumber; their text in the file need not be today's canonical
 // text, so backups stay readable if attr's canonical number text ever
 // changes: order comes from the normalized value. Simple values take a
-// fast path; anything else goes through attr.DecodeValue.
-func decodeKeyValue(raw []byte) (attr.Value, error) {
+// fast path; anything else goes through attr.DecodeValue. A simple S or N
+// value whose text is prev's (a value this function returned before) is
+// prev itself.
+func decodeKeyValue(raw []byte, prev *attr.Value) (attr.Value, error) {
 	if len(raw) > 8 && raw[0] == '{' && raw[1] == '"' && raw[3] == '"' && raw[4] == ':' && raw[5] == '"' &&
 		raw[len(raw)-2] == '"' && raw[len(raw)-1] == '}' {
 		body := raw[6 : len(raw)-2]
 		if bytes.IndexByte(body, '"') < 0 && bytes.IndexByte(body, '\\') < 0 {
 			switch raw[2] {
 			case 'S':
+				if prev.Type == attr.S && prev.Str == string(body) {
+					return *prev, nil
+				}
 				if utf8.Valid(body) && !hasControl(body) && len(body) > 0 {
 					return attr.Value{Type: attr.S, Str: string(body)}, nil
 				}
 			case 'N':
+				// Canonical text is its own normalization.
+				if prev.Type == attr.N && prev.Str == string(body) {
+					return *prev, nil
+				}
 				n, err := attr.ParseNumber(string(body))
 				if err != nil {
 					return attr.Value{}, err

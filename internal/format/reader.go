@@ -1,7 +1,7 @@
 package format
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"sync"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/klauspost/compress/zstd"
@@ -41,10 +42,6 @@ type Record struct {
 
 // Decode fully decodes and validates the item.
 func (r *Record) Decode() (attr.Item, error) { return attr.DecodeItem(r.Item) }
-
-// readBufSize is the line reader's window; longer lines are scanned in
-// pieces.
-const readBufSize = 256 << 10
 
 func sourceErr(key string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
@@ -157,6 +154,7 @@ func (b *Backup) Verify(ctx context.Context) error {
 		return err
 	}
 	fr := newFileReader(b)
+	defer fr.release()
 	for i := range b.DataFiles {
 		if err := fr.read(ctx, i, nil); err != nil {
 			return err
@@ -167,7 +165,9 @@ func (b *Backup) Verify(ctx context.Context) error {
 
 // VerifyFile reads and checks data file i alone.
 func (b *Backup) VerifyFile(ctx context.Context, i int) error {
-	return newFileReader(b).read(ctx, i, nil)
+	fr := newFileReader(b)
+	defer fr.release()
+	return fr.read(ctx, i, nil)
 }
 
 // Items streams every item in file order to fn, checking each file as it
@@ -177,6 +177,7 @@ func (b *Backup) VerifyFile(ctx context.Context, i int) error {
 // returned as it is.
 func (b *Backup) Items(ctx context.Context, fn func(*Record) error) error {
 	fr := newFileReader(b)
+	defer fr.release()
 	for i := range b.DataFiles {
 		if err := fr.read(ctx, i, fn); err != nil {
 			return err
@@ -187,23 +188,49 @@ func (b *Backup) Items(ctx context.Context, fn func(*Record) error) error {
 
 // FileItems is Items for data file i alone.
 func (b *Backup) FileItems(ctx context.Context, i int, fn func(*Record) error) error {
-	return newFileReader(b).read(ctx, i, fn)
+	fr := newFileReader(b)
+	defer fr.release()
+	return fr.read(ctx, i, fn)
 }
 
 type fileReader struct {
-	b       *Backup
-	lr      *limitHashReader
-	dec     *zstd.Decoder
-	br      *bufio.Reader
-	sc      lineScanner
+	b   *Backup
+	lr  *limitHashReader
+	dec *zstd.Decoder
+	sc  lineScanner
+
+	// State of the file being read; the decoder writes its blocks
+	// straight to fr (Write), which scans them in place.
+	ctx     context.Context
+	fi      int
+	f       *DataFile
+	fn      func(*Record) error
+	er      *encRange
+	ordered bool
+	items   int64 // complete lines seen
+	ubytes  int64 // bytes of the complete lines seen
+	n       int64 // bytes of the current partial line (0: at a line start)
 	lineBuf []byte
+	err     error // first content error, stops the decoder
 	prev    encKey
 	cur     encKey
 	rec     Record
 }
 
+// decoderPool keeps idle decoders (synchronous, so they hold no
+// goroutines) with their buffers for the next file reader.
+var decoderPool sync.Pool
+
+// release hands the decoder back to decoderPool.
+func (fr *fileReader) release() {
+	if fr.dec != nil {
+		decoderPool.Put(fr.dec)
+		fr.dec = nil
+	}
+}
+
 func newFileReader(b *Backup) *fileReader {
-	fr := &fileReader{b: b, lr: newLimitHashReader(), br: bufio.NewReaderSize(nil, readBufSize)}
+	fr := &fileReader{b: b, lr: newLimitHashReader()}
 	fr.sc.schema = b.Schema
 	return fr
 }
@@ -222,25 +249,41 @@ func (fr *fileReader) read(ctx context.Context, i int, fn func(*Record) error) (
 	defer rc.Close()
 	fr.lr.reset(rc, f.Key, f.CompressedBytes)
 	if fr.dec == nil {
-		if fr.dec, err = NewDecoder(fr.lr); err != nil {
+		if d, ok := decoderPool.Get().(*zstd.Decoder); ok {
+			fr.dec = d
+		} else if fr.dec, err = NewDecoder(nil); err != nil {
 			return fileErrCause(f.Key, ErrCompression, err, "")
 		}
-	} else if err := fr.dec.Reset(fr.lr); err != nil {
+	}
+	if err := fr.dec.Reset(fr.lr); err != nil {
 		return fr.finish(f, fileErrCause(f.Key, ErrCompression, err, ""))
 	}
 	defer fr.dec.Reset(nil)
-	fr.br.Reset(fr.dec)
-	items, ubytes, cerr := fr.lines(ctx, i, f, fn)
+	fr.ctx, fr.fi, fr.f, fr.fn = ctx, i, f, fn
+	fr.er, fr.ordered = fr.b.ranges[i], fr.b.ItemOrder == OrderKey
+	fr.items, fr.ubytes, fr.n, fr.err = 0, 0, 0, nil
+	fr.lineBuf = fr.lineBuf[:0]
+	defer func() { fr.ctx, fr.fn, fr.f = nil, nil, nil }()
+	if err := fr.ctx.Err(); err != nil {
+		return err
+	}
+	_, derr := fr.dec.WriteTo(fr)
+	cerr := fr.err
+	switch {
+	case cerr != nil:
+	case derr != nil && fr.lr.tooLong != nil:
+		cerr = fr.lr.tooLong
+	case derr != nil:
+		cerr = fileErrCause(f.Key, ErrCompression, derr, "")
+	case fr.n > 0:
+		cerr = fileErr(f.Key, ErrLine, "line %d: the file ends inside a line", fr.items+1)
+	case fr.ubytes != f.UncompressedBytes:
+		cerr = fileErr(f.Key, ErrUncompressedSize, "%d bytes decompressed, manifest records %d", fr.ubytes, f.UncompressedBytes)
+	case fr.items != f.ItemCount:
+		cerr = fileErr(f.Key, ErrItemCount, "%d items, manifest records %d", fr.items, f.ItemCount)
+	}
 	if ce, ok := cerr.(*callbackErr); ok {
 		return ce.err
-	}
-	if cerr == nil {
-		switch {
-		case ubytes != f.UncompressedBytes:
-			cerr = fileErr(f.Key, ErrUncompressedSize, "%d bytes decompressed, manifest records %d", ubytes, f.UncompressedBytes)
-		case items != f.ItemCount:
-			cerr = fileErr(f.Key, ErrItemCount, "%d items, manifest records %d", items, f.ItemCount)
-		}
 	}
 	return fr.finish(f, cerr)
 }
@@ -269,111 +312,127 @@ func (fr *fileReader) finish(f *DataFile, contentErr error) error {
 	return contentErr
 }
 
-// lines reads every line of the current file.
-func (fr *fileReader) lines(ctx context.Context, fi int, f *DataFile, fn func(*Record) error) (items, ubytes int64, err error) {
+// errStop is what Write answers after a content error (kept in fr.err);
+// it only stops the decoder.
+var errStop = errors.New("format: stop")
+
+// Write scans a block of decompressed bytes as the decoder hands it over:
+// complete lines are checked in place, and the start of a line that
+// continues in the next block is fed to the scanner (and, when there is a
+// callback, kept in lineBuf). The decoder's block is never copied
+// otherwise, and a long line is never buffered unless a callback needs it.
+func (fr *fileReader) Write(p []byte) (int, error) {
+	if fr.err != nil {
+		return 0, errStop
+	}
+	total := len(p)
+	for len(p) > 0 {
+		j := bytes.IndexByte(p, '\n')
+		if j < 0 {
+			if err := fr.partial(p); err != nil {
+				fr.err = err
+				return 0, errStop
+			}
+			break
+		}
+		if err := fr.line(p[:j]); err != nil {
+			fr.err = err
+			return 0, errStop
+		}
+		p = p[j+1:]
+	}
+	return total, nil
+}
+
+// partial takes the start (or a middle piece) of a line that continues
+// past the current block.
+func (fr *fileReader) partial(chunk []byte) error {
+	f := fr.f
+	if fr.n == 0 {
+		fr.sc.reset()
+		fr.lineBuf = fr.lineBuf[:0]
+	}
+	if fr.n+int64(len(chunk)) > MaxLineBytes {
+		return fileErr(f.Key, ErrLineTooLong, "line %d is longer than %d bytes", fr.items+1, MaxLineBytes)
+	}
+	fr.n += int64(len(chunk))
+	if fr.ubytes+fr.n > f.UncompressedBytes {
+		return fileErr(f.Key, ErrUncompressedSize, "more than the recorded %d bytes", f.UncompressedBytes)
+	}
+	if err := fr.sc.feed(chunk); err != nil {
+		return fileErr(f.Key, ErrLine, "line %d: %v", fr.items+1, err)
+	}
+	if fr.fn != nil {
+		fr.lineBuf = append(fr.lineBuf, chunk...)
+	}
+	return nil
+}
+
+// line takes the end of a line (body, without its newline): the whole line
+// when no partial piece came before it.
+func (fr *fileReader) line(body []byte) error {
+	f := fr.f
 	sc := &fr.sc
-	er := fr.b.ranges[fi]
-	ordered := fr.b.ItemOrder == OrderKey
-	for {
-		if items&1023 == 0 {
-			if err := ctx.Err(); err != nil {
-				return items, ubytes, &callbackErr{err}
-			}
-		}
-		sc.reset()
-		retained := fr.lineBuf[:0]
-		var whole []byte // the line when it fits the read buffer
-		long := false
-		var n int64
-		for {
-			chunk, rerr := fr.br.ReadSlice('\n')
-			if rerr == nil || rerr == io.EOF && len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
-				body := chunk[:len(chunk)-1]
-				if n+int64(len(body)) > MaxLineBytes {
-					return items, ubytes, fileErr(f.Key, ErrLineTooLong, "line %d is longer than %d bytes", items+1, MaxLineBytes)
-				}
-				n += int64(len(body)) + 1
-				if err := sc.feed(body); err != nil {
-					return items, ubytes, fileErr(f.Key, ErrLine, "line %d: %v", items+1, err)
-				}
-				if long {
-					if fn != nil {
-						retained = append(retained, body...)
-					}
-				} else {
-					whole = body
-				}
-				break
-			}
-			if rerr == bufio.ErrBufferFull {
-				if n+int64(len(chunk)) > MaxLineBytes {
-					return items, ubytes, fileErr(f.Key, ErrLineTooLong, "line %d is longer than %d bytes", items+1, MaxLineBytes)
-				}
-				n += int64(len(chunk))
-				if ubytes+n > f.UncompressedBytes {
-					return items, ubytes + n, fileErr(f.Key, ErrUncompressedSize, "more than the recorded %d bytes", f.UncompressedBytes)
-				}
-				if err := sc.feed(chunk); err != nil {
-					return items, ubytes, fileErr(f.Key, ErrLine, "line %d: %v", items+1, err)
-				}
-				long = true
-				if fn != nil {
-					retained = append(retained, chunk...)
-				}
-				continue
-			}
-			if rerr == io.EOF {
-				if n == 0 && len(chunk) == 0 {
-					return items, ubytes, nil
-				}
-				return items, ubytes, fileErr(f.Key, ErrLine, "line %d: the file ends inside a line", items+1)
-			}
-			if fr.lr.tooLong != nil {
-				return items, ubytes, fr.lr.tooLong
-			}
-			return items, ubytes, fileErrCause(f.Key, ErrCompression, rerr, "")
-		}
-		ubytes += n
-		if ubytes > f.UncompressedBytes {
-			return items, ubytes, fileErr(f.Key, ErrUncompressedSize, "more than the recorded %d bytes", f.UncompressedBytes)
-		}
-		items++
-		if items > f.ItemCount {
-			return items, ubytes, fileErr(f.Key, ErrItemCount, "more than the recorded %d items", f.ItemCount)
-		}
-		k, err := sc.finish()
-		if err != nil {
-			return items, ubytes, fileErr(f.Key, ErrLine, "line %d: %v", items, err)
-		}
-		if ordered {
-			if err := fr.cur.set(k, fr.b.Schema.HasRange()); err != nil {
-				return items, ubytes, fileErr(f.Key, ErrLine, "line %d: %v", items, err)
-			}
-			if items == 1 {
-				if er == nil || er.first.compare(&fr.cur) != 0 {
-					return items, ubytes, fileErr(f.Key, ErrKeyRange, "first key is not key_range.first")
-				}
-			} else if fr.prev.compare(&fr.cur) >= 0 {
-				return items, ubytes, fileErr(f.Key, ErrKeyOrder, "line %d is not after line %d", items, items-1)
-			}
-			if items == f.ItemCount && er.last.compare(&fr.cur) != 0 {
-				return items, ubytes, fileErr(f.Key, ErrKeyRange, "last key is not key_range.last")
-			}
-			if er.last.compare(&fr.cur) < 0 {
-				return items, ubytes, fileErr(f.Key, ErrKeyRange, "line %d is after key_range.last", items)
-			}
-			fr.prev, fr.cur = fr.cur, fr.prev
-		}
-		if fn != nil {
-			line := whole
-			if long {
-				line = retained
-				fr.lineBuf = retained[:0]
-			}
-			fr.rec = Record{Item: line[len(LinePrefix) : len(line)-1], Key: k, File: fi, Index: items - 1}
-			if err := fn(&fr.rec); err != nil {
-				return items, ubytes, &callbackErr{err}
-			}
+	if fr.items&1023 == 0 {
+		if err := fr.ctx.Err(); err != nil {
+			return &callbackErr{err}
 		}
 	}
+	whole := fr.n == 0
+	if whole {
+		sc.reset()
+	}
+	if fr.n+int64(len(body)) > MaxLineBytes {
+		return fileErr(f.Key, ErrLineTooLong, "line %d is longer than %d bytes", fr.items+1, MaxLineBytes)
+	}
+	n := fr.n + int64(len(body)) + 1
+	fr.n = 0
+	if err := sc.feed(body); err != nil {
+		return fileErr(f.Key, ErrLine, "line %d: %v", fr.items+1, err)
+	}
+	line := body
+	if !whole && fr.fn != nil {
+		fr.lineBuf = append(fr.lineBuf, body...)
+		line = fr.lineBuf
+	}
+	fr.ubytes += n
+	if fr.ubytes > f.UncompressedBytes {
+		return fileErr(f.Key, ErrUncompressedSize, "more than the recorded %d bytes", f.UncompressedBytes)
+	}
+	fr.items++
+	items := fr.items
+	if items > f.ItemCount {
+		return fileErr(f.Key, ErrItemCount, "more than the recorded %d items", f.ItemCount)
+	}
+	k, err := sc.finish()
+	if err != nil {
+		return fileErr(f.Key, ErrLine, "line %d: %v", items, err)
+	}
+	if fr.ordered {
+		if err := fr.cur.set(k, fr.b.Schema.HasRange()); err != nil {
+			return fileErr(f.Key, ErrLine, "line %d: %v", items, err)
+		}
+		er := fr.er
+		if items == 1 {
+			if er == nil || er.first.compare(&fr.cur) != 0 {
+				return fileErr(f.Key, ErrKeyRange, "first key is not key_range.first")
+			}
+		} else if fr.prev.compare(&fr.cur) >= 0 {
+			return fileErr(f.Key, ErrKeyOrder, "line %d is not after line %d", items, items-1)
+		}
+		if items == f.ItemCount && er.last.compare(&fr.cur) != 0 {
+			return fileErr(f.Key, ErrKeyRange, "last key is not key_range.last")
+		}
+		if er.last.compare(&fr.cur) < 0 {
+			return fileErr(f.Key, ErrKeyRange, "line %d is after key_range.last", items)
+		}
+		fr.prev, fr.cur = fr.cur, fr.prev
+	}
+	if fr.fn != nil {
+		fr.rec = Record{Item: line[len(LinePrefix) : len(line)-1], Key: k, File: fr.fi, Index: items - 1}
+		if err := fr.fn(&fr.rec); err != nil {
+			return &callbackErr{err}
+		}
+	}
+	return nil
 }
