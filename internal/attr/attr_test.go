@@ -150,3 +150,25 @@ func TestPrefixSuccessor(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+func TestAppendKeyBytesMatchesKeyBytes(t *testing.T) {
+	for _, v := range []Value{StrValue("abc"), BinValue([]byte{0, 255}), MustNum("-12.5"), MustNum("0"), MustNum("1E+100")} {
+		want, _ := KeyBytes(v)
+		got, ok := AppendKeyBytes([]byte("x"), v)
+		if !ok || !bytes.Equal(got[1:], want) {
+			t.Errorf("%v: %x vs %x", v, got, want)
+		}
+		if v.Type == N {
+			n, err := AppendNumberKey(nil, v.Str)
+			if err != nil || !bytes.Equal(n, want) {
+				t.Errorf("AppendNumberKey %s: %x %v", v.Str, n, err)
+			}
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		buf := make([]byte, 0, 64)
+		_, _ = AppendNumberKey(buf, "12345.678")
+	}); allocs > 2 {
+		t.Errorf("AppendNumberKey allocates %v times", allocs)
+	}
+}

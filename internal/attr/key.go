@@ -20,6 +20,34 @@ func KeyBytes(v Value) (b []byte, ok bool) {
 	return nil, false
 }
 
+// AppendKeyBytes appends the key encoding of v to dst (see KeyBytes)
+// without allocating when dst has room.
+func AppendKeyBytes(dst []byte, v Value) ([]byte, bool) {
+	switch v.Type {
+	case S:
+		return append(dst, v.Str...), true
+	case B:
+		return append(dst, v.Bin...), true
+	case N:
+		d, good := parseDecimal(v.Str)
+		if !good {
+			return dst, false
+		}
+		return numberKey(dst, d), true
+	}
+	return dst, false
+}
+
+// AppendNumberKey validates and normalizes number text and appends its
+// key encoding to dst.
+func AppendNumberKey(dst []byte, s string) ([]byte, error) {
+	d, err := parseNumberDecimal(s)
+	if err != nil {
+		return dst, err
+	}
+	return numberKey(dst, d), nil
+}
+
 // PrefixSuccessor returns the smallest byte string greater than every
 // string that starts with p, or nil when there is none (p is all 0xFF).
 // begins_with(p) is the range [p, PrefixSuccessor(p)).
