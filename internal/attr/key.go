@@ -29,7 +29,8 @@ func AppendKeyBytes(dst []byte, v Value) ([]byte, bool) {
 	case B:
 		return append(dst, v.Bin...), true
 	case N:
-		d, good := parseDecimal(v.Str)
+		var buf [64]byte
+		d, good := parseDecimalInto(v.Str, buf[:0])
 		if !good {
 			return dst, false
 		}
@@ -41,7 +42,8 @@ func AppendKeyBytes(dst []byte, v Value) ([]byte, bool) {
 // AppendNumberKey validates and normalizes number text and appends its
 // key encoding to dst.
 func AppendNumberKey(dst []byte, s string) ([]byte, error) {
-	d, err := parseNumberDecimal(s)
+	var buf [64]byte
+	d, err := parseNumberDecimalInto(s, buf[:0])
 	if err != nil {
 		return dst, err
 	}

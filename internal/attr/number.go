@@ -26,13 +26,18 @@ type decimal struct {
 }
 
 func parseDecimal(s string) (decimal, bool) {
+	return parseDecimalInto(s, make([]byte, 0, len(s)))
+}
+
+// parseDecimalInto parses into a caller-provided digits buffer, so that
+// callers that do not keep the result can avoid a heap allocation.
+func parseDecimalInto(s string, digits []byte) (decimal, bool) {
 	var d decimal
 	i := 0
 	if i < len(s) && (s[i] == '+' || s[i] == '-') {
 		d.neg = s[i] == '-'
 		i++
 	}
-	digits := make([]byte, 0, len(s))
 	sawDigit, sawDot := false, false
 	pointPos := -1 // number of digits before the decimal point
 	for ; i < len(s); i++ {
@@ -134,7 +139,11 @@ func ParseNumber(s string) (string, error) {
 }
 
 func parseNumberDecimal(s string) (decimal, error) {
-	d, ok := parseDecimal(s)
+	return parseNumberDecimalInto(s, make([]byte, 0, len(s)))
+}
+
+func parseNumberDecimalInto(s string, buf []byte) (decimal, error) {
+	d, ok := parseDecimalInto(s, buf)
 	if !ok {
 		return d, Validation("A value provided cannot be converted into a number")
 	}

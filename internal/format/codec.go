@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"hash"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -81,6 +82,12 @@ type limitHashReader struct {
 	md5     hash.Hash
 	tooLong error
 	eof     bool
+
+	// The hashes run on a second goroutine, fed copies of the compressed
+	// chunks in order, so that sha256 and md5 overlap decompression; join
+	// waits for them.
+	hq    chan []byte
+	hdone chan struct{}
 }
 
 func newLimitHashReader() *limitHashReader {
@@ -88,9 +95,62 @@ func newLimitHashReader() *limitHashReader {
 }
 
 func (l *limitHashReader) reset(r io.Reader, key string, limit int64) {
+	l.join()
 	l.r, l.key, l.n, l.limit, l.tooLong, l.eof = r, key, 0, limit, nil, false
 	l.sha.Reset()
 	l.md5.Reset()
+	l.hq, l.hdone = make(chan []byte, 16), make(chan struct{})
+	go func(q <-chan []byte, done chan<- struct{}, sha, md hash.Hash) {
+		for b := range q {
+			sha.Write(b)
+			md.Write(b)
+			putHashBuf(b)
+		}
+		close(done)
+	}(l.hq, l.hdone, l.sha, l.md5)
+}
+
+// hash hands a copy of p to the hashing goroutine.
+func (l *limitHashReader) hash(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	b := getHashBuf(len(p))
+	copy(b, p)
+	l.hq <- b
+}
+
+// join waits until everything read so far is hashed.
+func (l *limitHashReader) join() {
+	if l.hq != nil {
+		close(l.hq)
+		<-l.hdone
+		l.hq, l.hdone = nil, nil
+	}
+}
+
+// sums returns the sha256 and md5 of the stream read so far.
+func (l *limitHashReader) sums() (sha, md []byte) {
+	l.join()
+	return l.sha.Sum(nil), l.md5.Sum(nil)
+}
+
+const hashBufSize = 256 << 10
+
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, hashBufSize); return &b }}
+
+func getHashBuf(n int) []byte {
+	if n > hashBufSize {
+		return make([]byte, n)
+	}
+	return (*hashBufs.Get().(*[]byte))[:n]
+}
+
+func putHashBuf(b []byte) {
+	if cap(b) == hashBufSize {
+		b = b[:hashBufSize]
+		hashBufs.Put(&b)
+	}
 }
 
 func (l *limitHashReader) Read(p []byte) (int, error) {
@@ -106,14 +166,12 @@ func (l *limitHashReader) Read(p []byte) (int, error) {
 	}
 	k, err := l.r.Read(p)
 	if int64(k) > rem {
-		l.sha.Write(p[:rem])
-		l.md5.Write(p[:rem])
+		l.hash(p[:rem])
 		l.n = l.limit
 		l.tooLong = fileErr(l.key, ErrCompressedSize, "stream is longer than the recorded %d bytes", l.limit)
 		return 0, l.tooLong
 	}
-	l.sha.Write(p[:k])
-	l.md5.Write(p[:k])
+	l.hash(p[:k])
 	l.n += int64(k)
 	if err == io.EOF {
 		l.eof = true

@@ -106,17 +106,10 @@ func (e *encKey) set(k Key, hasRange bool) error {
 	return nil
 }
 
-// appendKeyBytes appends attr.KeyBytes of v (S and B directly, without
-// the copy KeyBytes makes of a string).
+// appendKeyBytes appends attr.KeyBytes of v (without the copy KeyBytes
+// makes of a string, nor its result slice).
 func appendKeyBytes(dst []byte, v attr.Value) ([]byte, bool) {
-	switch v.Type {
-	case attr.S:
-		return append(dst, v.Str...), true
-	case attr.B:
-		return append(dst, v.Bin...), true
-	}
-	b, ok := attr.KeyBytes(v)
-	return append(dst, b...), ok
+	return attr.AppendKeyBytes(dst, v)
 }
 
 func (e *encKey) copyFrom(o *encKey) {

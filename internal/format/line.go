@@ -453,20 +453,35 @@ func (s *lineScanner) finish() (Key, error) {
 	if !s.closed || s.inStr {
 		return k, s.fail("incomplete line")
 	}
-	if !s.seen[0] {
+	var h, r []byte
+	if s.seen[0] {
+		h = s.valBuf[0]
+	}
+	if s.seen[1] {
+		r = s.valBuf[1]
+	}
+	return s.keyFrom(h, r)
+}
+
+// keyFrom decodes the key from the key attributes' raw values (nil when
+// the attribute was not seen; a seen value is never empty) and checks its
+// types. The general scanner and the fast path both end here.
+func (s *lineScanner) keyFrom(h, r []byte) (Key, error) {
+	var k Key
+	if h == nil {
 		return k, s.fail("item has no partition key attribute %q", s.schema.HashName)
 	}
-	v, err := decodeKeyValue(s.valBuf[0], &s.last[0])
+	v, err := decodeKeyValue(h, &s.last[0])
 	if err != nil {
 		return k, s.fail("partition key %q: %v", s.schema.HashName, err)
 	}
 	k.Hash = v
 	s.last[0] = v
 	if s.schema.HasRange() {
-		if !s.seen[1] {
+		if r == nil {
 			return k, s.fail("item has no sort key attribute %q", s.schema.RangeName)
 		}
-		v, err := decodeKeyValue(s.valBuf[1], &s.last[1])
+		v, err := decodeKeyValue(r, &s.last[1])
 		if err != nil {
 			return k, s.fail("sort key %q: %v", s.schema.RangeName, err)
 		}
@@ -504,6 +519,9 @@ func decodeKeyValue(raw []byte, prev *attr.Value) (attr.Value, error) {
 				if prev.Type == attr.N && prev.Str == string(body) {
 					return *prev, nil
 				}
+				if plainCanonicalNumber(body) {
+					return attr.Value{Type: attr.N, Str: string(body)}, nil
+				}
 				n, err := attr.ParseNumber(string(body))
 				if err != nil {
 					return attr.Value{}, err
@@ -520,6 +538,46 @@ func decodeKeyValue(raw []byte, prev *attr.Value) (attr.Value, error) {
 	return attr.DecodeValue(raw)
 }
 
+// plainCanonicalNumber reports (conservatively) that b is already the
+// canonical text attr.ParseNumber returns for it: -?(0|[1-9][0-9]*)
+// (\.[0-9]*[1-9])?, not -0, with at most 38 digits in all (so within
+// DynamoDB's digit and magnitude limits). Other texts, canonical or not,
+// go through attr.ParseNumber.
+func plainCanonicalNumber(b []byte) bool {
+	i := 0
+	if len(b) > 0 && b[0] == '-' {
+		i = 1
+	}
+	if i >= len(b) || b[i] < '0' || b[i] > '9' {
+		return false
+	}
+	digits := 0
+	if b[i] == '0' {
+		if i+1 == len(b) {
+			return i == 0 // "0", not "-0"
+		}
+		if b[i+1] != '.' {
+			return false
+		}
+	}
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(b) {
+		if b[i] != '.' || b[len(b)-1] == '0' || i+1 == len(b) {
+			return false
+		}
+		for i++; i < len(b); i++ {
+			if b[i] < '0' || b[i] > '9' {
+				return false
+			}
+			digits++
+		}
+	}
+	return digits <= attr.MaxNumberDigits
+}
+
 func hasControl(b []byte) bool {
 	for _, c := range b {
 		if c < 0x20 {
@@ -531,17 +589,14 @@ func hasControl(b []byte) bool {
 
 // ScanLine checks one complete line (without its newline) and returns the
 // item's attribute-map bytes (a sub-slice of line) and its key. It is the
-// check the reader applies to every line.
+// check the reader applies to every line (the fast path, then the general
+// scanner for a line the fast path does not recognise).
 func ScanLine(line []byte, schema KeySchema) ([]byte, Key, error) {
 	if len(line) > MaxLineBytes {
 		return nil, Key{}, ErrLineTooLong
 	}
 	s := lineScanner{schema: schema}
-	s.reset()
-	if err := s.feed(line); err != nil {
-		return nil, Key{}, err
-	}
-	k, err := s.finish()
+	k, err := s.scanWhole(line)
 	if err != nil {
 		return nil, Key{}, err
 	}

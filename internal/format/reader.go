@@ -248,6 +248,7 @@ func (fr *fileReader) read(ctx context.Context, i int, fn func(*Record) error) (
 	}
 	defer rc.Close()
 	fr.lr.reset(rc, f.Key, f.CompressedBytes)
+	defer fr.lr.join()
 	if fr.dec == nil {
 		if d, ok := decoderPool.Get().(*zstd.Decoder); ok {
 			fr.dec = d
@@ -301,12 +302,13 @@ func (fr *fileReader) finish(f *DataFile, contentErr error) error {
 	if fr.lr.n != f.CompressedBytes {
 		return fileErr(f.Key, ErrCompressedSize, "stream ended after %d bytes, manifest records %d", fr.lr.n, f.CompressedBytes)
 	}
+	gotSHA, gotMD5 := fr.lr.sums()
 	want, _ := hex.DecodeString(f.SHA256)
-	if got := fr.lr.sha.Sum(nil); subtle.ConstantTimeCompare(got, want) != 1 {
+	if got := gotSHA; subtle.ConstantTimeCompare(got, want) != 1 {
 		return fileErrCause(f.Key, ErrSHA256, contentErr, "sha256 is %x, manifest records %s", got, f.SHA256)
 	}
 	wantMD5, _ := base64.StdEncoding.DecodeString(f.MD5)
-	if got := fr.lr.md5.Sum(nil); subtle.ConstantTimeCompare(got, wantMD5) != 1 {
+	if got := gotMD5; subtle.ConstantTimeCompare(got, wantMD5) != 1 {
 		return fileErrCause(f.Key, ErrMD5, contentErr, "md5 is %s, manifest records %s", base64.StdEncoding.EncodeToString(got), f.MD5)
 	}
 	return contentErr
@@ -379,16 +381,29 @@ func (fr *fileReader) line(body []byte) error {
 		}
 	}
 	whole := fr.n == 0
-	if whole {
-		sc.reset()
-	}
 	if fr.n+int64(len(body)) > MaxLineBytes {
 		return fileErr(f.Key, ErrLineTooLong, "line %d is longer than %d bytes", fr.items+1, MaxLineBytes)
 	}
 	n := fr.n + int64(len(body)) + 1
 	fr.n = 0
-	if err := sc.feed(body); err != nil {
-		return fileErr(f.Key, ErrLine, "line %d: %v", fr.items+1, err)
+	// A whole line goes to the fast path first; whatever it does not
+	// recognise, the general scanner decides (see fastline.go).
+	var k Key
+	fast := false
+	if whole {
+		if hv, rv, ok := sc.fastLine(body); ok {
+			var err error
+			k, err = sc.keyFrom(hv, rv)
+			fast = err == nil
+		}
+		if !fast {
+			sc.reset()
+		}
+	}
+	if !fast {
+		if err := sc.feed(body); err != nil {
+			return fileErr(f.Key, ErrLine, "line %d: %v", fr.items+1, err)
+		}
 	}
 	line := body
 	if !whole && fr.fn != nil {
@@ -404,9 +419,11 @@ func (fr *fileReader) line(body []byte) error {
 	if items > f.ItemCount {
 		return fileErr(f.Key, ErrItemCount, "more than the recorded %d items", f.ItemCount)
 	}
-	k, err := sc.finish()
-	if err != nil {
-		return fileErr(f.Key, ErrLine, "line %d: %v", items, err)
+	if !fast {
+		var err error
+		if k, err = sc.finish(); err != nil {
+			return fileErr(f.Key, ErrLine, "line %d: %v", items, err)
+		}
 	}
 	if fr.ordered {
 		if err := fr.cur.set(k, fr.b.Schema.HasRange()); err != nil {
