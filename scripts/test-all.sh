@@ -7,17 +7,45 @@ cd "$(dirname "$0")/.."
 export EXTENDDB_CACHE="${EXTENDDB_CACHE:-$HOME/.cache/extenddb}"
 mkdir -p "$EXTENDDB_CACHE"
 
+pids=()
 cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
   scripts/moto.sh stop >/dev/null 2>&1 || true
+  scripts/postgres.sh stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
-# Second S3 implementation for the store suite.
+# Second S3 implementation for the store suite; PostgreSQL for the backend.
 moto_endpoint=$(scripts/moto.sh start)
+pg_dsn=$(scripts/postgres.sh start)
 export EXTENDDB_TEST_MOTO_ENDPOINT="$moto_endpoint"
+export EXTENDDB_TEST_POSTGRES_DSN="$pg_dsn"
 export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
-export EXTENDDB_TEST_BACKENDS="${EXTENDDB_TEST_BACKENDS:-sqlite}"
+export EXTENDDB_TEST_BACKENDS="sqlite,postgres"
+echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto at $moto_endpoint; postgres at $pg_dsn)"
 
-echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto at $moto_endpoint)"
+# Unit, conformance (sqlite + postgres, all stores) and the wire suite on sqlite.
 make test
+
+# The wire suite on PostgreSQL: migrate a fresh database, then the harness
+# starts one server per worker on it (so two servers share the database).
+db="extenddb_wire_$$"
+psql "$pg_dsn" -qc "CREATE DATABASE $db" >/dev/null
+wire_dsn="${pg_dsn%/*}/$db?sslmode=disable"
+bin/extenddb migrate --backend postgres --dsn "$wire_dsn"
+echo "== wire suite on postgres"
+EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=postgres \
+  EXTENDDB_SERVE_ARGS="--backend postgres --dsn $wire_dsn" tests/wire/run.sh -q -n 2
+
+# The conditional race with the clients split across two server processes
+# on one PostgreSQL database.
+echo "== aws-sdk-go-v2 tests against two servers on one postgres database"
+for port in 18101 18102; do
+  bin/extenddb serve --backend postgres --dsn "$wire_dsn" --listen 127.0.0.1:$port >"$EXTENDDB_CACHE/serve-$port.log" 2>&1 &
+  pids+=($!)
+done
+for port in 18101 18102; do
+  for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+done
+EXTENDDB_ENDPOINTS="http://127.0.0.1:18101,http://127.0.0.1:18102" go test -count=1 -v ./tests/sdk/ 2>&1 | grep -E "^(=== RUN|--- |ok|FAIL|PASS|sdk tests)" 
 echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS], stores [$EXTENDDB_TEST_STORES]"

@@ -26,6 +26,10 @@ func main() {
 		Usage: "a DynamoDB-compatible database server",
 		Commands: []*cli.Command{
 			serveCommand(),
+			initCommand(),
+			migrateCommand(),
+			statusCommand(),
+			healthcheckCommand(),
 			versionCommand(),
 			bench.Command(),
 		},
@@ -72,6 +76,128 @@ func newLogger(cfg config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
+// storageFlags select the backend, shared by the commands that open it.
+func storageFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file", EnvVars: []string{"EXTENDDB_CONFIG"}},
+		&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
+		&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
+		&cli.StringFlag{Name: "data-dir", Usage: "directory of the SQLite database (storage.data_dir)"},
+	}
+}
+
+// loadConfig loads the configuration and applies the storage flags.
+func loadConfig(c *cli.Context) (config.Config, error) {
+	cfg, err := config.LoadDefault(c.String("config"))
+	if err != nil {
+		return cfg, err
+	}
+	if c.IsSet("backend") {
+		cfg.Storage.Backend = c.String("backend")
+	}
+	if c.IsSet("dsn") {
+		cfg.Storage.Postgres.DSN = c.String("dsn")
+	}
+	if c.IsSet("data-dir") {
+		cfg.Storage.DataDir = c.String("data-dir")
+	}
+	return cfg, cfg.Validate()
+}
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "apply pending schema migrations to the configured database",
+		Flags: storageFlags(),
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			applied, err := server.Migrate(c.Context, cfg)
+			for _, m := range applied {
+				fmt.Println("applied", m)
+			}
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Printf("%s schema is up to date\n", cfg.Storage.Backend)
+			} else {
+				fmt.Printf("%s schema migrated: %d migration(s) applied\n", cfg.Storage.Backend, len(applied))
+			}
+			return nil
+		},
+	}
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the configured database's applied and pending migrations",
+		Flags: storageFlags(),
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			st, err := server.Status(c.Context, cfg)
+			if st != nil {
+				fmt.Printf("backend: %s\napplied: %v\npending: %v\n", st.Backend, st.Applied, st.Pending)
+			}
+			return err
+		},
+	}
+}
+
+func initCommand() *cli.Command {
+	flags := append(storageFlags(),
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "extenddb.toml", Usage: "configuration file to write"},
+		&cli.StringFlag{Name: "listen", Usage: "listen address (server.listen)"},
+		&cli.BoolFlag{Name: "force", Usage: "overwrite an existing configuration file"},
+	)
+	return &cli.Command{
+		Name:  "init",
+		Usage: "write a configuration file and create the database schema",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			if c.IsSet("listen") {
+				cfg.Server.Listen = c.String("listen")
+			}
+			if _, err := os.Stat(c.String("output")); err == nil && !c.Bool("force") {
+				return fmt.Errorf("%s exists; use --force to overwrite it", c.String("output"))
+			}
+			applied, err := server.Migrate(c.Context, cfg)
+			for _, m := range applied {
+				fmt.Println("applied", m)
+			}
+			if err != nil {
+				return err
+			}
+			if err := server.WriteConfig(c.String("output"), cfg, c.Bool("force")); err != nil {
+				return err
+			}
+			fmt.Printf("wrote %s (backend %s); start the server with: extenddb serve --config %s\n", c.String("output"), cfg.Storage.Backend, c.String("output"))
+			return nil
+		},
+	}
+}
+
+func healthcheckCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "healthcheck",
+		Usage: "exit 0 when the server at --endpoint is ready (for container health checks)",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "endpoint", Value: "http://127.0.0.1:8000"}},
+		Action: func(c *cli.Context) error {
+			return server.Healthcheck(c.Context, c.String("endpoint"))
+		},
+	}
+}
+
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
@@ -81,6 +207,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Usage: "listen address (server.listen)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory of the SQLite database (storage.data_dir)"},
 			&cli.BoolFlag{Name: "memory", Usage: "keep no data after exit (storage.memory)"},
+			&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
+			&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (log.level)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -96,6 +224,12 @@ func serveCommand() *cli.Command {
 			}
 			if c.IsSet("memory") {
 				cfg.Storage.Memory = c.Bool("memory")
+			}
+			if c.IsSet("backend") {
+				cfg.Storage.Backend = c.String("backend")
+			}
+			if c.IsSet("dsn") {
+				cfg.Storage.Postgres.DSN = c.String("dsn")
 			}
 			if c.IsSet("log-level") {
 				cfg.Log.Level = c.String("log-level")

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,21 +20,31 @@ import (
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/postgres"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
-// OpenBackend opens the configured storage backend.
+// OpenBackend opens the configured storage backend. The embedded SQLite
+// database is migrated on open; a PostgreSQL database must have been
+// migrated with `extenddb migrate` (serve refuses an unmigrated or newer
+// schema and says what to run).
 func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
 	switch cfg.Storage.Backend {
 	case "sqlite":
-		opt := sqlite.Options{Memory: cfg.Storage.Memory}
+		opt := sqlite.Options{Memory: cfg.Storage.Memory, ItemCacheBytes: cfg.Storage.SQLite.ItemCacheMB << 20}
+		if cfg.Storage.SQLite.ItemCacheMB == 0 {
+			opt.ItemCacheBytes = -1
+		}
 		if !cfg.Storage.Memory {
 			if err := os.MkdirAll(cfg.Storage.DataDir, 0o700); err != nil {
 				return nil, fmt.Errorf("storage.data_dir: %w", err)
 			}
-			opt.Path = filepath.Join(cfg.Storage.DataDir, "extenddb.sqlite")
+			opt.Path = sqlitePath(cfg)
 		}
 		return sqlite.Open(ctx, opt)
+	case "postgres":
+		return postgres.Open(ctx, postgres.Options{DSN: cfg.Storage.Postgres.DSN,
+			MaxConns: int32(cfg.Storage.Postgres.MaxConns), RequireMigrated: true})
 	}
 	return nil, fmt.Errorf("storage.backend %q is not supported", cfg.Storage.Backend)
 }

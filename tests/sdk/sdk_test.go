@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,10 +25,21 @@ import (
 	"github.com/extenddb/extenddb/internal/server"
 )
 
-var endpoint string
+// endpoint is the server under test; endpoints, when EXTENDDB_ENDPOINTS
+// lists several servers sharing one database, spreads the race's clients
+// over them.
+var (
+	endpoint  string
+	endpoints []string
+)
 
 func TestMain(m *testing.M) {
-	endpoint = os.Getenv("EXTENDDB_ENDPOINT")
+	if list := os.Getenv("EXTENDDB_ENDPOINTS"); list != "" {
+		endpoints = strings.Split(list, ",")
+		endpoint = endpoints[0]
+	} else {
+		endpoint = os.Getenv("EXTENDDB_ENDPOINT")
+	}
 	var cancel context.CancelFunc = func() {}
 	done := make(chan error, 1)
 	if endpoint == "" {
@@ -48,16 +60,21 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	fmt.Println("sdk tests against", endpoint)
+	if len(endpoints) == 0 {
+		endpoints = []string{endpoint}
+	}
+	fmt.Println("sdk tests against", strings.Join(endpoints, ", "))
 	code := m.Run()
 	cancel()
 	os.Exit(code)
 }
 
-func client(t *testing.T) *dynamodb.Client {
+func client(t *testing.T) *dynamodb.Client { return clientOf(t, endpoint) }
+
+func clientOf(t *testing.T, url string) *dynamodb.Client {
 	t.Helper()
 	return dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(endpoint),
+		BaseEndpoint: aws.String(url),
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
 		Retryer:      aws.NopRetryer{},
@@ -180,7 +197,7 @@ func TestConditionalRace(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			cl := client(t)
+			cl := clientOf(t, endpoints[i%len(endpoints)])
 			me := "client-" + strconv.Itoa(i)
 			_, err := cl.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name),
 				Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "lock"},
