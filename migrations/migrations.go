@@ -33,10 +33,9 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// files holds every dialect's migrations. Add `postgres/*.sql` to the
-// pattern when the PostgreSQL backend ships its first migration.
+// files holds every dialect's migrations (one pattern per dialect).
 //
-//go:embed sqlite/*.sql
+//go:embed sqlite/*.sql postgres/*.sql
 var files embed.FS
 
 // Dialect describes what differs between SQL databases for the runner.

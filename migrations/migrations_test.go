@@ -126,8 +126,13 @@ func TestLoadRejectsBadNames(t *testing.T) {
 			t.Errorf("Load accepted %v", files)
 		}
 	}
-	ms, err := Load(Postgres)
+	none := Postgres
+	none.Name = "nosuchdialect"
+	ms, err := Load(none)
 	if err != nil || len(ms) != 0 {
-		t.Fatalf("postgres without files: %v %v", ms, err)
+		t.Fatalf("dialect without files: %v %v", ms, err)
+	}
+	if ms, err := Load(Postgres); err != nil || len(ms) == 0 || ms[0].Name != "init" {
+		t.Fatalf("shipped postgres migrations: %d %v", len(ms), err)
 	}
 }

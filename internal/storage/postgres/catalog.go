@@ -1,0 +1,276 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+const (
+	sqlGetTable   = `SELECT id, descr, version, created_at FROM tables WHERE account = $1 AND name = $2`
+	sqlListTables = `SELECT name FROM tables WHERE account = $1 AND name > $2 ORDER BY name LIMIT $3`
+	sqlInsTable   = `INSERT INTO tables(account, name, descr, version) VALUES ($1, $2, $3, 1)
+		ON CONFLICT (account, name) DO NOTHING RETURNING id, created_at`
+	sqlLockTable = `SELECT id, descr, version, created_at FROM tables WHERE account = $1 AND name = $2 FOR NO KEY UPDATE`
+	sqlUpdTable  = `UPDATE tables SET descr = $1, version = version + 1 WHERE id = $2`
+	sqlDelTable  = `DELETE FROM tables WHERE account = $1 AND name = $2 RETURNING id, descr, version, created_at`
+	sqlDelItems  = `DELETE FROM items WHERE t = $1`
+	sqlDelIdxAll = `DELETE FROM idx WHERE t = $1`
+)
+
+func scanTable(row pgx.Row, account, name string) (*storage.Table, error) {
+	t := &storage.Table{Account: account, Name: name}
+	if err := row.Scan(&t.ID, &t.Desc, &t.Version, &t.CreatedAt); err != nil {
+		return nil, err
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	if t.Desc == nil {
+		t.Desc = []byte{}
+	}
+	return t, nil
+}
+
+func notFoundByName(account, name string) error {
+	return storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", name, account)
+}
+
+// CreateTable implements storage.Backend.
+func (b *Backend) CreateTable(ctx context.Context, p storage.CreateTableParams) (*storage.CreateTableResult, error) {
+	var res *storage.Table
+	err := b.run(ctx, "postgres: create table", func() *attemptErr {
+		c, err := b.acquire(ctx)
+		if err != nil {
+			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
+		}
+		defer c.Release()
+		t := &storage.Table{Account: p.Account, Name: p.Name, Desc: append([]byte{}, p.Desc...), Version: 1}
+		err = c.QueryRow(ctx, sqlInsTable, p.Account, p.Name, t.Desc).Scan(&t.ID, &t.CreatedAt)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || pgCode(err) == "23505":
+			return &attemptErr{err: storage.Errorf(storage.KindTableExists, "table %q of account %q already exists", p.Name, p.Account)}
+		case err != nil:
+			// An autocommit INSERT lost with its connection may have
+			// committed: retry only when nothing reached the server.
+			return &attemptErr{err: err, retry: isConflict(err) || pgconn.SafeToRetry(err)}
+		}
+		t.CreatedAt = t.CreatedAt.UTC()
+		res = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.CreateTableResult{Table: res}, nil
+}
+
+// GetTable implements storage.Backend.
+func (b *Backend) GetTable(ctx context.Context, p storage.GetTableParams) (*storage.GetTableResult, error) {
+	var res *storage.Table
+	err := b.read(ctx, "postgres: get table", func(c *pgxpool.Conn) error {
+		t, err := scanTable(c.QueryRow(ctx, sqlGetTable, p.Account, p.Name), p.Account, p.Name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFoundByName(p.Account, p.Name)
+		}
+		res = t
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.GetTableResult{Table: res}, nil
+}
+
+// ListTables implements storage.Backend.
+func (b *Backend) ListTables(ctx context.Context, p storage.ListTablesParams) (*storage.ListTablesResult, error) {
+	var limit any // NULL: LIMIT ALL
+	if p.Limit > 0 {
+		limit = int64(p.Limit)
+	}
+	res := &storage.ListTablesResult{}
+	err := b.read(ctx, "postgres: list tables", func(c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, sqlListTables, p.Account, p.StartAfter, limit)
+		if err != nil {
+			return err
+		}
+		res.Names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// txn is one run of a write transaction on one connection.
+type txn struct {
+	ctx context.Context
+	c   *pgxpool.Conn
+	// commitSent is set once a batch holding COMMIT was sent: a
+	// connection failure from then on leaves the outcome unknown.
+	commitSent bool
+}
+
+// send sends a batch and runs its callbacks; the first error is returned.
+func (x *txn) send(bt *pgx.Batch) error {
+	return x.c.SendBatch(x.ctx, bt).Close()
+}
+
+// fail classifies an error of this run after rolling back what is open.
+func (x *txn) fail(err error) *attemptErr {
+	x.rollback()
+	var se *storage.Error
+	if errors.As(err, &se) {
+		return &attemptErr{err: err}
+	}
+	if isConflict(err) {
+		// The server aborted the transaction: nothing was committed.
+		return &attemptErr{err: err, retry: true}
+	}
+	var pe *pgconn.PgError
+	if x.commitSent {
+		if errors.As(err, &pe) && pe.Severity == "ERROR" {
+			// A statement failed: the COMMIT behind it did not run.
+			return &attemptErr{err: err}
+		}
+		return &attemptErr{err: storage.Wrap(storage.KindUnavailable, err,
+			"postgres: connection lost while committing; the write may or may not have been applied")}
+	}
+	return &attemptErr{err: err, retry: isConnErr(err)}
+}
+
+func (x *txn) rollback() {
+	if x.c.Conn().IsClosed() || x.c.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 5*time.Second)
+	defer cancel()
+	if _, err := x.c.Exec(ctx, "ROLLBACK"); err != nil {
+		// Release destroys a connection that is not idle.
+		x.c.Conn().Close(ctx)
+	}
+}
+
+// write runs fn as one write transaction, retried while that is safe.
+func (b *Backend) write(ctx context.Context, msg string, fn func(x *txn) error) error {
+	return b.run(ctx, msg, func() *attemptErr {
+		c, err := b.acquire(ctx)
+		if err != nil {
+			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
+		}
+		defer c.Release()
+		x := &txn{ctx: ctx, c: c}
+		if err := fn(x); err != nil {
+			return x.fail(err)
+		}
+		return nil
+	})
+}
+
+// UpdateTable implements storage.Backend.
+func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) (*storage.UpdateTableResult, error) {
+	if p.Fn == nil {
+		return nil, storage.Errorf(storage.KindInternal, "postgres: UpdateTable without Fn")
+	}
+	var res *storage.Table
+	var fnErr error
+	err := b.write(ctx, "postgres: update table", func(x *txn) error {
+		fnErr = nil
+		var old *storage.Table
+		bt := &pgx.Batch{}
+		bt.Queue("BEGIN")
+		bt.Queue(sqlLockTable, p.Account, p.Name).QueryRow(func(row pgx.Row) error {
+			t, err := scanTable(row, p.Account, p.Name)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			old = t
+			return err
+		})
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		if old == nil {
+			return notFoundByName(p.Account, p.Name)
+		}
+		cur := *old
+		desc, err := callTableFn(p.Fn, &cur)
+		if err != nil {
+			fnErr = err
+			x.rollback()
+			return nil
+		}
+		desc = nz(desc)
+		bt = &pgx.Batch{}
+		bt.Queue(sqlUpdTable, desc, old.ID)
+		bt.Queue("COMMIT")
+		x.commitSent = true
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		nt := *old
+		nt.Desc = append([]byte{}, desc...)
+		nt.Version++
+		res = &nt
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if fnErr != nil {
+		return nil, fnErr
+	}
+	return &storage.UpdateTableResult{Table: res}, nil
+}
+
+func callTableFn(fn func(*storage.Table) ([]byte, error), t *storage.Table) (desc []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = storage.Errorf(storage.KindInternal, "postgres: UpdateTable function panicked: %v", r)
+		}
+	}()
+	return fn(t)
+}
+
+// DeleteTable implements storage.Backend. Deleting the catalog row waits
+// for the writers that hold it (FOR KEY SHARE); the items and index
+// entries are deleted by later statements of the transaction, whose
+// snapshots include those writers' commits, and writers that come later
+// find the table gone.
+func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) (*storage.DeleteTableResult, error) {
+	var res *storage.Table
+	err := b.write(ctx, "postgres: delete table", func(x *txn) error {
+		res = nil
+		bt := &pgx.Batch{}
+		bt.Queue("BEGIN")
+		bt.Queue(sqlDelTable, p.Account, p.Name).QueryRow(func(row pgx.Row) error {
+			t, err := scanTable(row, p.Account, p.Name)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			res = t
+			return err
+		})
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		if res == nil {
+			return notFoundByName(p.Account, p.Name)
+		}
+		bt = &pgx.Batch{}
+		bt.Queue(sqlDelItems, res.ID)
+		bt.Queue(sqlDelIdxAll, res.ID)
+		bt.Queue("COMMIT")
+		x.commitSent = true
+		return x.send(bt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.DeleteTableResult{Table: res}, nil
+}

@@ -1,0 +1,418 @@
+// Package postgres is the PostgreSQL storage backend over
+// github.com/jackc/pgx/v5 (pgxpool).
+//
+// Layout of the database (migrations/postgres): a catalog table `tables`,
+// the items in `items(t, h, pk, sk, item)` and secondary index entries in
+// `idx(t, ix, h, ipk, isk, pk, sk, item)`, keyed like the SQLite backend so
+// that GetItem, Query (one partition, a sort key range, either direction)
+// and Scan (in (KeyHash(pk), pk, sk) order, a segment being a range of h)
+// are ordered range scans of the primary key btree. Keys are bytea, which
+// PostgreSQL compares bytewise: the byte order of attr.KeyBytes, never a
+// collation. h is the uint32 KeyHash held in a bigint, so its order is the
+// unsigned order.
+//
+// Writes. Every WriteItem and TransactWrite runs in one READ COMMITTED
+// transaction that first takes, in ascending order, a transaction-scoped
+// advisory lock per item key (pg_advisory_xact_lock of a 64-bit hash of
+// table ID, partition key and sort key), then a FOR KEY SHARE lock on the
+// catalog rows of its tables (so a concurrent DeleteTable waits for it, and
+// it sees a deleted table as missing), and only then reads the items: each
+// statement of a READ COMMITTED transaction reads a fresh snapshot, taken
+// after the locks were granted, so every write function sees the latest
+// committed item and no other writer of that key can commit until this
+// transaction ends. The advisory lock is the item lock: unlike SELECT ...
+// FOR UPDATE it also locks a key that has no row yet, so two concurrent
+// inserts of one key (two pools, two servers) serialize and exactly one
+// wins, and a TransactWrite's condition check on an absent item stays true
+// until it commits (no write skew between two transactions). Since every
+// writer of a key holds its advisory lock, a row lock on top would only
+// add a tuple write. Ordered acquisition keeps writers free of deadlocks;
+// the deadlocks still possible with DropIndex (40P01) and serialization
+// failures (40001) are retried, which is safe because write functions are
+// pure. Round trips per write: two pipelined batches — (BEGIN, locks,
+// catalog check, item reads) and (item write, index deletes then puts,
+// COMMIT). A failure before the COMMIT batch was sent (a killed
+// connection, a failover) is retried transparently on another connection;
+// a connection lost while the COMMIT was in flight has an unknown outcome
+// and answers KindUnavailable without retry (never a silent double apply).
+//
+// Reads. GetItem, Query and Scan are single statements that join the
+// catalog row, so they answer KindTableNotFound for a dead table ID in the
+// same snapshot as the data. TransactGet reads all its keys in one
+// REPEATABLE READ READ ONLY transaction sent as one pipelined batch.
+//
+// Errors. Connection failures, admin shutdown (57P01..57P03), too many
+// connections and other resource shortages (class 53), a read-only server,
+// pool acquire timeouts and context ends are KindUnavailable (retryable);
+// deadlock/serialization failures that outlast the retries are
+// KindTransactionConflict; a key too large for a btree entry (SQLSTATE
+// 54000: partition plus sort key, or index keys plus table keys, of more
+// than about 2650 incompressible bytes) is KindUnsupported; anything else
+// is KindInternal with the cause.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/migrations"
+)
+
+// Options configure Open.
+type Options struct {
+	// DSN is a libpq connection string or postgres:// URL. Required.
+	DSN string
+	// MaxConns bounds the pool (default max(8, 4×GOMAXPROCS)). Overrides
+	// pool_max_conns in the DSN when set.
+	MaxConns int32
+	// MinConns is the number of connections kept open (default 0).
+	MinConns int32
+	// AcquireTimeout bounds the wait for a pooled connection; when it
+	// passes the call answers KindUnavailable (default 10s).
+	AcquireTimeout time.Duration
+	// MaxAttempts bounds the runs of one operation when it fails in a way
+	// that is safe to retry: a deadlock or serialization failure, or a
+	// connection lost before anything could have been committed (default 8).
+	MaxAttempts int
+	// RequireMigrated refuses (KindSchema) a database with pending
+	// migrations instead of applying them on open.
+	RequireMigrated bool
+}
+
+// Backend is the PostgreSQL storage backend. It is safe for concurrent use.
+type Backend struct {
+	opts   Options
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+
+	// retries counts transparent re-runs (tests and metrics).
+	retries atomic.Int64
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// migrateLock serializes Open's migration step across servers (session
+// advisory lock; distinct from the runner's per-transaction lock key).
+const migrateLock int64 = 7340851208526215002
+
+// Open connects, applies pending migrations unless RequireMigrated (then
+// it refuses a database that is not fully migrated with KindSchema), and
+// returns the backend.
+func Open(ctx context.Context, opts Options) (*Backend, error) {
+	if opts.DSN == "" {
+		return nil, storage.Errorf(storage.KindInternal, "postgres: Options.DSN is empty")
+	}
+	if opts.AcquireTimeout <= 0 {
+		opts.AcquireTimeout = 10 * time.Second
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 8
+	}
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindInternal, err, "postgres: parse DSN")
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	} else if !strings.Contains(opts.DSN, "pool_max_conns") {
+		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
+	}
+	if opts.MinConns > 0 {
+		cfg.MinConns = opts.MinConns
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, mapErr(err, "postgres: create pool")
+	}
+	b := &Backend{opts: opts, pool: pool}
+	if err := b.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) migrate(ctx context.Context) error {
+	if !b.opts.RequireMigrated {
+		// Two servers opening a fresh database at once: the runner creates
+		// schema_migrations outside its own lock, which PostgreSQL does not
+		// make race-free; hold a session lock around the whole step, on a
+		// connection of its own (not the pool's: a pool of one connection
+		// must still be able to migrate).
+		lc, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+		if err != nil {
+			return mapErr(err, "postgres: connect")
+		}
+		defer lc.Close(context.WithoutCancel(ctx))
+		if _, err := lc.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+			return mapErr(err, "postgres: migration lock")
+		}
+	}
+	db := stdlib.OpenDBFromPool(b.pool)
+	defer db.Close()
+	if b.opts.RequireMigrated {
+		return migrations.Check(ctx, db, migrations.Postgres)
+	}
+	_, err := migrations.Apply(ctx, db, migrations.Postgres)
+	return err
+}
+
+// Name implements storage.Backend.
+func (b *Backend) Name() string { return "postgres" }
+
+// Ping implements storage.Backend.
+func (b *Backend) Ping(ctx context.Context) error {
+	return b.read(ctx, "postgres: ping", func(c *pgxpool.Conn) error {
+		return c.Ping(ctx)
+	})
+}
+
+// Close closes the pool. Calls after Close answer KindUnavailable.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.pool.Close()
+	return nil
+}
+
+// Stat returns the pool's statistics.
+func (b *Backend) Stat() *pgxpool.Stat { return b.pool.Stat() }
+
+// Retries returns how many operation runs were retried transparently.
+func (b *Backend) Retries() int64 { return b.retries.Load() }
+
+var errClosed = storage.Errorf(storage.KindUnavailable, "postgres: backend is closed")
+
+// acquire takes a pooled connection within AcquireTimeout.
+func (b *Backend) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if b.closed.Load() {
+		return nil, errClosed
+	}
+	actx, cancel := context.WithTimeout(ctx, b.opts.AcquireTimeout)
+	defer cancel()
+	c, err := b.pool.Acquire(actx)
+	if err != nil {
+		if ctx.Err() == nil && actx.Err() != nil {
+			return nil, storage.Wrap(storage.KindUnavailable, err,
+				fmt.Sprintf("postgres: no connection within %s (pool of %d)", b.opts.AcquireTimeout, b.pool.Config().MaxConns))
+		}
+		if b.closed.Load() {
+			return nil, errClosed
+		}
+		return nil, mapErr(err, "postgres: acquire connection")
+	}
+	return c, nil
+}
+
+// ---- retries ----
+
+// attemptErr classifies the failure of one run of an operation.
+type attemptErr struct {
+	err error
+	// retry: nothing was committed and running again may succeed.
+	retry bool
+}
+
+func (b *Backend) backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(1<<min(attempt, 6)) * time.Millisecond
+	d = d/2 + time.Duration(rand.Int64N(int64(d)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// run runs fn up to MaxAttempts times while it fails retryably.
+func (b *Backend) run(ctx context.Context, msg string, fn func() *attemptErr) error {
+	for attempt := 0; ; attempt++ {
+		ae := fn()
+		if ae == nil {
+			return nil
+		}
+		if !ae.retry || attempt+1 >= b.opts.MaxAttempts || ctx.Err() != nil || b.closed.Load() {
+			return mapErr(ae.err, msg)
+		}
+		b.retries.Add(1)
+		if err := b.backoff(ctx, attempt); err != nil {
+			return mapErr(ae.err, msg)
+		}
+	}
+}
+
+// read runs an idempotent read on a pooled connection, retried on
+// connection failures and serialization failures.
+func (b *Backend) read(ctx context.Context, msg string, fn func(c *pgxpool.Conn) error) error {
+	return b.run(ctx, msg, func() *attemptErr {
+		c, err := b.acquire(ctx)
+		if err != nil {
+			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
+		}
+		defer c.Release()
+		if err := fn(c); err != nil {
+			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
+		}
+		return nil
+	})
+}
+
+// ---- errors ----
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// isConflict: the server aborted the transaction because of concurrency;
+// nothing was committed.
+func isConflict(err error) bool {
+	switch pgCode(err) {
+	case "40001", "40P01", "55P03":
+		return true
+	}
+	return false
+}
+
+// isUnavailableCode: SQLSTATEs of a server that cannot serve now.
+func isUnavailableCode(code string) bool {
+	switch {
+	case code == "":
+		return false
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "53"), // insufficient resources (53300 too many connections)
+		strings.HasPrefix(code, "57"), // operator intervention: 57P01 admin shutdown, 57P02, 57P03, 57014
+		strings.HasPrefix(code, "58"), // system error (I/O)
+		code == "25006":               // read-only transaction: a standby after failover
+		return true
+	}
+	return false
+}
+
+// isConnErr: the connection failed or could not be made.
+func isConnErr(err error) bool {
+	if isUnavailableCode(pgCode(err)) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "conn closed") || strings.Contains(s, "closed pool") || strings.Contains(s, "unexpected EOF")
+}
+
+// retryableBeforeCommit: a failure of a run that committed nothing (reads,
+// or a write transaction before its COMMIT was sent) that another run may
+// not meet.
+func retryableBeforeCommit(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var se *storage.Error
+	if errors.As(err, &se) {
+		return false
+	}
+	return isConflict(err) || isConnErr(err)
+}
+
+// mapErr translates an error at the backend's edge.
+func mapErr(err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	var se *storage.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return storage.Wrap(storage.KindUnavailable, err, msg)
+	}
+	if isConflict(err) {
+		return storage.Wrap(storage.KindTransactionConflict, err, msg)
+	}
+	if pgCode(err) == "54000" {
+		// program_limit_exceeded: an index row over the btree maximum
+		// (about 2.7 KB) — keys near DynamoDB's limits that do not compress.
+		return storage.Wrap(storage.KindUnsupported, err, msg+": keys too large for a PostgreSQL btree entry (at most about 2650 bytes of table keys, or of index plus table keys)")
+	}
+	if isConnErr(err) {
+		return storage.Wrap(storage.KindUnavailable, err, msg)
+	}
+	return storage.Wrap(storage.KindInternal, err, msg)
+}
+
+func tableNotFound(ref storage.TableRef) error {
+	return storage.Errorf(storage.KindTableNotFound, "table %q (id %d) of account %q not found", ref.Name, ref.ID, ref.Account)
+}
+
+// empty is the key of a hash-only table's sort key: pgx binds a nil
+// []byte as NULL.
+var empty = []byte{}
+
+func nz(b []byte) []byte {
+	if b == nil {
+		return empty
+	}
+	return b
+}
+
+func hashOf(pk []byte) int64 { return int64(storage.KeyHash(pk)) }
+
+// lockKey is the advisory lock key of an item: FNV-1a 64 of the table ID,
+// the partition key's length, the partition key and the sort key. A
+// collision only makes two keys' writers wait for each other.
+func lockKey(t int64, pk, sk []byte) int64 {
+	h := uint64(14695981039346656037)
+	mix := func(c byte) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	for i := 56; i >= 0; i -= 8 {
+		mix(byte(uint64(t) >> i))
+	}
+	n := uint32(len(pk))
+	for i := 24; i >= 0; i -= 8 {
+		mix(byte(n >> i))
+	}
+	for _, c := range pk {
+		mix(c)
+	}
+	for _, c := range sk {
+		mix(c)
+	}
+	return int64(h)
+}

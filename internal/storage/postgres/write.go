@@ -1,0 +1,330 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+const (
+	sqlLockKey    = `SELECT pg_advisory_xact_lock($1)`
+	sqlShareTabs  = `SELECT id FROM tables WHERE id = ANY($1) FOR KEY SHARE`
+	sqlLiveTabs   = `SELECT id FROM tables WHERE id = ANY($1)`
+	sqlReadItem   = `SELECT item FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+	sqlInsItem    = `INSERT INTO items(t, h, pk, sk, item) VALUES ($1, $2, $3, $4, $5)`
+	sqlUpdItem    = `UPDATE items SET item = $5 WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+	sqlDelItem    = `DELETE FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+	sqlDelIdx     = `DELETE FROM idx WHERE t = $1 AND ix = $2 AND h = $3 AND ipk = $4 AND isk = $5 AND pk = $6 AND sk = $7`
+	sqlPutIdx     = `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = EXCLUDED.item`
+	sqlDropIdx    = `DELETE FROM idx WHERE t = $1 AND ix = $2`
+	sqlGetItem    = `SELECT i.item FROM tables tb LEFT JOIN items i ON i.t = tb.id AND i.h = $2 AND i.pk = $3 AND i.sk = $4 WHERE tb.id = $1`
+	sqlBeginSnap  = `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`
+	sqlCommitSnap = `COMMIT`
+)
+
+// WriteItem implements storage.Backend.
+func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	if p.Fn == nil {
+		return nil, storage.Errorf(storage.KindInternal, "postgres: WriteItem without Fn")
+	}
+	results, reasons, err := b.writeItems(ctx, []storage.WriteItemParams{p}, "postgres: write item")
+	if err != nil {
+		return nil, err
+	}
+	if reasons != nil {
+		return nil, reasons[0]
+	}
+	return &results[0], nil
+}
+
+// TransactWrite implements storage.Backend.
+func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	for i := range p.Ops {
+		if p.Ops[i].Fn == nil {
+			return nil, storage.Errorf(storage.KindInternal, "postgres: TransactWrite operation %d without Fn", i)
+		}
+	}
+	if len(p.Ops) == 0 {
+		return &storage.TransactWriteResult{}, nil
+	}
+	results, reasons, err := b.writeItems(ctx, p.Ops, "postgres: transact write")
+	if err != nil {
+		return nil, err
+	}
+	if reasons != nil {
+		n := 0
+		for _, r := range reasons {
+			if r != nil {
+				n++
+			}
+		}
+		return nil, &storage.Error{Kind: storage.KindTransactionCanceled,
+			Message: fmt.Sprintf("%d of %d operations failed", n, len(p.Ops)), Reasons: reasons}
+	}
+	return &storage.TransactWriteResult{Results: results}, nil
+}
+
+// opKey is the identity of an item inside one transaction.
+type opKey struct {
+	t      int64
+	pk, sk string
+}
+
+// writeItems runs ops in one transaction (see the package comment). When
+// a write function fails, nothing is written and reasons holds, per op,
+// the error of the failing functions (nil for the others).
+func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams, msg string) (results []storage.WriteItemResult, reasons []error, err error) {
+	// Distinct advisory lock keys in ascending order; distinct tables.
+	locks := make([]int64, 0, len(ops))
+	var tabs []int64
+	for i := range ops {
+		o := &ops[i]
+		locks = append(locks, lockKey(o.Table.ID, nz(o.PK), nz(o.SK)))
+		if !slices.Contains(tabs, o.Table.ID) {
+			tabs = append(tabs, o.Table.ID)
+		}
+	}
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+
+	err = b.write(ctx, msg, func(x *txn) error {
+		results, reasons = make([]storage.WriteItemResult, len(ops)), nil
+		olds := make([][]byte, len(ops))
+		live := make(map[int64]bool, len(tabs))
+		bt := &pgx.Batch{}
+		bt.Queue("BEGIN")
+		for _, k := range locks {
+			bt.Queue(sqlLockKey, k)
+		}
+		bt.Queue(sqlShareTabs, tabs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				live[id] = true
+			}
+			return rows.Err()
+		})
+		for i := range ops {
+			o := &ops[i]
+			pk := nz(o.PK)
+			bt.Queue(sqlReadItem, o.Table.ID, hashOf(pk), pk, nz(o.SK)).QueryRow(func(row pgx.Row) error {
+				err := row.Scan(&olds[i])
+				if errors.Is(err, pgx.ErrNoRows) {
+					olds[i] = nil
+					return nil
+				}
+				return err
+			})
+		}
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		for i := range ops {
+			if !live[ops[i].Table.ID] {
+				return tableNotFound(ops[i].Table)
+			}
+		}
+
+		// Run the functions in order; a later operation on the same item
+		// sees the earlier one's result.
+		cur := make(map[opKey][]byte, len(ops))
+		exists := func(k opKey, i int) []byte {
+			if v, ok := cur[k]; ok {
+				return v
+			}
+			return olds[i]
+		}
+		bt = &pgx.Batch{}
+		for i := range ops {
+			o := &ops[i]
+			pk, sk := nz(o.PK), nz(o.SK)
+			k := opKey{o.Table.ID, string(pk), string(sk)}
+			old := exists(k, i)
+			ch, err := callFn(o.Fn, old)
+			if err != nil {
+				if reasons == nil {
+					reasons = make([]error, len(ops))
+				}
+				reasons[i] = err
+				continue
+			}
+			if reasons != nil {
+				continue // the transaction is canceled; still collect reasons
+			}
+			results[i] = storage.WriteItemResult{Old: old, Change: ch}
+			h := hashOf(pk)
+			switch ch.Op {
+			case storage.Keep:
+				continue // a Keep changes nothing, index entries included
+			case storage.Put:
+				if old == nil {
+					bt.Queue(sqlInsItem, o.Table.ID, h, pk, sk, ch.Item)
+				} else {
+					bt.Queue(sqlUpdItem, o.Table.ID, h, pk, sk, ch.Item)
+				}
+				cur[k] = ch.Item
+			case storage.Delete:
+				if old != nil {
+					bt.Queue(sqlDelItem, o.Table.ID, h, pk, sk)
+				}
+				cur[k] = nil
+			}
+			for _, d := range ch.DeleteIndex {
+				ipk := nz(d.PK)
+				bt.Queue(sqlDelIdx, o.Table.ID, d.Index, hashOf(ipk), ipk, nz(d.SK), pk, sk)
+			}
+			for _, e := range ch.PutIndex {
+				ipk := nz(e.PK)
+				bt.Queue(sqlPutIdx, o.Table.ID, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
+			}
+		}
+		if reasons != nil {
+			x.rollback()
+			results = nil
+			return nil
+		}
+		bt.Queue("COMMIT")
+		x.commitSent = true
+		return x.send(bt)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return results, reasons, nil
+}
+
+// callFn runs a write function and checks what it returned. A panic is
+// the function's failure (KindInternal).
+func callFn(fn storage.WriteFunc, old []byte) (ch storage.Change, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = storage.Errorf(storage.KindInternal, "postgres: write function panicked: %v", r)
+		}
+	}()
+	ch, err = fn(old)
+	if err != nil {
+		return storage.Change{}, err
+	}
+	switch ch.Op {
+	case storage.Keep, storage.Delete:
+	case storage.Put:
+		if ch.Item == nil {
+			return storage.Change{}, storage.Errorf(storage.KindInternal, "postgres: write function returned Put without an item")
+		}
+	default:
+		return storage.Change{}, storage.Errorf(storage.KindInternal, "postgres: write function returned unknown op %d", ch.Op)
+	}
+	return ch, nil
+}
+
+// DropIndex implements storage.Backend.
+func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
+	err := b.write(ctx, "postgres: drop index", func(x *txn) error {
+		found := false
+		bt := &pgx.Batch{}
+		bt.Queue("BEGIN")
+		bt.Queue(sqlShareTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				found = true
+			}
+			return rows.Err()
+		})
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		if !found {
+			return tableNotFound(p.Table)
+		}
+		bt = &pgx.Batch{}
+		bt.Queue(sqlDropIdx, p.Table.ID, p.Index)
+		bt.Queue("COMMIT")
+		x.commitSent = true
+		return x.send(bt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.DropIndexResult{}, nil
+}
+
+// GetItem implements storage.Backend: one statement reads the catalog row
+// and the item from one snapshot.
+func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
+	pk := nz(p.PK)
+	res := &storage.GetItemResult{}
+	err := b.read(ctx, "postgres: get item", func(c *pgxpool.Conn) error {
+		err := c.QueryRow(ctx, sqlGetItem, p.Table.ID, hashOf(pk), pk, nz(p.SK)).Scan(&res.Item)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return tableNotFound(p.Table)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// TransactGet implements storage.Backend: one REPEATABLE READ READ ONLY
+// transaction, sent as one batch, reads every key from one snapshot.
+func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	res := &storage.TransactGetResult{Items: make([][]byte, len(p.Keys))}
+	var tabs []int64
+	for _, k := range p.Keys {
+		if !slices.Contains(tabs, k.Table.ID) {
+			tabs = append(tabs, k.Table.ID)
+		}
+	}
+	err := b.read(ctx, "postgres: transact get", func(c *pgxpool.Conn) error {
+		live := make(map[int64]bool, len(tabs))
+		bt := &pgx.Batch{}
+		bt.Queue(sqlBeginSnap)
+		bt.Queue(sqlLiveTabs, tabs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				live[id] = true
+			}
+			return rows.Err()
+		})
+		for i, k := range p.Keys {
+			pk := nz(k.PK)
+			bt.Queue(sqlReadItem, k.Table.ID, hashOf(pk), pk, nz(k.SK)).QueryRow(func(row pgx.Row) error {
+				res.Items[i] = nil
+				err := row.Scan(&res.Items[i])
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return err
+			})
+		}
+		bt.Queue(sqlCommitSnap)
+		err := c.SendBatch(ctx, bt).Close()
+		if err != nil {
+			if !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() != 'I' {
+				c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			}
+			return err
+		}
+		for _, k := range p.Keys {
+			if !live[k.Table.ID] {
+				return tableNotFound(k.Table)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
