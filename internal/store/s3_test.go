@@ -144,8 +144,11 @@ func TestS3MultipartFaults(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Put cancelled with parts in flight: %v, want context.Canceled", err)
 			}
-			if fp.aborts.Load() != 2 {
-				t.Fatalf("aborts = %d, want 2", fp.aborts.Load())
+			// At least one more abort: the SDK may retry an abort that the
+			// server answered with a transient error while the stalled part
+			// was still in flight. check() proves no upload stays open.
+			if fp.aborts.Load() < 2 {
+				t.Fatalf("aborts = %d, want at least 2", fp.aborts.Load())
 			}
 			check("cancelled")
 			fp.stallPart.Store(0)
