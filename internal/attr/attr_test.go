@@ -172,3 +172,60 @@ func TestAppendKeyBytesMatchesKeyBytes(t *testing.T) {
 		t.Errorf("AppendNumberKey allocates %v times", allocs)
 	}
 }
+
+func randValue(r *rand.Rand, depth int) Value {
+	strs := []string{"", "a", "héllo", "\"q\"\\", "\x01\n\t", "日本語", "\U0001F600", "\uFFFD"}
+	switch k := r.Intn(10); {
+	case k == 0:
+		return StrValue(strs[r.Intn(len(strs))])
+	case k == 1:
+		return MustNum([]string{"0", "1", "-1.5", "12345678901234567890", "1E+100", "0.000001"}[r.Intn(6)])
+	case k == 2:
+		return BinValue(bytes.Repeat([]byte{byte(r.Intn(256))}, r.Intn(7)))
+	case k == 3:
+		return BoolValue(r.Intn(2) == 0)
+	case k == 4:
+		return NullValue()
+	case k == 5 && depth < 4:
+		m := map[string]Value{}
+		for i := r.Intn(4); i > 0; i-- {
+			m[strs[r.Intn(len(strs))]+"k"] = randValue(r, depth+1)
+		}
+		return MapValue(m)
+	case k == 6 && depth < 4:
+		var l []Value
+		for i := r.Intn(4); i > 0; i-- {
+			l = append(l, randValue(r, depth+1))
+		}
+		if l == nil {
+			l = []Value{}
+		}
+		return ListValue(l)
+	case k == 7:
+		return Value{Type: SS, Strs: []string{"a", "b\"", "ü"}}
+	case k == 8:
+		return Value{Type: NS, Strs: []string{"-1", "2.5", "1000"}}
+	default:
+		return Value{Type: BS, Bins: [][]byte{{1}, {2, 3}, {4, 5, 6, 7}}}
+	}
+}
+
+func TestRawItemSizeMatchesItemSize(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for i := 0; i < 3000; i++ {
+		it := Item{}
+		for j := r.Intn(6); j > 0; j-- {
+			it["n"+strings.Repeat("é", r.Intn(3))+string(rune('a'+j))] = randValue(r, 0)
+		}
+		raw := EncodeItem(it)
+		got, err := RawItemSize(raw)
+		if err != nil || got != ItemSize(it) {
+			t.Fatalf("RawItemSize(%s) = %d, %v; ItemSize %d", raw, got, err, ItemSize(it))
+		}
+	}
+	for _, bad := range []string{``, `{`, `{"a":{"X":1}}`, `{"a":{"S":"x"}`, `[]`, `{"a":{"S":"x"}}x`} {
+		if _, err := RawItemSize([]byte(bad)); err == nil {
+			t.Errorf("RawItemSize(%q) accepted", bad)
+		}
+	}
+}

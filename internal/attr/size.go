@@ -5,7 +5,7 @@ const MaxItemSize = 400 * 1024
 
 // numberSize approximates the service's stored size of a number: one byte
 // per two significant digits plus one.
-func numberSize(s string) int {
+func numberSize[T string | []byte](s T) int {
 	digits := 0
 	lead := true
 	trailingZeros := 0

@@ -210,6 +210,10 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	after := s.after
 	var last attr.Item
 	stopped := false
+	// Without a filter or projection an item is returned as stored, and
+	// its size is read off its canonical bytes without decoding it.
+	needDecode := s.filter != nil || s.proj != nil || s.fetchBase
+	var lastRaw []byte
 	for !stopped {
 		want := 256
 		if s.limit > 0 && s.limit-out.ScannedCount < want {
@@ -225,26 +229,35 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 		}
 		for i := range rows {
 			r := &rows[i]
-			it, err := decodeStored(r.Item)
-			if err != nil {
-				return nil, err
-			}
 			raw := r.Item
-			if s.fetchBase {
-				res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
-				if err != nil {
+			var it attr.Item
+			size := -1
+			if !needDecode {
+				if n, err := attr.RawItemSize(raw); err == nil {
+					size = n
+				}
+			}
+			if size < 0 {
+				if it, err = decodeStored(raw); err != nil {
 					return nil, err
 				}
-				if res.Item != nil {
-					if it, err = decodeStored(res.Item); err != nil {
+				if s.fetchBase {
+					res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
+					if err != nil {
 						return nil, err
 					}
-					raw = res.Item
+					if res.Item != nil {
+						if it, err = decodeStored(res.Item); err != nil {
+							return nil, err
+						}
+						raw = res.Item
+					}
 				}
+				size = attr.ItemSize(it)
 			}
 			out.ScannedCount++
-			scannedBytes += attr.ItemSize(it)
-			last = it
+			scannedBytes += size
+			last, lastRaw = it, r.Item
 			after = &storage.Cursor{PK: r.PK, SK: r.SK, BasePK: r.BasePK, BaseSK: r.BaseSK}
 			if s.filter == nil || s.filter.Eval(it) {
 				out.Count++
@@ -260,6 +273,11 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 				// Like the service, a page that stops at Limit or at the
 				// size bound carries LastEvaluatedKey without looking ahead.
 				stopped = true
+				if last == nil {
+					if last, err = decodeStored(lastRaw); err != nil {
+						return nil, err
+					}
+				}
 				out.LastEvaluatedKey = s.lastKey(last)
 				break
 			}
