@@ -54,7 +54,8 @@ type Server struct {
 	ready   func(ctx context.Context) error
 	router  *mux.Router
 	metrics *metrics
-	bufs    sync.Pool
+	bufs    sync.Pool // *bytes.Buffer for request bodies and encoding
+	outBufs sync.Pool // *[]byte for responses that append their JSON
 }
 
 // decode decodes a request body; an empty body is an empty object.
@@ -82,6 +83,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.bufs.New = func() any { return new(bytes.Buffer) }
+	s.outBufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	s.ops = map[string]handlerFunc{
 		"CreateTable":        op(eng.CreateTable),
 		"DescribeTable":      op(eng.DescribeTable),
@@ -213,17 +215,27 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	enc := s.bufs.Get().(*bytes.Buffer)
 	enc.Reset()
 	defer s.bufs.Put(enc)
-	je := json.NewEncoder(enc)
-	je.SetEscapeHTML(false)
-	if err := je.Encode(out); err != nil {
+	var b []byte
+	if a, ok := out.(engine.Appender); ok {
+		bp := s.outBufs.Get().(*[]byte)
+		defer func() {
+			if cap(b) <= 1<<20 {
+				*bp = b[:0]
+			}
+			s.outBufs.Put(bp)
+		}()
+		b, err = a.AppendJSON((*bp)[:0])
+	} else {
+		je := json.NewEncoder(enc)
+		je.SetEscapeHTML(false)
+		err = je.Encode(out)
+		b = bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
+	}
+	if err != nil {
 		s.log.Error("encoding response", "request_id", id, "operation", opName, "err", err)
 		st, body, _ := mapError(err)
 		s.writeError(w, id, st, body)
 		return
-	}
-	b := enc.Bytes()
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
 	}
 	s.metrics.observe(opName, "", start)
 	s.writeRaw(w, id, http.StatusOK, b)
