@@ -144,49 +144,18 @@ func b64Len(t []byte) int {
 
 // item scans {"name":value,...} and returns the summed size of names and
 // values.
-func (s *sizeScanner) item() (int, error) {
-	if err := s.expect('{'); err != nil {
-		return 0, err
-	}
-	total := 0
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return 0, nil
-	}
-	for {
-		nl, err := s.str()
-		if err != nil {
-			return 0, err
-		}
-		if err := s.expect(':'); err != nil {
-			return 0, err
-		}
-		vs, err := s.value()
-		if err != nil {
-			return 0, err
-		}
-		total += nl + vs
-		if s.i >= len(s.b) {
-			return 0, errRawSize
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return total, nil
-		default:
-			return 0, errRawSize
-		}
-	}
-}
+func (s *sizeScanner) item() (int, error) { return s.members(0, 0) }
 
-// mapSize scans a map's members for an M value: 3 + each (name + value + 1).
-func (s *sizeScanner) mapSize() (int, error) {
+// mapSize scans an M value's members: 3 + each (name + value + 1).
+func (s *sizeScanner) mapSize() (int, error) { return s.members(3, 1) }
+
+// members scans a JSON object of attribute values, adding base once and
+// per to each member's name and value sizes.
+func (s *sizeScanner) members(base, per int) (int, error) {
 	if err := s.expect('{'); err != nil {
 		return 0, err
 	}
-	total := 3
+	total := base
 	if s.i < len(s.b) && s.b[s.i] == '}' {
 		s.i++
 		return total, nil
@@ -203,7 +172,7 @@ func (s *sizeScanner) mapSize() (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		total += nl + vs + 1
+		total += nl + vs + per
 		if s.i >= len(s.b) {
 			return 0, errRawSize
 		}

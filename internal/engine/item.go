@@ -61,6 +61,28 @@ func checkReturnMetrics(v string) error {
 	return validationf("1 validation error detected: Value '%s' at 'returnItemCollectionMetrics' failed to satisfy constraint: Member must satisfy enum value set: [SIZE, NONE]", v)
 }
 
+// writeOptions validates the members every single-item write shares and
+// tells whether a failed condition returns the old item. oldOnly limits
+// ReturnValues to NONE and ALL_OLD (PutItem, DeleteItem).
+func writeOptions(returnValues string, oldOnly bool, rcc, rim, onCCF string) (bool, error) {
+	switch returnValues {
+	case "", "NONE", "ALL_OLD":
+	case "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
+		if oldOnly {
+			return false, validationf("ReturnValues can only be ALL_OLD or NONE")
+		}
+	default:
+		return false, validationf("1 validation error detected: Value '%s' at 'returnValues' failed to satisfy constraint: Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]", returnValues)
+	}
+	if err := checkReturnConsumed(rcc); err != nil {
+		return false, err
+	}
+	if err := checkReturnMetrics(rim); err != nil {
+		return false, err
+	}
+	return checkReturnValuesOnCCF(onCCF)
+}
+
 // capacity returns the ConsumedCapacity to report, or nil.
 func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
 	if mode == "" || mode == "NONE" {
@@ -110,28 +132,10 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 	if err != nil {
 		return nil, err
 	}
-	var c constraintErrors
 	if in.Item == nil {
-		c.add(nil, "item", "Member must not be null")
+		return nil, validationf("1 validation error detected: Value null at 'item' failed to satisfy constraint: Member must not be null")
 	}
-	switch in.ReturnValues {
-	case "", "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
-	default:
-		c.add(in.ReturnValues, "returnValues", "Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]")
-	}
-	if err := c.err(); err != nil {
-		return nil, err
-	}
-	if in.ReturnValues != "" && in.ReturnValues != "NONE" && in.ReturnValues != "ALL_OLD" {
-		return nil, validationf("ReturnValues can only be ALL_OLD or NONE")
-	}
-	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
-		return nil, err
-	}
-	returnOldOnCCF, err := checkReturnValuesOnCCF(in.ReturnValuesOnConditionCheckFailure)
+	returnOldOnCCF, err := writeOptions(in.ReturnValues, true, in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
@@ -342,20 +346,7 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 	if in.Key == nil {
 		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
 	}
-	switch in.ReturnValues {
-	case "", "NONE", "ALL_OLD":
-	case "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
-		return nil, validationf("ReturnValues can only be ALL_OLD or NONE")
-	default:
-		return nil, validationf("1 validation error detected: Value '%s' at 'returnValues' failed to satisfy constraint: Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]", in.ReturnValues)
-	}
-	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
-		return nil, err
-	}
-	returnOldOnCCF, err := checkReturnValuesOnCCF(in.ReturnValuesOnConditionCheckFailure)
+	returnOldOnCCF, err := writeOptions(in.ReturnValues, true, in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
@@ -412,18 +403,7 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	if in.Key == nil {
 		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
 	}
-	switch in.ReturnValues {
-	case "", "NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW":
-	default:
-		return nil, validationf("1 validation error detected: Value '%s' at 'returnValues' failed to satisfy constraint: Member must satisfy enum value set: [ALL_NEW, UPDATED_OLD, ALL_OLD, NONE, UPDATED_NEW]", in.ReturnValues)
-	}
-	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
-		return nil, err
-	}
-	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
-		return nil, err
-	}
-	returnOldOnCCF, err := checkReturnValuesOnCCF(in.ReturnValuesOnConditionCheckFailure)
+	returnOldOnCCF, err := writeOptions(in.ReturnValues, false, in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
