@@ -7,9 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/klauspost/compress/zstd"
@@ -268,7 +270,12 @@ func (fr *fileReader) read(ctx context.Context, i int, fn func(*Record) error) (
 	if err := fr.ctx.Err(); err != nil {
 		return err
 	}
-	_, derr := fr.dec.WriteTo(fr)
+	// Decompression and scanning overlap: the decoder hands its blocks to
+	// a pipe whose goroutine scans them (fr.Write) while the next block is
+	// decompressed.
+	pipe := newScanPipe(fr)
+	_, derr := fr.dec.WriteTo(pipe)
+	pipe.close()
 	cerr := fr.err
 	switch {
 	case cerr != nil:
@@ -452,4 +459,66 @@ func (fr *fileReader) line(body []byte) error {
 		}
 	}
 	return nil
+}
+
+// scanPipe feeds decompressed blocks to fr.Write on a second goroutine.
+// Blocks are copied (the decoder reuses its buffer); at most scanPipeDepth
+// blocks wait, so memory stays bounded. The callback of Items runs on
+// that goroutine, one record after the other.
+type scanPipe struct {
+	fr     *fileReader
+	ch     chan []byte
+	done   chan struct{}
+	failed atomic.Bool
+}
+
+const scanPipeDepth = 4
+
+func newScanPipe(fr *fileReader) *scanPipe {
+	p := &scanPipe{fr: fr, ch: make(chan []byte, scanPipeDepth), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer func() {
+			// A callback that ends its goroutine (a test's FailNow) or
+			// panics must not leave the decoder waiting.
+			if r := recover(); r != nil && fr.err == nil {
+				fr.err = &callbackErr{fmt.Errorf("format: item callback panicked: %v", r)}
+			}
+			p.failed.Store(true)
+			for b := range p.ch {
+				putHashBuf(b)
+			}
+		}()
+		for b := range p.ch {
+			if fr.err == nil {
+				if _, err := fr.Write(b); err != nil {
+					p.failed.Store(true)
+				}
+			}
+			putHashBuf(b)
+		}
+	}()
+	return p
+}
+
+// Write queues a copy of a block for scanning.
+func (p *scanPipe) Write(b []byte) (int, error) {
+	if p.failed.Load() {
+		return 0, errStop
+	}
+	c := getHashBuf(len(b))
+	copy(c, b)
+	select {
+	case p.ch <- c:
+		return len(b), nil
+	case <-p.done:
+		putHashBuf(c)
+		return 0, errStop
+	}
+}
+
+// close waits until every queued block is scanned.
+func (p *scanPipe) close() {
+	close(p.ch)
+	<-p.done
 }
