@@ -168,6 +168,9 @@ func initCommand() *cli.Command {
 			if c.IsSet("listen") {
 				cfg.Server.Listen = c.String("listen")
 			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
 			if _, err := os.Stat(c.String("output")); err == nil && !c.Bool("force") {
 				return fmt.Errorf("%s exists; use --force to overwrite it", c.String("output"))
 			}

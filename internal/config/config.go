@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
@@ -34,6 +35,10 @@ type Server struct {
 	// PprofListen, when set, serves net/http/pprof on this address
 	// (loopback only; for profiling).
 	PprofListen string `toml:"pprof_listen"`
+	// AllowUnauthenticated permits a non-loopback listener although
+	// request signatures are not verified yet (every request is accepted
+	// as the default account). Off by default.
+	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
 }
 
 // Storage selects and configures the backend.
@@ -127,6 +132,10 @@ func (c *Config) Validate() error {
 	if c.Server.Listen == "" {
 		return errors.New("config: server.listen must not be empty")
 	}
+	if !IsLoopback(c.Server.Listen) && !c.Server.AllowUnauthenticated {
+		return fmt.Errorf("config: server.listen %q is not a loopback address, and this version does not verify request signatures yet: "+
+			"listen on 127.0.0.1, or set server.allow_unauthenticated = true to accept unauthenticated requests from the network", c.Server.Listen)
+	}
 	switch c.Storage.Backend {
 	case "sqlite":
 		if c.Storage.SQLite.ItemCacheMB < 0 {
@@ -218,4 +227,18 @@ func setPath(v reflect.Value, path []string, val, full string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown key %q", full)
+}
+
+// IsLoopback reports whether a listen address (host:port) binds only to
+// the loopback interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -34,3 +34,22 @@ func TestLoadFileEnvAndUnknownKeys(t *testing.T) {
 		t.Fatalf("bad backend: %v", err)
 	}
 }
+
+func TestNonLoopbackNeedsExplicitOptIn(t *testing.T) {
+	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000"}); err == nil || !strings.Contains(err.Error(), "allow_unauthenticated") {
+		t.Fatalf("0.0.0.0 accepted without opt-in: %v", err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000", "EXTENDDB__SERVER__ALLOW_UNAUTHENTICATED=true"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"127.0.0.1:8000", "localhost:1", "[::1]:8000", "127.0.0.1:0"} {
+		if !IsLoopback(a) {
+			t.Errorf("%s not loopback", a)
+		}
+	}
+	for _, a := range []string{"0.0.0.0:8000", ":8000", "10.0.0.1:8000", "example.com:80"} {
+		if IsLoopback(a) {
+			t.Errorf("%s loopback", a)
+		}
+	}
+}

@@ -101,11 +101,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 
 // servePprof serves the runtime profiles on a loopback address.
 func servePprof(addr string, log *slog.Logger) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("server.pprof_listen: %w", err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !config.IsLoopback(addr) {
 		return fmt.Errorf("server.pprof_listen: %q is not a loopback address", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
