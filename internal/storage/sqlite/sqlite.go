@@ -48,6 +48,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -98,6 +99,7 @@ type Backend struct {
 	rdb      *sql.DB // reader pool
 	w        *writer
 	cache    *itemCache // nil when disabled
+	lock     *os.File   // exclusive lock on <path>.lock while open
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -167,14 +169,40 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, storage.Errorf(storage.KindInternal, "sqlite: database path %q must not contain '?' or '#'", path)
 	}
+	// One server process per database file: the writer's group commit and
+	// the item cache assume no other process writes.
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		if b.tmpDir != "" {
+			os.RemoveAll(b.tmpDir)
+		}
+		return nil, err
+	}
+	b.lock = lock
 	if err := b.open(ctx, path); err != nil {
 		b.closeDBs()
+		b.lock.Close()
 		if b.tmpDir != "" {
 			os.RemoveAll(b.tmpDir)
 		}
 		return nil, err
 	}
 	return b, nil
+}
+
+// lockFile takes an exclusive, non-blocking lock on path (created 0600);
+// the lock lasts while the file stays open.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindUnavailable, err, "sqlite: open lock file")
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, storage.Errorf(storage.KindUnavailable, "sqlite: the database %s is in use by another extenddb process (lock %s: %v)",
+			strings.TrimSuffix(path, ".lock"), path, err)
+	}
+	return f, nil
 }
 
 func (b *Backend) open(ctx context.Context, path string) error {
@@ -340,6 +368,9 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	<-b.done
 	b.closeDBs()
+	if b.lock != nil {
+		b.lock.Close()
+	}
 	if b.tmpDir != "" {
 		if err := os.RemoveAll(b.tmpDir); err != nil {
 			return storage.Wrap(storage.KindInternal, err, "sqlite: remove memory database")

@@ -262,3 +262,11 @@ func TestPragmas(t *testing.T) {
 		}
 	}
 }
+
+func TestSecondProcessRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	openT(t, Options{Path: path})
+	if _, err := Open(context.Background(), Options{Path: path}); err == nil || !strings.Contains(err.Error(), "in use by another extenddb process") {
+		t.Fatalf("second open of one database: %v", err)
+	}
+}
