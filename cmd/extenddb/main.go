@@ -155,6 +155,8 @@ func initCommand() *cli.Command {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "extenddb.toml", Usage: "configuration file to write"},
 		&cli.StringFlag{Name: "listen", Usage: "listen address (server.listen)"},
 		&cli.BoolFlag{Name: "force", Usage: "overwrite an existing configuration file"},
+		&cli.BoolFlag{Name: "generate-key", Usage: "create a first access key; requests must then be signed with it"},
+		&cli.StringFlag{Name: "account", Value: "000000000000", Usage: "account of the generated key"},
 	)
 	return &cli.Command{
 		Name:  "init",
@@ -167,6 +169,14 @@ func initCommand() *cli.Command {
 			}
 			if c.IsSet("listen") {
 				cfg.Server.Listen = c.String("listen")
+			}
+			if c.Bool("generate-key") {
+				k, err := server.NewAccessKey(c.String("account"))
+				if err != nil {
+					return err
+				}
+				cfg.Auth.Keys = append(cfg.Auth.Keys, k)
+				fmt.Printf("access key id:     %s\nsecret access key: %s\naccount:           %s\n", k.AccessKeyID, k.SecretAccessKey, k.Account)
 			}
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -42,6 +42,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Ready reports readiness (backend and backup store reachable).
 	Ready func(ctx context.Context) error
+	// Auth verifies request signatures; nil accepts every request as
+	// DefaultAccount.
+	Auth *Authenticator
 }
 
 type handlerFunc func(ctx context.Context, account string, body []byte) (any, error)
@@ -52,6 +55,7 @@ type Server struct {
 	log     *slog.Logger
 	ops     map[string]handlerFunc
 	ready   func(ctx context.Context) error
+	auth    *Authenticator
 	router  *mux.Router
 	metrics *metrics
 	bufs    sync.Pool // *bytes.Buffer for request bodies and encoding
@@ -78,7 +82,7 @@ func op[In any, Out any](fn func(context.Context, string, *In) (Out, error)) han
 
 // New builds the server's handler.
 func New(eng *engine.Engine, opt Options) *Server {
-	s := &Server{eng: eng, log: opt.Logger, ready: opt.Ready}
+	s := &Server{eng: eng, log: opt.Logger, ready: opt.Ready, auth: opt.Auth}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -200,7 +204,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, id, st, body)
 		return
 	}
-	account := DefaultAccount
+	account, aerr := s.auth.Authenticate(r, buf.Bytes())
+	if aerr != nil {
+		ae := aerr.(*authError)
+		s.metrics.observe(opName, ae.code, start)
+		s.writeError(w, id, http.StatusBadRequest, errorBody{Type: prefixService + ae.code, Message: ae.msg})
+		return
+	}
 	ctx := context.WithValue(r.Context(), hostKey{}, r.Host)
 	out, err := s.call(ctx, handler, account, buf.Bytes())
 	if err != nil {

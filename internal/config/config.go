@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,23 @@ type Config struct {
 	Server  Server  `toml:"server"`
 	Storage Storage `toml:"storage"`
 	Log     Log     `toml:"log"`
+	Auth    Auth    `toml:"auth"`
+}
+
+// Auth configures request signing (AWS Signature Version 4).
+type Auth struct {
+	// Keys are the accepted access keys. With none, every request is
+	// accepted as account 000000000000 (allowed on loopback only, unless
+	// server.allow_unauthenticated).
+	Keys []AccessKey `toml:"keys"`
+}
+
+// AccessKey is one access key and the account its requests belong to.
+type AccessKey struct {
+	AccessKeyID     string `toml:"access_key_id"`
+	SecretAccessKey string `toml:"secret_access_key"`
+	// Account is a 12-digit account id (default 000000000000).
+	Account string `toml:"account"`
 }
 
 // Server configures the HTTP listener.
@@ -132,9 +150,25 @@ func (c *Config) Validate() error {
 	if c.Server.Listen == "" {
 		return errors.New("config: server.listen must not be empty")
 	}
-	if !IsLoopback(c.Server.Listen) && !c.Server.AllowUnauthenticated {
-		return fmt.Errorf("config: server.listen %q is not a loopback address, and this version does not verify request signatures yet: "+
-			"listen on 127.0.0.1, or set server.allow_unauthenticated = true to accept unauthenticated requests from the network", c.Server.Listen)
+	if !IsLoopback(c.Server.Listen) && len(c.Auth.Keys) == 0 && !c.Server.AllowUnauthenticated {
+		return fmt.Errorf("config: server.listen %q is not a loopback address and no [[auth.keys]] are configured: "+
+			"add access keys (extenddb init --generate-key), listen on 127.0.0.1, or set server.allow_unauthenticated = true", c.Server.Listen)
+	}
+	seen := map[string]bool{}
+	for i, k := range c.Auth.Keys {
+		if len(k.AccessKeyID) < 16 || len(k.AccessKeyID) > 128 || strings.ContainsAny(k.AccessKeyID, "/ ") {
+			return fmt.Errorf("config: auth.keys[%d].access_key_id must be 16 to 128 characters without '/' or spaces", i)
+		}
+		if len(k.SecretAccessKey) < 16 {
+			return fmt.Errorf("config: auth.keys[%d].secret_access_key must be at least 16 characters", i)
+		}
+		if k.Account != "" && !accountRE.MatchString(k.Account) {
+			return fmt.Errorf("config: auth.keys[%d].account %q must be 12 digits", i, k.Account)
+		}
+		if seen[k.AccessKeyID] {
+			return fmt.Errorf("config: auth.keys[%d].access_key_id %q is listed twice", i, k.AccessKeyID)
+		}
+		seen[k.AccessKeyID] = true
 	}
 	switch c.Storage.Backend {
 	case "sqlite":
@@ -228,6 +262,8 @@ func setPath(v reflect.Value, path []string, val, full string) error {
 	}
 	return fmt.Errorf("unknown key %q", full)
 }
+
+var accountRE = regexp.MustCompile(`^[0-9]{12}$`)
 
 // IsLoopback reports whether a listen address (host:port) binds only to
 // the loopback interface.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -151,4 +152,30 @@ func Healthcheck(ctx context.Context, endpoint string) error {
 		return fmt.Errorf("not ready: HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// NewAccessKey mints an access key id ("EXDB" + 16 characters) and a
+// 40-character secret for an account.
+func NewAccessKey(account string) (config.AccessKey, error) {
+	const idChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	const secretChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	pick := func(chars string, n int) (string, error) {
+		b := make([]byte, n)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		for i := range b {
+			b[i] = chars[int(b[i])%len(chars)]
+		}
+		return string(b), nil
+	}
+	id, err := pick(idChars, 16)
+	if err != nil {
+		return config.AccessKey{}, err
+	}
+	secret, err := pick(secretChars, 40)
+	if err != nil {
+		return config.AccessKey{}, err
+	}
+	return config.AccessKey{AccessKeyID: "EXDB" + id, SecretAccessKey: secret, Account: account}, nil
 }

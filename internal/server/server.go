@@ -61,9 +61,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})
-	eng.Start(ctx, []string{api.DefaultAccount})
+	accounts := []string{api.DefaultAccount}
+	var keys []api.AccessKey
+	for _, k := range cfg.Auth.Keys {
+		keys = append(keys, api.AccessKey{AccessKeyID: k.AccessKeyID, SecretAccessKey: k.SecretAccessKey, Account: k.Account})
+		if k.Account != "" {
+			accounts = append(accounts, k.Account)
+		}
+	}
+	eng.Start(ctx, accounts)
 	defer eng.Stop()
-	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: backend.Ping})
+	auth := api.NewAuthenticator(keys)
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: backend.Ping, Auth: auth})
 	if cfg.Server.PprofListen != "" {
 		if err := servePprof(cfg.Server.PprofListen, log); err != nil {
 			return err
@@ -81,7 +90,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("extenddb serving", "addr", ln.Addr().String(), "backend", backend.Name(), "memory", cfg.Storage.Memory, "data_dir", cfg.Storage.DataDir)
+	log.Info("extenddb serving", "addr", ln.Addr().String(), "backend", backend.Name(), "memory", cfg.Storage.Memory,
+		"data_dir", cfg.Storage.DataDir, "signatures_verified", auth.Enabled())
 	if ready != nil {
 		ready(ln.Addr())
 	}
