@@ -53,6 +53,9 @@ type Server struct {
 	// PprofListen, when set, serves net/http/pprof on this address
 	// (loopback only; for profiling).
 	PprofListen string `toml:"pprof_listen"`
+	// TLSCertFile and TLSKeyFile, when both set, serve HTTPS.
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
 	// AllowUnauthenticated permits a non-loopback listener although
 	// request signatures are not verified yet (every request is accepted
 	// as the default account). Off by default.
@@ -153,6 +156,9 @@ func (c *Config) Validate() error {
 	if !IsLoopback(c.Server.Listen) && len(c.Auth.Keys) == 0 && !c.Server.AllowUnauthenticated {
 		return fmt.Errorf("config: server.listen %q is not a loopback address and no [[auth.keys]] are configured: "+
 			"add access keys (extenddb init --generate-key), listen on 127.0.0.1, or set server.allow_unauthenticated = true", c.Server.Listen)
+	}
+	if (c.Server.TLSCertFile == "") != (c.Server.TLSKeyFile == "") {
+		return errors.New("config: server.tls_cert_file and server.tls_key_file must be set together")
 	}
 	seen := map[string]bool{}
 	for i, k := range c.Auth.Keys {

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,9 +90,19 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if cfg.Server.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	log.Info("extenddb serving", "addr", ln.Addr().String(), "backend", backend.Name(), "memory", cfg.Storage.Memory,
-		"data_dir", cfg.Storage.DataDir, "signatures_verified", auth.Enabled())
+		"data_dir", cfg.Storage.DataDir, "signatures_verified", auth.Enabled(), "tls", cfg.Server.TLSCertFile != "")
 	if ready != nil {
 		ready(ln.Addr())
 	}
