@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"IndexEntries", testIndex},
 		{"IndexPaging", testIndexPaging},
 		{"DropIndex", testDropIndex},
+		{"IndexUnderConcurrentWrites", testIndexUnderConcurrentWrites},
 		{"ConditionalPutRace", testConditionalRace},
 		{"ConcurrentIncrements", testIncrements},
 		{"ConcurrentMixedOutcomes", testMixedOutcomes},
