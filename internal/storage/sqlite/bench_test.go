@@ -2,14 +2,14 @@ package sqlite
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/storagetest"
 )
+
+// The shared backend benchmarks (storagetest/bench.go) on a file database.
 
 func benchBackend(b *testing.B) (*Backend, storage.TableRef) {
 	be := openT(b, Options{Path: filepath.Join(b.TempDir(), "bench.db")})
@@ -20,28 +20,10 @@ func benchBackend(b *testing.B) (*Backend, storage.TableRef) {
 	return be, storage.TableRef{Account: "bench", Name: "t", ID: cr.Table.ID}
 }
 
+// benchWrite also reports the group commit factor (writes per commit).
 func benchWrite(b *testing.B, parallelism int) {
 	be, ref := benchBackend(b)
-	item := make([]byte, 1024)
-	for i := range item {
-		item[i] = byte('a' + i%26)
-	}
-	fn := func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: item}, nil }
-	var n atomic.Uint64
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetParallelism(parallelism)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		pk := make([]byte, 8)
-		for pb.Next() {
-			binary.BigEndian.PutUint64(pk, n.Add(1))
-			if _, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: []byte("s"), Fn: fn}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	storagetest.BenchWriteItem(b, be, ref, parallelism)
 	b.StopTimer()
 	if bt := be.batches.Load(); bt > 0 {
 		b.ReportMetric(float64(be.batchedOps.Load())/float64(bt), "ops/commit")
@@ -53,80 +35,18 @@ func benchWrite(b *testing.B, parallelism int) {
 func BenchmarkWriteItem(b *testing.B)       { benchWrite(b, 16) }
 func BenchmarkWriteItemSerial(b *testing.B) { benchWrite(b, 0) }
 
-func load(b *testing.B, be *Backend, ref storage.TableRef, parts, per int) {
-	ctx := context.Background()
-	item := make([]byte, 256)
-	ops := make([]storage.WriteItemParams, 0, 100)
-	flush := func() {
-		if _, err := be.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
-			b.Fatal(err)
-		}
-		ops = ops[:0]
-	}
-	for p := range parts {
-		for s := range per {
-			ops = append(ops, storage.WriteItemParams{Table: ref, PK: fmt.Appendf(nil, "p%06d", p), SK: fmt.Appendf(nil, "s%04d", s),
-				Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: item}, nil }})
-			if len(ops) == cap(ops) {
-				flush()
-			}
-		}
-	}
-	if len(ops) > 0 {
-		flush()
-	}
-}
-
 func BenchmarkGetItem(b *testing.B) {
 	be, ref := benchBackend(b)
-	load(b, be, ref, 1000, 10)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		pk := fmt.Appendf(nil, "p%06d", i%1000)
-		res, err := be.GetItem(ctx, storage.GetItemParams{Table: ref, PK: pk, SK: []byte("s0003")})
-		if err != nil || res.Item == nil {
-			b.Fatal(res, err)
-		}
-		i++
-	}
+	storagetest.BenchGetItem(b, be, ref, false)
 }
 
 func BenchmarkGetItemParallel(b *testing.B) {
 	be, ref := benchBackend(b)
-	load(b, be, ref, 1000, 10)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			pk := fmt.Appendf(nil, "p%06d", i%1000)
-			if _, err := be.GetItem(ctx, storage.GetItemParams{Table: ref, PK: pk, SK: []byte("s0003")}); err != nil {
-				b.Error(err)
-				return
-			}
-			i++
-		}
-	})
+	storagetest.BenchGetItem(b, be, ref, true)
 }
 
 // BenchmarkQuery25: a 25-row page of one partition.
 func BenchmarkQuery25(b *testing.B) {
 	be, ref := benchBackend(b)
-	load(b, be, ref, 100, 50)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		pk := fmt.Appendf(nil, "p%06d", i%100)
-		res, err := be.Query(ctx, storage.QueryParams{Table: ref, PK: pk, Forward: i%2 == 0, Limit: 25})
-		if err != nil || len(res.Rows) != 25 {
-			b.Fatal(len(res.Rows), err)
-		}
-		i++
-	}
+	storagetest.BenchQuery25(b, be, ref)
 }
