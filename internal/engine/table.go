@@ -624,14 +624,20 @@ func (t *table) describe() *TableDescription {
 	return &d
 }
 
-// DescribeTable describes a table.
-func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNameInput) (*DescribeTableOutput, error) {
-	name, err := requireTableName(in.TableName)
+// freshTable validates a TableName member and reads the table afresh
+// (not from the cache), for the table operations.
+func (e *Engine) freshTable(ctx context.Context, account string, tableName *string) (*table, error) {
+	name, err := requireTableName(tableName)
 	if err != nil {
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	t, err := e.loadTableForTableOp(ctx, account, name)
+	return e.loadTableForTableOp(ctx, account, name)
+}
+
+// DescribeTable describes a table.
+func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNameInput) (*DescribeTableOutput, error) {
+	t, err := e.freshTable(ctx, account, in.TableName)
 	if err != nil {
 		return nil, err
 	}
@@ -640,15 +646,11 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 
 // DeleteTable deletes a table and its items.
 func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameInput) (*DeleteTableOutput, error) {
-	name, err := requireTableName(in.TableName)
+	t, err := e.freshTable(ctx, account, in.TableName)
 	if err != nil {
 		return nil, err
 	}
-	e.tables.drop(account, name)
-	t, err := e.loadTableForTableOp(ctx, account, name)
-	if err != nil {
-		return nil, err
-	}
+	name := t.name()
 	if t.stored.Desc.DeletionProtectionEnabled {
 		return nil, validationf("Resource cannot be deleted as it is currently protected against deletion. Disable deletion protection first.")
 	}

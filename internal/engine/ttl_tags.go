@@ -98,12 +98,7 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 
 // DescribeTimeToLive describes a table's TTL setting.
 func (e *Engine) DescribeTimeToLive(ctx context.Context, account string, in *TableNameInput) (*DescribeTimeToLiveOutput, error) {
-	name, err := requireTableName(in.TableName)
-	if err != nil {
-		return nil, err
-	}
-	e.tables.drop(account, name)
-	t, err := e.loadTableForTableOp(ctx, account, name)
+	t, err := e.freshTable(ctx, account, in.TableName)
 	if err != nil {
 		return nil, err
 	}
