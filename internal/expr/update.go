@@ -323,11 +323,7 @@ func evalUpdateOperand(o *operand, item attr.Item) (attr.Value, error) {
 		}
 		return evalUpdateOperand(o.args[1], item)
 	case "list_append":
-		a, err := evalUpdateOperand(o.args[0], item)
-		if err != nil {
-			return attr.Value{}, err
-		}
-		b, err := evalUpdateOperand(o.args[1], item)
+		a, b, err := evalUpdatePair(o, item)
 		if err != nil {
 			return attr.Value{}, err
 		}
@@ -338,11 +334,7 @@ func evalUpdateOperand(o *operand, item attr.Item) (attr.Value, error) {
 		l = append(append(l, a.List...), b.List...)
 		return attr.Value{Type: attr.L, List: l}, nil
 	case "+", "-":
-		a, err := evalUpdateOperand(o.args[0], item)
-		if err != nil {
-			return attr.Value{}, err
-		}
-		b, err := evalUpdateOperand(o.args[1], item)
+		a, b, err := evalUpdatePair(o, item)
 		if err != nil {
 			return attr.Value{}, err
 		}
@@ -577,4 +569,17 @@ func removeAt(c attr.Value, path Path) (attr.Value, error) {
 		m[e.Name] = nv
 	}
 	return attr.Value{Type: attr.M, Map: m}, nil
+}
+
+// evalUpdatePair evaluates a binary operand's two arguments.
+func evalUpdatePair(o *operand, item attr.Item) (attr.Value, attr.Value, error) {
+	a, err := evalUpdateOperand(o.args[0], item)
+	if err != nil {
+		return attr.Value{}, attr.Value{}, err
+	}
+	b, err := evalUpdateOperand(o.args[1], item)
+	if err != nil {
+		return attr.Value{}, attr.Value{}, err
+	}
+	return a, b, nil
 }
