@@ -224,15 +224,6 @@ func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string,
 		lim = int64(limit) + 1
 	}
 	args = append(args, lim)
-	ncol := 2
-	switch kind {
-	case kTableScan:
-		ncol = 3
-	case kIndexQuery:
-		ncol = 4
-	case kIndexScan:
-		ncol = 5
-	}
 	var out []storage.Row
 	more := false
 	err := b.read(ctx, "postgres: query", func(c *pgxpool.Conn) error {
@@ -241,17 +232,8 @@ func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string,
 			return err
 		}
 		defer rs.Close()
-		capHint := limit
-		if capHint <= 0 || capHint > 256 {
-			capHint = 256
-		}
-		var buf []byte
-		ends := make([]int, 0, capHint*ncol)
-		if pk != nil {
-			buf = append(buf, pk...)
-		}
-		pkEnd := len(buf)
-		n, seen := 0, false
+		rb := storage.NewRowBuffer(pk, kind == kIndexQuery || kind == kIndexScan, limit)
+		seen := false
 		more = false
 		for rs.Next() {
 			seen = true
@@ -259,15 +241,11 @@ func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string,
 			if raw[0] == nil {
 				break // the table exists and the page is empty
 			}
-			if limit > 0 && n == limit {
+			if limit > 0 && rb.Len() == limit {
 				more = true
 				break
 			}
-			for i := 1; i <= ncol; i++ {
-				buf = append(buf, raw[i]...)
-				ends = append(ends, len(buf))
-			}
-			n++
+			rb.Add(raw[1 : rb.Columns()+1]...)
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
@@ -276,31 +254,7 @@ func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string,
 		if !seen {
 			return tableNotFound(ref)
 		}
-		out = make([]storage.Row, n)
-		off := pkEnd
-		next := func(j int) []byte {
-			e := ends[j]
-			s := buf[off:e:e]
-			off = e
-			return s
-		}
-		rowPK := buf[:pkEnd:pkEnd]
-		for i := range out {
-			r := &out[i]
-			j := i * ncol
-			switch kind {
-			case kTableQuery:
-				r.PK, r.SK, r.Item = rowPK, next(j), next(j+1)
-				r.BasePK, r.BaseSK = r.PK, r.SK
-			case kTableScan:
-				r.PK, r.SK, r.Item = next(j), next(j+1), next(j+2)
-				r.BasePK, r.BaseSK = r.PK, r.SK
-			case kIndexQuery:
-				r.PK, r.SK, r.BasePK, r.BaseSK, r.Item = rowPK, next(j), next(j+1), next(j+2), next(j+3)
-			case kIndexScan:
-				r.PK, r.SK, r.BasePK, r.BaseSK, r.Item = next(j), next(j+1), next(j+2), next(j+3), next(j+4)
-			}
-		}
+		out = rb.Rows()
 		return nil
 	})
 	if err != nil {

@@ -214,73 +214,28 @@ func (b *Backend) collect(ctx context.Context, stmt *sql.Stmt, args []any, kind 
 		return nil, false, mapErr(err, "sqlite: query")
 	}
 	defer rs.Close()
-	ncol := 2
-	switch kind {
-	case kTableScan:
-		ncol = 3
-	case kIndexQuery:
-		ncol = 4
-	case kIndexScan:
-		ncol = 5
-	}
+	rb := storage.NewRowBuffer(pk, kind == kIndexQuery || kind == kIndexScan, limit)
+	ncol := rb.Columns()
 	var raw [5]sql.RawBytes
 	var dest [5]any
 	for i := range ncol {
 		dest[i] = &raw[i]
 	}
-	capHint := limit
-	if capHint <= 0 || capHint > 256 {
-		capHint = 256
-	}
-	var buf []byte
-	ends := make([]int, 0, capHint*ncol) // end offset of every column of every row in buf
-	if pk != nil {
-		buf = append(buf, pk...)
-	}
-	pkEnd := len(buf)
-	n := 0
 	more := false
 	for rs.Next() {
-		if limit > 0 && n == limit {
+		if limit > 0 && rb.Len() == limit {
 			more = true
 			break
 		}
 		if err := rs.Scan(dest[:ncol]...); err != nil {
 			return nil, false, mapErr(err, "sqlite: query")
 		}
-		for i := range ncol {
-			buf = append(buf, raw[i]...)
-			ends = append(ends, len(buf))
+		for _, c := range raw[:ncol] {
+			rb.Add(c)
 		}
-		n++
 	}
 	if err := rs.Err(); err != nil {
 		return nil, false, mapErr(err, "sqlite: query")
 	}
-	out := make([]storage.Row, n)
-	off := pkEnd
-	next := func(j int) []byte {
-		e := ends[j]
-		s := buf[off:e:e]
-		off = e
-		return s
-	}
-	rowPK := buf[:pkEnd:pkEnd]
-	for i := range out {
-		r := &out[i]
-		j := i * ncol
-		switch kind {
-		case kTableQuery:
-			r.PK, r.SK, r.Item = rowPK, next(j), next(j+1)
-			r.BasePK, r.BaseSK = r.PK, r.SK
-		case kTableScan:
-			r.PK, r.SK, r.Item = next(j), next(j+1), next(j+2)
-			r.BasePK, r.BaseSK = r.PK, r.SK
-		case kIndexQuery:
-			r.PK, r.SK, r.BasePK, r.BaseSK, r.Item = rowPK, next(j), next(j+1), next(j+2), next(j+3)
-		case kIndexScan:
-			r.PK, r.SK, r.BasePK, r.BaseSK, r.Item = next(j), next(j+1), next(j+2), next(j+3), next(j+4)
-		}
-	}
-	return out, more, nil
+	return rb.Rows(), more, nil
 }

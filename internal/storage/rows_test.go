@@ -1,0 +1,38 @@
+package storage
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestRowBufferLayouts(t *testing.T) {
+	b := func(s string) []byte { return []byte(s) }
+	// Table query: sk, item under a fixed pk.
+	rb := NewRowBuffer(b("P"), false, 2)
+	rb.Add(b("s1"), b("i1"))
+	rb.Add(b("s2"), b("i2"))
+	rows := rb.Rows()
+	if len(rows) != 2 || string(rows[1].PK) != "P" || string(rows[1].SK) != "s2" || string(rows[1].Item) != "i2" ||
+		!bytes.Equal(rows[0].BasePK, rows[0].PK) || !bytes.Equal(rows[0].BaseSK, rows[0].SK) {
+		t.Fatalf("table query rows %+v", rows)
+	}
+	// Index scan: ipk, isk, pk, sk, item.
+	rb = NewRowBuffer(nil, true, 0)
+	if rb.Columns() != 5 {
+		t.Fatalf("columns %d", rb.Columns())
+	}
+	rb.Add(b("ip"), b("is"), b("p"), b(""), b("it"))
+	r := rb.Rows()[0]
+	if string(r.PK) != "ip" || string(r.SK) != "is" || string(r.BasePK) != "p" || len(r.BaseSK) != 0 || string(r.Item) != "it" {
+		t.Fatalf("index scan row %+v", r)
+	}
+	// Appending to a row's slice must not overwrite its neighbour.
+	rb = NewRowBuffer(nil, false, 0)
+	rb.Add(b("a"), b("b"), b("c"))
+	rb.Add(b("d"), b("e"), b("f"))
+	rs := rb.Rows()
+	_ = append(rs[0].PK, 'X')
+	if string(rs[0].SK) != "b" {
+		t.Fatal("rows share capacity")
+	}
+}
