@@ -215,21 +215,9 @@ func (p *parser) parseSimple() (cnode, *syntaxError) {
 		if err := p.expect(tLParen); err != nil {
 			return nil, err
 		}
-		var list []*operand
-		for {
-			o, err := p.parseOperand()
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, o)
-			if p.peekKind() == tComma {
-				p.next()
-				continue
-			}
-			if err := p.expect(tRParen); err != nil {
-				return nil, err
-			}
-			break
+		list, err := p.parseOperandList()
+		if err != nil {
+			return nil, err
 		}
 		p.checkMisused(append([]*operand{x}, list...)...)
 		if len(list) > MaxInOperands {

@@ -463,21 +463,9 @@ func (p *parser) parseOperand() (*operand, *syntaxError) {
 func (p *parser) parseFuncCall() (*operand, *syntaxError) {
 	name := p.next().text
 	p.next() // (
-	var args []*operand
-	for {
-		a, err := p.parseOperand()
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, a)
-		if p.peekKind() == tComma {
-			p.next()
-			continue
-		}
-		if err := p.expect(tRParen); err != nil {
-			return nil, err
-		}
-		break
+	args, err := p.parseOperandList()
+	if err != nil {
+		return nil, err
 	}
 	o := &operand{kind: opFunc, fn: name, args: args, defined: true}
 	if p.update {
@@ -602,5 +590,26 @@ func (p *parser) checkDistinct(op string, args []*operand) {
 	}
 	if args[0].path.Equal(args[1].path) {
 		p.fail(catDistinct, "The first operand must be distinct from the remaining operands for this operator or function; operator: "+op+", first operand: "+args[0].path.MessageString())
+	}
+}
+
+// parseOperandList parses "operand, operand, ... )" after an opening
+// parenthesis (function arguments, IN lists).
+func (p *parser) parseOperandList() ([]*operand, *syntaxError) {
+	var list []*operand
+	for {
+		o, err := p.parseOperand()
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, o)
+		if p.peekKind() == tComma {
+			p.next()
+			continue
+		}
+		if err := p.expect(tRParen); err != nil {
+			return nil, err
+		}
+		return list, nil
 	}
 }

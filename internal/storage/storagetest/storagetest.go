@@ -124,59 +124,61 @@ func (e *env) get(ref storage.TableRef, pk, sk []byte) []byte {
 	return res.Item
 }
 
+// pageAll pages through Query or Scan results from start: fetch reads
+// one page of at most page rows after a cursor. maxPages bounds a backend
+// that never says it is done.
+func (e *env) pageAll(what string, page, maxPages int, start *storage.Cursor, fetch func(after *storage.Cursor) ([]storage.Row, bool, error)) []storage.Row {
+	e.t.Helper()
+	var out []storage.Row
+	after := start
+	for i := 0; ; i++ {
+		if i > maxPages {
+			e.t.Fatalf("%s paging does not end", what)
+		}
+		rows, more, err := fetch(after)
+		if err != nil {
+			e.t.Fatalf("%s: %v", what, err)
+		}
+		if len(rows) > page {
+			e.t.Fatalf("%s returned %d rows, limit %d", what, len(rows), page)
+		}
+		out = append(out, rows...)
+		if !more {
+			return out
+		}
+		if len(rows) == 0 {
+			e.t.Fatalf("%s: More with no rows", what)
+		}
+		last := rows[len(rows)-1]
+		after = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+	}
+}
+
 // queryAll pages through a query with the given page size.
 func (e *env) queryAll(p storage.QueryParams, page int) []storage.Row {
 	e.t.Helper()
-	var out []storage.Row
 	p.Limit = page
-	for i := 0; ; i++ {
-		if i > 10000 {
-			e.t.Fatal("query paging does not end")
-		}
+	return e.pageAll("Query", page, 10000, p.After, func(after *storage.Cursor) ([]storage.Row, bool, error) {
+		p.After = after
 		res, err := e.b.Query(e.ctx, p)
 		if err != nil {
-			e.t.Fatalf("Query: %v", err)
+			return nil, false, err
 		}
-		if len(res.Rows) > page {
-			e.t.Fatalf("Query returned %d rows, limit %d", len(res.Rows), page)
-		}
-		out = append(out, res.Rows...)
-		if !res.More {
-			return out
-		}
-		if len(res.Rows) == 0 {
-			e.t.Fatal("Query: More with no rows")
-		}
-		last := res.Rows[len(res.Rows)-1]
-		p.After = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
-	}
+		return res.Rows, res.More, nil
+	})
 }
 
 func (e *env) scanAll(p storage.ScanParams, page int) []storage.Row {
 	e.t.Helper()
-	var out []storage.Row
 	p.Limit = page
-	for i := 0; ; i++ {
-		if i > 100000 {
-			e.t.Fatal("scan paging does not end")
-		}
+	return e.pageAll("Scan", page, 100000, p.After, func(after *storage.Cursor) ([]storage.Row, bool, error) {
+		p.After = after
 		res, err := e.b.Scan(e.ctx, p)
 		if err != nil {
-			e.t.Fatalf("Scan: %v", err)
+			return nil, false, err
 		}
-		if len(res.Rows) > page {
-			e.t.Fatalf("Scan returned %d rows, limit %d", len(res.Rows), page)
-		}
-		out = append(out, res.Rows...)
-		if !res.More {
-			return out
-		}
-		if len(res.Rows) == 0 {
-			e.t.Fatal("Scan: More with no rows")
-		}
-		last := res.Rows[len(res.Rows)-1]
-		p.After = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
-	}
+		return res.Rows, res.More, nil
+	})
 }
 
 func strKey(s string) []byte {
