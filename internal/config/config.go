@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Config is the whole configuration.
@@ -24,6 +26,14 @@ type Config struct {
 	Storage Storage `toml:"storage"`
 	Log     Log     `toml:"log"`
 	Auth    Auth    `toml:"auth"`
+	Backup  Backup  `toml:"backup"`
+}
+
+// Backup configures where backups are kept.
+type Backup struct {
+	// Store is the [backup.store] section (see internal/store.Config):
+	// kind = "filesystem" | "s3" | "disabled" (default).
+	Store store.Config `toml:"store"`
 }
 
 // Auth configures request signing (AWS Signature Version 4).
@@ -159,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.Server.TLSCertFile == "") != (c.Server.TLSKeyFile == "") {
 		return errors.New("config: server.tls_cert_file and server.tls_key_file must be set together")
+	}
+	if err := c.Backup.Store.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	seen := map[string]bool{}
 	for i, k := range c.Auth.Keys {

@@ -53,3 +53,21 @@ func TestNonLoopbackNeedsExplicitOptIn(t *testing.T) {
 		}
 	}
 }
+
+func TestBackupStoreSection(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[backup.store]\nkind = \"filesystem\"\nroot = \"/var/backups/extenddb\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p, nil)
+	if err != nil || c.Backup.Store.Kind != "filesystem" || c.Backup.Store.Root != "/var/backups/extenddb" {
+		t.Fatalf("%+v %v", c.Backup, err)
+	}
+	if _, err := Load(p, []string{"EXTENDDB__BACKUP__STORE__ROOT=relative"}); err == nil || !strings.Contains(err.Error(), "backup.store.root") {
+		t.Fatalf("relative root: %v", err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__BACKUP__STORE__KIND=s3"}); err == nil || !strings.Contains(err.Error(), "backup.store.bucket") {
+		t.Fatalf("s3 without bucket: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
+	"github.com/extenddb/extenddb/internal/store"
 )
 
 // OpenBackend opens the configured storage backend. The embedded SQLite
@@ -73,7 +74,28 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
-	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: backend.Ping, Auth: auth})
+	readiness := backend.Ping
+	if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
+		// The backup store is part of readiness: /ready answers 503 while it
+		// is unreachable (the server still serves tables).
+		st, err := store.Open(ctx, cfg.Backup.Store)
+		if err != nil {
+			return fmt.Errorf("backup.store: %w", err)
+		}
+		if err := st.Validate(ctx); err != nil {
+			log.Warn("backup store not reachable", "store", st.String(), "err", err)
+		}
+		readiness = func(ctx context.Context) error {
+			if err := backend.Ping(ctx); err != nil {
+				return err
+			}
+			if err := st.Validate(ctx); err != nil {
+				return fmt.Errorf("backup store %s: %w", st, err)
+			}
+			return nil
+		}
+	}
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth})
 	if cfg.Server.PprofListen != "" {
 		if err := servePprof(cfg.Server.PprofListen, log); err != nil {
 			return err
