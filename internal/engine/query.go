@@ -215,6 +215,10 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	needDecode := s.filter != nil || s.proj != nil || s.fetchBase
 	var lastRaw []byte
 	for !stopped {
+		// A client that went away cancels ctx: stop between pages.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		want := 256
 		if s.limit > 0 && s.limit-out.ScannedCount < want {
 			want = s.limit - out.ScannedCount

@@ -174,11 +174,22 @@ type parser struct {
 	update bool
 	// proj: a projection expression has no keywords.
 	proj bool
+	// steps counts parse work (tokens consumed, operands and primaries
+	// started); tests check it stays linear in the number of tokens.
+	steps int
 }
 
 func newParser(kind Kind, src string, env *Env) *parser {
-	return &parser{kind: kind, src: src, toks: lex(src), env: env}
+	p := &parser{kind: kind, src: src, toks: lex(src), env: env}
+	if newParserHook != nil {
+		newParserHook(p)
+	}
+	return p
 }
+
+// newParserHook, when set (by tests only), sees every parser created, so a
+// test can read its work counter after the parse.
+var newParserHook func(*parser)
 
 // prelude checks the length and emptiness rules every expression shares.
 func prelude(kind Kind, s string) error {
@@ -202,6 +213,7 @@ func (p *parser) peek() token       { return p.toks[p.i] }
 func (p *parser) peekKind() tokKind { return p.toks[p.i].kind }
 
 func (p *parser) next() token {
+	p.steps++
 	t := p.toks[p.i]
 	if t.kind != tEOF {
 		p.i++
@@ -403,60 +415,58 @@ func (o *operand) staticType() (attr.Type, bool) {
 // parseOperand parses a path, value or function call, with optional
 // surrounding parentheses.
 func (p *parser) parseOperand() (*operand, *syntaxError) {
+	o, _, err := p.parseOperandParen()
+	return o, err
+}
+
+// parseOperandParen is parseOperand that also tells whether the operand was
+// parenthesized, for the redundant-parentheses rule: "((a))" is redundant
+// outside update expressions. One pass, no backtracking.
+func (p *parser) parseOperandParen() (*operand, bool, *syntaxError) {
+	p.steps++
 	t := p.peek()
 	switch t.kind {
 	case tLParen:
 		p.next()
-		if p.peekKind() == tLParen && !p.update {
-			// ((x)) around an operand is redundant.
-			save := p.i
-			p.next()
-			inner, err := p.parseOperand()
-			if err == nil && p.peekKind() == tRParen {
-				p.next()
-				if p.peekKind() == tRParen {
-					p.next()
-					p.fail(catParens, "The expression has redundant parentheses;")
-					return inner, nil
-				}
-			}
-			p.i = save
-		}
-		o, err := p.parseOperand()
+		o, innerParen, err := p.parseOperandParen()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := p.expect(tRParen); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return o, nil
+		if innerParen && !p.update {
+			p.fail(catParens, "The expression has redundant parentheses;")
+		}
+		return o, true, nil
 	case tValue:
 		p.next()
 		v, ok := p.env.value(t.text)
 		if !ok {
 			p.fail(catUndefined, "An expression attribute value used in expression is not defined; attribute value: "+t.text)
 		}
-		return &operand{kind: opValue, val: v, defined: ok}, nil
+		return &operand{kind: opValue, val: v, defined: ok}, false, nil
 	case tName:
 		path, err := p.parsePath()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return &operand{kind: opPath, path: path, defined: true}, nil
+		return &operand{kind: opPath, path: path, defined: true}, false, nil
 	case tIdent:
 		if !p.pathWord(t) {
-			return nil, p.syntax()
+			return nil, false, p.syntax()
 		}
 		if p.toks[p.i+1].kind == tLParen {
-			return p.parseFuncCall()
+			o, err := p.parseFuncCall()
+			return o, false, err
 		}
 		path, err := p.parsePath()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return &operand{kind: opPath, path: path, defined: true}, nil
+		return &operand{kind: opPath, path: path, defined: true}, false, nil
 	}
-	return nil, p.syntax()
+	return nil, false, p.syntax()
 }
 
 // parseFuncCall parses name(arg, ...) and validates it.
