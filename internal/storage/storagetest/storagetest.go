@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"TransactWriteAtomic", testTransactWrite},
 		{"TransactGetConsistent", testTransactGetConsistent},
 		{"DeletedTable", testDeletedTable},
+		{"Snapshot", testSnapshot},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
