@@ -60,6 +60,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		return err
 	}
 	defer backend.Close()
+	// Every backend runs under the contract checks (storage.Checked): a
+	// broken promise is an internal error in the log, never a crash.
+	backend = storage.Checked(backend, func(err error) { log.Error("storage contract violation", "err", err) })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})

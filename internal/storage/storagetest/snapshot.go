@@ -44,7 +44,7 @@ var snapshotShapes = []snapshotShape{
 }
 
 func testSnapshot(e *env) {
-	se, ok := e.b.(storage.SnapshotEngine)
+	se, ok := storage.Snapshots(e.b)
 	if !ok {
 		msg := fmt.Sprintf("storage snapshot capability NOT exercised: backend %s declares it absent (no storage.SnapshotEngine)", e.b.Name())
 		fmt.Println(msg)
