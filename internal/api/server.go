@@ -190,7 +190,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			s.writeRaw(w, id, http.StatusOK, []byte(`{"status":"healthy"}`))
 			return
 		}
-		st, body := protocolError(codeUnknownOperation, "")
+		st, body := protocolError(codeUnknownOperation, unknownOperationMessage(r.Method, target))
 		s.metrics.observe("unknown", codeUnknownOperation, start)
 		s.writeError(w, id, st, body)
 		return
