@@ -55,7 +55,7 @@ func (b *legacyBuilder) value(v attr.Value) string {
 var legacyArgCount = map[string][2]int{
 	"EQ": {1, 1}, "NE": {1, 1}, "LE": {1, 1}, "LT": {1, 1}, "GE": {1, 1}, "GT": {1, 1},
 	"NOT_NULL": {0, 0}, "NULL": {0, 0}, "CONTAINS": {1, 1}, "NOT_CONTAINS": {1, 1},
-	"BEGINS_WITH": {1, 1}, "IN": {1, 1 << 30}, "BETWEEN": {2, 2},
+	"BEGINS_WITH": {1, 1}, "IN": {1, expr.MaxInOperands}, "BETWEEN": {2, 2},
 }
 
 // cond renders one legacy comparison.
