@@ -70,8 +70,11 @@ func loneSurrogate(esc []byte, off int) error {
 
 var errEmptyName = Validation("One or more parameter values were invalid: Empty attribute name")
 
-// checkName applies DynamoDB's limits on an attribute name of a request
-// (item attributes, key attributes and map keys at any depth).
+// CheckName applies DynamoDB's limits on an attribute name of a request
+// (item attributes, key attributes and map keys at any depth, and the
+// names of the legacy parameters).
+func CheckName(name string) error { return checkName(name) }
+
 func checkName(name string) error {
 	if name == "" {
 		return errEmptyName

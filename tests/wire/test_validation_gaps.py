@@ -56,6 +56,26 @@ def test_attribute_name_length_limit(ddb_raw, table):
     assert "Item" not in ddb_raw.get_item(TableName=table, Key={"pk": {"S": "bad"}})
 
 
+@pytest.mark.parametrize("name,match", [("", "Empty attribute name"), ("n" * 65536, "65535")],
+                         ids=["empty", "65536-bytes"])
+def test_legacy_parameter_attribute_names(ddb_raw, table, name, match):
+    """Names in the legacy parameters get the same limits, worded for
+    attribute names (not for the placeholders they are translated to)."""
+    calls = [
+        (ddb_raw.get_item, dict(Key={"pk": {"S": "p"}}, AttributesToGet=[name])),
+        (ddb_raw.scan, dict(ScanFilter={name: {"ComparisonOperator": "NOT_NULL"}})),
+        (ddb_raw.put_item, dict(Item={"pk": {"S": "p"}}, Expected={name: {"Exists": False}})),
+        (ddb_raw.update_item, dict(Key={"pk": {"S": "p"}},
+                                   AttributeUpdates={name: {"Action": "PUT", "Value": {"S": "v"}}})),
+        (ddb_raw.query, dict(KeyConditions={"pk": {"ComparisonOperator": "EQ", "AttributeValueList": [{"S": "p"}]}},
+                             QueryFilter={name: {"ComparisonOperator": "NOT_NULL"}})),
+    ]
+    for fn, kw in calls:
+        info = validation(fn, match=match, TableName=table, **kw)
+        assert "#l" not in info.message and "ExpressionAttributeNames" not in info.message, info
+    assert "Item" not in ddb_raw.get_item(TableName=table, Key={"pk": {"S": "p"}})
+
+
 # ------------------------------------------------------------------ Limit
 
 @pytest.mark.parametrize("op", ["query", "scan"])
