@@ -97,3 +97,38 @@ func TestWireItemNames(t *testing.T) {
 		t.Fatalf("DecodeItem of a stored item: %v", err)
 	}
 }
+
+func benchBody(escaped bool) []byte {
+	var b strings.Builder
+	b.WriteString(`{"TableName":"t","Item":{`)
+	for i := 0; b.Len() < 1<<20; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		v := "some text é 中 with no escapes at all, fairly typical"
+		if escaped {
+			v = `some \"quoted\" text \u00e9 \ud83d\ude00 and a \\ backslash`
+		}
+		b.WriteString(`"attr` + strings.Repeat("x", i%7) + `":{"S":"` + v + `"}`)
+	}
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+func BenchmarkCheckText(b *testing.B) {
+	for _, escaped := range []bool{false, true} {
+		body := benchBody(escaped)
+		name := "plain"
+		if escaped {
+			name = "escaped"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for i := 0; i < b.N; i++ {
+				if err := CheckText(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
