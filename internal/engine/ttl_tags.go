@@ -205,10 +205,7 @@ func checkTagList(tags []Tag) error {
 		case utf8.RuneCountInString(*t.Key) > 128:
 			c.add(*t.Key, fmt.Sprintf("tags.%d.member.key", i+1), "Member must have length less than or equal to 128")
 		}
-		switch {
-		case t.Value == nil:
-			c.add(nil, fmt.Sprintf("tags.%d.member.value", i+1), "Member must not be null")
-		case utf8.RuneCountInString(*t.Value) > 256:
+		if t.Value != nil && utf8.RuneCountInString(*t.Value) > 256 {
 			c.add(*t.Value, fmt.Sprintf("tags.%d.member.value", i+1), "Member must have length less than or equal to 256")
 		}
 	}
@@ -219,6 +216,11 @@ func checkTagList(tags []Tag) error {
 	for _, t := range tags {
 		if !tagCharsRE.MatchString(*t.Key) {
 			return validationf("The Tag Key provided is invalid, Key: %s", *t.Key)
+		}
+		if t.Value == nil {
+			// The service answers a missing value this way, not with a
+			// "Member must not be null" constraint error.
+			return validationf("The Tag Value provided is invalid, Value: null")
 		}
 		if !tagCharsRE.MatchString(*t.Value) {
 			return validationf("The Tag Value provided is invalid, Value: %s", *t.Value)

@@ -134,6 +134,15 @@ def test_tag_forbidden_characters(ddb_raw, table, key, value, message):
     assert ddb_raw.list_tags_of_resource(ResourceArn=arn)["Tags"] == []
 
 
+def test_tag_value_missing(endpoint, ddb, table):
+    """A Tag without Value (an SDK would refuse to send it): raw request."""
+    arn = arn_of(ddb, table)
+    r = raw_call(endpoint, "TagResource", {"ResourceArn": arn, "Tags": [{"Key": "k"}]})
+    assert r.status == 400, r
+    assert r.json() == {"__type": "com.amazon.coral.validate#ValidationException",
+                        "message": "The Tag Value provided is invalid, Value: null"}, r
+
+
 def test_tag_forbidden_characters_at_create_table(ddb_raw, table_name):
     validation(ddb_raw.create_table, message="The Tag Key provided is invalid, Key: a{b}",
                TableName=table_name, BillingMode="PAY_PER_REQUEST",
