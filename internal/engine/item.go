@@ -304,6 +304,9 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 		}
 		seen := map[string]bool{}
 		for _, n := range toGet {
+			if err := attr.CheckName(n); err != nil {
+				return nil, err
+			}
 			if seen[n] {
 				return nil, validationf("One or more parameter values were invalid: Duplicate value in attribute name: %s", n)
 			}

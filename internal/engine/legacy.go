@@ -55,7 +55,7 @@ func (b *legacyBuilder) value(v attr.Value) string {
 var legacyArgCount = map[string][2]int{
 	"EQ": {1, 1}, "NE": {1, 1}, "LE": {1, 1}, "LT": {1, 1}, "GE": {1, 1}, "GT": {1, 1},
 	"NOT_NULL": {0, 0}, "NULL": {0, 0}, "CONTAINS": {1, 1}, "NOT_CONTAINS": {1, 1},
-	"BEGINS_WITH": {1, 1}, "IN": {1, 1 << 30}, "BETWEEN": {2, 2},
+	"BEGINS_WITH": {1, 1}, "IN": {1, expr.MaxInOperands}, "BETWEEN": {2, 2},
 }
 
 // cond renders one legacy comparison.
@@ -103,6 +103,18 @@ func (b *legacyBuilder) cond(attrName, op string, args []attr.Value) (string, er
 	return "", validationf("Unsupported ComparisonOperator %s", op)
 }
 
+// checkNames applies the attribute-name limits to the names of a legacy
+// parameter map (they become placeholders, whose own checks would word
+// the error for ExpressionAttributeNames).
+func checkNames[V any](m map[string]V) error {
+	for n := range m {
+		if err := attr.CheckName(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func sortedNames[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -126,6 +138,9 @@ func joinOp(op string) (string, error) {
 func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr.Condition, error) {
 	if len(exp) == 0 {
 		return nil, nil
+	}
+	if err := checkNames(exp); err != nil {
+		return nil, err
 	}
 	join, err := joinOp(condOp)
 	if err != nil {
@@ -191,6 +206,9 @@ func legacyFilter(f map[string]Condition, condOp string) (*expr.Condition, error
 	if len(f) == 0 {
 		return nil, nil
 	}
+	if err := checkNames(f); err != nil {
+		return nil, err
+	}
 	join, err := joinOp(condOp)
 	if err != nil {
 		return nil, err
@@ -209,6 +227,9 @@ func legacyFilter(f map[string]Condition, condOp string) (*expr.Condition, error
 
 // legacyKeyConditions translates KeyConditions to a key condition.
 func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
+	if err := checkNames(kc); err != nil {
+		return nil, err
+	}
 	b := newLegacyBuilder()
 	var parts []string
 	for _, n := range sortedNames(kc) {
@@ -235,6 +256,9 @@ func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
 func legacyUpdates(u map[string]AttributeValueUpdate) (*expr.Update, error) {
 	if len(u) == 0 {
 		return nil, nil
+	}
+	if err := checkNames(u); err != nil {
+		return nil, err
 	}
 	b := newLegacyBuilder()
 	var set, remove, add, del []string

@@ -60,7 +60,8 @@ func checkLimit(limit *int64) (int, error) {
 		return 0, validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *limit)
 	}
 	if *limit > 1<<31-1 {
-		return 1<<31 - 1, nil
+		// Limit is a 32-bit integer member of the service's model.
+		return 0, validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value less than or equal to 2147483647", *limit)
 	}
 	return int(*limit), nil
 }
@@ -153,32 +154,37 @@ func (s *readSpec) startCursor(esk attr.Item) error {
 	if len(esk) != len(names) {
 		return bad
 	}
-	enc := func(ka keyAttr) ([]byte, error) {
+	enc := func(ka keyAttr, isRange bool) ([]byte, error) {
 		v, ok := esk[ka.Name]
 		if !ok || v.Type != ka.Type {
 			return nil, bad
+		}
+		// The same key limits as every other key (Query applies them
+		// through its key condition; Scan has only this check).
+		if err := checkKeyValue(v, ka, isRange); err != nil {
+			return nil, err
 		}
 		b, _ := attr.KeyBytes(v)
 		return b, nil
 	}
 	c := &storage.Cursor{}
 	var err error
-	if c.PK, err = enc(s.t.Hash); err != nil {
+	if c.PK, err = enc(s.t.Hash, false); err != nil {
 		return err
 	}
 	if s.t.Range != nil {
-		if c.SK, err = enc(*s.t.Range); err != nil {
+		if c.SK, err = enc(*s.t.Range, true); err != nil {
 			return err
 		}
 	}
 	if s.ix != nil {
 		c.BasePK, c.BaseSK = c.PK, c.SK
-		if c.PK, err = enc(s.ix.Hash); err != nil {
+		if c.PK, err = enc(s.ix.Hash, false); err != nil {
 			return err
 		}
 		c.SK = nil
 		if s.ix.Range != nil {
-			if c.SK, err = enc(*s.ix.Range); err != nil {
+			if c.SK, err = enc(*s.ix.Range, true); err != nil {
 				return err
 			}
 		}

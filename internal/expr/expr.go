@@ -80,6 +80,13 @@ func NewEnv(names map[string]string, values map[string]attr.Value) (*Env, error)
 				return nil, attr.Validation("ExpressionAttributeNames contains invalid key: Syntax error; key: \"" + k + "\"")
 			}
 		}
+		for _, k := range sortedKeys(names) {
+			if v := names[k]; v == "" {
+				return nil, attr.Validation("ExpressionAttributeNames contains invalid value: Empty attribute name for key " + k)
+			} else if len(v) > attr.MaxNameBytes {
+				return nil, attr.Validation("1 validation error detected: Value at 'expressionAttributeNames' failed to satisfy constraint: Map value must satisfy constraint: [Member must have length less than or equal to 65535, Member must have length greater than or equal to 0]")
+			}
+		}
 	}
 	if values != nil {
 		if len(values) == 0 {
