@@ -54,9 +54,20 @@ func TestConditionEval(t *testing.T) {
 		{"s > :pre", true},
 		{"b > :bpre", true},
 		{"b < :bpre", false},
-		{"n < :s", false},   // cross-type ordering is false
-		{"t < :t", false},   // BOOL has no order
-		{"ss < :ss", false}, // sets have no order
+		{"n < :s", false},  // cross-type ordering is false
+		{"t < nul", false}, // BOOL has no order (paths: no static check)
+		{strings.Repeat("NOT ", 299) + "nope = :s", true}, // 300 operators: the limit
+		{"ss < bs", false}, // sets have no order
+		// Functions whose operands are values, not paths.
+		{"size(:s) = :n1", false},
+		{"size(:l) < :n5", true},
+		{"size(:ss) = s", false},
+		{"attribute_type(:s, :tS)", true},
+		{"attribute_type(:m, :tS)", false},
+		{"begins_with(:s, :pre)", true},
+		{"begins_with(:pre, s)", false},
+		{"contains(:l, :s)", false},
+		{"contains(:ss, s)", false},
 		// BETWEEN.
 		{"n BETWEEN :n5 AND :n15", true},
 		{"n between :n10 and :n10", true},
@@ -222,6 +233,17 @@ func TestConditionErrors(t *testing.T) {
 		{"attribute_exists(a) = :t", nil, p + "The function is not allowed to be used this way in an expression; function: attribute_exists"},
 		{"contains(attribute_exists(a), :s)", nil, p + "The function is not allowed to be used this way in an expression; function: attribute_exists"},
 		{"size(:n1) = :n1", nil, p + "Incorrect operand type for operator or function; operator or function: size, operand type: N"},
+		{"size(size(a)) = :n1", nil, p + "Incorrect operand type for operator or function; operator or function: size, operand type: N"},
+		{"size(:t) = :n1", nil, p + "Incorrect operand type for operator or function; operator or function: size, operand type: BOOL"},
+		// Ordering operators take only S, N and B constants.
+		{"a < :l", nil, p + "Incorrect operand type for operator or function; operator or function: <, operand type: L"},
+		{"a >= :t", nil, p + "Incorrect operand type for operator or function; operator or function: >=, operand type: BOOL"},
+		{":ss > a", nil, p + "Incorrect operand type for operator or function; operator or function: >, operand type: SS"},
+		{"a <= :null", nil, p + "Incorrect operand type for operator or function; operator or function: <=, operand type: NULL"},
+		{"a BETWEEN :m AND :m", nil, p + "Incorrect operand type for operator or function; operator or function: BETWEEN, operand type: M"},
+		// The operator limit: the parse stops at the 301st.
+		{"a < b" + strings.Repeat(" OR a < b", 150), nil, p + "The expression contains too many operators; operator count: 301"},
+		{strings.Repeat("NOT ", 301) + "a = :s", nil, p + "The expression contains too many operators; operator count: 301"},
 		{"a = a", nil, p + "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [a]"},
 		{"a.b[1] < a.b[1]", nil, p + "The first operand must be distinct from the remaining operands for this operator or function; operator: <, first operand: [a, b, [1]]"},
 		{"contains(a, a)", nil, p + "The first operand must be distinct from the remaining operands for this operator or function; operator: contains, first operand: [a]"},

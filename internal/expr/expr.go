@@ -24,6 +24,10 @@ const MaxExpressionLength = 4096
 // MaxPathDepth is DynamoDB's nesting limit for a document path.
 const MaxPathDepth = 32
 
+// MaxOperators is the most operators (comparators, logical operators,
+// BETWEEN, IN, + and -) one expression may contain.
+const MaxOperators = 300
+
 // MaxInOperands is the most operands the right side of IN accepts.
 const MaxInOperands = 100
 

@@ -174,6 +174,10 @@ type parser struct {
 	update bool
 	// proj: a projection expression has no keywords.
 	proj bool
+	// ops counts operators (comparators, AND, OR, NOT, BETWEEN, IN, and
+	// + and - in update expressions; function calls do not count) for
+	// the service's limit of MaxOperators per expression.
+	ops int
 	// steps counts parse work (tokens consumed, operands and primaries
 	// started); tests check it stays linear in the number of tokens.
 	steps int
@@ -219,6 +223,17 @@ func (p *parser) next() token {
 		p.i++
 	}
 	return t
+}
+
+// countOperator counts one operator and aborts the parse when the
+// expression has more than MaxOperators, as the service does (its message
+// reports the count at which it stopped: MaxOperators+1).
+func (p *parser) countOperator() *syntaxError {
+	p.ops++
+	if p.ops > MaxOperators {
+		return &syntaxError{at: p.i, msg: "The expression contains too many operators; operator count: " + strconv.Itoa(p.ops)}
+	}
+	return nil
 }
 
 // fail records a semantic error; the first of each category wins.
@@ -526,19 +541,19 @@ func (p *parser) checkConditionFunc(o *operand) {
 	}
 	p.checkDistinct(o.fn, o.args)
 	switch o.fn {
-	case "attribute_exists", "attribute_not_exists", "size":
-		if t, ok := o.args[0].staticType(); ok && o.fn == "size" && (t == attr.N || t == attr.BOOL || t == attr.NULL) {
-			p.fail(catFunction, operandTypeMsg(o.fn, t))
-			return
-		}
+	case "attribute_exists", "attribute_not_exists":
 		if o.args[0].kind != opPath {
 			p.fail(catFunction, "Operator or function requires a document path; operator or function: "+o.fn)
+		}
+	case "size":
+		// size takes any operand (a path, a value, size of something)
+		// whose type has a size.
+		if t, ok := o.args[0].staticType(); ok && (t == attr.N || t == attr.BOOL || t == attr.NULL) {
+			p.fail(catFunction, operandTypeMsg(o.fn, t))
 		}
 	case "attribute_type":
-		if o.args[0].kind != opPath {
-			p.fail(catFunction, "Operator or function requires a document path; operator or function: "+o.fn)
-			return
-		}
+		// The first operand may be a path or a value; the second is the
+		// type name, a string value.
 		t, ok := o.args[1].staticType()
 		if !ok {
 			if o.args[1].kind == opValue {

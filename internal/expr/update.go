@@ -181,6 +181,9 @@ func (p *parser) parseSetValue() (*operand, *syntaxError) {
 	if t.kind != tPlus && t.kind != tMinus {
 		return x, nil
 	}
+	if err := p.countOperator(); err != nil {
+		return nil, err
+	}
 	p.next()
 	y, err := p.parseOperand()
 	if err != nil {

@@ -125,3 +125,115 @@ def test_values_without_value_expression(ddb, qtable):
 def test_names_without_expression(ddb, qtable):
     validation(ddb.query, message="ExpressionAttributeNames can only be specified when using expressions",
                TableName=qtable, KeyConditions={"pk": cond("EQ", S("p"))}, ExpressionAttributeNames={"#v": "v"})
+
+
+# ------------------------------------------------ functions on values
+
+@pytest.fixture
+def item(ddb, table):
+    ddb.put_item(TableName=table, Item={"pk": S("k"), "s": S("hello"), "n": N(5), "l": L(S("x"), N(1)),
+                                        "ss": {"SS": ["a", "b"]}})
+    return table
+
+
+def put_if(ddb, table, condition, values=None, names=None):
+    kw = {"ConditionExpression": condition}
+    if values:
+        kw["ExpressionAttributeValues"] = values
+    if names:
+        kw["ExpressionAttributeNames"] = names
+    return ddb.put_item(TableName=table, Item={"pk": S("k"), "s": S("hello"), "n": N(5)}, **kw)
+
+
+def test_size_of_a_value(ddb, item):
+    put_if(ddb, item, "size(:v) = :three", {":v": S("abc"), ":three": N(3)})
+    put_if(ddb, item, "size(:l) < n", {":l": L(S("a"), S("b"))})
+    validation(put_if, message="Invalid ConditionExpression: Incorrect operand type for operator or function; "
+                               "operator or function: size, operand type: N",
+               ddb=ddb, table=item, condition="size(:v) > :v", values={":v": N(1)})
+
+
+def test_attribute_type_of_a_value(ddb, item):
+    put_if(ddb, item, "attribute_type(:v, :t)", {":v": S("x"), ":t": S("S")})
+    ddb.put_item(TableName=item, Item={"pk": S("k"), "s": S("hello"), "n": N(5)})  # restore
+    with pytest.raises(ddb.exceptions.ConditionalCheckFailedException):
+        put_if(ddb, item, "attribute_type(:v, :t)", {":v": S("x"), ":t": S("N")})
+
+
+def test_begins_with_and_contains_value_first(ddb, item):
+    put_if(ddb, item, "begins_with(:v, s)", {":v": S("hello world")})
+    put_if(ddb, item, "contains(:set, s)", {":set": {"SS": ["hello", "bye"]}})
+    res = ddb.scan(TableName=item, FilterExpression="contains(:l, n)", ExpressionAttributeValues={":l": L(N(5), N(6))})
+    assert res["Count"] == 1
+
+
+# ------------------------------------------------ constant operand types
+
+@pytest.mark.parametrize("op,value,typ", [
+    ("<", L(S("x")), "L"), ("<=", {"M": {}}, "M"), (">", {"BOOL": True}, "BOOL"),
+    (">=", {"NULL": True}, "NULL"), ("<", {"SS": ["a"]}, "SS"),
+])
+def test_ordering_a_constant_of_unordered_type_is_invalid(ddb, item, op, value, typ):
+    msg = f"Incorrect operand type for operator or function; operator or function: {op}, operand type: {typ}"
+    validation(put_if, message="Invalid ConditionExpression: " + msg,
+               ddb=ddb, table=item, condition=f"n {op} :v", values={":v": value})
+    validation(ddb.scan, message="Invalid FilterExpression: " + msg,
+               TableName=item, FilterExpression=f"n {op} :v", ExpressionAttributeValues={":v": value})
+
+
+def test_between_a_constant_of_unordered_type_is_invalid(ddb, item):
+    validation(ddb.scan, message="Invalid FilterExpression: Incorrect operand type for operator or function; "
+                                 "operator or function: BETWEEN, operand type: L",
+               TableName=item, FilterExpression="n BETWEEN :a AND :b",
+               ExpressionAttributeValues={":a": L(), ":b": L(N(1))})
+
+
+def test_equality_takes_any_type(ddb, item):
+    put_if(ddb, item, "l = :l AND ss <> :m", {":l": L(S("x"), N(1)), ":m": {"M": {}}})
+
+
+@pytest.mark.parametrize("op,args,typ", [
+    ("LT", [L(S("x"))], "L"), ("GE", [{"BOOL": True}], "BOOL"), ("BETWEEN", [{"SS": ["a"]}, {"SS": ["b"]}], "SS"),
+    ("BEGINS_WITH", [N(1)], "N"), ("CONTAINS", [{"M": {}}], "M"), ("IN", [{"NULL": True}], "NULL"),
+])
+def test_legacy_operator_type_is_checked(ddb, item, op, args, typ):
+    msg = f"One or more parameter values were invalid: ComparisonOperator {op} is not valid for {typ} AttributeValue type"
+    validation(ddb.put_item, message=msg, TableName=item, Item={"pk": S("k")},
+               Expected={"n": cond(op, *args)})
+    validation(ddb.scan, message=msg, TableName=item, ScanFilter={"n": cond(op, *args)})
+
+
+def test_legacy_values_must_share_a_type(ddb, item):
+    validation(ddb.scan, message="One or more parameter values were invalid: AttributeValues inside AttributeValueList must be of same type",
+               TableName=item, ScanFilter={"n": cond("IN", N(1), S("1"))})
+
+
+def test_legacy_between_bounds(ddb, qtable):
+    msg = "The BETWEEN condition was provided a range where the lower bound is greater than the upper bound"
+    validation(ddb.scan, message=msg, TableName=qtable, ScanFilter={"v": cond("BETWEEN", N(3), N(1))})
+    validation(ddb.query, message=msg, TableName=qtable,
+               KeyConditions={"pk": cond("EQ", S("p")), "sk": cond("BETWEEN", S("s3"), S("s1"))})
+
+
+def test_key_conditions_errors_use_legacy_wording(ddb, qtable):
+    validation(ddb.query, message="One or more parameter values were invalid: ComparisonOperator BEGINS_WITH is not valid for N AttributeValue type",
+               TableName=qtable, KeyConditions={"pk": cond("EQ", S("p")), "sk": cond("BEGINS_WITH", N(1))})
+
+
+def test_legacy_equality_takes_a_list(ddb, item):
+    res = ddb.scan(TableName=item, ScanFilter={"l": cond("EQ", L(S("x"), N(1)))})
+    assert res["Count"] == 1
+
+
+# ------------------------------------------------ limits
+
+def test_operator_limit(ddb, item):
+    # 299 operators (150 "<" and 149 OR) are allowed; DynamoDB stops
+    # counting at the 301st and names that count.
+    ok = "n < :v" + " OR n < :v" * 149
+    put_if(ddb, item, ok, {":v": N(9)})
+    bad = "n < :v" + " OR n < :v" * 150
+    validation(put_if, message="Invalid ConditionExpression: The expression contains too many operators; operator count: 301",
+               ddb=ddb, table=item, condition=bad, values={":v": N(9)})
+    validation(ddb.scan, message="Invalid FilterExpression: The expression contains too many operators; operator count: 301",
+               TableName=item, FilterExpression="NOT " * 301 + "n = :v", ExpressionAttributeValues={":v": N(9)})
