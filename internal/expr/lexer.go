@@ -39,13 +39,16 @@ type token struct {
 	text  string
 }
 
+// isIdentStart: a name in an expression starts with a letter. An
+// underscore may follow but not start one ("_a" is a syntax error at "_"),
+// as in DynamoDB's tokenizer.
 func isIdentStart(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-func isIdentPart(c byte) bool { return isIdentStart(c) || isDigit(c) }
+func isIdentPart(c byte) bool { return isIdentStart(c) || isDigit(c) || c == '_' }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -253,14 +256,19 @@ func (p *parser) semanticError() error {
 	return nil
 }
 
-// syntax returns a syntax error at the current token.
+// syntax returns a syntax error at the current token. Its "near" text runs
+// from the previous token to the next one, as the service quotes it
+// ("a-b" for the "-" in "a-b").
 func (p *parser) syntax() *syntaxError {
 	t := p.toks[p.i]
-	nearStart := t.start
+	nearStart, nearEnd := t.start, t.end
 	if p.i > 0 {
 		nearStart = p.toks[p.i-1].start
 	}
-	near := p.src[nearStart:t.end]
+	if t.kind != tEOF && p.toks[p.i+1].kind != tEOF {
+		nearEnd = p.toks[p.i+1].end
+	}
+	near := p.src[nearStart:nearEnd]
 	return &syntaxError{at: p.i, msg: "Syntax error; token: \"" + t.text + "\", near: \"" + near + "\""}
 }
 

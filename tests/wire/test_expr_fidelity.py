@@ -237,3 +237,35 @@ def test_operator_limit(ddb, item):
                ddb=ddb, table=item, condition=bad, values={":v": N(9)})
     validation(ddb.scan, message="Invalid FilterExpression: The expression contains too many operators; operator count: 301",
                TableName=item, FilterExpression="NOT " * 301 + "n = :v", ExpressionAttributeValues={":v": N(9)})
+
+
+# ------------------------------------------------ tokens and syntax errors
+
+def test_name_starting_with_underscore_is_a_syntax_error(ddb, item):
+    # A name in an expression starts with a letter; "_123" needs a
+    # placeholder. The message quotes the token and its neighbours.
+    validation(ddb.update_item, message='Invalid UpdateExpression: Syntax error; token: "_", near: "SET _123"',
+               TableName=item, Key={"pk": S("k")}, UpdateExpression="SET _123 = :v", ExpressionAttributeValues={":v": N(1)})
+    validation(ddb.scan, message='Invalid FilterExpression: Syntax error; token: "_", near: "_type"',
+               TableName=item, FilterExpression="_type = :v", ExpressionAttributeValues={":v": N(1)})
+    ddb.update_item(TableName=item, Key={"pk": S("k")}, UpdateExpression="SET #u = :v, a_1 = :v",
+                    ExpressionAttributeNames={"#u": "_123"}, ExpressionAttributeValues={":v": N(1)})
+    assert ddb.get_item(TableName=item, Key={"pk": S("k")})["Item"]["_123"] == N(1)
+
+
+@pytest.mark.parametrize("kind,expression,token,near", [
+    ("ConditionExpression", "a-b", "-", "a-b"),
+    ("UpdateExpression", "ADD hits : incr", ":", "hits : incr"),
+    ("UpdateExpression", "SET  REMOVE #o", "REMOVE", "SET  REMOVE #o"),
+    ("UpdateExpression", "INVALID SYNTAX HERE", "INVALID", "INVALID SYNTAX"),
+    ("ConditionExpression", "attribute_exists(pk) AND NOT #o", "<EOF>", "#o"),
+])
+def test_syntax_error_quotes_the_neighbouring_tokens(ddb, item, kind, expression, token, near):
+    kw = {kind: expression}
+    if "#o" in expression:
+        kw["ExpressionAttributeNames"] = {"#o": "o"}
+    if kind == "ConditionExpression":
+        kw["UpdateExpression"] = "SET z = :z"
+        kw["ExpressionAttributeValues"] = {":z": N(1)}
+    validation(ddb.update_item, message=f'Invalid {kind}: Syntax error; token: "{token}", near: "{near}"',
+               TableName=item, Key={"pk": S("k")}, **kw)
