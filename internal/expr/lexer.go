@@ -607,9 +607,11 @@ func (p *parser) checkUpdateFunc(o *operand) {
 			p.fail(catFunction, "Operator or function requires a document path; operator or function: "+o.fn)
 		}
 	case "list_append":
+		// Every operand whose type is known before evaluation (a value,
+		// a nested list_append, an arithmetic result) must be a list.
 		for _, a := range o.args {
-			if a.kind == opValue && a.defined && a.val.Type != attr.L {
-				p.fail(catFunction, operandTypeMsg(o.fn, a.val.Type))
+			if t, ok := a.staticType(); ok && t != attr.L {
+				p.fail(catFunction, operandTypeMsg(o.fn, t))
 				return
 			}
 		}

@@ -190,8 +190,8 @@ func (p *parser) parseSetValue() (*operand, *syntaxError) {
 		return nil, err
 	}
 	for _, o := range []*operand{x, y} {
-		if o.kind == opValue && o.defined && o.val.Type != attr.N {
-			p.fail(catFunction, operandTypeMsg(t.text, o.val.Type))
+		if typ, ok := o.staticType(); ok && typ != attr.N {
+			p.fail(catFunction, operandTypeMsg(t.text, typ))
 			break
 		}
 	}

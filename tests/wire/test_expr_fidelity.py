@@ -269,3 +269,22 @@ def test_syntax_error_quotes_the_neighbouring_tokens(ddb, item, kind, expression
         kw["ExpressionAttributeValues"] = {":z": N(1)}
     validation(ddb.update_item, message=f'Invalid {kind}: Syntax error; token: "{token}", near: "{near}"',
                TableName=item, Key={"pk": S("k")}, **kw)
+
+
+# ------------------------------------------------ nested list_append
+
+def test_nested_list_append(ddb, item):
+    ddb.update_item(TableName=item, Key={"pk": S("k")},
+                    UpdateExpression="SET l = list_append(if_not_exists(l, :e), list_append(:a, :b)), m = list_append(if_not_exists(m, :e), :a)",
+                    ExpressionAttributeValues={":e": L(), ":a": L(N(2)), ":b": L(N(3))})
+    got = ddb.get_item(TableName=item, Key={"pk": S("k")})["Item"]
+    assert got["l"] == L(S("x"), N(1), N(2), N(3))
+    assert got["m"] == L(N(2))
+    validation(ddb.update_item, message="Invalid UpdateExpression: Incorrect operand type for operator or function; "
+                                        "operator or function: list_append, operand type: S",
+               TableName=item, Key={"pk": S("k")}, UpdateExpression="SET l = list_append(l, list_append(:s, l))",
+               ExpressionAttributeValues={":s": S("x")})
+    validation(ddb.update_item, message="Invalid UpdateExpression: Incorrect operand type for operator or function; "
+                                        "operator or function: +, operand type: L",
+               TableName=item, Key={"pk": S("k")}, UpdateExpression="SET n = n + list_append(l, :a)",
+               ExpressionAttributeValues={":a": L(N(1))})
