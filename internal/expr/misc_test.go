@@ -298,3 +298,26 @@ func TestConditionTopLevelNames(t *testing.T) {
 		t.Fatalf("TopLevelNames = %v", got)
 	}
 }
+
+func TestEnvLimits(t *testing.T) {
+	long := "#" + strings.Repeat("a", MaxPlaceholderLength)
+	ok := "#" + strings.Repeat("a", MaxPlaceholderLength-1)
+	tests := []struct {
+		names  map[string]string
+		values map[string]attr.Value
+		want   string
+	}{
+		{map[string]string{ok: "a"}, nil, ""},
+		{map[string]string{long: "a"}, nil, "ExpressionAttributeNames contains invalid key: The key is too long; key length: 256, maximum: 255"},
+		{nil, map[string]attr.Value{":" + long[1:]: {Type: attr.S, Str: "x"}}, "ExpressionAttributeValues contains invalid key: The key is too long; key length: 256, maximum: 255"},
+		{map[string]string{"#a": ""}, nil, "ExpressionAttributeNames contains invalid value: Empty attribute name for key #a"},
+		{map[string]string{"#a": strings.Repeat("x", 65535)}, nil, ""},
+		{map[string]string{"#a": strings.Repeat("x", 65536)}, nil, "1 validation error detected: Attribute name is too large, must be less than 65536 bytes"},
+	}
+	for _, tc := range tests {
+		_, err := NewEnv(tc.names, tc.values)
+		if got := errText(err); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -288,3 +288,18 @@ def test_nested_list_append(ddb, item):
                                         "operator or function: +, operand type: L",
                TableName=item, Key={"pk": S("k")}, UpdateExpression="SET n = n + list_append(l, :a)",
                ExpressionAttributeValues={":a": L(N(1))})
+
+
+def test_attribute_name_and_placeholder_lengths(ddb, item):
+    ok = "x" * 65535
+    ddb.update_item(TableName=item, Key={"pk": S("k")}, UpdateExpression="SET #n = :v",
+                    ExpressionAttributeNames={"#n": ok}, ExpressionAttributeValues={":v": N(1)})
+    validation(ddb.update_item, message="1 validation error detected: Attribute name is too large, must be less than 65536 bytes",
+               TableName=item, Key={"pk": S("k")}, UpdateExpression="SET #n = :v",
+               ExpressionAttributeNames={"#n": ok + "x"}, ExpressionAttributeValues={":v": N(1)})
+    p255 = ":" + "v" * 254
+    ddb.update_item(TableName=item, Key={"pk": S("k")}, UpdateExpression="SET n = " + p255,
+                    ExpressionAttributeValues={p255: N(1)})
+    validation(ddb.update_item, match="^ExpressionAttributeValues contains invalid key: ",
+               TableName=item, Key={"pk": S("k")}, UpdateExpression="SET n = " + p255 + "v",
+               ExpressionAttributeValues={p255 + "v": N(1)})
