@@ -260,14 +260,14 @@ func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
 	var parts []string
 	for _, n := range sortedNames(kc) {
 		c := kc[n]
-		switch c.ComparisonOperator {
-		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
-		default:
-			return nil, invalidParam("Unsupported operator on KeyCondition: %s", c.ComparisonOperator)
-		}
 		s, err := b.cond(n, c.ComparisonOperator, c.AttributeValueList)
 		if err != nil {
 			return nil, err
+		}
+		switch c.ComparisonOperator {
+		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
+		default:
+			return nil, validationf("Attempted conditional constraint is not an indexable operation")
 		}
 		parts = append(parts, s)
 	}

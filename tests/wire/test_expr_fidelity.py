@@ -303,3 +303,9 @@ def test_attribute_name_and_placeholder_lengths(ddb, item):
     validation(ddb.update_item, match="^ExpressionAttributeValues contains invalid key: ",
                TableName=item, Key={"pk": S("k")}, UpdateExpression="SET n = " + p255 + "v",
                ExpressionAttributeValues={p255 + "v": N(1)})
+
+
+@pytest.mark.parametrize("c", [cond("NE", S("s1")), cond("IN", S("s1")), cond("NULL"), cond("CONTAINS", S("s"))])
+def test_key_conditions_non_indexable_operator(ddb, qtable, c):
+    validation(ddb.query, message="Attempted conditional constraint is not an indexable operation",
+               TableName=qtable, KeyConditions={"pk": cond("EQ", S("p")), "sk": c})
