@@ -80,8 +80,9 @@ func checkName(name string) error {
 		return errEmptyName
 	}
 	if len(name) > MaxNameBytes {
-		return Validation("One or more parameter values were invalid: Attribute name is too long: " +
-			strconv.Itoa(len(name)) + " bytes; the maximum is " + strconv.Itoa(MaxNameBytes) + " bytes")
+		// The service's own wording (it names the first refused length).
+		return Validation("1 validation error detected: Attribute name is too large, must be less than " +
+			strconv.Itoa(MaxNameBytes+1) + " bytes")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -67,6 +68,9 @@ func (b *legacyBuilder) cond(attrName, op string, args []attr.Value) (string, er
 	if len(args) < n[0] || len(args) > n[1] {
 		return "", invalidParam("Invalid number of argument(s) for the %s ComparisonOperator", op)
 	}
+	if err := checkLegacyArgs(op, args); err != nil {
+		return "", err
+	}
 	p := b.name(attrName)
 	vals := make([]string, len(args))
 	for i, a := range args {
@@ -113,6 +117,49 @@ func checkNames[V any](m map[string]V) error {
 		}
 	}
 	return nil
+}
+
+// legacyArgTypes lists the AttributeValue types each ComparisonOperator
+// takes (API reference, Condition): ordering, IN, BETWEEN and CONTAINS
+// take scalars, BEGINS_WITH strings and binaries; EQ and NE take any type.
+var legacyArgTypes = map[string]string{
+	"LE": "S N B", "LT": "S N B", "GE": "S N B", "GT": "S N B", "BETWEEN": "S N B", "IN": "S N B",
+	"CONTAINS": "S N B", "NOT_CONTAINS": "S N B", "BEGINS_WITH": "S B",
+}
+
+// checkLegacyArgs validates a legacy condition's AttributeValueList with
+// the service's legacy wording (not the expression wording the translated
+// condition would otherwise produce).
+func checkLegacyArgs(op string, args []attr.Value) error {
+	for _, a := range args[min(1, len(args)):] {
+		if a.Type != args[0].Type {
+			return invalidParam("AttributeValues inside AttributeValueList must be of same type")
+		}
+	}
+	if allowed, ok := legacyArgTypes[op]; ok {
+		for _, a := range args {
+			if !strings.Contains(" "+allowed+" ", " "+a.Type.String()+" ") {
+				return invalidParam("ComparisonOperator %s is not valid for %s AttributeValue type", op, a.Type)
+			}
+		}
+	}
+	if op == "BETWEEN" && legacyGreater(args[0], args[1]) {
+		return validationf("The BETWEEN condition was provided a range where the lower bound is greater than the upper bound")
+	}
+	return nil
+}
+
+// legacyGreater reports a > b for two scalars of one type.
+func legacyGreater(a, b attr.Value) bool {
+	switch a.Type {
+	case attr.S:
+		return a.Str > b.Str
+	case attr.N:
+		return attr.CompareNumbers(a.Str, b.Str) > 0
+	case attr.B:
+		return bytes.Compare(a.Bin, b.Bin) > 0
+	}
+	return false
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -234,14 +281,14 @@ func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
 	var parts []string
 	for _, n := range sortedNames(kc) {
 		c := kc[n]
-		switch c.ComparisonOperator {
-		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
-		default:
-			return nil, invalidParam("Unsupported operator on KeyCondition: %s", c.ComparisonOperator)
-		}
 		s, err := b.cond(n, c.ComparisonOperator, c.AttributeValueList)
 		if err != nil {
 			return nil, err
+		}
+		switch c.ComparisonOperator {
+		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
+		default:
+			return nil, validationf("Attempted conditional constraint is not an indexable operation")
 		}
 		parts = append(parts, s)
 	}

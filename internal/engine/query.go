@@ -306,16 +306,13 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 
 // Query reads items of one partition.
 func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*QueryOutput, error) {
-	if in.KeyConditionExpression != nil && in.KeyConditions != nil {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {KeyConditions} Expression parameters: {KeyConditionExpression}")
-	}
-	usesExpr := in.KeyConditionExpression != nil || in.FilterExpression != nil || in.ProjectionExpression != nil
-	usesLegacy := in.KeyConditions != nil || in.QueryFilter != nil || in.AttributesToGet != nil
-	if usesExpr && usesLegacy {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {KeyConditions, QueryFilter, AttributesToGet} Expression parameters: {KeyConditionExpression, FilterExpression, ProjectionExpression}")
-	}
-	if !usesExpr && (in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil) {
-		return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+	if err := checkExprParams(
+		[]param{{"ProjectionExpression", in.ProjectionExpression != nil}, {"FilterExpression", in.FilterExpression != nil},
+			{"KeyConditionExpression", in.KeyConditionExpression != nil}},
+		[]param{{"AttributesToGet", in.AttributesToGet != nil}, {"QueryFilter", in.QueryFilter != nil},
+			{"ConditionalOperator", in.ConditionalOperator != ""}, {"KeyConditions", in.KeyConditions != nil}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, err
 	}
 	env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if err != nil {
@@ -478,13 +475,12 @@ func valueText(v attr.Value) string {
 
 // Scan reads a table or index, optionally one segment of it.
 func (e *Engine) Scan(ctx context.Context, account string, in *ScanInput) (*QueryOutput, error) {
-	usesExpr := in.FilterExpression != nil || in.ProjectionExpression != nil
-	usesLegacy := in.ScanFilter != nil || in.AttributesToGet != nil
-	if usesExpr && usesLegacy {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {ScanFilter, AttributesToGet} Expression parameters: {FilterExpression, ProjectionExpression}")
-	}
-	if !usesExpr && (in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil) {
-		return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+	if err := checkExprParams(
+		[]param{{"ProjectionExpression", in.ProjectionExpression != nil}, {"FilterExpression", in.FilterExpression != nil}},
+		[]param{{"AttributesToGet", in.AttributesToGet != nil}, {"ScanFilter", in.ScanFilter != nil},
+			{"ConditionalOperator", in.ConditionalOperator != ""}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, err
 	}
 	seg, total := 0, 0
 	if in.Segment != nil || in.TotalSegments != nil {

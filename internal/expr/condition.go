@@ -95,6 +95,9 @@ func (p *parser) parseOr(bareOK bool) (cnode, bool, *syntaxError) {
 		if _, bare := l.(*cBare); bare {
 			return nil, false, p.syntax()
 		}
+		if err := p.countOperator(); err != nil {
+			return nil, false, err
+		}
 		p.next()
 		r, _, err := p.parseAnd(false)
 		if err != nil {
@@ -117,6 +120,9 @@ func (p *parser) parseAnd(bareOK bool) (cnode, bool, *syntaxError) {
 		if _, bare := l.(*cBare); bare {
 			return nil, false, p.syntax()
 		}
+		if err := p.countOperator(); err != nil {
+			return nil, false, err
+		}
 		p.next()
 		r, _, err := p.parseNot(false)
 		if err != nil {
@@ -132,6 +138,9 @@ func (p *parser) parseAnd(bareOK bool) (cnode, bool, *syntaxError) {
 
 func (p *parser) parseNot(bareOK bool) (cnode, bool, *syntaxError) {
 	if isKeyword(p.peek(), "NOT") {
+		if err := p.countOperator(); err != nil {
+			return nil, false, err
+		}
 		p.next()
 		x, _, err := p.parseNot(false)
 		if err != nil {
@@ -227,6 +236,9 @@ func (p *parser) parseSimple(bareOK bool) (cnode, *syntaxError) {
 // BETWEEN or IN.
 func (p *parser) parseComparison(x *operand) (cnode, *syntaxError) {
 	t := p.peek()
+	if err := p.countOperator(); err != nil {
+		return nil, err
+	}
 	switch {
 	case isComparator(t.kind):
 		p.next()
@@ -235,6 +247,9 @@ func (p *parser) parseComparison(x *operand) (cnode, *syntaxError) {
 			return nil, err
 		}
 		p.checkMisused(x, y)
+		if t.kind != tEq && t.kind != tNe {
+			p.checkOrderable(t.text, x, y)
+		}
 		p.checkDistinct(t.text, []*operand{x, y})
 		return &cCmp{op: t.text, l: x, r: y}, nil
 	case isKeyword(t, "BETWEEN"):
@@ -252,6 +267,7 @@ func (p *parser) parseComparison(x *operand) (cnode, *syntaxError) {
 			return nil, err
 		}
 		p.checkMisused(x, lo, hi)
+		p.checkOrderable("BETWEEN", x, lo, hi)
 		p.checkBetween(lo, hi)
 		return &cBetween{x: x, lo: lo, hi: hi}, nil
 	default: // IN
@@ -276,6 +292,17 @@ func (p *parser) checkMisused(ops ...*operand) {
 	for _, o := range ops {
 		if o.kind == opFunc && o.fn != "size" {
 			p.fail(catMisusedFunction, "The function is not allowed to be used this way in an expression; function: "+o.fn)
+		}
+	}
+}
+
+// checkOrderable rejects constant operands of an ordering operator (<,
+// <=, >, >=, BETWEEN) whose type has no order: only S, N and B compare.
+func (p *parser) checkOrderable(op string, ops ...*operand) {
+	for _, o := range ops {
+		if t, ok := o.staticType(); ok && t != attr.S && t != attr.N && t != attr.B {
+			p.fail(catFunction, operandTypeMsg(op, t))
+			return
 		}
 	}
 }
@@ -423,7 +450,7 @@ func evalCondFunc(o *operand, item attr.Item) bool {
 		_, ok := o.args[0].path.Resolve(item)
 		return !ok
 	case "attribute_type":
-		v, ok := o.args[0].path.Resolve(item)
+		v, ok := evalOperand(o.args[0], item)
 		if !ok {
 			return false
 		}

@@ -181,14 +181,17 @@ func (p *parser) parseSetValue() (*operand, *syntaxError) {
 	if t.kind != tPlus && t.kind != tMinus {
 		return x, nil
 	}
+	if err := p.countOperator(); err != nil {
+		return nil, err
+	}
 	p.next()
 	y, err := p.parseOperand()
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range []*operand{x, y} {
-		if o.kind == opValue && o.defined && o.val.Type != attr.N {
-			p.fail(catFunction, operandTypeMsg(t.text, o.val.Type))
+		if typ, ok := o.staticType(); ok && typ != attr.N {
+			p.fail(catFunction, operandTypeMsg(t.text, typ))
 			break
 		}
 	}
