@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"TransactGetConsistent", testTransactGetConsistent},
 		{"DeletedTable", testDeletedTable},
 		{"Snapshot", testSnapshot},
+		{"BackupCatalog", testBackupCatalog},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {

@@ -1,0 +1,138 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// BackupCatalog is the optional capability of keeping the catalog rows of
+// backups with their job claims (docs/backup-design.md section 4): a
+// backup's status and the claim of the job working on it (owner,
+// generation, heartbeat on the database's clock). Every status write is
+// conditioned on the generation and the expected status, so a job that
+// lost its claim can no longer write (fencing). A backend without it
+// cannot serve backups; callers find out with Backups(b).
+type BackupCatalog interface {
+	// InsertBackup inserts a new row with a claim by Record.Owner:
+	// generation 1, heartbeat now on the database's clock. The ARN is
+	// unique; a second insert of one ARN is KindInternal.
+	InsertBackup(ctx context.Context, p InsertBackupParams) (*BackupRecord, error)
+	// GetBackup reads one row by ARN; nil (no error) when absent.
+	GetBackup(ctx context.Context, p GetBackupParams) (*BackupRecord, error)
+	// ListBackups lists rows in ascending ARN byte order, filtered as
+	// the params say.
+	ListBackups(ctx context.Context, p ListBackupsParams) ([]BackupRecord, error)
+	// UpdateBackup writes a new status (and counters) if and only if the
+	// row is at Generation and in Status; the heartbeat is renewed with
+	// it. Matched is false (and nothing is written) otherwise.
+	UpdateBackup(ctx context.Context, p UpdateBackupParams) (*BackupWriteResult, error)
+	// HeartbeatBackup renews the claim of Owner at Generation; Matched is
+	// false when the claim is no longer theirs (the job must stop).
+	HeartbeatBackup(ctx context.Context, p HeartbeatBackupParams) (*BackupWriteResult, error)
+	// ClaimBackup takes the row over for Owner under generation+1 if and
+	// only if it is still at Generation and in Status and its heartbeat is
+	// older than StaleAfter on the database's clock (StaleAfter 0: any
+	// heartbeat, for a new job on an idle row such as a delete). Among
+	// concurrent claimers of one generation exactly one matches.
+	ClaimBackup(ctx context.Context, p ClaimBackupParams) (*BackupWriteResult, error)
+}
+
+// Backup row statuses.
+const (
+	BackupCreating  = "CREATING"
+	BackupAvailable = "AVAILABLE"
+	BackupFailed    = "FAILED"
+	BackupDeleting  = "DELETING"
+	BackupDeleted   = "DELETED"
+)
+
+// BackupRecord is one backup's catalog row.
+type BackupRecord struct {
+	ARN       string
+	Account   string
+	TableName string
+	// TableID is the source table incarnation.
+	TableID  int64
+	BackupID string
+	Name     string
+	// Type is the DynamoDB BackupType ("USER").
+	Type   string
+	Status string
+	// CreatedAt is the snapshot instant (millisecond precision).
+	CreatedAt time.Time
+	SizeBytes int64
+	ItemCount int64
+	// TableDesc is the source table's description at the instant (owned
+	// by the engine, opaque here).
+	TableDesc []byte
+	// StoreID names the store that holds the backup; Prefix its objects.
+	StoreID string
+	Prefix  string
+	// Message is why a backup FAILED ("" otherwise).
+	Message string
+	// The claim.
+	Owner      string
+	Generation int64
+	Heartbeat  time.Time
+}
+
+type InsertBackupParams struct{ Record BackupRecord }
+
+type GetBackupParams struct{ ARN string }
+
+type ListBackupsParams struct {
+	// Account limits to one account ("" = every account, for the
+	// reconciler).
+	Account string
+	// TableName limits to one source table ("" = all).
+	TableName string
+	// Statuses limits to these statuses (empty = all).
+	Statuses []string
+	// CreatedFrom and CreatedTo bound CreatedAt inclusively (zero: open).
+	CreatedFrom, CreatedTo time.Time
+	// StartAfter resumes strictly after this ARN.
+	StartAfter string
+	// Limit bounds the rows (0 = all).
+	Limit int
+}
+
+type UpdateBackupParams struct {
+	ARN        string
+	Generation int64
+	Status     string
+	NewStatus  string
+	// SizeBytes and ItemCount replace the counters when not nil; Message
+	// likewise.
+	SizeBytes, ItemCount *int64
+	Message              *string
+}
+
+type HeartbeatBackupParams struct {
+	ARN        string
+	Owner      string
+	Generation int64
+}
+
+type ClaimBackupParams struct {
+	ARN        string
+	Owner      string
+	Generation int64
+	Status     string
+	StaleAfter time.Duration
+	// NewStatus, when not "", is written with the claim.
+	NewStatus string
+}
+
+// BackupWriteResult tells whether a conditional write matched, and the
+// row after it (nil when the row does not exist).
+type BackupWriteResult struct {
+	Matched bool
+	Record  *BackupRecord
+}
+
+// Backups returns the backend's backup catalog, looking through wrappers;
+// ok is false when the backend does not have one.
+func Backups(b Backend) (BackupCatalog, bool) {
+	bc, ok := Unwrap(b).(BackupCatalog)
+	return bc, ok
+}

@@ -1,0 +1,185 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+var _ storage.BackupCatalog = (*Backend)(nil)
+
+// The claim's times come from the database's clock (now()), so servers
+// whose clocks disagree still agree on staleness.
+
+const backupCols = `arn, account, table_name, table_id, backup_id, name, type, status, created_at,
+	size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, heartbeat`
+
+func scanBackup(r pgx.Row) (*storage.BackupRecord, error) {
+	var rec storage.BackupRecord
+	if err := r.Scan(&rec.ARN, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupID, &rec.Name, &rec.Type,
+		&rec.Status, &rec.CreatedAt, &rec.SizeBytes, &rec.ItemCount, &rec.TableDesc, &rec.StoreID, &rec.Prefix,
+		&rec.Message, &rec.Owner, &rec.Generation, &rec.Heartbeat); err != nil {
+		return nil, err
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	rec.Heartbeat = rec.Heartbeat.UTC()
+	return &rec, nil
+}
+
+// exec runs one statement returning at most one backup row (no retry: a
+// conditional write must not be re-run blindly after an unknown outcome).
+func (b *Backend) backupRow(ctx context.Context, msg, q string, args ...any) (*storage.BackupRecord, error) {
+	c, err := b.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	rec, err := scanBackup(c.QueryRow(ctx, q, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapErr(err, msg)
+	}
+	return rec, nil
+}
+
+// InsertBackup implements storage.BackupCatalog.
+func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams) (*storage.BackupRecord, error) {
+	r := p.Record
+	desc := r.TableDesc
+	if desc == nil {
+		desc = empty
+	}
+	return b.backupRow(ctx, "postgres: insert backup", `INSERT INTO backups(`+backupCols+`) VALUES
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, now()) RETURNING `+backupCols,
+		r.ARN, r.Account, r.TableName, r.TableID, r.BackupID, r.Name, r.Type, r.Status, r.CreatedAt,
+		r.SizeBytes, r.ItemCount, desc, r.StoreID, r.Prefix, r.Message, r.Owner)
+}
+
+// GetBackup implements storage.BackupCatalog.
+func (b *Backend) GetBackup(ctx context.Context, p storage.GetBackupParams) (*storage.BackupRecord, error) {
+	return b.backupRow(ctx, "postgres: get backup", `SELECT `+backupCols+` FROM backups WHERE arn = $1`, p.ARN)
+}
+
+// ListBackups implements storage.BackupCatalog.
+func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if p.Account != "" {
+		add("account = ?", p.Account)
+	}
+	if p.TableName != "" {
+		add("table_name = ?", p.TableName)
+	}
+	if len(p.Statuses) > 0 {
+		add("status = ANY(?)", p.Statuses)
+	}
+	if !p.CreatedFrom.IsZero() {
+		add("created_at >= ?", p.CreatedFrom)
+	}
+	if !p.CreatedTo.IsZero() {
+		add("created_at <= ?", p.CreatedTo)
+	}
+	if p.StartAfter != "" {
+		add("arn > ?", p.StartAfter)
+	}
+	q := `SELECT ` + backupCols + ` FROM backups`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY arn"
+	if p.Limit > 0 {
+		args = append(args, p.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	var out []storage.BackupRecord
+	err := b.read(ctx, "postgres: list backups", func(c *pgxpool.Conn) error {
+		out = out[:0]
+		rs, err := c.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			rec, err := scanBackup(rs)
+			if err != nil {
+				return err
+			}
+			out = append(out, *rec)
+		}
+		return rs.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// condWrite runs a conditional UPDATE ... RETURNING; when it matches no
+// row, the current row is read for the result.
+func (b *Backend) condWrite(ctx context.Context, arn, msg, q string, args ...any) (*storage.BackupWriteResult, error) {
+	rec, err := b.backupRow(ctx, msg, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil {
+		return &storage.BackupWriteResult{Matched: true, Record: rec}, nil
+	}
+	cur, err := b.GetBackup(ctx, storage.GetBackupParams{ARN: arn})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.BackupWriteResult{Record: cur}, nil
+}
+
+// UpdateBackup implements storage.BackupCatalog.
+func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams) (*storage.BackupWriteResult, error) {
+	args := []any{p.ARN, p.Generation, p.Status, p.NewStatus}
+	set := []string{"status = $4", "heartbeat = now()"}
+	opt := func(col string, v any) {
+		args = append(args, v)
+		set = append(set, col+" = $"+strconv.Itoa(len(args)))
+	}
+	if p.SizeBytes != nil {
+		opt("size_bytes", *p.SizeBytes)
+	}
+	if p.ItemCount != nil {
+		opt("item_count", *p.ItemCount)
+	}
+	if p.Message != nil {
+		opt("message", *p.Message)
+	}
+	return b.condWrite(ctx, p.ARN, "postgres: update backup",
+		`UPDATE backups SET `+strings.Join(set, ", ")+` WHERE arn = $1 AND generation = $2 AND status = $3 RETURNING `+backupCols, args...)
+}
+
+// HeartbeatBackup implements storage.BackupCatalog.
+func (b *Backend) HeartbeatBackup(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.BackupWriteResult, error) {
+	return b.condWrite(ctx, p.ARN, "postgres: heartbeat backup",
+		`UPDATE backups SET heartbeat = now() WHERE arn = $1 AND owner = $2 AND generation = $3 RETURNING `+backupCols,
+		p.ARN, p.Owner, p.Generation)
+}
+
+// ClaimBackup implements storage.BackupCatalog.
+func (b *Backend) ClaimBackup(ctx context.Context, p storage.ClaimBackupParams) (*storage.BackupWriteResult, error) {
+	newStatus := p.NewStatus
+	if newStatus == "" {
+		newStatus = p.Status
+	}
+	return b.condWrite(ctx, p.ARN, "postgres: claim backup",
+		`UPDATE backups SET owner = $2, generation = generation + 1, status = $3, heartbeat = now()
+		 WHERE arn = $1 AND generation = $4 AND status = $5 AND heartbeat <= now() - $6 * interval '1 millisecond'
+		 RETURNING `+backupCols,
+		p.ARN, p.Owner, newStatus, p.Generation, p.Status, p.StaleAfter.Milliseconds())
+}

@@ -1,0 +1,183 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+var _ storage.BackupCatalog = (*Backend)(nil)
+
+// nowMS is the database's clock in Unix milliseconds. For an embedded
+// database it is the server's clock; it is still taken in SQL so that the
+// conditions below compare times of one clock.
+const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
+
+const backupCols = `arn, account, table_name, table_id, backup_id, name, type, status, created_at,
+	size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, heartbeat`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanBackup(r rowScanner) (*storage.BackupRecord, error) {
+	var rec storage.BackupRecord
+	var created, hb int64
+	if err := r.Scan(&rec.ARN, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupID, &rec.Name, &rec.Type,
+		&rec.Status, &created, &rec.SizeBytes, &rec.ItemCount, &rec.TableDesc, &rec.StoreID, &rec.Prefix,
+		&rec.Message, &rec.Owner, &rec.Generation, &hb); err != nil {
+		return nil, err
+	}
+	rec.CreatedAt = time.UnixMilli(created).UTC()
+	rec.Heartbeat = time.UnixMilli(hb).UTC()
+	return &rec, nil
+}
+
+// InsertBackup implements storage.BackupCatalog.
+func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams) (*storage.BackupRecord, error) {
+	r := p.Record
+	err := b.submit(ctx, func(w *writer) error {
+		_, err := w.conn.ExecContext(bg, `INSERT INTO backups(`+backupCols+`) VALUES
+			(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, `+nowMS+`)`,
+			r.ARN, r.Account, r.TableName, r.TableID, r.BackupID, r.Name, r.Type, r.Status, r.CreatedAt.UnixMilli(),
+			r.SizeBytes, r.ItemCount, nz(r.TableDesc), r.StoreID, r.Prefix, r.Message, r.Owner)
+		if err != nil {
+			return fail(err, "sqlite: insert backup")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.GetBackup(ctx, storage.GetBackupParams{ARN: r.ARN})
+}
+
+// GetBackup implements storage.BackupCatalog.
+func (b *Backend) GetBackup(ctx context.Context, p storage.GetBackupParams) (*storage.BackupRecord, error) {
+	rec, err := scanBackup(b.rdb.QueryRowContext(ctx, `SELECT `+backupCols+` FROM backups WHERE arn = ?`, p.ARN))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapErr(err, "sqlite: get backup")
+	}
+	return rec, nil
+}
+
+// ListBackups implements storage.BackupCatalog.
+func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error) {
+	var where []string
+	var args []any
+	if p.Account != "" {
+		where, args = append(where, "account = ?"), append(args, p.Account)
+	}
+	if p.TableName != "" {
+		where, args = append(where, "table_name = ?"), append(args, p.TableName)
+	}
+	if len(p.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(p.Statuses)-1)+")")
+		for _, s := range p.Statuses {
+			args = append(args, s)
+		}
+	}
+	if !p.CreatedFrom.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, p.CreatedFrom.UnixMilli())
+	}
+	if !p.CreatedTo.IsZero() {
+		where, args = append(where, "created_at <= ?"), append(args, p.CreatedTo.UnixMilli())
+	}
+	if p.StartAfter != "" {
+		where, args = append(where, "arn > ?"), append(args, p.StartAfter)
+	}
+	q := `SELECT ` + backupCols + ` FROM backups`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY arn"
+	if p.Limit > 0 {
+		q, args = q+" LIMIT ?", append(args, p.Limit)
+	}
+	rs, err := b.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, mapErr(err, "sqlite: list backups")
+	}
+	defer rs.Close()
+	var out []storage.BackupRecord
+	for rs.Next() {
+		rec, err := scanBackup(rs)
+		if err != nil {
+			return nil, mapErr(err, "sqlite: list backups")
+		}
+		out = append(out, *rec)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, mapErr(err, "sqlite: list backups")
+	}
+	return out, nil
+}
+
+// condWrite runs one conditional UPDATE in the writer and reports whether
+// it matched, with the row as it is afterwards.
+func (b *Backend) condWrite(ctx context.Context, arn, msg, q string, args ...any) (*storage.BackupWriteResult, error) {
+	res := &storage.BackupWriteResult{}
+	err := b.submit(ctx, func(w *writer) error {
+		r, err := w.conn.ExecContext(bg, q, args...)
+		if err != nil {
+			return fail(err, msg)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fail(err, msg)
+		}
+		res.Matched = n == 1
+		rec, err := scanBackup(w.conn.QueryRowContext(bg, `SELECT `+backupCols+` FROM backups WHERE arn = ?`, arn))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fail(err, msg)
+		}
+		res.Record = rec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// UpdateBackup implements storage.BackupCatalog.
+func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams) (*storage.BackupWriteResult, error) {
+	set := []string{"status = ?", "heartbeat = " + nowMS}
+	args := []any{p.NewStatus}
+	if p.SizeBytes != nil {
+		set, args = append(set, "size_bytes = ?"), append(args, *p.SizeBytes)
+	}
+	if p.ItemCount != nil {
+		set, args = append(set, "item_count = ?"), append(args, *p.ItemCount)
+	}
+	if p.Message != nil {
+		set, args = append(set, "message = ?"), append(args, *p.Message)
+	}
+	args = append(args, p.ARN, p.Generation, p.Status)
+	return b.condWrite(ctx, p.ARN, "sqlite: update backup",
+		`UPDATE backups SET `+strings.Join(set, ", ")+` WHERE arn = ? AND generation = ? AND status = ?`, args...)
+}
+
+// HeartbeatBackup implements storage.BackupCatalog.
+func (b *Backend) HeartbeatBackup(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.BackupWriteResult, error) {
+	return b.condWrite(ctx, p.ARN, "sqlite: heartbeat backup",
+		`UPDATE backups SET heartbeat = `+nowMS+` WHERE arn = ? AND owner = ? AND generation = ?`,
+		p.ARN, p.Owner, p.Generation)
+}
+
+// ClaimBackup implements storage.BackupCatalog.
+func (b *Backend) ClaimBackup(ctx context.Context, p storage.ClaimBackupParams) (*storage.BackupWriteResult, error) {
+	newStatus := p.NewStatus
+	if newStatus == "" {
+		newStatus = p.Status
+	}
+	return b.condWrite(ctx, p.ARN, "sqlite: claim backup",
+		`UPDATE backups SET owner = ?, generation = generation + 1, status = ?, heartbeat = `+nowMS+`
+		 WHERE arn = ? AND generation = ? AND status = ? AND heartbeat <= `+nowMS+` - ?`,
+		p.Owner, newStatus, p.ARN, p.Generation, p.Status, p.StaleAfter.Milliseconds())
+}

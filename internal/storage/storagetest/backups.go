@@ -1,0 +1,194 @@
+package storagetest
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// The backup catalog section (docs/backup-design.md section 4): rows of
+// backups with job claims; every status write conditioned on generation
+// and expected status; heartbeats and stale takeovers on the database's
+// clock, exactly once among racing claimers.
+
+func (e *env) backupRecord(table string, i int, created time.Time) storage.BackupRecord {
+	id := fmt.Sprintf("%014d-%08x", created.UnixMilli(), i)
+	return storage.BackupRecord{
+		ARN:     "arn:aws:dynamodb:ddblocal:" + e.account + ":table/" + table + "/backup/" + id,
+		Account: e.account, TableName: table, TableID: int64(i + 1), BackupID: id,
+		Name: fmt.Sprintf("b%d", i), Type: "USER", Status: storage.BackupCreating,
+		CreatedAt: created, TableDesc: []byte("desc"), StoreID: "store-1",
+		Prefix: e.account + "/" + table + "/" + id, Owner: "owner-a",
+	}
+}
+
+func testBackupCatalog(e *env) {
+	bc, ok := storage.Backups(e.b)
+	if !ok {
+		msg := fmt.Sprintf("storage backup catalog NOT exercised: backend %s declares it absent (no storage.BackupCatalog)", e.b.Name())
+		fmt.Println(msg)
+		e.t.Log(msg)
+		return
+	}
+	t, ctx := e.t, e.ctx
+	base := time.UnixMilli(1732908000123).UTC()
+
+	// Insert and read back.
+	tbl := e.tableName("bk")
+	var recs []storage.BackupRecord
+	for i := range 5 {
+		r := e.backupRecord(tbl, i, base.Add(time.Duration(i)*time.Minute))
+		got, err := bc.InsertBackup(ctx, storage.InsertBackupParams{Record: r})
+		if err != nil {
+			t.Fatalf("InsertBackup: %v", err)
+		}
+		if got.Generation != 1 || got.Owner != "owner-a" || got.Status != storage.BackupCreating ||
+			!got.CreatedAt.Equal(r.CreatedAt) || string(got.TableDesc) != "desc" || got.Heartbeat.IsZero() {
+			t.Fatalf("InsertBackup returned %+v", got)
+		}
+		if d := time.Since(got.Heartbeat); d > time.Minute || d < -time.Minute {
+			t.Fatalf("heartbeat %v is not now", got.Heartbeat)
+		}
+		recs = append(recs, *got)
+	}
+	if _, err := bc.InsertBackup(ctx, storage.InsertBackupParams{Record: recs[0]}); err == nil {
+		t.Fatalf("second InsertBackup of one ARN succeeded")
+	}
+	got, err := bc.GetBackup(ctx, storage.GetBackupParams{ARN: recs[2].ARN})
+	if err != nil || got == nil || got.Name != "b2" || got.BackupID != recs[2].BackupID || got.TableID != 3 {
+		t.Fatalf("GetBackup = %+v, %v", got, err)
+	}
+	if got, err := bc.GetBackup(ctx, storage.GetBackupParams{ARN: recs[2].ARN + "x"}); err != nil || got != nil {
+		t.Fatalf("GetBackup of a missing ARN = %+v, %v", got, err)
+	}
+
+	// Conditional status writes.
+	n := int64(42)
+	upd := func(i int, gen int64, from, to string) *storage.BackupWriteResult {
+		t.Helper()
+		res, err := bc.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: recs[i].ARN, Generation: gen, Status: from, NewStatus: to, ItemCount: &n, SizeBytes: &n})
+		if err != nil {
+			t.Fatalf("UpdateBackup: %v", err)
+		}
+		return res
+	}
+	if res := upd(0, 2, storage.BackupCreating, storage.BackupAvailable); res.Matched || res.Record.Status != storage.BackupCreating {
+		t.Fatalf("update at a wrong generation matched: %+v", res)
+	}
+	if res := upd(0, 1, storage.BackupAvailable, storage.BackupDeleting); res.Matched || res.Record.Status != storage.BackupCreating {
+		t.Fatalf("update from a wrong status matched: %+v", res)
+	}
+	if res := upd(0, 1, storage.BackupCreating, storage.BackupAvailable); !res.Matched || res.Record.Status != storage.BackupAvailable ||
+		res.Record.ItemCount != 42 || res.Record.SizeBytes != 42 {
+		t.Fatalf("update did not match: %+v", res)
+	}
+	msg := "boom"
+	if res, err := bc.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: recs[1].ARN, Generation: 1, Status: storage.BackupCreating,
+		NewStatus: storage.BackupFailed, Message: &msg}); err != nil || !res.Matched || res.Record.Message != "boom" || res.Record.ItemCount != 0 {
+		t.Fatalf("update to FAILED = %+v, %v", res, err)
+	}
+	if res, err := bc.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: "nope", Generation: 1, Status: storage.BackupCreating,
+		NewStatus: storage.BackupFailed}); err != nil || res.Matched || res.Record != nil {
+		t.Fatalf("update of a missing row = %+v, %v", res, err)
+	}
+
+	// Listing: filters, order and paging.
+	list := func(p storage.ListBackupsParams) []string {
+		t.Helper()
+		rs, err := bc.ListBackups(ctx, p)
+		if err != nil {
+			t.Fatalf("ListBackups: %v", err)
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	eq := func(got []string, want ...string) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("ListBackups = %v, want %v", got, want)
+		}
+	}
+	eq(list(storage.ListBackupsParams{Account: e.account}), "b0", "b1", "b2", "b3", "b4")
+	eq(list(storage.ListBackupsParams{Account: e.account, Limit: 2, StartAfter: recs[1].ARN}), "b2", "b3")
+	eq(list(storage.ListBackupsParams{Account: e.account, Statuses: []string{storage.BackupAvailable, storage.BackupCreating}}), "b0", "b2", "b3", "b4")
+	eq(list(storage.ListBackupsParams{Account: e.account, CreatedFrom: recs[1].CreatedAt, CreatedTo: recs[3].CreatedAt}), "b1", "b2", "b3")
+	eq(list(storage.ListBackupsParams{Account: e.account, TableName: tbl + "x"}))
+	eq(list(storage.ListBackupsParams{Account: e.account + "x"}))
+
+	// Heartbeats confirm only the current claim.
+	hb := func(i int, owner string, gen int64) bool {
+		t.Helper()
+		res, err := bc.HeartbeatBackup(ctx, storage.HeartbeatBackupParams{ARN: recs[i].ARN, Owner: owner, Generation: gen})
+		if err != nil {
+			t.Fatalf("HeartbeatBackup: %v", err)
+		}
+		return res.Matched
+	}
+	if !hb(2, "owner-a", 1) || hb(2, "owner-b", 1) || hb(2, "owner-a", 2) {
+		t.Fatalf("heartbeat confirmed a claim that is not the row's, or refused the row's")
+	}
+
+	// A fresh claim cannot be taken over.
+	claim := func(i int, owner string, gen int64, stale time.Duration) *storage.BackupWriteResult {
+		t.Helper()
+		res, err := bc.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: recs[i].ARN, Owner: owner, Generation: gen,
+			Status: storage.BackupCreating, StaleAfter: stale})
+		if err != nil {
+			t.Fatalf("ClaimBackup: %v", err)
+		}
+		return res
+	}
+	if res := claim(2, "owner-b", 1, time.Hour); res.Matched || res.Record.Owner != "owner-a" {
+		t.Fatalf("a fresh claim was taken over: %+v", res)
+	}
+	// Stale after 300 ms on the database's clock: racing claimers, exactly
+	// one wins.
+	time.Sleep(400 * time.Millisecond)
+	var wins atomic.Int32
+	var winner atomic.Value
+	var wg sync.WaitGroup
+	for k := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("owner-%d", k)
+			res, err := bc.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: recs[2].ARN, Owner: owner, Generation: 1,
+				Status: storage.BackupCreating, StaleAfter: 300 * time.Millisecond, NewStatus: storage.BackupFailed})
+			if err != nil {
+				t.Errorf("ClaimBackup: %v", err)
+				return
+			}
+			if res.Matched {
+				wins.Add(1)
+				winner.Store(owner)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("a stale claim was taken over %d times, want exactly once", wins.Load())
+	}
+	got, _ = bc.GetBackup(ctx, storage.GetBackupParams{ARN: recs[2].ARN})
+	if got.Generation != 2 || got.Owner != winner.Load().(string) || got.Status != storage.BackupFailed {
+		t.Fatalf("after takeover: %+v", got)
+	}
+	// The stale owner is fenced: no heartbeat, no status write.
+	if hb(2, "owner-a", 1) {
+		t.Fatalf("the stale owner's heartbeat was confirmed after a takeover")
+	}
+	if res := upd(2, 1, storage.BackupCreating, storage.BackupAvailable); res.Matched {
+		t.Fatalf("the stale owner's status write matched after a takeover")
+	}
+	// A claim with StaleAfter 0 takes an idle row at once (a delete).
+	if res, err := bc.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: recs[0].ARN, Owner: "deleter", Generation: 1,
+		Status: storage.BackupAvailable, NewStatus: storage.BackupDeleting}); err != nil || !res.Matched ||
+		res.Record.Generation != 2 || res.Record.Status != storage.BackupDeleting || res.Record.Owner != "deleter" {
+		t.Fatalf("claim of an idle row = %+v, %v", res, err)
+	}
+}

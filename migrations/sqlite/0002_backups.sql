@@ -1,0 +1,28 @@
+-- 0002_backups: catalog rows of backups with their job claims
+-- (docs/backup-design.md section 4). created_at and heartbeat are Unix
+-- milliseconds; heartbeat is written from the database's clock. Every
+-- status write is conditioned on (generation, status).
+
+CREATE TABLE backups (
+    arn        TEXT    PRIMARY KEY,
+    account    TEXT    NOT NULL,
+    table_name TEXT    NOT NULL,
+    table_id   INTEGER NOT NULL,
+    backup_id  TEXT    NOT NULL,
+    name       TEXT    NOT NULL,
+    type       TEXT    NOT NULL,
+    status     TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    size_bytes INTEGER NOT NULL DEFAULT 0,
+    item_count INTEGER NOT NULL DEFAULT 0,
+    table_desc BLOB    NOT NULL,
+    store_id   TEXT    NOT NULL,
+    prefix     TEXT    NOT NULL,
+    message    TEXT    NOT NULL DEFAULT '',
+    owner      TEXT    NOT NULL,
+    generation INTEGER NOT NULL,
+    heartbeat  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX backups_by_account ON backups(account, arn);
+CREATE INDEX backups_by_status ON backups(status);
