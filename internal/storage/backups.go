@@ -35,6 +35,9 @@ type BackupCatalog interface {
 	// heartbeat, for a new job on an idle row such as a delete). Among
 	// concurrent claimers of one generation exactly one matches.
 	ClaimBackup(ctx context.Context, p ClaimBackupParams) (*BackupWriteResult, error)
+	// CatalogID answers this catalog's identity, creating it (from
+	// NewID) the first time; concurrent first calls agree on one id.
+	CatalogID(ctx context.Context, newID string) (string, error)
 }
 
 // Backup row statuses.

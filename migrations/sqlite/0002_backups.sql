@@ -26,3 +26,10 @@ CREATE TABLE backups (
 
 CREATE INDEX backups_by_account ON backups(account, arn);
 CREATE INDEX backups_by_status ON backups(status);
+
+-- The catalog's identity, named in the store's extenddb-store.json so that
+-- a store is never shared by two catalogs (docs/backup-design.md section 2).
+CREATE TABLE backup_catalog (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    id  TEXT    NOT NULL
+);

@@ -183,3 +183,20 @@ func (b *Backend) ClaimBackup(ctx context.Context, p storage.ClaimBackupParams) 
 		 RETURNING `+backupCols,
 		p.ARN, p.Owner, newStatus, p.Generation, p.Status, p.StaleAfter.Milliseconds())
 }
+
+// CatalogID implements storage.BackupCatalog.
+func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
+	c, err := b.acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, `INSERT INTO backup_catalog(one, id) VALUES (1, $1) ON CONFLICT DO NOTHING`, newID); err != nil {
+		return "", mapErr(err, "postgres: catalog id")
+	}
+	var id string
+	if err := c.QueryRow(ctx, `SELECT id FROM backup_catalog WHERE one = 1`).Scan(&id); err != nil {
+		return "", mapErr(err, "postgres: catalog id")
+	}
+	return id, nil
+}

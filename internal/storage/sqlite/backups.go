@@ -181,3 +181,18 @@ func (b *Backend) ClaimBackup(ctx context.Context, p storage.ClaimBackupParams) 
 		 WHERE arn = ? AND generation = ? AND status = ? AND heartbeat <= `+nowMS+` - ?`,
 		p.Owner, newStatus, p.ARN, p.Generation, p.Status, p.StaleAfter.Milliseconds())
 }
+
+// CatalogID implements storage.BackupCatalog.
+func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
+	var id string
+	err := b.submit(ctx, func(w *writer) error {
+		if _, err := w.conn.ExecContext(bg, `INSERT INTO backup_catalog(one, id) VALUES (1, ?) ON CONFLICT DO NOTHING`, newID); err != nil {
+			return fail(err, "sqlite: catalog id")
+		}
+		if err := w.conn.QueryRowContext(bg, `SELECT id FROM backup_catalog WHERE one = 1`).Scan(&id); err != nil {
+			return fail(err, "sqlite: catalog id")
+		}
+		return nil
+	})
+	return id, err
+}

@@ -192,3 +192,18 @@ func testBackupCatalog(e *env) {
 		t.Fatalf("claim of an idle row = %+v, %v", res, err)
 	}
 }
+
+func testCatalogID(e *env) {
+	bc, ok := storage.Backups(e.b)
+	if !ok {
+		return
+	}
+	a, err := bc.CatalogID(e.ctx, "cat-"+e.suffix)
+	if err != nil || a == "" {
+		e.t.Fatalf("CatalogID = %q, %v", a, err)
+	}
+	b, err := bc.CatalogID(e.ctx, "other-"+e.suffix)
+	if err != nil || b != a {
+		e.t.Fatalf("second CatalogID = %q, %v; want the first %q", b, err, a)
+	}
+}

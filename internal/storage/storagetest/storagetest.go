@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"DeletedTable", testDeletedTable},
 		{"Snapshot", testSnapshot},
 		{"BackupCatalog", testBackupCatalog},
+		{"BackupCatalogID", testCatalogID},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
