@@ -55,6 +55,7 @@ var allowed = map[string][]string{
 var testSupport = []string{
 	"internal/storage/storagetest", "internal/storage/sqlite", "internal/store/storetest",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
+	"internal/storage/postgres",
 	"internal/config", "internal/server",
 }
 

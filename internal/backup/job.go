@@ -1,0 +1,306 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/store"
+)
+
+// CreateBackup takes a backup of a table (docs/backup-design.md section
+// 4): within the call it opens the snapshot, which pins the backup's
+// instant, mints the id and ARN from that instant and inserts the CREATING
+// row with this server's claim; the job then runs in the background and
+// flips the row to AVAILABLE (or FAILED). Errors are storage errors:
+// KindTableNotFound, KindLimitExceeded (job slots or snapshots),
+// KindUnavailable (store unhealthy or unreachable).
+func (m *Manager) CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error) {
+	if m.ctx == nil {
+		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+	}
+	if err := m.Healthy(ctx); err != nil {
+		return nil, unavailable(err)
+	}
+	release, err := m.acquireSlot()
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			release()
+		}
+	}()
+	snap, err := m.snaps.OpenTableSnapshot(ctx, storage.OpenSnapshotParams{Account: account, Name: table})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !started {
+			snap.Items.Close()
+		}
+	}()
+	at := snap.At.UTC().Truncate(time.Millisecond)
+	id, err := format.MintBackupID(at, nil)
+	if err != nil {
+		return nil, err
+	}
+	arn := format.ARN{Partition: m.cfg.Partition, Region: m.cfg.Region, Account: account, Table: table, BackupID: id}
+	if err := arn.Validate(); err != nil {
+		return nil, storage.Wrap(storage.KindInternal, err, "backup: ARN")
+	}
+	desc, err := m.cfg.Describer.TableDescriptionJSON(snap.Table)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindInternal, err, "backup: table description")
+	}
+	storeID := ""
+	if p := m.storeID.Load(); p != nil {
+		storeID = *p
+	}
+	rec, err := m.cat.InsertBackup(ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
+		ARN: arn.String(), Account: account, TableName: table, TableID: snap.Table.ID, BackupID: id,
+		Name: name, Type: "USER", Status: storage.BackupCreating, CreatedAt: at,
+		TableDesc: snap.Table.Desc, StoreID: storeID, Prefix: prefixKey(account, table, id), Owner: m.cfg.Owner,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	started = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer release()
+		m.runBackup(snap, *rec, arn, desc)
+	}()
+	return rec, nil
+}
+
+var errFenced = errors.New("backup: the job's claim was taken over (fenced)")
+
+// keepClaim heartbeats a claim until ctx ends; when the claim cannot be
+// confirmed (taken over, or not confirmed for StaleAfter) it cancels the
+// job with the cause.
+func (m *Manager) keepClaim(ctx context.Context, cancel context.CancelCauseFunc, arn string, gen int64) {
+	t := time.NewTicker(m.cfg.HeartbeatInterval)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := m.cat.HeartbeatBackup(ctx, storage.HeartbeatBackupParams{ARN: arn, Owner: m.cfg.Owner, Generation: gen})
+		switch {
+		case err == nil && res.Matched:
+			last = time.Now()
+		case err == nil:
+			cancel(errFenced)
+			return
+		case time.Since(last) > m.cfg.StaleAfter:
+			cancel(fmt.Errorf("backup: the claim could not be confirmed for %s: %w", m.cfg.StaleAfter, err))
+			return
+		}
+	}
+}
+
+// runBackup is the backup job.
+func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte) {
+	ctx, cancel := context.WithCancelCause(m.ctx)
+	defer cancel(nil)
+	go m.keepClaim(ctx, cancel, rec.ARN, rec.Generation)
+	log := m.log.With("backup", rec.ARN)
+	start := time.Now()
+	res, err := m.writeBackup(ctx, snap, rec, arn, desc)
+	snap.Items.Close()
+	if err == nil {
+		m.hook(PointBeforeAvailable)
+		size, n := res.Manifest.UncompressedBytes, res.Manifest.ItemCount
+		w, uerr := m.cat.UpdateBackup(context.WithoutCancel(ctx), storage.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
+			Status: storage.BackupCreating, NewStatus: storage.BackupAvailable, SizeBytes: &size, ItemCount: &n})
+		switch {
+		case uerr != nil:
+			err = uerr
+		case !w.Matched:
+			// Another server owns the row now; it decides what happens.
+			log.Warn("backup finished but its claim was taken over; leaving the row to its new owner")
+			return
+		default:
+			log.Info("backup available", "items", n, "bytes", size, "compressed_bytes", res.Manifest.CompressedBytes,
+				"files", len(res.Manifest.DataFiles), "duration", time.Since(start))
+			return
+		}
+	}
+	if c := context.Cause(ctx); c != nil && errors.Is(c, errFenced) {
+		log.Warn("backup stopped: claim taken over")
+		return
+	}
+	log.Error("backup failed", "err", err)
+	m.failBackup(context.WithoutCancel(ctx), rec, err.Error())
+}
+
+// failBackup writes FAILED under the job's generation and, only when that
+// write matched, deletes what the job uploaded.
+func (m *Manager) failBackup(ctx context.Context, rec storage.BackupRecord, msg string) {
+	w, err := m.cat.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
+		Status: storage.BackupCreating, NewStatus: storage.BackupFailed, Message: &msg})
+	if err != nil || !w.Matched {
+		return
+	}
+	if err := m.st.DeletePrefix(ctx, rec.Prefix); err != nil {
+		m.log.Warn("backup: removing a failed backup's objects", "backup", rec.ARN, "err", err)
+	}
+}
+
+// writeBackup streams the snapshot into the format writer, whose sink
+// uploads each object to the store as it is written.
+func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte) (*format.Result, error) {
+	m.hook(PointSnapshotOpen)
+	var marker *string
+	if snap.Descriptor.Marker != "" {
+		mk := snap.Descriptor.Marker
+		marker = &mk
+	}
+	order := format.OrderUnordered
+	if snap.KeyOrder {
+		order = format.OrderKey
+	}
+	sink := &storeSink{st: m.st, m: m, prefix: rec.Prefix + "/"}
+	w, err := format.NewWriter(ctx, sink, format.WriterConfig{
+		ARN: arn, BackupName: rec.Name,
+		Source:          format.Source{Backend: m.cfg.Backend.Name(), ExtenddbVersion: m.cfg.Version},
+		Snapshot:        format.Snapshot{Kind: snap.Descriptor.Kind, Marker: marker},
+		SourceTable:     desc,
+		ItemOrder:       order,
+		TargetFileBytes: m.cfg.TargetFileBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	schema := w.Schema()
+	opened := time.Now()
+	hooked := false
+	for n := 0; ; n++ {
+		if m.cfg.MaxSnapshotAge > 0 && n%1024 == 0 && time.Since(opened) > m.cfg.MaxSnapshotAge {
+			err := fmt.Errorf("backup: the snapshot stayed open longer than %s (backup.max_snapshot_age)", m.cfg.MaxSnapshotAge)
+			w.Abort(err)
+			return nil, err
+		}
+		row, err := snap.Items.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			w.Abort(err)
+			return nil, jobErr(ctx, err)
+		}
+		it, err := attr.DecodeItem(row.Item)
+		if err != nil {
+			w.Abort(err)
+			return nil, fmt.Errorf("backup: stored item: %w", err)
+		}
+		k, err := schema.KeyOf(it)
+		if err != nil {
+			w.Abort(err)
+			return nil, fmt.Errorf("backup: stored item: %w", err)
+		}
+		if err := w.Append(row.Item, k); err != nil {
+			w.Abort(err)
+			return nil, jobErr(ctx, err)
+		}
+		if !hooked {
+			hooked = true
+			m.hook(PointMidData)
+		}
+	}
+	res, err := w.Finish()
+	if err != nil {
+		w.Abort(err)
+		return nil, jobErr(ctx, err)
+	}
+	return res, nil
+}
+
+// jobErr prefers the job's cancellation cause (fenced, shut down).
+func jobErr(ctx context.Context, err error) error {
+	if c := context.Cause(ctx); c != nil {
+		return c
+	}
+	return err
+}
+
+// storeSink is the format writer's sink: every object is streamed into
+// store.Put through a pipe, so it is uploaded while it is written and
+// published (atomically) when the writer closes it.
+type storeSink struct {
+	st     store.Store
+	m      *Manager
+	prefix string
+}
+
+func (s *storeSink) Create(ctx context.Context, key string) (io.WriteCloser, error) {
+	switch key {
+	case format.ManifestFilesKey(s.prefix):
+		s.m.hook(PointBeforeManifest)
+	case format.SidecarKey(s.prefix):
+		s.m.hook(PointBeforeSidecar)
+	}
+	pr, pw := io.Pipe()
+	o := &pipeObject{pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := s.st.Put(ctx, key, pr)
+		if err == nil {
+			// A Put that returns before reading everything must not
+			// leave the writer blocked.
+			err = drainCheck(pr)
+		}
+		pr.CloseWithError(errOr(err, io.ErrClosedPipe))
+		o.done <- err
+	}()
+	return o, nil
+}
+
+func errOr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}
+
+// drainCheck reports an error when the pipe still has bytes after a Put
+// said it was done (which would mean the object is short).
+func drainCheck(pr *io.PipeReader) error {
+	var b [1]byte
+	n, err := pr.Read(b[:])
+	if n > 0 {
+		return errors.New("backup: the store stopped reading an object before its end")
+	}
+	if err != nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+type pipeObject struct {
+	pw   *io.PipeWriter
+	done chan error
+}
+
+func (o *pipeObject) Write(p []byte) (int, error) { return o.pw.Write(p) }
+
+func (o *pipeObject) Close() error {
+	o.pw.Close()
+	return <-o.done
+}
+
+func (o *pipeObject) CloseWithError(err error) error {
+	o.pw.CloseWithError(err)
+	<-o.done
+	return nil
+}

@@ -1,0 +1,273 @@
+package backup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/store"
+)
+
+// Describer turns a table's catalog row into the DynamoDB
+// TableDescription JSON recorded as the manifest's source_table. The
+// engine satisfies it (engine.Engine.TableDescriptionJSON).
+type Describer interface {
+	TableDescriptionJSON(t *storage.Table) ([]byte, error)
+}
+
+// Defaults of Config (docs/backup-design.md section 4).
+const (
+	DefaultMaxConcurrentJobs = 4
+	DefaultHeartbeatInterval = 15 * time.Second
+	DefaultStaleAfter        = 300 * time.Second
+	DefaultReconcileInterval = 60 * time.Second
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Backend must have the snapshot capability and a backup catalog.
+	Backend storage.Backend
+	// Store holds the backups.
+	Store store.Store
+	// Describer gives the source table's description for manifests.
+	Describer Describer
+	// Partition and Region appear in backup ARNs (default aws, us-east-1).
+	Partition, Region string
+	// Owner names this server in job claims (default: random per process).
+	Owner string
+	// Version is the extenddb version written to manifests.
+	Version string
+	// MaxConcurrentJobs bounds backups and restores running at once on
+	// this server (default 4); over it, KindLimitExceeded.
+	MaxConcurrentJobs int
+	// HeartbeatInterval and StaleAfter time the claims (defaults 15 s and
+	// 300 s); ReconcileInterval paces the reconciler (default 60 s).
+	HeartbeatInterval, StaleAfter, ReconcileInterval time.Duration
+	// TargetFileBytes is the uncompressed size of a data file
+	// (format.DefaultTargetFileBytes when 0).
+	TargetFileBytes int64
+	// MaxSnapshotAge bounds how long a backup keeps its snapshot open; past
+	// it the job fails cleanly (0: no bound).
+	MaxSnapshotAge time.Duration
+	// Logger receives job events (default: discard).
+	Logger *slog.Logger
+	// Hook, when set (tests only), is called at each named step of a job
+	// (see the Point* constants); a crash test kills the process there.
+	Hook func(point string)
+}
+
+// Steps of the jobs where Config.Hook is called.
+const (
+	PointSnapshotOpen     = "backup.snapshot-open"    // the job runs, nothing uploaded
+	PointMidData          = "backup.mid-data"         // a data file is open and partly written
+	PointBeforeManifest   = "backup.before-manifest"  // every data file is uploaded
+	PointBeforeSidecar    = "backup.before-sidecar"   // the manifests are uploaded
+	PointBeforeAvailable  = "backup.before-available" // the sidecar is uploaded
+	PointDeleteDeleting   = "delete.after-deleting"   // the row is DELETING
+	PointDeleteNoManifest = "delete.after-manifest-gone"
+)
+
+// Manager runs the backup jobs of one server: it creates backups, deletes
+// them and reconciles what crashed jobs left behind. It is safe for
+// concurrent use.
+type Manager struct {
+	cfg   Config
+	cat   storage.BackupCatalog
+	snaps storage.SnapshotEngine
+	st    store.Store
+	log   *slog.Logger
+	slots chan struct{}
+
+	catalogID string
+	storeID   atomic.Pointer[string]
+	health    atomic.Pointer[error] // nil pointer: not checked yet
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New checks the configuration. Start must be called before use.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Backend == nil || cfg.Store == nil || cfg.Describer == nil {
+		return nil, errors.New("backup: Backend, Store and Describer are required")
+	}
+	cat, ok := storage.Backups(cfg.Backend)
+	if !ok {
+		return nil, fmt.Errorf("backup: the %s backend has no backup catalog", cfg.Backend.Name())
+	}
+	snaps, ok := storage.Snapshots(cfg.Backend)
+	if !ok {
+		return nil, fmt.Errorf("backup: the %s backend cannot take table snapshots", cfg.Backend.Name())
+	}
+	if cfg.Partition == "" {
+		cfg.Partition = "aws"
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Owner == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		cfg.Owner = "srv-" + hex.EncodeToString(b[:])
+	}
+	if cfg.MaxConcurrentJobs <= 0 {
+		cfg.MaxConcurrentJobs = DefaultMaxConcurrentJobs
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	return &Manager{cfg: cfg, cat: cat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs)}, nil
+}
+
+// Owner is the name this server's claims carry.
+func (m *Manager) Owner() string { return m.cfg.Owner }
+
+// Store is the configured store.
+func (m *Manager) Store() store.Store { return m.st }
+
+// Start binds the store to the catalog (checking its identity), runs the
+// reconciler once and then every ReconcileInterval until Close. An
+// unhealthy store is not an error here: it is reported by Healthy and by
+// every operation, and the reconciler leaves it alone.
+func (m *Manager) Start(ctx context.Context) error {
+	newID := make([]byte, 16)
+	rand.Read(newID)
+	id, err := m.cat.CatalogID(ctx, "cat-"+hex.EncodeToString(newID))
+	if err != nil {
+		return fmt.Errorf("backup: catalog id: %w", err)
+	}
+	m.catalogID = id
+	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := m.checkHealth(ctx); err != nil {
+		m.log.Warn("backup store unhealthy", "store", m.st.String(), "err", err)
+	} else if err := m.Reconcile(ctx); err != nil {
+		m.log.Warn("backup reconciler", "err", err)
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(m.cfg.ReconcileInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-t.C:
+				if err := m.Reconcile(m.ctx); err != nil && m.ctx.Err() == nil {
+					m.log.Warn("backup reconciler", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Close stops the reconciler and the running jobs and waits for them. A
+// job stopped this way leaves its row CREATING; the reconciler of a later
+// run fails it once its claim is stale.
+func (m *Manager) Close() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+}
+
+// checkHealth applies the store identity rules and records the verdict.
+func (m *Manager) checkHealth(ctx context.Context) error {
+	rows, err := m.cat.ListBackups(ctx, storage.ListBackupsParams{})
+	if err != nil {
+		return err
+	}
+	var known []string
+	for _, r := range rows {
+		if r.Status != storage.BackupDeleted {
+			known = append(known, r.StoreID)
+		}
+	}
+	h, err := store.CheckHealth(ctx, m.st, m.catalogID, known, true)
+	if err == nil {
+		err = h.Err()
+	}
+	if err != nil {
+		err = fmt.Errorf("backup store %s: %w", m.st, err)
+		m.health.Store(&err)
+		return err
+	}
+	id := h.Identity.StoreID
+	m.storeID.Store(&id)
+	var ok error
+	m.health.Store(&ok)
+	return nil
+}
+
+// Healthy answers nil when the store is reachable and its identity is
+// this catalog's, else an error that says what is wrong.
+func (m *Manager) Healthy(ctx context.Context) error {
+	if err := m.st.Validate(ctx); err != nil {
+		return fmt.Errorf("backup store %s: %w", m.st, err)
+	}
+	if p := m.health.Load(); p == nil || *p != nil {
+		return m.checkHealth(ctx)
+	}
+	return nil
+}
+
+func unavailable(err error) error {
+	return storage.Wrap(storage.KindUnavailable, err, "the backup store cannot be used")
+}
+
+// acquireSlot takes a job slot without waiting.
+func (m *Manager) acquireSlot() (func(), error) {
+	select {
+	case m.slots <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-m.slots }) }, nil
+	default:
+		return nil, storage.Errorf(storage.KindLimitExceeded,
+			"Subscriber limit exceeded: at most %d backup and restore jobs run at once on this server (backup.max_concurrent_jobs)", cap(m.slots))
+	}
+}
+
+func (m *Manager) hook(point string) {
+	if m.cfg.Hook != nil {
+		m.cfg.Hook(point)
+	}
+}
+
+// GetBackup reads a backup row; nil when there is none.
+func (m *Manager) GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error) {
+	return m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: arn})
+}
+
+// ListBackups lists backup rows.
+func (m *Manager) ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error) {
+	return m.cat.ListBackups(ctx, p)
+}
+
+// prefixKey is the store prefix of a backup (no trailing slash).
+func prefixKey(account, table, id string) string {
+	return strings.TrimSuffix(format.Prefix(account, table, id), "/")
+}
