@@ -118,6 +118,10 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"ListTagsOfResource": op(eng.ListTagsOfResource),
 		"DescribeLimits":     op(eng.DescribeLimits),
 		"DescribeEndpoints":  describeEndpoints,
+		"CreateBackup":       op(eng.CreateBackup),
+		"DescribeBackup":     op(eng.DescribeBackup),
+		"ListBackups":        op(eng.ListBackups),
+		"DeleteBackup":       op(eng.DeleteBackup),
 	}
 	s.metrics = newMetrics(opt.Registry)
 	r := mux.NewRouter()

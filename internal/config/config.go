@@ -34,6 +34,18 @@ type Backup struct {
 	// Store is the [backup.store] section (see internal/store.Config):
 	// kind = "filesystem" | "s3" | "disabled" (default).
 	Store store.Config `toml:"store"`
+	// MaxConcurrentJobs bounds backups and restores running at once on
+	// this server (0: 4); over it, LimitExceededException.
+	MaxConcurrentJobs int `toml:"max_concurrent_jobs"`
+	// HeartbeatInterval is how often a job renews its claim (0: 15s);
+	// StaleAfter is when a claim without heartbeat may be taken over
+	// (0: 300s); ReconcileInterval paces the reconciler (0: 60s).
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	StaleAfter        Duration `toml:"stale_after"`
+	ReconcileInterval Duration `toml:"reconcile_interval"`
+	// MaxSnapshotAge bounds how long a backup keeps its table snapshot
+	// open; past it the backup fails cleanly (0: no bound).
+	MaxSnapshotAge Duration `toml:"max_snapshot_age"`
 }
 
 // Auth configures request signing (AWS Signature Version 4).
@@ -172,6 +184,28 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Backup.Store.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if c.Backup.MaxConcurrentJobs < 0 {
+		return errors.New("config: backup.max_concurrent_jobs must not be negative")
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"heartbeat_interval", c.Backup.HeartbeatInterval}, {"stale_after", c.Backup.StaleAfter},
+		{"reconcile_interval", c.Backup.ReconcileInterval}, {"max_snapshot_age", c.Backup.MaxSnapshotAge}} {
+		if d.v.Duration < 0 {
+			return fmt.Errorf("config: backup.%s must not be negative", d.key)
+		}
+	}
+	hb, stale := c.Backup.HeartbeatInterval.Duration, c.Backup.StaleAfter.Duration
+	if hb == 0 {
+		hb = 15 * time.Second
+	}
+	if stale == 0 {
+		stale = 300 * time.Second
+	}
+	if hb >= stale {
+		return errors.New("config: backup.heartbeat_interval must be shorter than backup.stale_after")
 	}
 	seen := map[string]bool{}
 	for i, k := range c.Auth.Keys {

@@ -38,6 +38,7 @@ type Engine struct {
 	bg            background
 	sweepInterval time.Duration
 	now           func() time.Time
+	backups       BackupService // nil: no backup store configured
 }
 
 // New returns an engine over a backend.

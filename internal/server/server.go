@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
 	readiness := backend.Ping
+	var jobs *backup.Manager
 	if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
 		// The backup store is part of readiness: /ready answers 503 while it
 		// is unreachable (the server still serves tables).
@@ -94,14 +96,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		if err := st.Validate(ctx); err != nil {
 			log.Warn("backup store not reachable", "store", st.String(), "err", err)
 		}
+		if jobs, err = startBackups(ctx, cfg, backend, eng, st, log); err != nil {
+			return err
+		}
+		defer jobs.Close()
 		readiness = func(ctx context.Context) error {
 			if err := backend.Ping(ctx); err != nil {
 				return err
 			}
-			if err := st.Validate(ctx); err != nil {
-				return fmt.Errorf("backup store %s: %w", st, err)
-			}
-			return nil
+			// Reachable, and its identity is this catalog's.
+			return jobs.Healthy(ctx)
 		}
 	}
 	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth})
@@ -149,6 +153,56 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// startBackups starts the backup jobs over the configured store and hands
+// them to the engine (which never imports internal/backup).
+func startBackups(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, st store.Store, log *slog.Logger) (*backup.Manager, error) {
+	m, err := backup.New(backup.Config{
+		Backend: backend, Store: st, Describer: eng, Region: eng.Region(),
+		MaxConcurrentJobs: cfg.Backup.MaxConcurrentJobs,
+		HeartbeatInterval: cfg.Backup.HeartbeatInterval.Duration,
+		StaleAfter:        cfg.Backup.StaleAfter.Duration,
+		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
+		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
+		Logger:            log,
+		Hook:              killHook(log),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("backup.store: %w", err)
+	}
+	if err := m.Start(ctx); err != nil {
+		return nil, fmt.Errorf("backup.store: %w", err)
+	}
+	eng.SetBackups(m)
+	return m, nil
+}
+
+// killHook is the tests' job hook (never set in production):
+// EXTENDDB_TEST_KILL_AT naming a job step (backup.Point*) makes the server
+// kill itself with SIGKILL there; EXTENDDB_TEST_HOLD_AT makes jobs wait
+// there while the file EXTENDDB_TEST_HOLD_FILE exists.
+func killHook(log *slog.Logger) func(string) {
+	kill, hold, holdFile := os.Getenv("EXTENDDB_TEST_KILL_AT"), os.Getenv("EXTENDDB_TEST_HOLD_AT"), os.Getenv("EXTENDDB_TEST_HOLD_FILE")
+	if kill == "" && (hold == "" || holdFile == "") {
+		return nil
+	}
+	log.Warn("test hook armed at job steps", "kill_at", kill, "hold_at", hold)
+	return func(point string) {
+		if point == kill {
+			p, _ := os.FindProcess(os.Getpid())
+			p.Signal(syscall.SIGKILL)
+			select {}
+		}
+		if point == hold {
+			for {
+				if _, err := os.Stat(holdFile); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // servePprof serves the runtime profiles on a loopback address.

@@ -143,6 +143,22 @@ def _check_server_log(log):
     assert not bad, "server log has storage contract violations:\n" + "\n".join(bad[:20])
 
 
+def server_env(logdir, **extra):
+    """The environment of a server the suite starts: backups go to a fresh
+    filesystem store under logdir (unless the caller configured one with
+    EXTENDDB__BACKUP__STORE__* or EXTENDDB_TEST_BACKUP_STORE=disabled)."""
+    env = dict(os.environ)
+    if (os.environ.get("EXTENDDB_TEST_BACKUP_STORE") != "disabled"
+            and "EXTENDDB__BACKUP__STORE__KIND" not in env):
+        root = Path(logdir) / "backup-store"
+        root.mkdir(mode=0o700, exist_ok=True)
+        env["EXTENDDB__BACKUP__STORE__KIND"] = "filesystem"
+        env["EXTENDDB__BACKUP__STORE__ROOT"] = str(root)
+        _server["backup_root"] = str(root)
+    env.update(extra)
+    return env
+
+
 @pytest.fixture(scope="session")
 def endpoint(request, tmp_path_factory):
     ep = os.environ.get("EXTENDDB_ENDPOINT")
@@ -161,7 +177,8 @@ def endpoint(request, tmp_path_factory):
     cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}"]
     cmd += shlex.split(extra) if extra else ["--memory"]
     logf = open(log, "wb")
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
+                            env=server_env(logdir))
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)
@@ -311,3 +328,10 @@ def table(make_table):
 def table_hr(make_table):
     """A table with string hash key 'pk' and string range key 'sk'."""
     return make_table(range_key=("sk", "S"))
+
+
+@pytest.fixture(scope="session")
+def backup_root(endpoint):
+    """The filesystem backup store of the server the suite started (None
+    when the suite tests an external endpoint or backups are disabled)."""
+    return _server.get("backup_root")

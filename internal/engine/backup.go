@@ -1,0 +1,462 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// The on-demand backup operations (docs/adr/0006-backup-operations.md):
+// the engine owns their wire shapes, validation, table rules and error
+// wording; the jobs run in internal/backup, reached through BackupService,
+// which the server fills (the engine never imports internal/backup, nor
+// the reverse).
+
+// BackupService is what the backup operations need of the backup jobs.
+// internal/backup.Manager satisfies it. Errors are storage errors
+// (KindTableNotFound, KindLimitExceeded, KindUnavailable for a store that
+// cannot be used).
+type BackupService interface {
+	CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error)
+	GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error)
+	ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error)
+	DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error)
+}
+
+// SetBackups installs the backup jobs; without them every backup
+// operation answers a ValidationException naming [backup.store]. Call it
+// before serving.
+func (e *Engine) SetBackups(s BackupService) { e.backups = s }
+
+// TableDescriptionJSON is the DynamoDB TableDescription of a catalog row,
+// as a backup manifest records it (backup.Describer).
+func (e *Engine) TableDescriptionJSON(st *storage.Table) ([]byte, error) {
+	t, err := parseTable(st)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(t.describe())
+}
+
+type CreateBackupInput struct {
+	TableName  *string `json:"TableName"`
+	BackupName *string `json:"BackupName"`
+}
+
+type BackupDetails struct {
+	BackupArn              string  `json:"BackupArn"`
+	BackupName             string  `json:"BackupName"`
+	BackupSizeBytes        *int64  `json:"BackupSizeBytes,omitempty"`
+	BackupStatus           string  `json:"BackupStatus"`
+	BackupType             string  `json:"BackupType"`
+	BackupCreationDateTime float64 `json:"BackupCreationDateTime"`
+}
+
+type CreateBackupOutput struct {
+	BackupDetails *BackupDetails `json:"BackupDetails"`
+}
+
+type BackupArnInput struct {
+	BackupArn *string `json:"BackupArn"`
+}
+
+type SourceThroughput struct {
+	ReadCapacityUnits  int64 `json:"ReadCapacityUnits"`
+	WriteCapacityUnits int64 `json:"WriteCapacityUnits"`
+}
+
+type SourceTableDetails struct {
+	TableName             string             `json:"TableName"`
+	TableId               string             `json:"TableId"`
+	TableArn              string             `json:"TableArn,omitempty"`
+	TableSizeBytes        int64              `json:"TableSizeBytes"`
+	KeySchema             []KeySchemaElement `json:"KeySchema"`
+	TableCreationDateTime float64            `json:"TableCreationDateTime"`
+	ProvisionedThroughput SourceThroughput   `json:"ProvisionedThroughput"`
+	ItemCount             int64              `json:"ItemCount"`
+	BillingMode           string             `json:"BillingMode"`
+}
+
+type IndexInfo struct {
+	IndexName             string             `json:"IndexName"`
+	KeySchema             []KeySchemaElement `json:"KeySchema"`
+	Projection            *Projection        `json:"Projection"`
+	ProvisionedThroughput *SourceThroughput  `json:"ProvisionedThroughput,omitempty"`
+}
+
+type SourceTableFeatureDetails struct {
+	LocalSecondaryIndexes  []IndexInfo            `json:"LocalSecondaryIndexes,omitempty"`
+	GlobalSecondaryIndexes []IndexInfo            `json:"GlobalSecondaryIndexes,omitempty"`
+	StreamDescription      *StreamSpecification   `json:"StreamDescription,omitempty"`
+	TimeToLiveDescription  *TimeToLiveDescription `json:"TimeToLiveDescription,omitempty"`
+	SSEDescription         *SSEDescription        `json:"SSEDescription,omitempty"`
+}
+
+type BackupDescription struct {
+	BackupDetails             *BackupDetails             `json:"BackupDetails"`
+	SourceTableDetails        *SourceTableDetails        `json:"SourceTableDetails"`
+	SourceTableFeatureDetails *SourceTableFeatureDetails `json:"SourceTableFeatureDetails"`
+}
+
+type BackupDescriptionOutput struct {
+	BackupDescription *BackupDescription `json:"BackupDescription"`
+}
+
+type ListBackupsInput struct {
+	TableName               *string  `json:"TableName"`
+	Limit                   *int64   `json:"Limit"`
+	TimeRangeLowerBound     *float64 `json:"TimeRangeLowerBound"`
+	TimeRangeUpperBound     *float64 `json:"TimeRangeUpperBound"`
+	ExclusiveStartBackupArn *string  `json:"ExclusiveStartBackupArn"`
+	BackupType              *string  `json:"BackupType"`
+}
+
+type BackupSummary struct {
+	TableName              string  `json:"TableName"`
+	TableId                string  `json:"TableId,omitempty"`
+	TableArn               string  `json:"TableArn"`
+	BackupArn              string  `json:"BackupArn"`
+	BackupName             string  `json:"BackupName"`
+	BackupCreationDateTime float64 `json:"BackupCreationDateTime"`
+	BackupStatus           string  `json:"BackupStatus"`
+	BackupType             string  `json:"BackupType"`
+	BackupSizeBytes        *int64  `json:"BackupSizeBytes,omitempty"`
+}
+
+type ListBackupsOutput struct {
+	BackupSummaries        []BackupSummary `json:"BackupSummaries"`
+	LastEvaluatedBackupArn string          `json:"LastEvaluatedBackupArn,omitempty"`
+}
+
+// errBackupsDisabled answers every backup operation of a server without a
+// store.
+func errBackupsDisabled() error {
+	return validationf("Backups are not enabled on this server: configure a backup store in the [backup.store] section (kind = \"filesystem\" or \"s3\")")
+}
+
+// backupErr translates the jobs' storage errors.
+func backupErr(err error, table string) error {
+	k, ok := storage.KindOf(err)
+	if !ok {
+		return err
+	}
+	msg := err.Error()
+	if se, ok := err.(*storage.Error); ok {
+		msg = se.Message
+		if se.Cause != nil {
+			msg += ": " + se.Cause.Error()
+		}
+	}
+	switch k {
+	case storage.KindTableNotFound:
+		return newErr(CodeTableNotFound, "Table not found: %s", table)
+	case storage.KindLimitExceeded:
+		return newErr(CodeLimitExceeded, "%s", msg)
+	case storage.KindUnavailable:
+		return newErr(CodeServiceUnavailable, "%s", msg)
+	case storage.KindUnsupported:
+		return validationf("%s", msg)
+	}
+	return err
+}
+
+func backupNotFound(arn string) error {
+	return newErr(CodeBackupNotFound, "Backup not found: %s", arn)
+}
+
+var backupNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
+
+// tableNameOrArn takes a TableName member that may be a table ARN.
+func tableNameOrArn(s string) string {
+	if strings.HasPrefix(s, "arn:") {
+		if i := strings.Index(s, ":table/"); i >= 0 {
+			return s[i+len(":table/"):]
+		}
+	}
+	return s
+}
+
+func checkBackupArn(c *constraintErrors, member string, arn *string) {
+	if arn == nil {
+		c.add(nil, member, "Member must not be null")
+		return
+	}
+	if len(*arn) < 37 {
+		c.add(*arn, member, "Member must have length greater than or equal to 37")
+	}
+	if len(*arn) > 1024 {
+		c.add(*arn, member, "Member must have length less than or equal to 1024")
+	}
+}
+
+// CreateBackup starts an on-demand backup of a table.
+func (e *Engine) CreateBackup(ctx context.Context, account string, in *CreateBackupInput) (*CreateBackupOutput, error) {
+	var c constraintErrors
+	if in.TableName == nil {
+		c.add(nil, "tableName", "Member must not be null")
+	} else if n := len(*in.TableName); n < 1 || n > 1024 {
+		c.add(*in.TableName, "tableName", "Member must have length "+map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 1024"}[n < 1])
+	}
+	if in.BackupName == nil {
+		c.add(nil, "backupName", "Member must not be null")
+	} else {
+		n := *in.BackupName
+		if len(n) < 3 {
+			c.add(n, "backupName", "Member must have length greater than or equal to 3")
+		}
+		if len(n) > 255 {
+			c.add(n, "backupName", "Member must have length less than or equal to 255")
+		}
+		if !backupNameRE.MatchString(n) {
+			c.add(n, "backupName", "Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+")
+		}
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if e.backups == nil {
+		return nil, errBackupsDisabled()
+	}
+	name := tableNameOrArn(*in.TableName)
+	e.tables.drop(account, name)
+	t, err := e.loadTable(ctx, account, name)
+	if err != nil {
+		if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+			return nil, newErr(CodeTableNotFound, "Table not found: %s", name)
+		}
+		return nil, err
+	}
+	if s := t.stored.Desc.TableStatus; s == "CREATING" || s == "DELETING" {
+		return nil, newErr(CodeTableInUse, "Table is being %s: %s", map[bool]string{true: "created", false: "deleted"}[s == "CREATING"], name)
+	}
+	rec, err := e.backups.CreateBackup(ctx, account, name, *in.BackupName)
+	if err != nil {
+		return nil, backupErr(err, name)
+	}
+	return &CreateBackupOutput{BackupDetails: backupDetails(rec)}, nil
+}
+
+func epochMillis(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+
+func backupDetails(r *storage.BackupRecord) *BackupDetails {
+	d := &BackupDetails{BackupArn: r.ARN, BackupName: r.Name, BackupStatus: wireBackupStatus(r.Status),
+		BackupType: r.Type, BackupCreationDateTime: epochMillis(r.CreatedAt)}
+	if r.Status != storage.BackupCreating {
+		n := r.SizeBytes
+		d.BackupSizeBytes = &n
+	}
+	return d
+}
+
+// wireBackupStatus: the service knows CREATING, AVAILABLE and DELETED.
+func wireBackupStatus(s string) string {
+	switch s {
+	case storage.BackupCreating, storage.BackupAvailable:
+		return s
+	}
+	return "DELETED"
+}
+
+// describeBackup builds the BackupDescription of a row from the source
+// table's description as it was at the backup's instant.
+func (e *Engine) describeBackup(r *storage.BackupRecord) (*BackupDescription, error) {
+	var st storedTable
+	if err := json.Unmarshal(r.TableDesc, &st); err != nil {
+		return nil, err
+	}
+	d := st.Desc
+	billing := "PROVISIONED"
+	if d.BillingModeSummary != nil && d.BillingModeSummary.BillingMode != "" {
+		billing = d.BillingModeSummary.BillingMode
+	}
+	tp := func(pt *ProvisionedThroughputDescription) SourceThroughput {
+		if pt == nil {
+			return SourceThroughput{}
+		}
+		return SourceThroughput{ReadCapacityUnits: pt.ReadCapacityUnits, WriteCapacityUnits: pt.WriteCapacityUnits}
+	}
+	src := &SourceTableDetails{TableName: r.TableName, TableId: d.TableId, TableArn: d.TableArn,
+		TableSizeBytes: r.SizeBytes, KeySchema: d.KeySchema, TableCreationDateTime: d.CreationDateTime,
+		ProvisionedThroughput: tp(d.ProvisionedThroughput), ItemCount: r.ItemCount, BillingMode: billing}
+	feat := &SourceTableFeatureDetails{SSEDescription: d.SSEDescription,
+		TimeToLiveDescription: &TimeToLiveDescription{TimeToLiveStatus: "DISABLED"}}
+	if st.TTL != nil {
+		feat.TimeToLiveDescription = &TimeToLiveDescription{TimeToLiveStatus: "ENABLED", AttributeName: st.TTL.AttributeName}
+	}
+	if d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled {
+		feat.StreamDescription = d.StreamSpecification
+	}
+	for _, l := range d.LocalSecondaryIndexes {
+		feat.LocalSecondaryIndexes = append(feat.LocalSecondaryIndexes, IndexInfo{IndexName: l.IndexName, KeySchema: l.KeySchema, Projection: l.Projection})
+	}
+	for _, g := range d.GlobalSecondaryIndexes {
+		gi := IndexInfo{IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection}
+		if billing == "PROVISIONED" {
+			t := tp(g.ProvisionedThroughput)
+			gi.ProvisionedThroughput = &t
+		}
+		feat.GlobalSecondaryIndexes = append(feat.GlobalSecondaryIndexes, gi)
+	}
+	return &BackupDescription{BackupDetails: backupDetails(r), SourceTableDetails: src, SourceTableFeatureDetails: feat}, nil
+}
+
+// visibleBackup reads a backup of this account that the service would show:
+// FAILED, DELETING and DELETED backups are not found.
+func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string) (*storage.BackupRecord, error) {
+	var c constraintErrors
+	checkBackupArn(&c, "backupArn", arn)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if e.backups == nil {
+		return nil, errBackupsDisabled()
+	}
+	r, err := e.backups.GetBackup(ctx, *arn)
+	if err != nil {
+		return nil, backupErr(err, "")
+	}
+	if r == nil || r.Account != account || (r.Status != storage.BackupCreating && r.Status != storage.BackupAvailable) {
+		return nil, backupNotFound(*arn)
+	}
+	return r, nil
+}
+
+// DescribeBackup describes a backup.
+func (e *Engine) DescribeBackup(ctx context.Context, account string, in *BackupArnInput) (*BackupDescriptionOutput, error) {
+	r, err := e.visibleBackup(ctx, account, in.BackupArn)
+	if err != nil {
+		return nil, err
+	}
+	d, err := e.describeBackup(r)
+	if err != nil {
+		return nil, err
+	}
+	return &BackupDescriptionOutput{BackupDescription: d}, nil
+}
+
+// DeleteBackup deletes an AVAILABLE backup.
+func (e *Engine) DeleteBackup(ctx context.Context, account string, in *BackupArnInput) (*BackupDescriptionOutput, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := e.visibleBackup(ctx, account, in.BackupArn)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status == storage.BackupCreating {
+			return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
+		}
+		res, err := e.backups.DeleteBackup(ctx, *r)
+		if err != nil {
+			return nil, backupErr(err, "")
+		}
+		if !res.Matched {
+			if attempt < 3 {
+				continue // changed since read: answer from its new state
+			}
+			return nil, newErr(CodeBackupInUse, "Backup is in use by another operation: %s", r.ARN)
+		}
+		d, err := e.describeBackup(res.Record)
+		if err != nil {
+			return nil, err
+		}
+		d.BackupDetails.BackupStatus = "DELETED"
+		return &BackupDescriptionOutput{BackupDescription: d}, nil
+	}
+}
+
+// ListBackups lists the backups of the account (ascending ARN order, which
+// within a table is the order of creation).
+func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackupsInput) (*ListBackupsOutput, error) {
+	var c constraintErrors
+	limit := 100
+	if in.Limit != nil {
+		switch {
+		case *in.Limit < 1:
+			c.add(strconv.FormatInt(*in.Limit, 10), "limit", "Member must have value greater than or equal to 1")
+		case *in.Limit > 100:
+			c.add(strconv.FormatInt(*in.Limit, 10), "limit", "Member must have value less than or equal to 100")
+		default:
+			limit = int(*in.Limit)
+		}
+	}
+	if in.TableName != nil {
+		if n := len(*in.TableName); n < 1 || n > 1024 {
+			c.add(*in.TableName, "tableName", "Member must have length "+map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 1024"}[n < 1])
+		}
+	}
+	if in.ExclusiveStartBackupArn != nil {
+		checkBackupArn(&c, "exclusiveStartBackupArn", in.ExclusiveStartBackupArn)
+	}
+	typ := "USER"
+	if in.BackupType != nil {
+		switch *in.BackupType {
+		case "USER", "SYSTEM", "AWS_BACKUP", "ALL":
+			typ = *in.BackupType
+		default:
+			c.add(*in.BackupType, "backupType", "Member must satisfy enum value set: [USER, SYSTEM, AWS_BACKUP, ALL]")
+		}
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if in.TimeRangeLowerBound != nil && in.TimeRangeUpperBound != nil && *in.TimeRangeLowerBound > *in.TimeRangeUpperBound {
+		return nil, validationf("TimeRangeLowerBound cannot be later than TimeRangeUpperBound")
+	}
+	if e.backups == nil {
+		return nil, errBackupsDisabled()
+	}
+	out := &ListBackupsOutput{BackupSummaries: []BackupSummary{}}
+	if typ != "USER" && typ != "ALL" {
+		return out, nil // every backup here is a USER backup
+	}
+	p := storage.ListBackupsParams{Account: account, Statuses: []string{storage.BackupCreating, storage.BackupAvailable}, Limit: limit + 1}
+	if in.TableName != nil {
+		p.TableName = tableNameOrArn(*in.TableName)
+	}
+	if in.ExclusiveStartBackupArn != nil {
+		p.StartAfter = *in.ExclusiveStartBackupArn
+	}
+	if in.TimeRangeLowerBound != nil {
+		p.CreatedFrom = ceilMillis(*in.TimeRangeLowerBound) // inclusive
+	}
+	if in.TimeRangeUpperBound != nil {
+		p.CreatedTo = ceilMillis(*in.TimeRangeUpperBound).Add(-time.Millisecond) // exclusive
+	}
+	rows, err := e.backups.ListBackups(ctx, p)
+	if err != nil {
+		return nil, backupErr(err, "")
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	for i := range rows {
+		r := &rows[i]
+		var st storedTable
+		_ = json.Unmarshal(r.TableDesc, &st)
+		s := BackupSummary{TableName: r.TableName, TableId: st.Desc.TableId, TableArn: e.tableArn(account, r.TableName),
+			BackupArn: r.ARN, BackupName: r.Name, BackupCreationDateTime: epochMillis(r.CreatedAt),
+			BackupStatus: wireBackupStatus(r.Status), BackupType: r.Type}
+		if r.Status != storage.BackupCreating {
+			n := r.SizeBytes
+			s.BackupSizeBytes = &n
+		}
+		out.BackupSummaries = append(out.BackupSummaries, s)
+	}
+	if more {
+		out.LastEvaluatedBackupArn = rows[len(rows)-1].ARN
+	}
+	return out, nil
+}
+
+// ceilMillis is the first whole millisecond at or after s epoch seconds.
+func ceilMillis(s float64) time.Time {
+	ms := math.Ceil(s*1000 - 1e-6)
+	ms = math.Max(-1e15, math.Min(1e15, ms))
+	return time.UnixMilli(int64(ms)).UTC()
+}

@@ -1,0 +1,248 @@
+"""On-demand backups: CreateBackup, DescribeBackup, ListBackups, DeleteBackup.
+
+The suite's server keeps its backups in a filesystem store of its own
+(conftest.server_env); servers started here cover the configurations the
+main one does not have (no store, one job at a time).
+"""
+
+import contextlib
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import _build_binary, _free_port, _make_client, _stop, _wait_health, server_env
+from wire_helpers import REGION, expect_error, validation
+
+ACCOUNT = "000000000000"
+ARN_RE = re.compile(r"^arn:aws:dynamodb:" + re.escape(REGION) + r":" + ACCOUNT +
+                    r":table/(?P<table>[A-Za-z0-9_.-]+)/backup/(?P<id>\d{14}-[0-9a-f]{8})$")
+
+
+def S(v):
+    return {"S": v}
+
+
+def wait_backup(ddb, arn, status="AVAILABLE", timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        d = ddb.describe_backup(BackupArn=arn)["BackupDescription"]
+        if d["BackupDetails"]["BackupStatus"] == status:
+            return d
+        assert time.monotonic() < deadline, f"backup {arn} still {d['BackupDetails']['BackupStatus']}"
+        time.sleep(0.05)
+
+
+def fill(ddb, table, n, value="v"):
+    for start in range(0, n, 25):
+        ddb.batch_write_item(RequestItems={table: [
+            {"PutRequest": {"Item": {"pk": S(f"k{i:05d}"), "v": S(value)}}} for i in range(start, min(n, start + 25))]})
+
+
+def fake_arn(table="nope", backup_id="01732908000123-1a2b3c4d"):
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{table}/backup/{backup_id}"
+
+
+@contextlib.contextmanager
+def aux_server(tmp_path, **env):
+    """A server of its own (in-memory SQLite) with extra environment."""
+    binary = _build_binary()
+    port = _free_port()
+    ep = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "aux.log", "wb")
+    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--memory"],
+                            stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **env))
+    try:
+        err = _wait_health(ep, proc)
+        assert err is None, err
+        yield _make_client(ep)
+    finally:
+        _stop(proc)
+        log.close()
+
+
+# ------------------------------------------------------------- round trip
+
+def test_backup_round_trip(ddb, make_table, backup_root):
+    table = make_table(GlobalSecondaryIndexes=[{
+        "IndexName": "byv", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
+        "Projection": {"ProjectionType": "KEYS_ONLY"}}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "v", "AttributeType": "S"}])
+    fill(ddb, table, 60, "before")
+    before = time.time()
+    res = ddb.create_backup(TableName=table, BackupName="nightly.1")
+    # Writes acknowledged after the request are not in the backup.
+    fill(ddb, table, 80, "after")
+    det = res["BackupDetails"]
+    m = ARN_RE.match(det["BackupArn"])
+    assert m and m.group("table") == table, det
+    assert det["BackupName"] == "nightly.1"
+    assert det["BackupStatus"] in ("CREATING", "AVAILABLE")
+    assert det["BackupType"] == "USER"
+    created = det["BackupCreationDateTime"].timestamp()
+    assert before - 5 < created < time.time() + 5
+    assert int(m.group("id")[:14]) == round(created * 1000)
+
+    d = wait_backup(ddb, det["BackupArn"])
+    bd = d["BackupDetails"]
+    assert bd["BackupArn"] == det["BackupArn"] and bd["BackupSizeBytes"] > 0
+    src = d["SourceTableDetails"]
+    desc = ddb.describe_table(TableName=table)["Table"]
+    assert src["TableName"] == table
+    assert src["TableId"] == desc["TableId"]
+    assert src["TableArn"] == desc["TableArn"]
+    assert src["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert src["ItemCount"] == 60
+    assert src["BillingMode"] == "PAY_PER_REQUEST"
+    assert src["ProvisionedThroughput"] == {"ReadCapacityUnits": 0, "WriteCapacityUnits": 0}
+    assert src["TableCreationDateTime"] == desc["CreationDateTime"]
+    feat = d["SourceTableFeatureDetails"]
+    assert [g["IndexName"] for g in feat["GlobalSecondaryIndexes"]] == ["byv"]
+    assert feat["GlobalSecondaryIndexes"][0]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert feat["TimeToLiveDescription"] == {"TimeToLiveStatus": "DISABLED"}
+
+    listed = ddb.list_backups(TableName=table)["BackupSummaries"]
+    assert [b["BackupArn"] for b in listed] == [det["BackupArn"]]
+    s = listed[0]
+    assert s["TableName"] == table and s["TableArn"] == desc["TableArn"] and s["TableId"] == desc["TableId"]
+    assert s["BackupStatus"] == "AVAILABLE" and s["BackupType"] == "USER" and s["BackupName"] == "nightly.1"
+    assert s["BackupSizeBytes"] == bd["BackupSizeBytes"]
+
+    if backup_root:
+        # The backup is complete in the store: sha256sum -c on its sidecar.
+        d = Path(backup_root) / ACCOUNT / table / m.group("id")
+        r = subprocess.run(["sha256sum", "-c", "extenddb-manifest.json.sha256"], cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert sorted(p.name for p in (d / "data").iterdir())[0] == "000001.json.zst"
+
+    out = ddb.delete_backup(BackupArn=det["BackupArn"])["BackupDescription"]
+    assert out["BackupDetails"]["BackupArn"] == det["BackupArn"]
+    assert out["BackupDetails"]["BackupStatus"] == "DELETED"
+    assert out["SourceTableDetails"]["TableName"] == table
+    expect_error(ddb.describe_backup, "BackupNotFoundException", BackupArn=det["BackupArn"],
+                 message=f"Backup not found: {det['BackupArn']}")
+    expect_error(ddb.delete_backup, "BackupNotFoundException", BackupArn=det["BackupArn"])
+    assert ddb.list_backups(TableName=table)["BackupSummaries"] == []
+    if backup_root:
+        deadline = time.monotonic() + 10
+        while (Path(backup_root) / ACCOUNT / table / m.group("id")).exists():
+            assert time.monotonic() < deadline, "deleted backup's objects remain"
+            time.sleep(0.05)
+
+
+def test_backup_survives_table_delete(ddb, make_table):
+    table = make_table()
+    fill(ddb, table, 3)
+    arn = ddb.create_backup(TableName=table, BackupName="keep")["BackupDetails"]["BackupArn"]
+    wait_backup(ddb, arn)
+    ddb.delete_table(TableName=table)
+    d = ddb.describe_backup(BackupArn=arn)["BackupDescription"]
+    assert d["SourceTableDetails"]["TableName"] == table and d["SourceTableDetails"]["ItemCount"] == 3
+    ddb.delete_backup(BackupArn=arn)
+
+
+# ------------------------------------------------------------- listing
+
+def test_list_backups_paging_and_filters(ddb, make_table):
+    table = make_table()
+    fill(ddb, table, 2)
+    arns = []
+    for i in range(3):
+        arns.append(ddb.create_backup(TableName=table, BackupName=f"b{i}-x")["BackupDetails"]["BackupArn"])
+        time.sleep(0.005)
+    for a in arns:
+        wait_backup(ddb, a)
+    assert sorted(arns) == arns  # ids start with the instant: creation order
+    seen, start = [], None
+    for _ in range(5):
+        kw = {"TableName": table, "Limit": 1}
+        if start:
+            kw["ExclusiveStartBackupArn"] = start
+        page = ddb.list_backups(**kw)
+        seen += [b["BackupArn"] for b in page["BackupSummaries"]]
+        start = page.get("LastEvaluatedBackupArn")
+        if not start:
+            break
+    assert seen == arns
+    page = ddb.list_backups(TableName=table, Limit=3)
+    assert [b["BackupArn"] for b in page["BackupSummaries"]] == arns and "LastEvaluatedBackupArn" not in page
+    # The table may be named by its ARN.
+    tarn = ddb.describe_table(TableName=table)["Table"]["TableArn"]
+    assert [b["BackupArn"] for b in ddb.list_backups(TableName=tarn)["BackupSummaries"]] == arns
+    # Time range: lower bound inclusive, upper bound exclusive.
+    times = [ddb.describe_backup(BackupArn=a)["BackupDescription"]["BackupDetails"]["BackupCreationDateTime"] for a in arns]
+    got = ddb.list_backups(TableName=table, TimeRangeLowerBound=times[1], TimeRangeUpperBound=times[2])
+    assert [b["BackupArn"] for b in got["BackupSummaries"]] == [arns[1]]
+    # Backup types: all of ours are USER.
+    assert ddb.list_backups(TableName=table, BackupType="SYSTEM")["BackupSummaries"] == []
+    assert len(ddb.list_backups(TableName=table, BackupType="ALL")["BackupSummaries"]) == 3
+    for a in arns:
+        ddb.delete_backup(BackupArn=a)
+
+
+def test_list_backups_validation(ddb_raw):
+    validation(ddb_raw.list_backups, Limit=0,
+               message="1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: "
+                       "Member must have value greater than or equal to 1")
+    validation(ddb_raw.list_backups, Limit=101, match="Member must have value less than or equal to 100")
+    validation(ddb_raw.list_backups, BackupType="NIGHTLY",
+               match=r"Value 'NIGHTLY' at 'backupType' failed to satisfy constraint: Member must satisfy enum value set")
+
+
+# ------------------------------------------------------------- errors
+
+def test_create_backup_table_not_found(ddb):
+    expect_error(ddb.create_backup, "TableNotFoundException", TableName="no-such-table-xyz", BackupName="bk1",
+                 message="Table not found: no-such-table-xyz")
+
+
+def test_create_backup_validation(ddb_raw, table):
+    validation(ddb_raw.create_backup, TableName=table, BackupName="ab",
+               message="1 validation error detected: Value 'ab' at 'backupName' failed to satisfy constraint: "
+                       "Member must have length greater than or equal to 3")
+    validation(ddb_raw.create_backup, TableName=table, BackupName="bad name",
+               match=r"Value 'bad name' at 'backupName' failed to satisfy constraint: Member must satisfy regular expression pattern: \[a-zA-Z0-9_.-\]\+")
+    validation(ddb_raw.create_backup, TableName=table,
+               match="Value null at 'backupName' failed to satisfy constraint: Member must not be null")
+
+
+def test_backup_not_found(ddb, ddb_raw):
+    arn = fake_arn()
+    expect_error(ddb.describe_backup, "BackupNotFoundException", BackupArn=arn, message=f"Backup not found: {arn}")
+    expect_error(ddb.delete_backup, "BackupNotFoundException", BackupArn=arn, message=f"Backup not found: {arn}")
+    validation(ddb_raw.describe_backup, BackupArn="arn:short",
+               match="Value 'arn:short' at 'backupArn' failed to satisfy constraint: Member must have length greater than or equal to 37")
+
+
+def test_backups_not_configured(tmp_path):
+    with aux_server(tmp_path, EXTENDDB_TEST_BACKUP_STORE="disabled", EXTENDDB__BACKUP__STORE__KIND="disabled") as c:
+        c.create_table(TableName="t1x", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        for fn, kw in [(c.create_backup, {"TableName": "t1x", "BackupName": "bk1"}),
+                       (c.describe_backup, {"BackupArn": fake_arn("t1x")}),
+                       (c.delete_backup, {"BackupArn": fake_arn("t1x")}),
+                       (c.list_backups, {})]:
+            info = validation(fn, **kw)
+            assert "[backup.store]" in info.message, info.message
+
+
+def test_limit_exceeded_and_backup_in_use(tmp_path):
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    with aux_server(tmp_path, EXTENDDB__BACKUP__MAX_CONCURRENT_JOBS="1",
+                    EXTENDDB_TEST_HOLD_AT="backup.snapshot-open", EXTENDDB_TEST_HOLD_FILE=str(hold)) as c:
+        c.create_table(TableName="t1x", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        arn = c.create_backup(TableName="t1x", BackupName="first")["BackupDetails"]["BackupArn"]
+        info = expect_error(c.create_backup, "LimitExceededException", TableName="t1x", BackupName="second")
+        assert "max_concurrent_jobs" in info.message
+        # A backup being created cannot be deleted.
+        expect_error(c.delete_backup, "BackupInUseException", BackupArn=arn)
+        assert c.describe_backup(BackupArn=arn)["BackupDescription"]["BackupDetails"]["BackupStatus"] == "CREATING"
+        os.remove(hold)
+        wait_backup(c, arn)
+        arn2 = c.create_backup(TableName="t1x", BackupName="second")["BackupDetails"]["BackupArn"]
+        wait_backup(c, arn2)
