@@ -83,9 +83,17 @@ func variantSQL(kind, lower, upper int, cursor, desc bool) string {
 	case kIndexQuery:
 		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg() + " AND h = " + arg() + " AND ipk = " + arg())
 	case kTableScan:
-		sb.WriteString(" FROM items WHERE t = tb.id AND h >= " + arg() + " AND h <= " + arg())
+		sb.WriteString(" FROM items WHERE t = tb.id")
 	case kIndexScan:
-		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg() + " AND h >= " + arg() + " AND h <= " + arg())
+		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg())
+	}
+	if kind == kTableScan || kind == kIndexScan {
+		// A segment's hash range; with a cursor, the cursor is the start
+		// (see storage.CursorSeeksScan).
+		if !cursor {
+			sb.WriteString(" AND h >= " + arg())
+		}
+		sb.WriteString(" AND h <= " + arg())
 	}
 	switch lower {
 	case bIncl:
@@ -156,7 +164,18 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	if p.Index != "" {
 		kind = kIndexQuery
 		args = append(args, p.Index)
-		cursor = p.After != nil
+		if p.After != nil {
+			// The read starts at the cursor or at the bound on that side,
+			// never both (storage.CursorSeeksQuery).
+			csk := nz(p.After.SK)
+			if p.Forward {
+				if cursor = storage.CursorSeeksQuery(csk, lower, true); cursor {
+					lower = nil
+				}
+			} else if cursor = storage.CursorSeeksQuery(csk, upper, false); cursor {
+				upper = nil
+			}
+		}
 	} else if p.After != nil {
 		// On the table the cursor is one more bound on the sort key.
 		c := &storage.Bound{Key: nz(p.After.SK)}
@@ -199,8 +218,13 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 		kind = kIndexScan
 		args = append(args, p.Index)
 	}
-	args = append(args, int64(segLo), int64(segHi))
-	cursor := p.After != nil
+	// The read starts at the cursor or at the segment's lowest hash,
+	// never both (storage.CursorSeeksScan).
+	cursor := storage.CursorSeeksScan(p.After, segLo)
+	if !cursor {
+		args = append(args, int64(segLo))
+	}
+	args = append(args, int64(segHi))
 	if cursor {
 		cpk := nz(p.After.PK)
 		args = append(args, hashOf(cpk), cpk, nz(p.After.SK))
