@@ -153,8 +153,9 @@ func boundOp(bd *storage.Bound, incl, excl int) int {
 	}
 }
 
-// Query implements storage.Backend.
-func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+// queryStmt returns the statement of a Query page, its arguments but the
+// LIMIT, and its kind.
+func queryStmt(p storage.QueryParams) (string, []any, int) {
 	pk := nz(p.PK)
 	lower, upper := p.Lower, p.Upper
 	kind := kTableQuery
@@ -198,18 +199,22 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	if cursor {
 		args = append(args, nz(p.After.SK), nz(p.After.BasePK), nz(p.After.BaseSK))
 	}
-	rows, more, err := b.collect(ctx, p.Table, variant(kind, lo, hi, cursor, !p.Forward), args, kind, pk, p.Limit)
+	return variant(kind, lo, hi, cursor, !p.Forward), args, kind
+}
+
+// Query implements storage.Backend.
+func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+	sql, args, kind := queryStmt(p)
+	rows, more, err := b.collect(ctx, p.Table, sql, args, kind, nz(p.PK), p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return &storage.QueryResult{Rows: rows, More: more}, nil
 }
 
-// Scan implements storage.Backend.
-func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
-	if p.TotalSegments > 1 && (p.Segment < 0 || p.Segment >= p.TotalSegments) {
-		return nil, storage.Errorf(storage.KindInternal, "postgres: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
-	}
+// scanStmt returns the statement of a Scan page, its arguments but the
+// LIMIT, and its kind.
+func scanStmt(p storage.ScanParams) (string, []any, int) {
 	segLo, segHi := storage.SegmentRange(p.Segment, p.TotalSegments)
 	kind := kTableScan
 	args := make([]any, 0, 11)
@@ -232,7 +237,16 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 			args = append(args, nz(p.After.BasePK), nz(p.After.BaseSK))
 		}
 	}
-	rows, more, err := b.collect(ctx, p.Table, variant(kind, bNone, bNone, cursor, false), args, kind, nil, p.Limit)
+	return variant(kind, bNone, bNone, cursor, false), args, kind
+}
+
+// Scan implements storage.Backend.
+func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
+	if p.TotalSegments > 1 && (p.Segment < 0 || p.Segment >= p.TotalSegments) {
+		return nil, storage.Errorf(storage.KindInternal, "postgres: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
+	}
+	sql, args, kind := scanStmt(p)
+	rows, more, err := b.collect(ctx, p.Table, sql, args, kind, nil, p.Limit)
 	if err != nil {
 		return nil, err
 	}
