@@ -90,6 +90,9 @@ type Storage struct {
 type SQLite struct {
 	// ItemCacheMB bounds the in-memory item cache (0 disables it).
 	ItemCacheMB int `toml:"item_cache_mb"`
+	// WALLimitMB is the write-ahead log size at which the writer
+	// checkpoints and empties it (at least 1).
+	WALLimitMB int `toml:"wal_limit_mb"`
 }
 
 // Postgres configures the PostgreSQL backend.
@@ -128,7 +131,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func Default() Config {
 	return Config{
 		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32}},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32, WALLimitMB: 32}},
 		Log:     Log{Level: "info", Format: "text"},
 	}
 }
@@ -193,6 +196,9 @@ func (c *Config) Validate() error {
 	case "sqlite":
 		if c.Storage.SQLite.ItemCacheMB < 0 {
 			return fmt.Errorf("config: storage.sqlite.item_cache_mb must not be negative")
+		}
+		if c.Storage.SQLite.WALLimitMB < 1 {
+			return fmt.Errorf("config: storage.sqlite.wal_limit_mb must be at least 1")
 		}
 	case "postgres":
 		if c.Storage.Postgres.DSN == "" {

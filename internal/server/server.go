@@ -39,7 +39,8 @@ var _ backup.Indexer = (*engine.Engine)(nil)
 func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
 	switch cfg.Storage.Backend {
 	case "sqlite":
-		opt := sqlite.Options{Memory: cfg.Storage.Memory, ItemCacheBytes: cfg.Storage.SQLite.ItemCacheMB << 20}
+		opt := sqlite.Options{Memory: cfg.Storage.Memory, ItemCacheBytes: cfg.Storage.SQLite.ItemCacheMB << 20,
+			WALLimitBytes: int64(cfg.Storage.SQLite.WALLimitMB) << 20}
 		if cfg.Storage.SQLite.ItemCacheMB == 0 {
 			opt.ItemCacheBytes = -1
 		}

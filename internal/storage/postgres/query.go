@@ -83,9 +83,17 @@ func variantSQL(kind, lower, upper int, cursor, desc bool) string {
 	case kIndexQuery:
 		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg() + " AND h = " + arg() + " AND ipk = " + arg())
 	case kTableScan:
-		sb.WriteString(" FROM items WHERE t = tb.id AND h >= " + arg() + " AND h <= " + arg())
+		sb.WriteString(" FROM items WHERE t = tb.id")
 	case kIndexScan:
-		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg() + " AND h >= " + arg() + " AND h <= " + arg())
+		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg())
+	}
+	if kind == kTableScan || kind == kIndexScan {
+		// A segment's hash range; with a cursor, the cursor is the start
+		// (see storage.CursorSeeksScan).
+		if !cursor {
+			sb.WriteString(" AND h >= " + arg())
+		}
+		sb.WriteString(" AND h <= " + arg())
 	}
 	switch lower {
 	case bIncl:
@@ -145,8 +153,9 @@ func boundOp(bd *storage.Bound, incl, excl int) int {
 	}
 }
 
-// Query implements storage.Backend.
-func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+// queryStmt returns the statement of a Query page, its arguments but the
+// LIMIT, and its kind.
+func queryStmt(p storage.QueryParams) (string, []any, int) {
 	pk := nz(p.PK)
 	lower, upper := p.Lower, p.Upper
 	kind := kTableQuery
@@ -156,7 +165,18 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	if p.Index != "" {
 		kind = kIndexQuery
 		args = append(args, p.Index)
-		cursor = p.After != nil
+		if p.After != nil {
+			// The read starts at the cursor or at the bound on that side,
+			// never both (storage.CursorSeeksQuery).
+			csk := nz(p.After.SK)
+			if p.Forward {
+				if cursor = storage.CursorSeeksQuery(csk, lower, true); cursor {
+					lower = nil
+				}
+			} else if cursor = storage.CursorSeeksQuery(csk, upper, false); cursor {
+				upper = nil
+			}
+		}
 	} else if p.After != nil {
 		// On the table the cursor is one more bound on the sort key.
 		c := &storage.Bound{Key: nz(p.After.SK)}
@@ -179,18 +199,22 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	if cursor {
 		args = append(args, nz(p.After.SK), nz(p.After.BasePK), nz(p.After.BaseSK))
 	}
-	rows, more, err := b.collect(ctx, p.Table, variant(kind, lo, hi, cursor, !p.Forward), args, kind, pk, p.Limit)
+	return variant(kind, lo, hi, cursor, !p.Forward), args, kind
+}
+
+// Query implements storage.Backend.
+func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+	sql, args, kind := queryStmt(p)
+	rows, more, err := b.collect(ctx, p.Table, sql, args, kind, nz(p.PK), p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return &storage.QueryResult{Rows: rows, More: more}, nil
 }
 
-// Scan implements storage.Backend.
-func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
-	if p.TotalSegments > 1 && (p.Segment < 0 || p.Segment >= p.TotalSegments) {
-		return nil, storage.Errorf(storage.KindInternal, "postgres: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
-	}
+// scanStmt returns the statement of a Scan page, its arguments but the
+// LIMIT, and its kind.
+func scanStmt(p storage.ScanParams) (string, []any, int) {
 	segLo, segHi := storage.SegmentRange(p.Segment, p.TotalSegments)
 	kind := kTableScan
 	args := make([]any, 0, 11)
@@ -199,8 +223,13 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 		kind = kIndexScan
 		args = append(args, p.Index)
 	}
-	args = append(args, int64(segLo), int64(segHi))
-	cursor := p.After != nil
+	// The read starts at the cursor or at the segment's lowest hash,
+	// never both (storage.CursorSeeksScan).
+	cursor := storage.CursorSeeksScan(p.After, segLo)
+	if !cursor {
+		args = append(args, int64(segLo))
+	}
+	args = append(args, int64(segHi))
 	if cursor {
 		cpk := nz(p.After.PK)
 		args = append(args, hashOf(cpk), cpk, nz(p.After.SK))
@@ -208,7 +237,16 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 			args = append(args, nz(p.After.BasePK), nz(p.After.BaseSK))
 		}
 	}
-	rows, more, err := b.collect(ctx, p.Table, variant(kind, bNone, bNone, cursor, false), args, kind, nil, p.Limit)
+	return variant(kind, bNone, bNone, cursor, false), args, kind
+}
+
+// Scan implements storage.Backend.
+func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
+	if p.TotalSegments > 1 && (p.Segment < 0 || p.Segment >= p.TotalSegments) {
+		return nil, storage.Errorf(storage.KindInternal, "postgres: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
+	}
+	sql, args, kind := scanStmt(p)
+	rows, more, err := b.collect(ctx, p.Table, sql, args, kind, nil, p.Limit)
 	if err != nil {
 		return nil, err
 	}

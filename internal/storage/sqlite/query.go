@@ -24,18 +24,19 @@ const (
 	bExcl
 )
 
-func variantKey(kind, lower, upper int, cursor, desc bool) int {
-	k := kind | lower<<2 | upper<<4
-	if cursor {
+func (s shape) key() int {
+	k := s.kind | s.lower<<2 | s.upper<<4
+	if s.cursor {
 		k |= 1 << 6
 	}
-	if desc {
+	if s.desc {
 		k |= 1 << 7
 	}
 	return k
 }
 
-func variantSQL(kind, lower, upper int, cursor, desc bool) string {
+func (s shape) sql() string {
+	kind, lower, upper, cursor, desc := s.kind, s.lower, s.upper, s.cursor, s.desc
 	var sb strings.Builder
 	col := "sk"
 	var order []string
@@ -48,11 +49,19 @@ func variantSQL(kind, lower, upper int, cursor, desc bool) string {
 		col = "isk"
 		order = []string{"isk", "pk", "sk"}
 	case kTableScan:
-		sb.WriteString("SELECT pk, sk, item FROM items WHERE t = ? AND h >= ? AND h <= ?")
+		sb.WriteString("SELECT pk, sk, item FROM items WHERE t = ?")
 		order = []string{"h", "pk", "sk"}
 	case kIndexScan:
-		sb.WriteString("SELECT ipk, isk, pk, sk, item FROM idx WHERE t = ? AND ix = ? AND h >= ? AND h <= ?")
+		sb.WriteString("SELECT ipk, isk, pk, sk, item FROM idx WHERE t = ? AND ix = ?")
 		order = []string{"h", "ipk", "isk", "pk", "sk"}
+	}
+	if kind == kTableScan || kind == kIndexScan {
+		// A segment's hash range; with a cursor, the cursor is the start
+		// (see storage.CursorSeeksScan).
+		if !cursor {
+			sb.WriteString(" AND h >= ?")
+		}
+		sb.WriteString(" AND h <= ?")
 	}
 	switch lower {
 	case bIncl:
@@ -88,12 +97,12 @@ func variantSQL(kind, lower, upper int, cursor, desc bool) string {
 	return sb.String()
 }
 
-func (b *Backend) variant(ctx context.Context, kind, lower, upper int, cursor, desc bool) (*sql.Stmt, error) {
-	key := variantKey(kind, lower, upper, cursor, desc)
+func (b *Backend) variant(ctx context.Context, sh shape) (*sql.Stmt, error) {
+	key := sh.key()
 	if s, ok := b.variants.Load(key); ok {
 		return s.(*sql.Stmt), nil
 	}
-	s, err := b.rdb.PrepareContext(ctx, variantSQL(kind, lower, upper, cursor, desc))
+	s, err := b.rdb.PrepareContext(ctx, sh.sql())
 	if err != nil {
 		return nil, mapErr(err, "sqlite: prepare")
 	}
@@ -115,21 +124,35 @@ func boundOp(bd *storage.Bound, incl, excl int) int {
 	}
 }
 
-// Query implements storage.Backend.
-func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
-	if err := b.checkTable(ctx, p.Table); err != nil {
-		return nil, err
-	}
+// shape is one statement variant of Query/Scan.
+type shape struct {
+	kind, lower, upper int
+	cursor, desc       bool
+}
+
+// queryStmt picks the statement variant and arguments of a Query (all but
+// the LIMIT).
+func queryStmt(p storage.QueryParams) (shape, []any) {
 	pk := nz(p.PK)
 	lower, upper := p.Lower, p.Upper
-	kind := kTableQuery
-	cursor := false
+	s := shape{kind: kTableQuery, desc: !p.Forward}
 	args := make([]any, 0, 10)
 	args = append(args, p.Table.ID)
 	if p.Index != "" {
-		kind = kIndexQuery
+		s.kind = kIndexQuery
 		args = append(args, p.Index)
-		cursor = p.After != nil
+		if p.After != nil {
+			// The read starts at the cursor or at the bound on that side,
+			// never both (storage.CursorSeeksQuery).
+			csk := nz(p.After.SK)
+			if p.Forward {
+				if s.cursor = storage.CursorSeeksQuery(csk, lower, true); s.cursor {
+					lower = nil
+				}
+			} else if s.cursor = storage.CursorSeeksQuery(csk, upper, false); s.cursor {
+				upper = nil
+			}
+		}
 	} else if p.After != nil {
 		// On the table the cursor is one more bound on the sort key.
 		c := &storage.Bound{Key: nz(p.After.SK)}
@@ -142,25 +165,62 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 		}
 	}
 	args = append(args, int64(storage.KeyHash(pk)), pk)
-	lo, hi := boundOp(lower, bIncl, bExcl), boundOp(upper, bIncl, bExcl)
+	s.lower, s.upper = boundOp(lower, bIncl, bExcl), boundOp(upper, bIncl, bExcl)
 	if lower != nil {
 		args = append(args, nz(lower.Key))
 	}
 	if upper != nil {
 		args = append(args, nz(upper.Key))
 	}
-	if cursor {
+	if s.cursor {
 		args = append(args, nz(p.After.SK), nz(p.After.BasePK), nz(p.After.BaseSK))
 	}
-	stmt, err := b.variant(ctx, kind, lo, hi, cursor, !p.Forward)
+	return s, args
+}
+
+// Query implements storage.Backend.
+func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+	if err := b.checkTable(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	s, args := queryStmt(p)
+	stmt, err := b.variant(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	rows, more, err := b.collect(ctx, stmt, args, kind, pk, p.Limit)
+	rows, more, err := b.collect(ctx, stmt, args, s.kind, nz(p.PK), p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return &storage.QueryResult{Rows: rows, More: more}, nil
+}
+
+// scanStmt picks the statement variant and arguments of a Scan (all but
+// the LIMIT).
+func scanStmt(p storage.ScanParams) (shape, []any) {
+	segLo, segHi := storage.SegmentRange(p.Segment, p.TotalSegments)
+	s := shape{kind: kTableScan}
+	args := make([]any, 0, 11)
+	args = append(args, p.Table.ID)
+	if p.Index != "" {
+		s.kind = kIndexScan
+		args = append(args, p.Index)
+	}
+	// The read starts at the cursor or at the segment's lowest hash,
+	// never both (storage.CursorSeeksScan).
+	s.cursor = storage.CursorSeeksScan(p.After, segLo)
+	if !s.cursor {
+		args = append(args, int64(segLo))
+	}
+	args = append(args, int64(segHi))
+	if s.cursor {
+		cpk := nz(p.After.PK)
+		args = append(args, int64(storage.KeyHash(cpk)), cpk, nz(p.After.SK))
+		if s.kind == kIndexScan {
+			args = append(args, nz(p.After.BasePK), nz(p.After.BaseSK))
+		}
+	}
+	return s, args
 }
 
 // Scan implements storage.Backend.
@@ -171,28 +231,12 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	if p.TotalSegments > 1 && (p.Segment < 0 || p.Segment >= p.TotalSegments) {
 		return nil, storage.Errorf(storage.KindInternal, "sqlite: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
 	}
-	segLo, segHi := storage.SegmentRange(p.Segment, p.TotalSegments)
-	kind := kTableScan
-	args := make([]any, 0, 11)
-	args = append(args, p.Table.ID)
-	if p.Index != "" {
-		kind = kIndexScan
-		args = append(args, p.Index)
-	}
-	args = append(args, int64(segLo), int64(segHi))
-	cursor := p.After != nil
-	if cursor {
-		cpk := nz(p.After.PK)
-		args = append(args, int64(storage.KeyHash(cpk)), cpk, nz(p.After.SK))
-		if kind == kIndexScan {
-			args = append(args, nz(p.After.BasePK), nz(p.After.BaseSK))
-		}
-	}
-	stmt, err := b.variant(ctx, kind, bNone, bNone, cursor, false)
+	s, args := scanStmt(p)
+	stmt, err := b.variant(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	rows, more, err := b.collect(ctx, stmt, args, kind, nil, p.Limit)
+	rows, more, err := b.collect(ctx, stmt, args, s.kind, nil, p.Limit)
 	if err != nil {
 		return nil, err
 	}

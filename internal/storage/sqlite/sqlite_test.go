@@ -209,7 +209,7 @@ func TestKeysAreBlobs(t *testing.T) {
 						if kind >= kTableScan && (lo != bNone || hi != bNone || desc) {
 							continue
 						}
-						q := variantSQL(kind, lo, hi, cursor, desc)
+						q := shape{kind, lo, hi, cursor, desc}.sql()
 						nargs := strings.Count(q, "?")
 						args := make([]any, nargs)
 						for i := range args {
@@ -235,6 +235,88 @@ func TestKeysAreBlobs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// explainPlan returns the EXPLAIN QUERY PLAN details of a statement, "; "
+// separated.
+func explainPlan(t *testing.T, b *Backend, q string, args []any) string {
+	t.Helper()
+	rows, err := b.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; ")
+}
+
+// TestPagesSeekFromCursor: a Scan or index Query page that resumes from a
+// cursor starts its range read at the cursor (the row value is a
+// constraint of the primary key search), whatever the segment or sort
+// key bound beside it, so a page costs the same at any position.
+func TestPagesSeekFromCursor(t *testing.T) {
+	b := openT(t, Options{Memory: true})
+	ref := storage.TableRef{Account: "a", Name: "t", ID: 1}
+	k := []byte("k")
+	at := &storage.Cursor{PK: k, SK: []byte("m"), BasePK: k, BaseSK: k}
+	// A cursor whose partition hash lies in segment 2 of 4.
+	lo2, _ := storage.SegmentRange(2, 4)
+	var in2 []byte
+	for i := 0; ; i++ {
+		in2 = fmt.Appendf(nil, "k%d", i)
+		if h := storage.KeyHash(in2); h >= lo2 && h < lo2+1<<30 {
+			break
+		}
+	}
+	at2 := &storage.Cursor{PK: in2, SK: k, BasePK: k, BaseSK: k}
+	const tableSeek = "SEARCH items USING PRIMARY KEY (t=? AND (h,pk,sk)>(?,?,?)"
+	const indexSeek = "SEARCH idx USING PRIMARY KEY (t=? AND ix=? AND (h,ipk,isk,pk,sk)>(?,?,?,?,?)"
+	check := func(what string, s shape, args []any, want string) {
+		t.Helper()
+		args = append(args, int64(101))
+		if p := explainPlan(t, b, s.sql(), args); !strings.HasPrefix(p, want) {
+			t.Errorf("%s: plan %q, want it to start with %q (statement %s)", what, p, want, s.sql())
+		}
+	}
+	for _, tc := range []struct {
+		what string
+		p    storage.ScanParams
+		want string
+	}{
+		{"table scan", storage.ScanParams{Table: ref, After: at}, tableSeek},
+		{"table scan, segment", storage.ScanParams{Table: ref, After: at2, Segment: 2, TotalSegments: 4}, tableSeek},
+		{"index scan", storage.ScanParams{Table: ref, Index: "g", After: at}, indexSeek},
+		{"index scan, segment", storage.ScanParams{Table: ref, Index: "g", After: at2, Segment: 2, TotalSegments: 4}, indexSeek},
+	} {
+		s, args := scanStmt(tc.p)
+		check(tc.what, s, args, tc.want)
+	}
+	bd := func(key string, incl bool) *storage.Bound { return &storage.Bound{Key: []byte(key), Inclusive: incl} }
+	const ixq = "SEARCH idx USING PRIMARY KEY (t=? AND ix=? AND h=? AND ipk=? AND "
+	for _, tc := range []struct {
+		what         string
+		lower, upper *storage.Bound
+		forward      bool
+		want         string
+	}{
+		{"index query", nil, nil, true, ixq + "(isk,pk,sk)>(?,?,?))"},
+		{"index query, lower bound", bd("a", true), nil, true, ixq + "(isk,pk,sk)>(?,?,?))"},
+		{"index query, both bounds", bd("a", false), bd("z", true), true, ixq + "(isk,pk,sk)>(?,?,?) AND isk<?)"},
+		{"index query backward", nil, nil, false, ixq + "(isk,pk,sk)<(?,?,?))"},
+		{"index query backward, upper bound", nil, bd("z", false), false, ixq + "(isk,pk,sk)<(?,?,?))"},
+		{"index query backward, both bounds", bd("a", true), bd("z", true), false, ixq + "isk>? AND (isk,pk,sk)<(?,?,?))"},
+	} {
+		s, args := queryStmt(storage.QueryParams{Table: ref, Index: "g", PK: k, Lower: tc.lower, Upper: tc.upper, Forward: tc.forward, After: at, Limit: 100})
+		check(tc.what, s, args, tc.want)
 	}
 }
 

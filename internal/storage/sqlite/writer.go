@@ -75,6 +75,7 @@ func (b *Backend) writeLoop() {
 		b.batchedOps.Add(int64(len(batch)))
 		b.runBatch(batch)
 		clear(batch)
+		b.boundWAL()
 	}
 }
 

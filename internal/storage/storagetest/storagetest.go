@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"ScanSegmentsPaging", testScanSegments},
 		{"IndexEntries", testIndex},
 		{"IndexPaging", testIndexPaging},
+		{"CursorBesideBounds", testCursorBesideBounds},
 		{"DropIndex", testDropIndex},
 		{"IndexUnderConcurrentWrites", testIndexUnderConcurrentWrites},
 		{"ConditionalPutRace", testConditionalRace},
