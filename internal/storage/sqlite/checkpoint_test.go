@@ -103,8 +103,9 @@ func walLoad(t testing.TB, b *Backend, path string, items, writers, readers int)
 // 25 items: under 3 MiB of frames). With readers beside the load, the
 // writer's checkpoint may find a reader on an old snapshot past its wait
 // and retry later: the WAL may then pass the limit by what is written
-// meanwhile (documented; 4× the limit here). Without the bound this
-// load's WAL passes 100 MiB.
+// meanwhile (documented). How much depends on scheduling: on a loaded
+// 2-core machine 20 MiB was seen, so the readers case allows 8× the
+// limit; without the bound this load's WAL passes 100 MiB either way.
 func TestWALStaysBounded(t *testing.T) {
 	const limit = 4 << 20
 	for _, tc := range []struct {
@@ -112,7 +113,7 @@ func TestWALStaysBounded(t *testing.T) {
 		items   int
 		readers int
 		bound   int64
-	}{{"writers", 15_000, 0, limit + 3<<20}, {"writers+readers", 10_000, 2, 4 * limit}} {
+	}{{"writers", 15_000, 0, limit + 3<<20}, {"writers+readers", 10_000, 2, 8 * limit}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "wal.db")
 			b := openT(t, Options{Path: path, WALLimitBytes: limit})
