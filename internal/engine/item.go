@@ -394,6 +394,25 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 	return out, nil
 }
 
+// removesOnly reports whether an update has actions and all of them remove
+// attributes or set elements (REMOVE, DELETE): such an update of a missing
+// item creates nothing.
+func removesOnly(upd *expr.Update) bool {
+	if upd == nil {
+		return false
+	}
+	acts := upd.Actions()
+	if len(acts) == 0 {
+		return false
+	}
+	for _, a := range acts {
+		if a.Kind != expr.ActionRemove && a.Kind != expr.ActionDelete {
+			return false
+		}
+	}
+	return true
+}
+
 // UpdateItem updates (or creates) an item.
 func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
@@ -477,6 +496,11 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 		}
 		if cond != nil && !cond.Eval(old) {
 			return storage.Change{}, ccfError(old, returnOldOnCCF)
+		}
+		newItem = nil
+		if old == nil && removesOnly(upd) {
+			// DynamoDB creates no item for an update that only removes.
+			return storage.Change{Op: storage.Keep}, nil
 		}
 		base := old
 		if base == nil {

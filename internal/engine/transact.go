@@ -340,6 +340,9 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				}
 				return op.t.deleteChange(old), nil
 			default:
+				if old == nil && removesOnly(op.upd) {
+					return storage.Change{Op: storage.Keep}, nil
+				}
 				base := old
 				if base == nil {
 					base = op.key.Clone()
