@@ -667,8 +667,12 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 		return nil, err
 	}
 	d := dt.describe()
-	d.TableStatus = "DELETING"
-	return &DeleteTableOutput{TableDescription: d}, nil
+	return &DeleteTableOutput{TableDescription: &DeletedTableDescription{
+		TableName: d.TableName, TableId: d.TableId, TableArn: d.TableArn, TableStatus: "DELETING",
+		ProvisionedThroughput: d.ProvisionedThroughput, BillingModeSummary: d.BillingModeSummary,
+		TableSizeBytes: d.TableSizeBytes, ItemCount: d.ItemCount,
+		DeletionProtectionEnabled: d.DeletionProtectionEnabled,
+	}}, nil
 }
 
 // ListTables lists table names.

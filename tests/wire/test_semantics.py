@@ -98,3 +98,59 @@ def test_remove_list_elements_refer_to_original_indexes(ddb, table):
     ddb.put_item(TableName=table, Item=dict(K, a={"L": [{"N": str(i)} for i in range(6)]}))
     ddb.update_item(TableName=table, Key=K, UpdateExpression="REMOVE a[1], b, a[4]")
     assert get(ddb, table, K)["a"] == {"L": [{"N": "0"}, {"N": "2"}, {"N": "3"}, {"N": "5"}]}
+
+
+# ------------------------------------------------------- DeleteTable answer
+
+DELETE_TABLE_MEMBERS = {"TableName", "TableId", "TableArn", "TableStatus", "ProvisionedThroughput",
+                        "BillingModeSummary", "TableSizeBytes", "ItemCount", "DeletionProtectionEnabled"}
+
+
+def test_delete_table_answers_what_dynamodb_answers(ddb, make_table):
+    t = make_table(range_key=("sk", "S"),
+                   AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                         {"AttributeName": "sk", "AttributeType": "S"},
+                                         {"AttributeName": "x", "AttributeType": "S"}],
+                   GlobalSecondaryIndexes=[{"IndexName": "gsi", "KeySchema": [
+                       {"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}],
+                   LocalSecondaryIndexes=[{"IndexName": "lsi", "KeySchema": [
+                       {"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}],
+                       "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    described = ddb.describe_table(TableName=t)["Table"]
+    d = ddb.delete_table(TableName=t)["TableDescription"]
+    assert set(d) <= DELETE_TABLE_MEMBERS, set(d) - DELETE_TABLE_MEMBERS
+    for m in ("KeySchema", "AttributeDefinitions", "CreationDateTime",
+              "GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+        assert m not in d
+    assert d["TableName"] == t
+    assert d["TableStatus"] == "DELETING"
+    assert d["TableArn"] == described["TableArn"]
+    assert d["TableId"] == described["TableId"]
+    assert d["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert d["ProvisionedThroughput"] == {"NumberOfDecreasesToday": 0, "ReadCapacityUnits": 0,
+                                          "WriteCapacityUnits": 0}
+    assert d["ItemCount"] == 0 and d["TableSizeBytes"] == 0
+
+
+def test_delete_provisioned_table_throughput(ddb, make_table):
+    t = make_table(ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 7})
+    d = ddb.delete_table(TableName=t)["TableDescription"]
+    assert d["ProvisionedThroughput"] == {"NumberOfDecreasesToday": 0, "ReadCapacityUnits": 5,
+                                          "WriteCapacityUnits": 7}
+    assert "BillingModeSummary" not in d
+
+
+# ---------------------------------------------------- tagging answers empty
+
+def test_tag_and_untag_answer_an_empty_body(ddb, endpoint, table):
+    arn = ddb.describe_table(TableName=table)["Table"]["TableArn"]
+    r = raw_call(endpoint, "TagResource", {"ResourceArn": arn, "Tags": [{"Key": "a", "Value": "1"}]})
+    assert r.status == 200 and r.body == b"", r
+    assert r.headers["content-length"] == "0"
+    r = raw_call(endpoint, "UntagResource", {"ResourceArn": arn, "TagKeys": ["a"]})
+    assert r.status == 200 and r.body == b"", r
+    assert r.headers["content-length"] == "0"
+    # and the SDK takes it
+    assert set(ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "b", "Value": "2"}])) == {"ResponseMetadata"}
+    assert set(ddb.untag_resource(ResourceArn=arn, TagKeys=["b"])) == {"ResponseMetadata"}
+    assert ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == []
