@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"IndexEntries", testIndex},
 		{"IndexPaging", testIndexPaging},
 		{"DropIndex", testDropIndex},
+		{"TableStats", testTableStats},
 		{"IndexUnderConcurrentWrites", testIndexUnderConcurrentWrites},
 		{"ConditionalPutRace", testConditionalRace},
 		{"ConcurrentIncrements", testIncrements},
