@@ -154,3 +154,99 @@ def test_tag_and_untag_answer_an_empty_body(ddb, endpoint, table):
     assert set(ddb.tag_resource(ResourceArn=arn, Tags=[{"Key": "b", "Value": "2"}])) == {"ResponseMetadata"}
     assert set(ddb.untag_resource(ResourceArn=arn, TagKeys=["b"])) == {"ResponseMetadata"}
     assert ddb.list_tags_of_resource(ResourceArn=arn)["Tags"] == []
+
+
+# ------------------------------------------- ItemCount and size statistics
+
+def _size_s(item):
+    """DynamoDB item size of an item whose attributes are all strings."""
+    return sum(len(n.encode()) + len(v["S"].encode()) for n, v in item.items())
+
+
+def _describe_until(ddb, table, pred, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        d = ddb.describe_table(TableName=table)["Table"]
+        if pred(d) or time.monotonic() > deadline:
+            return d
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def stats_table(make_table):
+    return make_table(range_key=("sk", "S"),
+                      AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                            {"AttributeName": "sk", "AttributeType": "S"},
+                                            {"AttributeName": "x", "AttributeType": "S"}],
+                      GlobalSecondaryIndexes=[{"IndexName": "gsi", "KeySchema": [
+                          {"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}],
+                      LocalSecondaryIndexes=[{"IndexName": "lsi", "KeySchema": [
+                          {"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}],
+                          "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+
+
+def test_describe_table_counts_items_and_sizes(ddb, stats_table):
+    t = stats_table
+    d = ddb.describe_table(TableName=t)["Table"]
+    assert d["ItemCount"] == 0 and d["TableSizeBytes"] == 0
+    items = []
+    for i in range(12):
+        it = {"pk": {"S": f"p{i % 3}"}, "sk": {"S": f"s{i:02d}"}, "d": {"S": "é" * i}}
+        if i % 2 == 0:
+            it["x"] = {"S": f"x{i}"}
+        items.append(it)
+        ddb.put_item(TableName=t, Item=it)
+    size = sum(_size_s(it) for it in items)
+    indexed = [it for it in items if "x" in it]
+    d = _describe_until(ddb, t, lambda d: d["ItemCount"] == 12)
+    assert d["ItemCount"] == 12
+    assert d["TableSizeBytes"] == size
+    gsi = d["GlobalSecondaryIndexes"][0]
+    assert gsi["ItemCount"] == len(indexed)
+    assert gsi["IndexSizeBytes"] == sum(_size_s(it) for it in indexed)
+    lsi = d["LocalSecondaryIndexes"][0]
+    assert lsi["ItemCount"] == len(indexed)
+    assert lsi["IndexSizeBytes"] == sum(_size_s({k: it[k] for k in ("pk", "sk", "x")}) for it in indexed)
+
+    # deletes and updates show up too
+    for it in items[:4]:
+        ddb.delete_item(TableName=t, Key={"pk": it["pk"], "sk": it["sk"]})
+    ddb.update_item(TableName=t, Key={"pk": items[5]["pk"], "sk": items[5]["sk"]},
+                    UpdateExpression="SET x = :x", ExpressionAttributeValues={":x": {"S": "new"}})
+    d = _describe_until(ddb, t, lambda d: d["ItemCount"] == 8 and d["GlobalSecondaryIndexes"][0]["ItemCount"] == 5)
+    assert d["ItemCount"] == 8
+    assert d["TableSizeBytes"] == sum(_size_s(it) for it in items[4:]) + len("x") + len("new")
+    assert d["GlobalSecondaryIndexes"][0]["ItemCount"] == 5
+    assert d["LocalSecondaryIndexes"][0]["ItemCount"] == 5
+
+    # DeleteTable reports the last figures
+    res = ddb.delete_table(TableName=t)["TableDescription"]
+    assert res["ItemCount"] == 8
+    assert res["TableSizeBytes"] == d["TableSizeBytes"]
+
+
+def test_item_count_through_batch_and_transactions(ddb, table):
+    ddb.batch_write_item(RequestItems={table: [
+        {"PutRequest": {"Item": {"pk": {"S": f"b{i}"}}}} for i in range(25)]})
+    ddb.transact_write_items(TransactItems=[
+        {"Put": {"TableName": table, "Item": {"pk": {"S": f"t{i}"}}}} for i in range(5)])
+    d = _describe_until(ddb, table, lambda d: d["ItemCount"] == 30)
+    assert d["ItemCount"] == 30
+    assert d["TableSizeBytes"] == sum(len("pk") + len(f"b{i}") for i in range(25)) + \
+        sum(len("pk") + len(f"t{i}") for i in range(5))
+
+
+def test_item_count_resource_api(ddb_resource, table):
+    # what PynamoDB's Model.count() and dynamodb-admin read
+    tab = ddb_resource.Table(table)
+    with tab.batch_writer() as w:
+        for i in range(7):
+            w.put_item(Item={"pk": f"k{i}"})
+    deadline = time.monotonic() + 15
+    while True:
+        tab.reload()
+        if tab.item_count == 7 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert tab.item_count == 7
+    assert tab.table_size_bytes == sum(2 + len(f"k{i}") for i in range(7))
