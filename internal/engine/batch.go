@@ -94,6 +94,8 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 		return nil, validationf("Too many items requested for the BatchWriteItem call")
 	}
 	var ops []storage.WriteItemParams
+	var opTables []*table // the table of each op
+	var opNames []string  // and its name in the request
 	seen := map[string]bool{}
 	units := map[string]float64{}
 	for _, name := range sortedNames(in.RequestItems) {
@@ -133,6 +135,8 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 				}
 				units[name] += writeUnits(size)
 				tt := t
+				opTables = append(opTables, t)
+				opNames = append(opNames, name)
 				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes(), Fn: func(oldRaw []byte) (storage.Change, error) {
 					var old attr.Item
 					if tt.hasIndexes() {
@@ -158,6 +162,8 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 				seen[id] = true
 				units[name]++
 				tt := t
+				opTables = append(opTables, t)
+				opNames = append(opNames, name)
 				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 					if oldRaw == nil {
 						return storage.Change{Op: storage.Keep}, nil
@@ -171,7 +177,8 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 			}
 		}
 	}
-	if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+	if err != nil {
 		if storage.IsKind(err, storage.KindTableNotFound) {
 			for name := range in.RequestItems {
 				e.tables.drop(account, name)
@@ -189,8 +196,20 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 	}
 	out := &BatchWriteItemOutput{UnprocessedItems: map[string][]WriteRequest{}}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		per := map[string]*consumed{}
+		for name, u := range units {
+			per[name] = &consumed{table: u}
+		}
+		for i, t := range opTables {
+			if i >= len(res.Results) {
+				break
+			}
+			if err := per[opNames[i]].addWrite(t, &res.Results[i], 1); err != nil {
+				return nil, err
+			}
+		}
 		for _, name := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, name, units[name], true))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *per[name].report(in.ReturnConsumedCapacity, name, splitNone))
 		}
 	}
 	return out, nil

@@ -85,14 +85,20 @@ func writeOptions(returnValues string, oldOnly bool, rcc, rim, onCCF string) (bo
 
 // capacity returns the ConsumedCapacity to report, or nil.
 func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
-	if mode == "" || mode == "NONE" {
-		return nil
+	return consumed{table: units}.report(mode, table, splitNone)
+}
+
+// writeCapacity reports a single-item write: units on the table plus what
+// the write cost its secondary indexes.
+func writeCapacity(mode string, t *table, units float64, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
+	if !wantsCapacity(mode) {
+		return nil, nil
 	}
-	c := &ConsumedCapacity{TableName: table, CapacityUnits: units}
-	if mode == "INDEXES" {
-		c.Table = &Capacity{CapacityUnits: units}
+	c := consumed{table: units}
+	if err := c.addWrite(t, res, 1); err != nil {
+		return nil, err
 	}
-	return c
+	return c.report(mode, t.name(), splitNone), nil
 }
 
 func writeUnits(size int) float64 {
@@ -177,7 +183,10 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 	if err != nil {
 		return nil, err
 	}
-	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)}
+	out := &ItemOutput{}
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, writeUnits(size), res); err != nil {
+		return nil, err
+	}
 	if in.ReturnValues == "ALL_OLD" && res.Old != nil {
 		if out.Attributes, err = decodeStored(res.Old); err != nil {
 			return nil, err
@@ -390,7 +399,9 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 			out.Attributes = old
 		}
 	}
-	out.ConsumedCapacity = capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, writeUnits(size), res); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -522,7 +533,10 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	if err != nil {
 		return nil, err
 	}
-	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(attr.ItemSize(newItem)), true)}
+	out := &ItemOutput{}
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, writeUnits(attr.ItemSize(newItem)), res); err != nil {
+		return nil, err
+	}
 	switch in.ReturnValues {
 	case "ALL_OLD":
 		if res.Old != nil {

@@ -358,7 +358,7 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 			}
 		}}
 	}
-	_, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
 	if err != nil {
 		var se *storage.Error
 		if asStorage(err, &se) {
@@ -375,12 +375,24 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	}
 	out := &TransactWriteItemsOutput{}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		units := map[string]float64{}
-		for _, op := range ops {
-			units[op.t.ref.Name] += 2 * writeUnits(attr.ItemSize(op.item))
+		// A transactional write costs twice a plain one, on the table and
+		// on each index it changes.
+		units := map[string]*consumed{}
+		for i, op := range ops {
+			c := units[op.t.ref.Name]
+			if c == nil {
+				c = &consumed{}
+				units[op.t.ref.Name] = c
+			}
+			c.table += 2 * writeUnits(attr.ItemSize(op.item))
+			if i < len(res.Results) {
+				if err := c.addWrite(op.t, &res.Results[i], 2); err != nil {
+					return nil, err
+				}
+			}
 		}
 		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], true))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *units[n].report(in.ReturnConsumedCapacity, n, splitWrite))
 		}
 	}
 	return out, nil
@@ -498,7 +510,7 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
 		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *consumed{table: units[n]}.report(in.ReturnConsumedCapacity, n, splitRead))
 		}
 	}
 	return out, nil

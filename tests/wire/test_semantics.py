@@ -250,3 +250,121 @@ def test_item_count_resource_api(ddb_resource, table):
         time.sleep(0.1)
     assert tab.item_count == 7
     assert tab.table_size_bytes == sum(2 + len(f"k{i}") for i in range(7))
+
+
+# ------------------------------------ ReturnConsumedCapacity INDEXES breakdown
+
+def _pk(i):
+    return {"pk": {"S": "p"}, "sk": {"S": f"s{i}"}}
+
+
+def test_put_consumed_capacity_counts_index_writes(ddb, stats_table):
+    t = stats_table
+    res = ddb.put_item(TableName=t, Item=dict(_pk(1), x={"S": "a"}), ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == {
+        "TableName": t, "CapacityUnits": 3.0, "Table": {"CapacityUnits": 1.0},
+        "GlobalSecondaryIndexes": {"gsi": {"CapacityUnits": 1.0}},
+        "LocalSecondaryIndexes": {"lsi": {"CapacityUnits": 1.0}}}
+    # TOTAL counts the index writes too
+    res = ddb.put_item(TableName=t, Item=dict(_pk(2), x={"S": "a"}), ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"] == {"TableName": t, "CapacityUnits": 3.0}
+    # an item outside every index costs the table alone
+    res = ddb.put_item(TableName=t, Item=_pk(3), ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == {"TableName": t, "CapacityUnits": 1.0, "Table": {"CapacityUnits": 1.0}}
+    # index entries are charged by their own size: the ALL projection carries
+    # the 2.5 KB attribute, the KEYS_ONLY one does not
+    res = ddb.put_item(TableName=t, Item=dict(_pk(4), x={"S": "a"}, d={"S": "z" * 2500}),
+                       ReturnConsumedCapacity="INDEXES")
+    cc = res["ConsumedCapacity"]
+    assert cc["Table"] == {"CapacityUnits": 3.0}
+    assert cc["GlobalSecondaryIndexes"] == {"gsi": {"CapacityUnits": 3.0}}
+    assert cc["LocalSecondaryIndexes"] == {"lsi": {"CapacityUnits": 1.0}}
+    assert cc["CapacityUnits"] == 7.0
+
+
+def test_update_consumed_capacity_follows_index_changes(ddb, stats_table):
+    t = stats_table
+    ddb.put_item(TableName=t, Item=dict(_pk(1), x={"S": "a"}, d={"S": "1"}))
+    # the index key changes: delete + put in each index
+    res = ddb.update_item(TableName=t, Key=_pk(1), UpdateExpression="SET x = :x",
+                          ExpressionAttributeValues={":x": {"S": "b"}}, ReturnConsumedCapacity="INDEXES")
+    cc = res["ConsumedCapacity"]
+    assert cc["GlobalSecondaryIndexes"] == {"gsi": {"CapacityUnits": 2.0}}
+    assert cc["LocalSecondaryIndexes"] == {"lsi": {"CapacityUnits": 2.0}}
+    assert cc["CapacityUnits"] == 5.0
+    # only a projected attribute changes: one write in the ALL index,
+    # none in the KEYS_ONLY one
+    res = ddb.update_item(TableName=t, Key=_pk(1), UpdateExpression="SET d = :d",
+                          ExpressionAttributeValues={":d": {"S": "2"}}, ReturnConsumedCapacity="INDEXES")
+    cc = res["ConsumedCapacity"]
+    assert cc["GlobalSecondaryIndexes"] == {"gsi": {"CapacityUnits": 1.0}}
+    assert "LocalSecondaryIndexes" not in cc
+    assert cc["CapacityUnits"] == 2.0
+    # the item leaves the indexes: one delete in each
+    res = ddb.update_item(TableName=t, Key=_pk(1), UpdateExpression="REMOVE x", ReturnConsumedCapacity="INDEXES")
+    cc = res["ConsumedCapacity"]
+    assert cc["GlobalSecondaryIndexes"] == {"gsi": {"CapacityUnits": 1.0}}
+    assert cc["LocalSecondaryIndexes"] == {"lsi": {"CapacityUnits": 1.0}}
+
+
+def test_delete_consumed_capacity_counts_index_deletes(ddb, stats_table):
+    t = stats_table
+    ddb.put_item(TableName=t, Item=dict(_pk(1), x={"S": "a"}))
+    res = ddb.delete_item(TableName=t, Key=_pk(1), ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == {
+        "TableName": t, "CapacityUnits": 3.0, "Table": {"CapacityUnits": 1.0},
+        "GlobalSecondaryIndexes": {"gsi": {"CapacityUnits": 1.0}},
+        "LocalSecondaryIndexes": {"lsi": {"CapacityUnits": 1.0}}}
+
+
+def test_query_on_index_charges_the_index(ddb, stats_table):
+    t = stats_table
+    for i in range(3):
+        ddb.put_item(TableName=t, Item=dict(_pk(i), x={"S": "a"}))
+    res = ddb.query(TableName=t, IndexName="gsi", KeyConditionExpression="x = :x",
+                    ExpressionAttributeValues={":x": {"S": "a"}}, ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == {"TableName": t, "CapacityUnits": 0.5, "Table": {"CapacityUnits": 0.0},
+                                       "GlobalSecondaryIndexes": {"gsi": {"CapacityUnits": 0.5}}}
+    res = ddb.query(TableName=t, IndexName="lsi", KeyConditionExpression="pk = :p",
+                    ExpressionAttributeValues={":p": {"S": "p"}}, ConsistentRead=True,
+                    ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == {"TableName": t, "CapacityUnits": 1.0, "Table": {"CapacityUnits": 0.0},
+                                       "LocalSecondaryIndexes": {"lsi": {"CapacityUnits": 1.0}}}
+    res = ddb.scan(TableName=t, IndexName="gsi", ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"] == {"TableName": t, "CapacityUnits": 0.5}
+
+
+def test_batch_write_consumed_capacity_counts_index_writes(ddb, stats_table):
+    t = stats_table
+    res = ddb.batch_write_item(RequestItems={t: [
+        {"PutRequest": {"Item": dict(_pk(1), x={"S": "a"})}},
+        {"PutRequest": {"Item": _pk(2)}}]}, ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == [{
+        "TableName": t, "CapacityUnits": 4.0, "Table": {"CapacityUnits": 2.0},
+        "GlobalSecondaryIndexes": {"gsi": {"CapacityUnits": 1.0}},
+        "LocalSecondaryIndexes": {"lsi": {"CapacityUnits": 1.0}}}]
+
+
+def test_transact_write_consumed_capacity_split_and_indexes(ddb, stats_table):
+    t = stats_table
+    res = ddb.transact_write_items(TransactItems=[
+        {"Put": {"TableName": t, "Item": dict(_pk(1), x={"S": "a"})}},
+        {"Put": {"TableName": t, "Item": _pk(2)}}], ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == [{
+        "TableName": t, "CapacityUnits": 8.0, "WriteCapacityUnits": 8.0,
+        "Table": {"CapacityUnits": 4.0, "WriteCapacityUnits": 4.0},
+        "GlobalSecondaryIndexes": {"gsi": {"CapacityUnits": 2.0, "WriteCapacityUnits": 2.0}},
+        "LocalSecondaryIndexes": {"lsi": {"CapacityUnits": 2.0, "WriteCapacityUnits": 2.0}}}]
+
+
+def test_transact_get_consumed_capacity_split(ddb, table):
+    ddb.put_item(TableName=table, Item=K)
+    res = ddb.transact_get_items(TransactItems=[
+        {"Get": {"TableName": table, "Key": K}}, {"Get": {"TableName": table, "Key": {"pk": {"S": "missing"}}}}],
+        ReturnConsumedCapacity="INDEXES")
+    assert res["ConsumedCapacity"] == [{
+        "TableName": table, "CapacityUnits": 4.0, "ReadCapacityUnits": 4.0,
+        "Table": {"CapacityUnits": 4.0, "ReadCapacityUnits": 4.0}}]
+    res = ddb.transact_get_items(TransactItems=[{"Get": {"TableName": table, "Key": K}}],
+                                 ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 2.0, "ReadCapacityUnits": 2.0}]
