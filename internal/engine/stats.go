@@ -110,7 +110,15 @@ func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsRe
 }
 
 func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	// Not the request's context (the request does not wait for the
+	// result), but the background one when running, so Stop ends it.
+	base := context.Background()
+	e.bg.mu.Lock()
+	if e.bg.ctx != nil {
+		base = e.bg.ctx
+	}
+	e.bg.mu.Unlock()
+	ctx, cancel := context.WithTimeout(base, statsTimeout)
 	defer cancel()
 	start := time.Now()
 	res, err := e.backend.TableStats(ctx, storage.TableStatsParams{Table: ref, Size: statsSize})
