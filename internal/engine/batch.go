@@ -96,6 +96,8 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 	var ops []storage.WriteItemParams
 	var opTables []*table // the table of each op
 	var opNames []string  // and its name in the request
+	var opSizes []int     // and the size of the item it puts (0 for a delete)
+	wantCap := wantsCapacity(in.ReturnConsumedCapacity)
 	seen := map[string]bool{}
 	units := map[string]float64{}
 	for _, name := range sortedNames(in.RequestItems) {
@@ -133,11 +135,13 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 				if err != nil {
 					return nil, err
 				}
-				units[name] += writeUnits(size)
+				units[name] = 0
 				tt := t
 				opTables = append(opTables, t)
 				opNames = append(opNames, name)
-				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes(), Fn: func(oldRaw []byte) (storage.Change, error) {
+				opSizes = append(opSizes, size)
+				// Capacity is charged on the larger of the old and new item.
+				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
 					var old attr.Item
 					if tt.hasIndexes() {
 						var err error
@@ -160,10 +164,11 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 					return nil, errDuplicateKeys
 				}
 				seen[id] = true
-				units[name]++
+				units[name] = 0
 				tt := t
 				opTables = append(opTables, t)
 				opNames = append(opNames, name)
+				opSizes = append(opSizes, 0)
 				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 					if oldRaw == nil {
 						return storage.Change{Op: storage.Keep}, nil
@@ -197,14 +202,17 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 	out := &BatchWriteItemOutput{UnprocessedItems: map[string][]WriteRequest{}}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
 		per := map[string]*consumed{}
-		for name, u := range units {
-			per[name] = &consumed{table: u}
+		for name := range units {
+			per[name] = &consumed{}
 		}
 		for i, t := range opTables {
-			if i >= len(res.Results) {
-				break
+			var r *storage.WriteItemResult
+			if i < len(res.Results) {
+				r = &res.Results[i]
 			}
-			if err := per[opNames[i]].addWrite(t, &res.Results[i], 1); err != nil {
+			c := per[opNames[i]]
+			c.table += writeUnits(max(opSizes[i], oldSize(r)))
+			if err := c.addWrite(t, r, 1); err != nil {
 				return nil, err
 			}
 		}

@@ -88,17 +88,26 @@ func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
 	return consumed{table: units}.report(mode, table, splitNone)
 }
 
-// writeCapacity reports a single-item write: units on the table plus what
-// the write cost its secondary indexes.
-func writeCapacity(mode string, t *table, units float64, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
+// writeCapacity reports a single-item write: on the table, the units of
+// the larger of the item before and after the write (newSize; 0 for a
+// delete), plus what the write cost its secondary indexes.
+func writeCapacity(mode string, t *table, newSize int, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
 	if !wantsCapacity(mode) {
 		return nil, nil
 	}
-	c := consumed{table: units}
+	c := consumed{table: writeUnits(max(newSize, oldSize(res)))}
 	if err := c.addWrite(t, res, 1); err != nil {
 		return nil, err
 	}
 	return c.report(mode, t.name(), splitNone), nil
+}
+
+// oldSize is the item size of a write's old item, 0 when absent.
+func oldSize(res *storage.WriteItemResult) int {
+	if res == nil || res.Old == nil {
+		return 0
+	}
+	return int(statsSize(res.Old))
 }
 
 func writeUnits(size int) float64 {
@@ -167,7 +176,9 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 		return nil, err
 	}
 	needOld := cond != nil || t.hasIndexes() || in.ReturnValues == "ALL_OLD"
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !needOld, Fn: func(oldRaw []byte) (storage.Change, error) {
+	// Capacity is charged on the larger of the old and new item.
+	readOld := needOld || wantsCapacity(in.ReturnConsumedCapacity)
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {
 			var err error
@@ -184,7 +195,7 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 		return nil, err
 	}
 	out := &ItemOutput{}
-	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, writeUnits(size), res); err != nil {
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, size, res); err != nil {
 		return nil, err
 	}
 	if in.ReturnValues == "ALL_OLD" && res.Old != nil {
@@ -388,18 +399,12 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 		return nil, err
 	}
 	out := &ItemOutput{}
-	size := 0
-	if res.Old != nil {
-		old, err := decodeStored(res.Old)
-		if err != nil {
+	if res.Old != nil && in.ReturnValues == "ALL_OLD" {
+		if out.Attributes, err = decodeStored(res.Old); err != nil {
 			return nil, err
 		}
-		size = attr.ItemSize(old)
-		if in.ReturnValues == "ALL_OLD" {
-			out.Attributes = old
-		}
 	}
-	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, writeUnits(size), res); err != nil {
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, 0, res); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -534,7 +539,7 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 		return nil, err
 	}
 	out := &ItemOutput{}
-	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, writeUnits(attr.ItemSize(newItem)), res); err != nil {
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, attr.ItemSize(newItem), res); err != nil {
 		return nil, err
 	}
 	switch in.ReturnValues {

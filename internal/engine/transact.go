@@ -384,12 +384,19 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				c = &consumed{}
 				units[op.t.ref.Name] = c
 			}
-			c.table += 2 * writeUnits(attr.ItemSize(op.item))
-			if i < len(res.Results) {
-				if err := c.addWrite(op.t, &res.Results[i], 2); err != nil {
+			size := attr.ItemSize(op.item)
+			if i < len(res.Results) && op.kind != "check" {
+				// the larger of the item before and after the write
+				r := &res.Results[i]
+				if r.Change.Op == storage.Put {
+					size = max(size, int(statsSize(r.Change.Item)))
+				}
+				size = max(size, oldSize(r))
+				if err := c.addWrite(op.t, r, 2); err != nil {
 					return nil, err
 				}
 			}
+			c.table += 2 * writeUnits(size)
 		}
 		for _, n := range sortedNames(units) {
 			out.ConsumedCapacity = append(out.ConsumedCapacity, *units[n].report(in.ReturnConsumedCapacity, n, splitWrite))

@@ -368,3 +368,25 @@ def test_transact_get_consumed_capacity_split(ddb, table):
     res = ddb.transact_get_items(TransactItems=[{"Get": {"TableName": table, "Key": K}}],
                                  ReturnConsumedCapacity="TOTAL")
     assert res["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 2.0, "ReadCapacityUnits": 2.0}]
+
+
+def test_write_capacity_charges_the_larger_of_old_and_new_item(ddb, table):
+    big = dict(K, d={"S": "z" * 2500})  # 3 write units
+    ddb.put_item(TableName=table, Item=big)
+    res = ddb.put_item(TableName=table, Item=K, ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"]["CapacityUnits"] == 3.0
+    ddb.put_item(TableName=table, Item=big)
+    res = ddb.update_item(TableName=table, Key=K, UpdateExpression="REMOVE d", ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"]["CapacityUnits"] == 3.0
+    ddb.put_item(TableName=table, Item=big)
+    res = ddb.delete_item(TableName=table, Key=K, ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"]["CapacityUnits"] == 3.0
+    ddb.put_item(TableName=table, Item=big)
+    res = ddb.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": K}}]}, ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 3.0}]
+    res = ddb.batch_write_item(RequestItems={table: [{"DeleteRequest": {"Key": K}}]}, ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 1.0}]
+    ddb.put_item(TableName=table, Item=big)
+    res = ddb.transact_write_items(TransactItems=[
+        {"Update": {"TableName": table, "Key": K, "UpdateExpression": "REMOVE d"}}], ReturnConsumedCapacity="TOTAL")
+    assert res["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 6.0, "WriteCapacityUnits": 6.0}]
