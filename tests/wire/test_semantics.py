@@ -390,3 +390,13 @@ def test_write_capacity_charges_the_larger_of_old_and_new_item(ddb, table):
     res = ddb.transact_write_items(TransactItems=[
         {"Update": {"TableName": table, "Key": K, "UpdateExpression": "REMOVE d"}}], ReturnConsumedCapacity="TOTAL")
     assert res["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 6.0, "WriteCapacityUnits": 6.0}]
+
+
+def test_update_table_reports_the_last_figures(ddb, table):
+    for i in range(4):
+        ddb.put_item(TableName=table, Item={"pk": {"S": f"k{i}"}})
+    _describe_until(ddb, table, lambda d: d["ItemCount"] == 4)
+    d = ddb.update_table(TableName=table, BillingMode="PROVISIONED",
+                         ProvisionedThroughput={"ReadCapacityUnits": 2, "WriteCapacityUnits": 2})["TableDescription"]
+    assert d["ItemCount"] == 4
+    assert d["TableSizeBytes"] == 4 * (2 + 2)
