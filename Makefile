@@ -3,7 +3,9 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/extenddb
 
-.PHONY: run build test test-go test-wire test-all lint bench clean
+.PHONY: run build test test-go test-wire test-all lint bench clean fuzz
+
+FUZZTIME ?= 5s
 
 run: ## run the server on embedded SQLite at 127.0.0.1:8000
 	$(GO) run ./cmd/extenddb serve
@@ -13,10 +15,15 @@ build:
 
 ## test: everything that needs only this repository (SQLite, fs store,
 ## in-process S3, wire suite against a server it starts itself).
-test: lint test-go test-wire
+test: lint test-go fuzz test-wire
 
 test-go:
 	scripts/go-test.sh
+
+## fuzz: the denial-of-service fuzz targets (expression parsing stays
+## linear), FUZZTIME each; test-all runs them longer.
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
 
 test-wire: build
 	EXTENDDB_BIN=$(abspath $(BIN)) tests/wire/run.sh -q

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/extenddb/extenddb/internal/api"
+	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -25,6 +26,11 @@ import (
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store"
 )
+
+// The restore job loads items through the engine's index rules without
+// importing the engine: the server hands the engine over as a
+// backup.Indexer.
+var _ backup.Indexer = (*engine.Engine)(nil)
 
 // OpenBackend opens the configured storage backend. The embedded SQLite
 // database is migrated on open; a PostgreSQL database must have been
@@ -60,6 +66,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		return err
 	}
 	defer backend.Close()
+	// Every backend runs under the contract checks (storage.Checked): a
+	// broken promise is an internal error in the log, never a crash.
+	backend = storage.Checked(backend, func(err error) { log.Error("storage contract violation", "err", err) })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})
