@@ -494,10 +494,6 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 			return storage.Change{}, ccfError(old, returnOldOnCCF)
 		}
 		newItem = nil
-		if old == nil && removesOnly(upd) {
-			// DynamoDB creates no item for an update that only removes.
-			return storage.Change{Op: storage.Keep}, nil
-		}
 		base := old
 		if base == nil {
 			base = keyItem.Clone()
@@ -507,6 +503,11 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 			if n, err = upd.Apply(base); err != nil {
 				return storage.Change{}, err
 			}
+		}
+		if old == nil && removesOnly(upd) {
+			// DynamoDB creates no item for an update that only removes
+			// (its paths are still checked, as on an empty item).
+			return storage.Change{Op: storage.Keep}, nil
 		}
 		if attr.ItemSize(n) > attr.MaxItemSize {
 			return storage.Change{}, errUpdateItemTooLarge

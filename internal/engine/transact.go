@@ -340,9 +340,6 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				}
 				return op.t.deleteChange(old), nil
 			default:
-				if old == nil && removesOnly(op.upd) {
-					return storage.Change{Op: storage.Keep}, nil
-				}
 				base := old
 				if base == nil {
 					base = op.key.Clone()
@@ -350,6 +347,9 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				n, err := op.upd.Apply(base)
 				if err != nil {
 					return storage.Change{}, err
+				}
+				if old == nil && removesOnly(op.upd) {
+					return storage.Change{Op: storage.Keep}, nil
 				}
 				if attr.ItemSize(n) > attr.MaxItemSize {
 					return storage.Change{}, errItemTooLarge
