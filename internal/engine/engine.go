@@ -26,6 +26,10 @@ type Options struct {
 	// SweepInterval is the TTL sweeper's pause after a pass that found no
 	// backlog; default 5s.
 	SweepInterval time.Duration
+	// StatsInterval is how old table statistics (DescribeTable's
+	// ItemCount, TableSizeBytes, IndexSizeBytes) may be before a
+	// description recomputes them; default 1s.
+	StatsInterval time.Duration
 }
 
 // Engine executes DynamoDB operations.
@@ -37,6 +41,7 @@ type Engine struct {
 	idem          idempotency
 	bg            background
 	sweepInterval time.Duration
+	stats         statsCache
 	now           func() time.Time
 }
 
@@ -60,6 +65,10 @@ func New(b storage.Backend, opt Options) *Engine {
 	e.sweepInterval = opt.SweepInterval
 	if e.sweepInterval <= 0 {
 		e.sweepInterval = 5 * time.Second
+	}
+	e.stats.interval = opt.StatsInterval
+	if e.stats.interval <= 0 {
+		e.stats.interval = defaultStatsInterval
 	}
 	return e
 }

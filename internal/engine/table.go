@@ -628,7 +628,7 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 	if err != nil {
 		return nil, err
 	}
-	return &DescribeTableOutput{Table: t.describe()}, nil
+	return &DescribeTableOutput{Table: withStats(t.describe(), e.tableStats(ctx, t))}, nil
 }
 
 // DeleteTable deletes a table and its items.
@@ -653,9 +653,14 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err != nil {
 		return nil, err
 	}
-	d := dt.describe()
-	d.TableStatus = "DELETING"
-	return &DeleteTableOutput{TableDescription: d}, nil
+	d := withStats(dt.describe(), e.peekStats(dt.ref.ID))
+	e.forgetStats(dt.ref.ID)
+	return &DeleteTableOutput{TableDescription: &DeletedTableDescription{
+		TableName: d.TableName, TableId: d.TableId, TableArn: d.TableArn, TableStatus: "DELETING",
+		ProvisionedThroughput: d.ProvisionedThroughput, BillingModeSummary: d.BillingModeSummary,
+		TableSizeBytes: d.TableSizeBytes, ItemCount: d.ItemCount,
+		DeletionProtectionEnabled: d.DeletionProtectionEnabled,
+	}}, nil
 }
 
 // ListTables lists table names.

@@ -135,6 +135,10 @@ type ListTagsOfResourceOutput struct {
 
 type Empty struct{}
 
+// AppendJSON writes nothing: DynamoDB answers TagResource and UntagResource
+// with an empty body (HTTP 200, Content-Length 0), which every SDK accepts.
+func (Empty) AppendJSON(b []byte) ([]byte, error) { return b, nil }
+
 var tableArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})$`)
 
 // tableFromArn resolves a table ARN of this account and region.

@@ -339,7 +339,7 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	if backfill != "" {
 		e.startBackfill(t.ref, backfill)
 	}
-	return &UpdateTableOutput{TableDescription: t.describe()}, nil
+	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
 }
 
 func ptrBool(b bool) *bool { return &b }

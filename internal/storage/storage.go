@@ -63,6 +63,13 @@ type Backend interface {
 	// (after the engine removed the index from the description).
 	DropIndex(ctx context.Context, p DropIndexParams) (*DropIndexResult, error)
 
+	// TableStats counts a table's items and each secondary index's
+	// entries, and sums Size over their stored bytes, all from one
+	// consistent instant. It reads the whole table: the engine calls it in
+	// the background, not on a request's path. KindTableNotFound when the
+	// table is not live.
+	TableStats(ctx context.Context, p TableStatsParams) (*TableStatsResult, error)
+
 	// Ping checks that the backend answers (readiness).
 	Ping(ctx context.Context) error
 	// Close releases resources.
@@ -163,6 +170,28 @@ type DropIndexParams struct {
 }
 
 type DropIndexResult struct{}
+
+type TableStatsParams struct {
+	Table TableRef
+	// Size returns what one stored item or index entry counts towards
+	// SizeBytes; nil counts its length in bytes. It must not retain its
+	// argument.
+	Size func(item []byte) int64
+}
+
+type TableStatsResult struct {
+	ItemCount int64
+	SizeBytes int64
+	// Indexes holds, per index name, the entries of every index that has
+	// at least one.
+	Indexes map[string]IndexStats
+}
+
+// IndexStats counts the entries of one secondary index.
+type IndexStats struct {
+	ItemCount int64
+	SizeBytes int64
+}
 
 // Change is what a write function decides. A backend applies DeleteIndex
 // before PutIndex, so an entry may be deleted and written again in one

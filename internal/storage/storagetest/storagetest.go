@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"IndexPaging", testIndexPaging},
 		{"CursorBesideBounds", testCursorBesideBounds},
 		{"DropIndex", testDropIndex},
+		{"TableStats", testTableStats},
 		{"IndexUnderConcurrentWrites", testIndexUnderConcurrentWrites},
 		{"ConditionalPutRace", testConditionalRace},
 		{"ConcurrentIncrements", testIncrements},
