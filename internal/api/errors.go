@@ -122,8 +122,13 @@ func mapError(err error) (status int, body errorBody, internal bool) {
 		if internal {
 			msg = "Internal server error"
 		}
-		if se.Kind == storage.KindUnavailable || se.Kind == storage.KindSchema {
-			msg = "The service is unavailable: " + se.Kind.String()
+		switch se.Kind {
+		case storage.KindUnavailable:
+			// The backend's own words (which operation, pool bounds); the
+			// driver's cause goes to the server log only.
+			msg = "Storage backend unavailable: " + se.Message + " (retryable; the server log has the cause under this request id)"
+		case storage.KindSchema:
+			msg = "Storage schema not ready: " + se.Message
 		}
 		return w.status, errorBody{Type: w.prefix + string(code), Message: msg}, internal
 	}
