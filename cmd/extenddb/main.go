@@ -238,7 +238,8 @@ func serveCommand(build buildinfo.Info) *cli.Command {
 			&cli.BoolFlag{Name: "memory", Usage: "keep no data after exit (storage.memory)"},
 			&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
 			&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (log.level)"},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (log.level); debug logs every request"},
+			&cli.StringSliceFlag{Name: "cors-allowed-origin", Usage: "allow browser requests from this origin, or * (server.cors_allowed_origins; repeatable)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := config.LoadDefault(c.String("config"))
@@ -262,6 +263,9 @@ func serveCommand(build buildinfo.Info) *cli.Command {
 			}
 			if c.IsSet("log-level") {
 				cfg.Log.Level = c.String("log-level")
+			}
+			if c.IsSet("cors-allowed-origin") {
+				cfg.Server.CORSAllowedOrigins = c.StringSlice("cors-allowed-origin")
 			}
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -141,8 +141,12 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("server.listen: %w", err)
 	}
+	var h http.Handler = handler
+	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
+	cors := cfg.CORSOrigins()
+	h = api.WithCORS(h, cors)
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -161,7 +165,8 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)
-	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc)
+	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,
+		"cors", corsDesc(cors))
 	log.Info("extenddb serving", attrs...)
 	if ready != nil {
 		ready(ln.Addr())
@@ -193,6 +198,13 @@ func storageAttrs(cfg config.Config) []any {
 		return []any{"backend", "postgres", "dsn", RedactDSN(cfg.Storage.Postgres.DSN), "max_conns", cfg.Storage.Postgres.MaxConns}
 	}
 	return []any{"backend", cfg.Storage.Backend}
+}
+
+func corsDesc(origins []string) string {
+	if len(origins) == 0 {
+		return "off"
+	}
+	return strings.Join(origins, ",")
 }
 
 func authDesc(verified bool, keys int) string {
