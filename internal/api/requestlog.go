@@ -109,8 +109,10 @@ func (l *requestLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.Int64("bytes_in", cr.n),
 		slog.Int64("bytes_out", rw.n),
-		slog.String("request_id", rw.Header().Get("x-amzn-RequestId")),
 	)
+	if id := rw.Header().Get("x-amzn-RequestId"); id != "" {
+		attrs = append(attrs, slog.String("request_id", id))
+	}
 	if rec.account != "" {
 		attrs = append(attrs, slog.String("account", rec.account))
 	}

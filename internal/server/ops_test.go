@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -107,4 +109,49 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.String()
+}
+
+// TestMetricsEndpoint: /metrics answers the operator's questions: build,
+// storage pool, item cache, tables, TTL and backfills.
+func TestMetricsEndpoint(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Memory = true
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, Options{Build: buildinfo.Info{Version: "v1.2.3", Commit: "abc", Go: "go1.26.8"},
+			Ready: func(a net.Addr) { addrc <- a }})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+	resp, err := http.Get("http://" + addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`extenddb_build_info{commit="abc",go="go1.26.8",version="v1.2.3"} 1`,
+		`extenddb_storage_pool_max_connections{backend="sqlite"}`,
+		`extenddb_storage_pool_in_use_connections{backend="sqlite"}`,
+		`extenddb_storage_pool_waits_total{backend="sqlite"}`,
+		`extenddb_item_cache_hits_total{backend="sqlite"}`,
+		`extenddb_item_cache_misses_total{backend="sqlite"}`,
+		`extenddb_tables{account="000000000000"} 0`,
+		`extenddb_ttl_deleted_items_total`,
+		`extenddb_ttl_backlog_items`,
+		`extenddb_index_backfills_running`,
+		`extenddb_index_backfill_items_total`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }

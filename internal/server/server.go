@@ -41,13 +41,25 @@ func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (stor
 		if cfg.Storage.SQLite.ItemCacheMB == 0 {
 			opt.ItemCacheBytes = -1
 		}
+		var pending []string
 		if !cfg.Storage.Memory {
+			if st, err := Status(ctx, cfg); err == nil {
+				pending = st.Pending
+			}
 			if err := os.MkdirAll(cfg.Storage.DataDir, 0o700); err != nil {
 				return nil, fmt.Errorf("storage.data_dir: %w", err)
 			}
 			opt.Path = sqlitePath(cfg)
 		}
-		return sqlite.Open(ctx, opt)
+		if len(pending) > 0 {
+			log.Info("applying schema migrations", "backend", "sqlite", "path", opt.Path, "pending", strings.Join(pending, ","))
+		}
+		start := time.Now()
+		b, err := sqlite.Open(ctx, opt)
+		if err == nil && len(pending) > 0 {
+			log.Info("schema migrations applied", "backend", "sqlite", "applied", len(pending), "duration", time.Since(start).Round(time.Millisecond).String())
+		}
+		return b, err
 	case "postgres":
 		b, err := postgres.Open(ctx, postgres.Options{DSN: cfg.Storage.Postgres.DSN,
 			MaxConns: int32(cfg.Storage.Postgres.MaxConns), RequireMigrated: true})
@@ -96,7 +108,9 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})
+	registerBuildInfo(reg, opt.Build)
+	registerStorageMetrics(reg, backend)
+	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg})
 	accounts := []string{api.DefaultAccount}
 	var keys []api.AccessKey
 	for _, k := range cfg.Auth.Keys {
@@ -105,6 +119,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 			accounts = append(accounts, k.Account)
 		}
 	}
+	reg.MustRegister(newTablesCollector(backend, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
