@@ -51,6 +51,6 @@ add wire "$wp" "$wf" "$ws" " (backend: ${EXTENDDB_TEST_BACKEND:-sqlite})"
 
 echo "== summary"
 printf '%s\n' "${summary[@]}"
-if [ "$tf" -eq 0 ]; then verdict=OK; else verdict=FAILED; fi
-echo "total:   $tp passed, $tf failed, $ts skipped — $verdict"
+if [ "$tf" -eq 0 ]; then echo "make test: OK"; else echo "make test: FAILED"; fi
+echo "total: $tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]

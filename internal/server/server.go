@@ -156,10 +156,10 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("server.listen: %w", err)
 	}
-	var h http.Handler = handler
-	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
+	// Request log outermost, so preflights answered by CORS are logged too.
 	cors := cfg.CORSOrigins()
-	h = api.WithCORS(h, cors)
+	var h http.Handler = api.WithCORS(handler, cors)
+	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
