@@ -190,8 +190,11 @@ func Healthcheck(ctx context.Context, endpoint string) error {
 		return fmt.Errorf("not reachable: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return fmt.Errorf("not ready: HTTP 503 from %s/ready: the server runs but its storage backend (or backup store) is unreachable; its log says why (\"not ready\")", strings.TrimRight(endpoint, "/"))
+	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("not ready: HTTP %d", resp.StatusCode)
+		return fmt.Errorf("not ready: HTTP %d from %s/ready", resp.StatusCode, strings.TrimRight(endpoint, "/"))
 	}
 	return nil
 }

@@ -180,6 +180,9 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)
+	if sr, ok := backend.(storage.StatsReporter); ok && cfg.Storage.Backend == "postgres" {
+		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
+	}
 	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,
 		"cors", corsDesc(cors))
 	log.Info("extenddb serving", attrs...)
@@ -210,7 +213,7 @@ func storageAttrs(cfg config.Config) []any {
 		}
 		return []any{"backend", "sqlite", "path", sqlitePath(cfg), "item_cache_mb", cfg.Storage.SQLite.ItemCacheMB}
 	case "postgres":
-		return []any{"backend", "postgres", "dsn", RedactDSN(cfg.Storage.Postgres.DSN), "max_conns", cfg.Storage.Postgres.MaxConns}
+		return []any{"backend", "postgres", "dsn", RedactDSN(cfg.Storage.Postgres.DSN)}
 	}
 	return []any{"backend", cfg.Storage.Backend}
 }
