@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/extenddb/extenddb/internal/attr"
@@ -126,7 +127,12 @@ func mapError(err error) (status int, body errorBody, internal bool) {
 		case storage.KindUnavailable:
 			// The backend's own words (which operation, pool bounds); the
 			// driver's cause goes to the server log only.
-			msg = "Storage backend unavailable: " + se.Message + " (retryable; the server log has the cause under this request id)"
+			what := "unavailable"
+			var ne net.Error
+			if errors.As(se.Cause, &ne) {
+				what = "unreachable" // the connection failed: down, refused, timed out
+			}
+			msg = "Storage backend " + what + ": " + se.Message + " (retryable; the server log has the cause under this request id)"
 		case storage.KindSchema:
 			msg = "Storage schema not ready: " + se.Message
 		}

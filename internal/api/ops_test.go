@@ -2,6 +2,8 @@ package api
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -18,6 +20,11 @@ func TestOutageMessagesAreActionable(t *testing.T) {
 	}
 	if strings.Contains(body.Message, "10.0.0.5") {
 		t.Fatalf("driver cause leaked to the client: %q", body.Message)
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	_, body, _ = mapError(storage.Wrap(storage.KindUnavailable, fmt.Errorf("failed to connect: %w", refused), "postgres: acquire connection"))
+	if !strings.HasPrefix(body.Message, "Storage backend unreachable: postgres: acquire connection") {
+		t.Fatalf("connection refused: %q", body.Message)
 	}
 	_, body, _ = mapError(storage.Errorf(storage.KindSchema, "the postgres database has 1 pending migration(s) (0002_x); run `extenddb migrate`"))
 	if !strings.HasPrefix(body.Message, "Storage schema not ready: ") || !strings.Contains(body.Message, "extenddb migrate") {
