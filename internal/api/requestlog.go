@@ -66,11 +66,17 @@ func noteRequest(ctx context.Context, account string, body []byte) {
 
 func (l *requestLogger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &reqRecord{}
-	cr := &countingReader{r: r.Body}
+	// One allocation for the request's record, body counter and writer.
+	st := &struct {
+		rec reqRecord
+		cr  countingReader
+		rw  recordingWriter
+	}{}
+	rec, cr, rw := &st.rec, &st.cr, &st.rw
+	cr.r = r.Body
 	r.Body = cr
 	r = r.WithContext(context.WithValue(r.Context(), reqRecordKey{}, rec))
-	rw := &recordingWriter{ResponseWriter: w, status: http.StatusOK}
+	rw.ResponseWriter, rw.status = w, http.StatusOK
 	l.next.ServeHTTP(rw, r)
 	d := time.Since(start)
 
