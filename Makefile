@@ -12,8 +12,9 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DA
 # Extra `extenddb serve` arguments for make run, e.g.
 # make run ARGS="--memory --listen 127.0.0.1:9000".
 ARGS ?=
+FUZZTIME ?= 5s
 
-.PHONY: run build test test-go test-wire test-scripts test-all lint bench clean
+.PHONY: run build test test-go test-wire test-scripts test-all lint bench clean fuzz
 
 ## run: build bin/extenddb, then exec it (embedded SQLite at
 ## 127.0.0.1:8000). The shell execs the server, so Ctrl-C and SIGTERM reach
@@ -29,10 +30,15 @@ build:
 ## in-process S3, script tests, wire suite against a server it starts
 ## itself); ends with one summary line per layer and a total.
 test:
-	scripts/test.sh
+	FUZZTIME=$(FUZZTIME) scripts/test.sh
 
 test-go:
 	scripts/go-test.sh
+
+## fuzz: the denial-of-service fuzz targets (expression parsing stays
+## linear), FUZZTIME each; test-all runs them longer.
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
 
 test-wire: build
 	EXTENDDB_BIN=$(abspath $(BIN)) tests/wire/run.sh -q

@@ -24,8 +24,10 @@ export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
 export EXTENDDB_TEST_BACKENDS="sqlite,postgres"
 echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto at $moto_endpoint; postgres at $pg_dsn)"
 
-# Unit, conformance (sqlite + postgres, all stores) and the wire suite on sqlite.
+# Unit, conformance (sqlite + postgres, all stores), a short fuzz and the
+# wire suite on sqlite; then the fuzz targets for longer.
 make test
+scripts/fuzz.sh 60s
 
 # The browser test: headless Chromium (installed by scripts/chromium.sh
 # when missing) runs the JavaScript SDK v3 from another origin.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test: every layer that needs only this repository, each ending with
 # its own summary line, then one line per layer and a total:
-#   lint, go (unit + conformance), scripts (tests/scripts/*.sh), wire.
+#   lint, go (unit + conformance), fuzz (scripts/fuzz.sh, FUZZTIME each),
+#   scripts (tests/scripts/*.sh), wire.
 # Exits non-zero when any layer failed (every layer still runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,12 @@ backends=$(grep -hoE '^storage backends exercised: [a-z]+' "$log" | sed 's/.*: /
 stores=$(grep -hoE '^store conformance: asked for [^;]+' "$log" | sed 's/.*asked for //' | head -1)
 if [ "$grc" -ne 0 ] && [ "$gf" -eq 0 ]; then gf=1; fi
 add go "$gp" "$gf" "$gs" " (backends: ${backends:-none}; stores: ${stores:-none})"
+
+echo "== fuzz (denial-of-service targets, ${FUZZTIME:-5s} each)"
+scripts/fuzz.sh "${FUZZTIME:-5s}" | tee "$log"
+frc=${PIPESTATUS[0]}
+fn=$(grep -c '^== fuzz ' "$log" || true)
+if [ "$frc" -eq 0 ]; then add fuzz "$fn" 0 0 " (targets)"; else add fuzz 0 "${fn:-1}" 0 " (targets)"; fi
 
 echo "== script tests (tests/scripts)"
 sp=0 sf=0

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/engine"
 )
 
@@ -62,10 +63,16 @@ type Server struct {
 	outBufs sync.Pool // *[]byte for responses that append their JSON
 }
 
-// decode decodes a request body; an empty body is an empty object.
+// decode decodes a request body; an empty body is an empty object. The
+// body's text is checked first: encoding/json would replace invalid UTF-8
+// and lone surrogate escapes with U+FFFD in every string (table names,
+// attribute names, keys, ...), so that different inputs would alias.
 func decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
+	}
+	if err := attr.CheckText(body); err != nil {
+		return err
 	}
 	return json.Unmarshal(body, v)
 }
@@ -183,7 +190,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			s.writeRaw(w, id, http.StatusOK, []byte(`{"status":"healthy"}`))
 			return
 		}
-		st, body := protocolError(codeUnknownOperation, "")
+		st, body := protocolError(codeUnknownOperation, unknownOperationMessage(r.Method, target))
 		s.metrics.observe("unknown", codeUnknownOperation, start)
 		s.writeError(w, id, st, body)
 		return

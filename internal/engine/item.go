@@ -15,18 +15,6 @@ var (
 	errUpdateItemTooLarge = validationf("Item size to update has exceeded the maximum allowed size")
 )
 
-// noExpressions refuses placeholder maps in a request that has no
-// expression to use them.
-func noExpressions(names map[string]string, values map[string]attr.Value) error {
-	if values != nil {
-		return validationf("ExpressionAttributeValues can only be specified when using expressions")
-	}
-	if names != nil {
-		return validationf("ExpressionAttributeNames can only be specified when using expressions")
-	}
-	return nil
-}
-
 func ccfError(old attr.Item, returnOld bool) *Error {
 	e := newErr(CodeConditionalCheckFailed, "The conditional request failed")
 	if returnOld && old != nil {
@@ -200,22 +188,15 @@ func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemPar
 // writeCondition parses a write's condition (expression or legacy).
 func (e *Engine) writeCondition(condExpr *string, expected map[string]ExpectedAttributeValue, condOp string,
 	names map[string]string, values map[string]attr.Value) (*expr.Condition, error) {
-	if expected != nil && condExpr != nil {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {Expected} Expression parameters: {ConditionExpression}")
+	if err := checkExprParams([]param{{"ConditionExpression", condExpr != nil}}, []param{{"Expected", expected != nil}},
+		names != nil, values != nil); err != nil {
+		return nil, err
 	}
 	if expected != nil {
-		if names != nil || values != nil {
-			return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
-		}
 		return legacyExpected(expected, condOp)
 	}
 	if condOp != "" {
 		return nil, validationf("ConditionalOperator can only be used when Expected is specified")
-	}
-	if condExpr == nil {
-		if err := noExpressions(names, values); err != nil {
-			return nil, err
-		}
 	}
 	env, err := expr.NewEnv(names, values)
 	if err != nil {
@@ -295,8 +276,9 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 // nil means the whole item. With env nil a fresh environment over names
 // is used and checked for unused names.
 func (e *Engine) projection(pe *string, toGet []string, names map[string]string, env *expr.Env) (projector, error) {
-	if pe != nil && toGet != nil {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {AttributesToGet} Expression parameters: {ProjectionExpression}")
+	if err := checkExprParams([]param{{"ProjectionExpression", pe != nil}}, []param{{"AttributesToGet", toGet != nil}},
+		env == nil && names != nil, false); err != nil {
+		return nil, err
 	}
 	if toGet != nil {
 		if len(toGet) == 0 {
@@ -304,6 +286,9 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 		}
 		seen := map[string]bool{}
 		for _, n := range toGet {
+			if err := attr.CheckName(n); err != nil {
+				return nil, err
+			}
 			if seen[n] {
 				return nil, validationf("One or more parameter values were invalid: Duplicate value in attribute name: %s", n)
 			}
@@ -409,13 +394,13 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	}
 	var cond *expr.Condition
 	var upd *expr.Update
+	if err := checkExprParams(
+		[]param{{"UpdateExpression", in.UpdateExpression != nil}, {"ConditionExpression", in.ConditionExpression != nil}},
+		[]param{{"AttributeUpdates", in.AttributeUpdates != nil}, {"Expected", in.Expected != nil}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, err
+	}
 	if in.AttributeUpdates != nil || in.Expected != nil {
-		if in.UpdateExpression != nil || in.ConditionExpression != nil {
-			return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {AttributeUpdates, Expected} Expression parameters: {UpdateExpression, ConditionExpression}")
-		}
-		if in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil {
-			return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
-		}
 		if in.Expected != nil {
 			if cond, err = legacyExpected(in.Expected, in.ConditionalOperator); err != nil {
 				return nil, err
@@ -429,11 +414,6 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	} else {
 		if in.ConditionalOperator != "" {
 			return nil, validationf("ConditionalOperator can only be used when Expected is specified")
-		}
-		if in.UpdateExpression == nil && in.ConditionExpression == nil {
-			if err := noExpressions(in.ExpressionAttributeNames, in.ExpressionAttributeValues); err != nil {
-				return nil, err
-			}
 		}
 		env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 		if err != nil {

@@ -603,20 +603,7 @@ func (e *Engine) newGSI(g GlobalSecondaryIndex, defs map[string]string, used map
 	}, nil
 }
 
-func checkTags(tags []Tag) error {
-	if len(tags) > 50 {
-		return validationf("One or more parameter values were invalid: The number of tags exceeds the limit of 50")
-	}
-	for _, t := range tags {
-		if t.Key == nil || len(*t.Key) < 1 || len(*t.Key) > 128 {
-			return validationf("One or more parameter values were invalid: Tag key must be between 1 and 128 characters")
-		}
-		if t.Value == nil || len(*t.Value) > 256 {
-			return validationf("One or more parameter values were invalid: Tag value must be between 0 and 256 characters")
-		}
-	}
-	return nil
-}
+func checkTags(tags []Tag) error { return checkTagList(tags) }
 
 // describe returns the table's description as DescribeTable answers it.
 func (t *table) describe() *TableDescription {

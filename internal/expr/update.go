@@ -149,26 +149,40 @@ func (p *parser) parseAction(ak ActionKind) (action, *syntaxError) {
 	return a, nil
 }
 
-// parseSetValue parses operand [+|- operand], optionally parenthesized.
+// parseSetValue parses operand [+|- operand], optionally parenthesized:
+// "(a + b)" and "(a) + b" are both set values. One pass, no backtracking:
+// a parenthesized set value followed by + or - becomes the left operand.
 func (p *parser) parseSetValue() (*operand, *syntaxError) {
+	p.steps++
+	var x *operand
 	if p.peekKind() == tLParen {
-		save, saveErrs := p.i, p.errs
 		p.next()
 		v, err := p.parseSetValue()
-		if err == nil {
-			if err = p.expect(tRParen); err == nil && p.peekKind() != tPlus && p.peekKind() != tMinus {
-				return v, nil
-			}
+		if err != nil {
+			return nil, err
 		}
-		p.i, p.errs = save, saveErrs
-	}
-	x, err := p.parseOperand()
-	if err != nil {
-		return nil, err
+		if err := p.expect(tRParen); err != nil {
+			return nil, err
+		}
+		if t := p.peekKind(); t != tPlus && t != tMinus {
+			return v, nil
+		}
+		if v.kind == opFunc && (v.fn == "+" || v.fn == "-") {
+			return nil, p.syntax() // (a + b) + c: one operator only
+		}
+		x = v
+	} else {
+		var err *syntaxError
+		if x, err = p.parseOperand(); err != nil {
+			return nil, err
+		}
 	}
 	t := p.peek()
 	if t.kind != tPlus && t.kind != tMinus {
 		return x, nil
+	}
+	if err := p.countOperator(); err != nil {
+		return nil, err
 	}
 	p.next()
 	y, err := p.parseOperand()
@@ -176,8 +190,8 @@ func (p *parser) parseSetValue() (*operand, *syntaxError) {
 		return nil, err
 	}
 	for _, o := range []*operand{x, y} {
-		if o.kind == opValue && o.defined && o.val.Type != attr.N {
-			p.fail(catFunction, operandTypeMsg(t.text, o.val.Type))
+		if typ, ok := o.staticType(); ok && typ != attr.N {
+			p.fail(catFunction, operandTypeMsg(t.text, typ))
 			break
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/extenddb/extenddb/internal/api"
+	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
@@ -29,6 +30,11 @@ import (
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store"
 )
+
+// The restore job loads items through the engine's index rules without
+// importing the engine: the server hands the engine over as a
+// backup.Indexer.
+var _ backup.Indexer = (*engine.Engine)(nil)
 
 // OpenBackend opens the configured storage backend. The embedded SQLite
 // database is migrated on open; a PostgreSQL database must have been
@@ -100,16 +106,22 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	if err != nil {
 		return err
 	}
+	// raw is the backend itself: it closes, and it reports statistics (the
+	// Checked wrapper does not forward optional interfaces).
+	raw := backend
 	defer func() {
-		if cerr := backend.Close(); cerr != nil {
+		if cerr := raw.Close(); cerr != nil {
 			log.Warn("closing storage", "err", cerr)
 		}
 		log.Info("extenddb stopped")
 	}()
+	// Every backend runs under the contract checks (storage.Checked): a
+	// broken promise is an internal error in the log, never a crash.
+	backend = storage.Checked(backend, func(err error) { log.Error("storage contract violation", "err", err) })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg, opt.Build)
-	registerStorageMetrics(reg, backend)
+	registerStorageMetrics(reg, raw)
 	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg})
 	accounts := []string{api.DefaultAccount}
 	var keys []api.AccessKey
@@ -180,7 +192,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)
-	if sr, ok := backend.(storage.StatsReporter); ok && cfg.Storage.Backend == "postgres" {
+	if sr, ok := raw.(storage.StatsReporter); ok && cfg.Storage.Backend == "postgres" {
 		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
 	}
 	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,

@@ -60,6 +60,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -92,6 +93,9 @@ type Options struct {
 	// RequireMigrated refuses (KindSchema) a database with pending
 	// migrations instead of applying them on open.
 	RequireMigrated bool
+	// MaxSnapshots bounds the table snapshots open at once (default
+	// storage.DefaultMaxSnapshots); each holds a pooled connection.
+	MaxSnapshots int
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
@@ -102,6 +106,9 @@ type Backend struct {
 
 	// retries counts transparent re-runs (tests and metrics).
 	retries atomic.Int64
+
+	snapOnce sync.Once
+	snaps    *storage.SnapshotLimiter
 }
 
 var _ storage.Backend = (*Backend)(nil)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -649,4 +650,34 @@ func fixCursorHash(q string, args []any) []any {
 	fmt.Sscanf(q[i+len(") > ($"):], "%d", &n)
 	args[n-1] = int64(5)
 	return args
+}
+
+// TestSnapshotMarker: the snapshot's marker is the exported snapshot id,
+// which another session could import (SET TRANSACTION SNAPSHOT) while the
+// snapshot is open.
+func TestSnapshotMarker(t *testing.T) {
+	need(t)
+	b := openT(t, Options{DSN: testDSN})
+	ref := createTable(t, b, "snapmarker")
+	s, err := b.OpenTableSnapshot(t.Context(), storage.OpenSnapshotParams{Account: ref.Account, Name: ref.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Items.Close()
+	if s.Descriptor.Kind != SnapshotKind || !regexp.MustCompile(`^[0-9A-F]+-[0-9A-F]+-[0-9]+$`).MatchString(s.Descriptor.Marker) {
+		t.Fatalf("descriptor %+v", s.Descriptor)
+	}
+	c, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	tx, err := c.BeginTx(t.Context(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), "SET TRANSACTION SNAPSHOT '"+s.Descriptor.Marker+"'"); err != nil {
+		t.Fatalf("importing the marker: %v", err)
+	}
 }

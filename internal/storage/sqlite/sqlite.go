@@ -85,6 +85,9 @@ type Options struct {
 	// RequireMigrated refuses (KindSchema) a database with pending
 	// migrations instead of applying them on open.
 	RequireMigrated bool
+	// MaxSnapshots bounds the table snapshots open at once (default
+	// storage.DefaultMaxSnapshots); each holds a reader connection.
+	MaxSnapshots int
 }
 
 // Backend is the SQLite storage backend. It is safe for concurrent use.
@@ -117,6 +120,9 @@ type Backend struct {
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
 	variants                                 sync.Map // int -> *sql.Stmt
+
+	snapOnce sync.Once
+	snaps    *storage.SnapshotLimiter
 }
 
 var _ storage.Backend = (*Backend)(nil)

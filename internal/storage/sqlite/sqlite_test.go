@@ -270,3 +270,34 @@ func TestSecondProcessRefused(t *testing.T) {
 		t.Fatalf("second open of one database: %v", err)
 	}
 }
+
+// TestSnapshotScenarioCatchesLiveReads: the snapshot section fails against
+// a deliberately broken snapshot that reads live data, so its passing on
+// this backend means something.
+func TestSnapshotScenarioCatchesLiveReads(t *testing.T) {
+	b := openT(t, Options{Memory: true})
+	key := func(i int) ([]byte, []byte) { return []byte(fmt.Sprintf("p%d", i%7)), []byte(fmt.Sprintf("s%04d", i)) }
+	err := storagetest.SnapshotScenario(t.Context(), b, storagetest.LiveReadSnapshot(b), "acct", "live-reads", key, 70, 10)
+	if err == nil {
+		t.Fatal("the snapshot scenario passed against a snapshot that reads live data")
+	}
+	t.Logf("caught, as it must be: %v", err)
+	if err := storagetest.SnapshotScenario(t.Context(), b, b, "acct", "real", key, 70, 10); err != nil {
+		t.Fatalf("the real snapshot fails the same scenario: %v", err)
+	}
+}
+
+// TestSnapshotPagesSeek: a snapshot page after a cursor is a seek on the
+// primary key, so draining a big table stays linear.
+func TestSnapshotPagesSeek(t *testing.T) {
+	b := openT(t, Options{Memory: true})
+	var id, parent, notused int
+	var detail string
+	err := b.rdb.QueryRow("EXPLAIN QUERY PLAN "+sqlSnapshotAfter, 1, 2, []byte("a"), []byte("b"), 10).Scan(&id, &parent, &notused, &detail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if detail != "SEARCH items USING PRIMARY KEY (t=? AND (h,pk,sk)>(?,?,?))" {
+		t.Fatalf("snapshot page plan: %s", detail)
+	}
+}

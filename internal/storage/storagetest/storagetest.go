@@ -56,13 +56,16 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"TransactWriteAtomic", testTransactWrite},
 		{"TransactGetConsistent", testTransactGetConsistent},
 		{"DeletedTable", testDeletedTable},
+		{"Snapshot", testSnapshot},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				b := open(t)
+				// Every backend runs under the contract checks; a
+				// violation fails the test that met it.
+				b := storage.Checked(open(t), func(err error) { t.Errorf("%v", err) })
 				tc.fn(newEnv(t, b))
 			})
 		}
