@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -218,5 +219,35 @@ func TestTableNameOf(t *testing.T) {
 		if got := tableNameOf([]byte(body)); got != want {
 			t.Errorf("tableNameOf(%.60q) = %q, want %q", body, got, want)
 		}
+	}
+}
+
+// TestRequestLogKeepsResponseController: handlers behind the request log
+// can still set per-request deadlines (http.ResponseController reaches the
+// connection through Unwrap).
+func TestRequestLogKeepsResponseController(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	log := slog.New(slog.NewTextHandler(&logBuffer{}, nil))
+	ts := httptest.NewServer(WithRequestLog(WithCORS(inner, []string{"*"}), RequestLogOptions{Logger: log}))
+	defer ts.Close()
+	resp, err := http.Get(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
