@@ -20,15 +20,16 @@ const mod = "github.com/extenddb/extenddb/"
 // import. Keep it in step with the dependency picture in
 // docs/architecture.md.
 var allowed = map[string][]string{
-	"cmd/extenddb":      {"internal/bench", "internal/config", "internal/server"},
-	"internal/server":   {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/storage", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
-	"internal/api":      {"internal/attr", "internal/engine", "internal/storage"},
-	"internal/engine":   {"internal/attr", "internal/expr", "internal/storage"},
-	"internal/expr":     {"internal/attr"},
-	"internal/attr":     {},
-	"internal/bench":    {},
-	"internal/config":   {"internal/store"},
-	"internal/archtest": {},
+	"cmd/extenddb":       {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
+	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/api":       {"internal/attr", "internal/engine", "internal/storage"},
+	"internal/engine":    {"internal/attr", "internal/expr", "internal/storage"},
+	"internal/expr":      {"internal/attr"},
+	"internal/attr":      {},
+	"internal/bench":     {},
+	"internal/buildinfo": {},
+	"internal/config":    {"internal/store"},
+	"internal/archtest":  {},
 	// The contract and its conformance suite; backends import only them
 	// (and their migrations), never another backend or the engine.
 	"internal/storage":             {},

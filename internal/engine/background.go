@@ -129,7 +129,10 @@ func (e *Engine) startBackfill(ref storage.TableRef, index string) {
 			delete(b.running, key)
 			b.mu.Unlock()
 		}()
-		if err := e.backfill(ctx, ref, index); err != nil && ctx.Err() == nil {
+		pctx, prog := e.beginBackfill(ctx, ref, index) // log lines and metrics (bgmetrics.go)
+		err := e.backfill(pctx, ref, index)
+		prog.end(err, ctx.Err() != nil)
+		if err != nil && ctx.Err() == nil {
 			e.log.Error("index backfill failed", "table", ref.Name, "index", index, "err", err)
 		}
 	}()
@@ -209,6 +212,7 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 			}
 			last := res.Rows[len(res.Rows)-1]
 			after = &storage.Cursor{PK: last.PK, SK: last.SK}
+			backfillBatch(ctx, len(res.Rows), last.PK)
 		}
 		if !res.More {
 			break
@@ -259,11 +263,15 @@ var errBackfillObsolete = &Error{Code: CodeInternal, Message: "backfill obsolete
 func (e *Engine) sweepLoop(ctx context.Context) {
 	for {
 		busy := false
+		pass := e.beginTTLPass() // log line and metrics (bgmetrics.go)
 		e.forEachTable(ctx, func(t *table) {
 			if ctx.Err() != nil {
 				return
 			}
 			n, err := e.sweepTable(ctx, t)
+			if t.ttl != nil {
+				pass.table(n, err)
+			}
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("ttl sweep", "table", t.ref.Name, "err", err)
 			}
@@ -271,6 +279,9 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 				busy = true
 			}
 		})
+		if ctx.Err() == nil {
+			pass.end()
+		}
 		wait := e.sweepInterval
 		if busy {
 			wait = 0
@@ -327,6 +338,7 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (int, error) {
 		if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
 			return 0, err
 		}
+		e.ttlDeleted(n)
 		if n < sweepBatch {
 			break
 		}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
@@ -30,6 +32,9 @@ type Options struct {
 	// ItemCount, TableSizeBytes, IndexSizeBytes) may be before a
 	// description recomputes them; default 1s.
 	StatsInterval time.Duration
+	// Registerer receives the background-work metrics (bgmetrics.go); nil
+	// registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // Engine executes DynamoDB operations.
@@ -40,6 +45,7 @@ type Engine struct {
 	tables        tableCache
 	idem          idempotency
 	bg            background
+	bgm           *bgMetrics
 	sweepInterval time.Duration
 	stats         statsCache
 	now           func() time.Time
@@ -62,6 +68,7 @@ func New(b storage.Backend, opt Options) *Engine {
 		ttl = time.Second
 	}
 	e.tables = tableCache{m: map[string]*table{}, ttl: ttl}
+	e.bgm = newBGMetrics(opt.Registerer)
 	e.sweepInterval = opt.SweepInterval
 	if e.sweepInterval <= 0 {
 		e.sweepInterval = 5 * time.Second

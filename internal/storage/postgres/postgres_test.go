@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if !requested {
-		fmt.Println("storage backends exercised: none — postgres NOT exercised (EXTENDDB_TEST_BACKENDS does not name postgres)")
+		fmt.Println("storage backends: postgres not requested (the default; make test-all or EXTENDDB_TEST_BACKENDS=sqlite,postgres runs it)")
 		os.Exit(m.Run())
 	}
 	adminDSN = os.Getenv("EXTENDDB_TEST_POSTGRES_DSN")
