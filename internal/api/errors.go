@@ -68,6 +68,9 @@ var storageKindCodes = map[storage.Kind]engine.Code{
 	storage.KindSnapshotExpired:     engine.CodeInternal,
 	storage.KindUnsupported:         engine.CodeValidation,
 	storage.KindSchema:              engine.CodeServiceUnavailable,
+	// The engine recomputes a write refused as computed from a stale table
+	// description; one still refused after its attempts is retryable.
+	storage.KindTableVersion: engine.CodeServiceUnavailable,
 }
 
 // errorBody is the wire error document.
@@ -122,7 +125,7 @@ func mapError(err error) (status int, body errorBody, internal bool) {
 		if internal {
 			msg = "Internal server error"
 		}
-		if se.Kind == storage.KindUnavailable || se.Kind == storage.KindSchema {
+		if se.Kind == storage.KindUnavailable || se.Kind == storage.KindSchema || se.Kind == storage.KindTableVersion {
 			msg = "The service is unavailable: " + se.Kind.String()
 		}
 		return w.status, errorBody{Type: w.prefix + string(code), Message: msg}, internal

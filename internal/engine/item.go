@@ -114,8 +114,8 @@ func decodeStored(b []byte) (attr.Item, error) {
 	return it, nil
 }
 
-// PutItem writes an item.
-func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
+// putItem writes an item.
+func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -322,8 +322,8 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 	return p, nil
 }
 
-// DeleteItem deletes an item.
-func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
+// deleteItem deletes an item.
+func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -379,8 +379,8 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 	return out, nil
 }
 
-// UpdateItem updates (or creates) an item.
-func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
+// updateItem updates (or creates) an item.
+func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err

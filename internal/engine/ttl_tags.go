@@ -89,7 +89,7 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	ref := storage.TableRef{Account: account, Name: name, ID: res.Table.ID}
+	ref := res.Table.Ref()
 	if enable {
 		e.startBackfill(ref, ttlIndexName)
 	} else if _, err := e.backend.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: ttlIndexName}); err != nil {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -350,8 +349,3 @@ func jsonInt(i int64) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
-
-// backfillGrace is how long a backfill waits before it starts, so that
-// every writer (on this and on other servers) has reloaded the table
-// description and maintains the new index itself.
-func (e *Engine) backfillGrace() time.Duration { return 3 * e.tables.ttl }
