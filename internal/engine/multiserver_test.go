@@ -84,12 +84,19 @@ const msAccount = "000000000001"
 // with its background work started.
 func openServer(t *testing.T, dsn string, opt Options) (*Engine, storage.Backend) {
 	t.Helper()
-	b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: 8})
+	b := openPool(t, dsn, 8)
+	return startEngine(t, b, opt), b
+}
+
+// openPool opens a backend (a connection pool of its own) on the database.
+func openPool(t *testing.T, dsn string, conns int32) storage.Backend {
+	t.Helper()
+	b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: conns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return startEngine(t, b, opt), b
+	return b
 }
 
 func startEngine(t *testing.T, b storage.Backend, opt Options) *Engine {
@@ -289,10 +296,28 @@ func TestTwoServersGSICreation(t *testing.T) {
 }
 
 // countingBackend counts the TTL sweeper's index reads (to tell a sweeper
-// that waits from one that spins).
+// that waits from one that spins) and the writes refused as computed from
+// a stale description.
 type countingBackend struct {
 	storage.Backend
 	ttlQueries atomic.Int64
+	refused    atomic.Int64
+}
+
+func (c *countingBackend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	res, err := c.Backend.WriteItem(ctx, p)
+	if storage.IsKind(err, storage.KindTableVersion) {
+		c.refused.Add(1)
+	}
+	return res, err
+}
+
+func (c *countingBackend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	res, err := c.Backend.TransactWrite(ctx, p)
+	if storage.IsKind(err, storage.KindTableVersion) {
+		c.refused.Add(1)
+	}
+	return res, err
 }
 
 func (c *countingBackend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
@@ -335,12 +360,7 @@ func TestTwoServersTTLEnable(t *testing.T) {
 	waitBackfilled(t, a, name, 30*time.Second)
 
 	// A sweeper on a third pool, counting its TTL index reads.
-	sb, err := postgres.Open(ctx, postgres.Options{DSN: dsn, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close() })
-	counter := &countingBackend{Backend: sb}
+	counter := &countingBackend{Backend: openPool(t, dsn, 4)}
 	startEngine(t, counter, Options{SweepInterval: 100 * time.Millisecond})
 
 	exists := func(pk string) bool {
