@@ -93,3 +93,48 @@ func TestSweeperRepairsStaleHits(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexCreatedOverLeftovers: entries left under an index name (a GSI
+// or TTL index deleted while its entries could not be dropped: a crash, or
+// a concurrent UpdateTable that made the fenced DropIndex refuse) are
+// cleared before an index of that name is created again, so the new index
+// holds exactly its own entries.
+func TestIndexCreatedOverLeftovers(t *testing.T) {
+	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	e := startEngine(t, b, Options{SweepInterval: time.Hour})
+	ctx := t.Context()
+	const name = "leftovers"
+	createHashTable(t, e, name)
+	for i := 0; i < 30; i++ {
+		ok(t)(e.PutItem(ctx, msAccount, &PutItemInput{TableName: ptr(name), Item: attr.Item{"pk": sv(fmt.Sprintf("k%02d", i)),
+			"g": sv("now"), "exp": attr.MustNum(strconv.FormatInt(time.Now().Unix()+3600, 10))}}))
+	}
+	tb := waitBackfilled(t, e, name, 10*time.Second)
+	// Leftovers: entries of by_g and $ttl that no description has, as a
+	// deletion that never dropped its entries leaves them.
+	for i := 0; i < 30; i++ {
+		k, _ := attr.KeyBytes(sv(fmt.Sprintf("k%02d", i)))
+		gk, _ := attr.KeyBytes(sv("before"))
+		tk, _ := attr.NumberKey("100")
+		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: tb.ref, PK: k, Fn: func(old []byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: old, PutIndex: []storage.IndexEntry{
+				{IndexKey: storage.IndexKey{Index: "by_g", PK: gk}, Item: old},
+				{IndexKey: storage.IndexKey{Index: ttlIndexName, PK: ttlPartition, SK: tk}, Item: old}}}, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	addGSI(t, e, name, "by_g", "g", "S")
+	ok(t)(e.UpdateTimeToLive(ctx, msAccount, &UpdateTimeToLiveInput{TableName: ptr(name),
+		TimeToLiveSpecification: &TimeToLiveSpecification{Enabled: ptr(true), AttributeName: ptr("exp")}}))
+	waitBackfilled(t, e, name, 10*time.Second)
+	if got := queryPKs(t, e, name, "by_g", "g", "before"); len(got) != 0 {
+		t.Errorf(`g = "before" returns %d items from a former index`, len(got))
+	}
+	checkIndexes(t, e, name)
+}

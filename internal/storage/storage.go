@@ -70,7 +70,11 @@ type Backend interface {
 	// optionally restricted to one segment.
 	Scan(ctx context.Context, p ScanParams) (*ScanResult, error)
 	// DropIndex removes every entry of one secondary index of a table
-	// (after the engine removed the index from the description).
+	// (after the engine removed the index from the description, or before
+	// it adds an index of that name). It is fenced on Table.Version like
+	// an item write: KindTableVersion, removing nothing, when the table's
+	// description changed since, so a drop decided on an old description
+	// never removes the entries of an index created since.
 	DropIndex(ctx context.Context, p DropIndexParams) (*DropIndexResult, error)
 
 	// Ping checks that the backend answers (readiness).
@@ -110,7 +114,8 @@ type Table struct {
 // index entries exact when several servers share a backend and one of
 // them caches a description that another has just changed: a write
 // computed without a new index can never land after the index exists.
-// Reads, DropIndex and the catalog operations ignore Version.
+// DropIndex is fenced the same way. Reads and the catalog operations
+// ignore Version.
 type TableRef struct {
 	Account string
 	Name    string

@@ -14,7 +14,6 @@ import (
 
 const (
 	sqlLockKey    = `SELECT pg_advisory_xact_lock($1)`
-	sqlShareTabs  = `SELECT id FROM tables WHERE id = ANY($1) FOR KEY SHARE`
 	sqlFenceTabs  = `SELECT id, version FROM tables WHERE id = ANY($1) FOR SHARE`
 	sqlLiveTabs   = `SELECT id FROM tables WHERE id = ANY($1)`
 	sqlReadItem   = `SELECT item FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
@@ -237,10 +236,14 @@ func callFn(fn storage.WriteFunc, old []byte) (ch storage.Change, err error) {
 func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
 	err := b.write(ctx, "postgres: drop index", func(x *txn) error {
 		found := false
+		var version int64
 		bt := &pgx.Batch{}
 		bt.Queue("BEGIN")
-		bt.Queue(sqlShareTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
+		bt.Queue(sqlFenceTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
+				if err := rows.Scan(new(int64), &version); err != nil {
+					return err
+				}
 				found = true
 			}
 			return rows.Err()
@@ -250,6 +253,9 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 		}
 		if !found {
 			return tableNotFound(p.Table)
+		}
+		if version != p.Table.Version {
+			return storage.VersionChanged(p.Table, version)
 		}
 		bt = &pgx.Batch{}
 		bt.Queue(sqlDropIdx, p.Table.ID, p.Index)

@@ -574,8 +574,12 @@ func (w *writer) undoSavepoint() error {
 }
 
 func (w *writer) dropIndex(p storage.DropIndexParams) error {
-	if !w.exists(p.Table.ID) {
+	version, ok := w.tableVersion(p.Table.ID)
+	if !ok {
 		return tableNotFound(p.Table)
+	}
+	if version != p.Table.Version {
+		return storage.VersionChanged(p.Table, version)
 	}
 	if _, err := w.dropIdx.ExecContext(bg, p.Table.ID, p.Index); err != nil {
 		return fail(err, "sqlite: drop index")

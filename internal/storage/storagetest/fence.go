@@ -32,10 +32,10 @@ func (e *env) bumpVersion(ref storage.TableRef, desc string) storage.TableRef {
 	return res.Table.Ref()
 }
 
-// testFenceStaleWrite: writes with an old (or a future) version are
-// refused with KindTableVersion, without running their function, and
-// leave items and index entries as they were; the same writes with the
-// current version pass.
+// testFenceStaleWrite: writes (and DropIndex) with an old (or a future)
+// version are refused with KindTableVersion, without running their
+// function, and leave items and index entries as they were; the same
+// calls with the current version pass.
 func testFenceStaleWrite(e *env) {
 	t := e.t
 	v1 := e.createTable("fence")
@@ -113,6 +113,18 @@ func testFenceStaleWrite(e *env) {
 	}
 	if rows := e.queryAll(storage.QueryParams{Table: v2, Index: "h", PK: strKey("b"), Forward: true}, 10); len(rows) != 1 {
 		t.Fatalf("index h after the current write: %d entries", len(rows))
+	}
+	// DropIndex is fenced too: decided on v1, it removes nothing.
+	_, err = e.b.DropIndex(e.ctx, storage.DropIndexParams{Table: v1, Index: "h"})
+	wantKind(t, "DropIndex with a stale version", err, storage.KindTableVersion)
+	if rows := e.queryAll(storage.QueryParams{Table: v2, Index: "h", PK: strKey("b"), Forward: true}, 10); len(rows) != 1 {
+		t.Fatalf("index h after a refused DropIndex: %d entries, want 1", len(rows))
+	}
+	if _, err := e.b.DropIndex(e.ctx, storage.DropIndexParams{Table: v2, Index: "h"}); err != nil {
+		t.Fatalf("DropIndex with the current version: %v", err)
+	}
+	if rows := e.queryAll(storage.QueryParams{Table: v2, Index: "h", PK: strKey("b"), Forward: true}, 10); len(rows) != 0 {
+		t.Fatalf("index h after DropIndex: %d entries", len(rows))
 	}
 	// A deleted table is KindTableNotFound whatever the version.
 	if _, err := e.b.DeleteTable(e.ctx, storage.DeleteTableParams{Account: v2.Account, Name: v2.Name}); err != nil {
