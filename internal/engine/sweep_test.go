@@ -23,7 +23,7 @@ func TestSweeperRepairsStaleHits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	e := startEngine(t, b, Options{SweepInterval: time.Hour})
+	e := startEngine(t, storage.Checked(b, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "sweep-repair"
 	createHashTable(t, e, name)
@@ -105,7 +105,7 @@ func TestIndexCreatedOverLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	e := startEngine(t, b, Options{SweepInterval: time.Hour})
+	e := startEngine(t, storage.Checked(b, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "leftovers"
 	createHashTable(t, e, name)
