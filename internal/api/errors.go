@@ -69,6 +69,9 @@ var storageKindCodes = map[storage.Kind]engine.Code{
 	storage.KindSnapshotExpired:     engine.CodeInternal,
 	storage.KindUnsupported:         engine.CodeValidation,
 	storage.KindSchema:              engine.CodeServiceUnavailable,
+	// The engine recomputes a write refused as computed from a stale table
+	// description; one still refused after its attempts is retryable.
+	storage.KindTableVersion: engine.CodeServiceUnavailable,
 }
 
 // errorBody is the wire error document.
@@ -135,6 +138,10 @@ func mapError(err error) (status int, body errorBody, internal bool) {
 			msg = "Storage backend " + what + ": " + se.Message + " (retryable; the server log has the cause under this request id)"
 		case storage.KindSchema:
 			msg = "Storage schema not ready: " + se.Message
+		case storage.KindTableVersion:
+			// Every retry met a description changed again by another
+			// server: the client retries.
+			msg = "The table's description kept changing while the write was computed; retry"
 		}
 		return w.status, errorBody{Type: w.prefix + string(code), Message: msg}, internal
 	}

@@ -51,10 +51,11 @@ var allowed = map[string][]string{
 }
 
 // testSupport are packages any test may import besides its package's own
-// allow-list: conformance suites, test stores, and the embedded backend as
-// the real storage under engine and api tests.
+// allow-list: conformance suites, test stores, and the backends as the
+// real storage under engine and api tests (PostgreSQL for the engine's
+// multi-server tests: several servers on one database).
 var testSupport = []string{
-	"internal/storage/storagetest", "internal/storage/sqlite", "internal/store/storetest",
+	"internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
 	"internal/config", "internal/server",
 }

@@ -63,10 +63,10 @@ func keyID(t *table, pk, sk []byte) string {
 	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
 }
 
-// BatchWriteItem puts and deletes up to 25 items across tables. Every
+// batchWriteItem puts and deletes up to 25 items across tables. Every
 // request is validated before anything is written; the writes are then
 // applied in one backend transaction, so UnprocessedItems is always empty.
-func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
+func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
 	if in.RequestItems == nil {
 		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
 	}

@@ -129,8 +129,8 @@ func decodeStored(b []byte) (attr.Item, error) {
 	return it, nil
 }
 
-// PutItem writes an item.
-func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
+// putItem writes an item.
+func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -342,8 +342,8 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 	return p, nil
 }
 
-// DeleteItem deletes an item.
-func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
+// deleteItem deletes an item.
+func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -414,8 +414,8 @@ func removesOnly(upd *expr.Update) bool {
 	return true
 }
 
-// UpdateItem updates (or creates) an item.
-func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
+// updateItem updates (or creates) an item.
+func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err

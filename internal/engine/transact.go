@@ -212,7 +212,7 @@ func (e *Engine) TransactWriteItems(ctx context.Context, account string, in *Tra
 			return out, nil
 		}
 	}
-	out, err := e.transactWrite(ctx, account, in)
+	out, err := fenced(ctx, func(ctx context.Context) (*TransactWriteItemsOutput, error) { return e.transactWrite(ctx, account, in) })
 	if tokenKey != "" {
 		e.idem.finish(tokenKey, out, err == nil)
 	}

@@ -190,7 +190,7 @@ func createTable(t testing.TB, b *Backend, name string) storage.TableRef {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return storage.TableRef{Account: acct, Name: name, ID: cr.Table.ID}
+	return cr.Table.Ref()
 }
 
 var errExists = errors.New("item exists")

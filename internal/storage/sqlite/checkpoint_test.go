@@ -24,7 +24,7 @@ func walLoad(t testing.TB, b *Backend, path string, items, writers, readers int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := storage.TableRef{Account: "a", Name: "wal", ID: cr.Table.ID}
+	ref := cr.Table.Ref()
 	item := make([]byte, 1024)
 	for i := range item {
 		item[i] = byte('a' + i%26)

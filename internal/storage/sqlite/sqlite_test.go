@@ -94,7 +94,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := storage.TableRef{Account: "a", Name: "t", ID: cr.Table.ID}
+	ref := cr.Table.Ref()
 	if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func([]byte) (storage.Change, error) {
 		return storage.Change{Op: storage.Put, Item: []byte("v")}, nil
 	}}); err != nil {
@@ -130,7 +130,7 @@ func TestCloseDrainsWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := storage.TableRef{Account: "a", Name: "t", ID: cr.Table.ID}
+	ref := cr.Table.Ref()
 	var wg, started sync.WaitGroup
 	var mu sync.Mutex
 	ok := map[string]bool{}
@@ -176,7 +176,7 @@ func TestKeysAreBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := storage.TableRef{Account: "a", Name: "t", ID: cr.Table.ID}
+	ref := cr.Table.Ref()
 	for _, sk := range [][]byte{nil, []byte("1"), {0xFF}} {
 		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("123"), SK: sk, Fn: func([]byte) (storage.Change, error) {
 			return storage.Change{Op: storage.Put, Item: []byte("{}"),

@@ -156,10 +156,12 @@ type writer struct {
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
 	dataVersion                                              *sql.Stmt
 
-	// live is the set of table IDs as of the last commit; pend holds this
-	// transaction's catalog changes (true created, false deleted).
-	live           map[int64]struct{}
-	pend           map[int64]bool
+	// live maps the live table IDs to their description versions as of
+	// the last commit; pend holds this transaction's catalog changes (the
+	// new version, 0 for deleted). Item writes are fenced against them
+	// without a query (storage.TableRef.Version).
+	live           map[int64]int64
+	pend           map[int64]int64
 	catalogChanged bool
 	version        int64 // PRAGMA data_version at the last check
 
@@ -216,7 +218,7 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.delTableStmt, `DELETE FROM tables WHERE id = ?`},
 		{&w.deleteItems, `DELETE FROM items WHERE t = ?`},
 		{&w.deleteIdx, `DELETE FROM idx WHERE t = ?`},
-		{&w.allTables, `SELECT id FROM tables`},
+		{&w.allTables, `SELECT id, version FROM tables`},
 		{&w.dropIdx, `DELETE FROM idx WHERE t = ? AND ix = ?`},
 		{&w.begin_, `BEGIN IMMEDIATE`},
 		{&w.commit_, `COMMIT`},
@@ -247,7 +249,7 @@ func (w *writer) close() {
 	}
 }
 
-// loadTables reads the live table IDs and the data version.
+// loadTables reads the live table IDs and versions and the data version.
 func (w *writer) loadTables(ctx context.Context) error {
 	rows, err := w.allTables.QueryContext(ctx)
 	if err != nil {
@@ -256,11 +258,11 @@ func (w *writer) loadTables(ctx context.Context) error {
 	defer rows.Close()
 	clear(w.live)
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var id, version int64
+		if err := rows.Scan(&id, &version); err != nil {
 			return mapErr(err, "sqlite: load catalog")
 		}
-		w.live[id] = struct{}{}
+		w.live[id] = version
 	}
 	if err := rows.Err(); err != nil {
 		return mapErr(err, "sqlite: load catalog")
@@ -305,9 +307,9 @@ func (w *writer) commit() error {
 		w.rollback()
 		return mapErr(err, "sqlite: commit")
 	}
-	for id, live := range w.pend {
-		if live {
-			w.live[id] = struct{}{}
+	for id, version := range w.pend {
+		if version != 0 {
+			w.live[id] = version
 		} else {
 			delete(w.live, id)
 		}
@@ -334,11 +336,18 @@ func (w *writer) rollback() {
 }
 
 func (w *writer) exists(id int64) bool {
-	if live, ok := w.pend[id]; ok {
-		return live
-	}
-	_, ok := w.live[id]
+	_, ok := w.tableVersion(id)
 	return ok
+}
+
+// tableVersion is a live table's description version inside this
+// transaction (its own catalog changes included).
+func (w *writer) tableVersion(id int64) (int64, bool) {
+	if v, ok := w.pend[id]; ok {
+		return v, v != 0
+	}
+	v, ok := w.live[id]
+	return v, ok
 }
 
 func (w *writer) readTable(account, name string) (*storage.Table, error) {
@@ -366,7 +375,7 @@ func (w *writer) createTable(p storage.CreateTableParams) (*storage.Table, error
 	if err := w.insertTable.QueryRowContext(bg, p.Account, p.Name, t.Desc, now.UnixNano()).Scan(&t.ID); err != nil {
 		return nil, fail(err, "sqlite: create table")
 	}
-	w.pend[t.ID] = true
+	w.pend[t.ID] = t.Version
 	w.catalogChanged = true
 	return t, nil
 }
@@ -394,6 +403,7 @@ func (w *writer) updateTable(p storage.UpdateTableParams) (*storage.Table, error
 	nt := *old
 	nt.Desc = append([]byte{}, desc...)
 	nt.Version++
+	w.pend[old.ID] = nt.Version
 	return &nt, nil
 }
 
@@ -410,7 +420,7 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 			return nil, fail(err, "sqlite: delete table")
 		}
 	}
-	w.pend[old.ID] = false
+	w.pend[old.ID] = 0
 	w.catalogChanged = true
 	return old, nil
 }
@@ -419,8 +429,12 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 // is the write function's error (nothing written); err is a storage error
 // (nothing written) or a *fatal.
 func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemResult) (fnErr, err error) {
-	if !w.exists(p.Table.ID) {
+	version, ok := w.tableVersion(p.Table.ID)
+	if !ok {
 		return nil, tableNotFound(p.Table)
+	}
+	if version != p.Table.Version {
+		return nil, storage.VersionChanged(p.Table, version)
 	}
 	pk, sk := nz(p.PK), nz(p.SK)
 	h := int64(storage.KeyHash(pk))
@@ -493,6 +507,17 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 // earlier operations' writes. When any Fn fails the savepoint is rolled
 // back and the result is KindTransactionCanceled with per-op Reasons.
 func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteItemResult, error) {
+	// Fence every operation before running any write function.
+	for i := range ops {
+		ref := ops[i].Table
+		version, ok := w.tableVersion(ref.ID)
+		if !ok {
+			return nil, tableNotFound(ref)
+		}
+		if version != ref.Version {
+			return nil, storage.VersionChanged(ref, version)
+		}
+	}
 	if _, err := w.savepoint.ExecContext(bg); err != nil {
 		return nil, fail(err, "sqlite: savepoint")
 	}
@@ -549,8 +574,12 @@ func (w *writer) undoSavepoint() error {
 }
 
 func (w *writer) dropIndex(p storage.DropIndexParams) error {
-	if !w.exists(p.Table.ID) {
+	version, ok := w.tableVersion(p.Table.ID)
+	if !ok {
 		return tableNotFound(p.Table)
+	}
+	if version != p.Table.Version {
+		return storage.VersionChanged(p.Table, version)
 	}
 	if _, err := w.dropIdx.ExecContext(bg, p.Table.ID, p.Index); err != nil {
 		return fail(err, "sqlite: drop index")
