@@ -201,39 +201,28 @@ func TestKeysAreBlobs(t *testing.T) {
 	if err := b.rdb.QueryRowContext(ctx, `SELECT x'7F' < x'80' AND x'00' < x'0000' AND x'FF' > x'FE00' AND x'' < x'00'`).Scan(&less); err != nil || less != 1 {
 		t.Fatalf("blob comparison is not memcmp: %d %v", less, err)
 	}
-	for kind := kTableQuery; kind <= kIndexScan; kind++ {
-		for lo := bNone; lo <= bExcl; lo++ {
-			for hi := bNone; hi <= bExcl; hi++ {
-				for _, cursor := range []bool{false, true} {
-					for _, desc := range []bool{false, true} {
-						if kind >= kTableScan && (lo != bNone || hi != bNone || desc) {
-							continue
-						}
-						q := shape{kind, lo, hi, cursor, desc}.sql()
-						nargs := strings.Count(q, "?")
-						args := make([]any, nargs)
-						for i := range args {
-							args[i] = []byte{1}
-						}
-						rows, err := b.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-						if err != nil {
-							t.Fatalf("%s: %v", q, err)
-						}
-						var plan []string
-						for rows.Next() {
-							var id, parent, notused int
-							var detail string
-							rows.Scan(&id, &parent, &notused, &detail)
-							plan = append(plan, detail)
-						}
-						rows.Close()
-						p := strings.Join(plan, "; ")
-						if strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "USING PRIMARY KEY") || strings.HasPrefix(p, "SCAN") {
-							t.Errorf("%s\n  plan: %s", q, p)
-						}
-					}
-				}
-			}
+	for _, sh := range storage.SQLShapes() {
+		q := sqliteSelect(sh)
+		nargs := strings.Count(q, "?")
+		args := make([]any, nargs)
+		for i := range args {
+			args[i] = []byte{1}
+		}
+		rows, err := b.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			rows.Scan(&id, &parent, &notused, &detail)
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		p := strings.Join(plan, "; ")
+		if strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "USING PRIMARY KEY") || strings.HasPrefix(p, "SCAN") {
+			t.Errorf("%s\n  plan: %s", q, p)
 		}
 	}
 }
@@ -280,11 +269,12 @@ func TestPagesSeekFromCursor(t *testing.T) {
 	at2 := &storage.Cursor{PK: in2, SK: k, BasePK: k, BaseSK: k}
 	const tableSeek = "SEARCH items USING PRIMARY KEY (t=? AND (h,pk,sk)>(?,?,?)"
 	const indexSeek = "SEARCH idx USING PRIMARY KEY (t=? AND ix=? AND (h,ipk,isk,pk,sk)>(?,?,?,?,?)"
-	check := func(what string, s shape, args []any, want string) {
+	check := func(what string, plan storage.SQLPlan, want string) {
 		t.Helper()
-		args = append(args, int64(101))
-		if p := explainPlan(t, b, s.sql(), args); !strings.HasPrefix(p, want) {
-			t.Errorf("%s: plan %q, want it to start with %q (statement %s)", what, p, want, s.sql())
+		args := append(append([]any{ref.ID}, plan.Args...), int64(101))
+		q := sqliteSelect(plan.Shape)
+		if p := explainPlan(t, b, q, args); !strings.HasPrefix(p, want) {
+			t.Errorf("%s: plan %q, want it to start with %q (statement %s)", what, p, want, q)
 		}
 	}
 	for _, tc := range []struct {
@@ -297,8 +287,7 @@ func TestPagesSeekFromCursor(t *testing.T) {
 		{"index scan", storage.ScanParams{Table: ref, Index: "g", After: at}, indexSeek},
 		{"index scan, segment", storage.ScanParams{Table: ref, Index: "g", After: at2, Segment: 2, TotalSegments: 4}, indexSeek},
 	} {
-		s, args := scanStmt(tc.p)
-		check(tc.what, s, args, tc.want)
+		check(tc.what, storage.PlanScan(tc.p), tc.want)
 	}
 	bd := func(key string, incl bool) *storage.Bound { return &storage.Bound{Key: []byte(key), Inclusive: incl} }
 	const ixq = "SEARCH idx USING PRIMARY KEY (t=? AND ix=? AND h=? AND ipk=? AND "
@@ -315,8 +304,7 @@ func TestPagesSeekFromCursor(t *testing.T) {
 		{"index query backward, upper bound", nil, bd("z", false), false, ixq + "(isk,pk,sk)<(?,?,?))"},
 		{"index query backward, both bounds", bd("a", true), bd("z", true), false, ixq + "isk>? AND (isk,pk,sk)<(?,?,?))"},
 	} {
-		s, args := queryStmt(storage.QueryParams{Table: ref, Index: "g", PK: k, Lower: tc.lower, Upper: tc.upper, Forward: tc.forward, After: at, Limit: 100})
-		check(tc.what, s, args, tc.want)
+		check(tc.what, storage.PlanQuery(storage.QueryParams{Table: ref, Index: "g", PK: k, Lower: tc.lower, Upper: tc.upper, Forward: tc.forward, After: at, Limit: 100}), tc.want)
 	}
 }
 
@@ -382,4 +370,9 @@ func TestSnapshotPagesSeek(t *testing.T) {
 	if detail != "SEARCH items USING PRIMARY KEY (t=? AND (h,pk,sk)>(?,?,?))" {
 		t.Fatalf("snapshot page plan: %s", detail)
 	}
+}
+
+// sqliteSelect is the statement the backend prepares for a shape.
+func sqliteSelect(sh storage.SQLShape) string {
+	return sh.Select("", "?", func() string { return "?" })
 }
