@@ -155,7 +155,9 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 			pk, sk := nz(o.PK), nz(o.SK)
 			k := opKey{o.Table.ID, string(pk), string(sk)}
 			old := exists(k, i)
-			ch, err := callFn(o.Fn, old)
+			// storage.Checked recovers a panic of the function and
+			// validates the Change it returns (it wraps every backend).
+			ch, err := o.Fn(old)
 			if err != nil {
 				if reasons == nil {
 					reasons = make([]error, len(ops))
@@ -206,30 +208,6 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		return nil, nil, err
 	}
 	return results, reasons, nil
-}
-
-// callFn runs a write function and checks what it returned. A panic is
-// the function's failure (KindInternal).
-func callFn(fn storage.WriteFunc, old []byte) (ch storage.Change, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "postgres: write function panicked: %v", r)
-		}
-	}()
-	ch, err = fn(old)
-	if err != nil {
-		return storage.Change{}, err
-	}
-	switch ch.Op {
-	case storage.Keep, storage.Delete:
-	case storage.Put:
-		if ch.Item == nil {
-			return storage.Change{}, storage.Errorf(storage.KindInternal, "postgres: write function returned Put without an item")
-		}
-	default:
-		return storage.Change{}, storage.Errorf(storage.KindInternal, "postgres: write function returned unknown op %d", ch.Op)
-	}
-	return ch, nil
 }
 
 // DropIndex implements storage.Backend.

@@ -99,7 +99,9 @@ func (b *Backend) runBatch(batch []*wop) {
 			op.run = nil
 			continue
 		}
-		err := safeRun(op, w)
+		// storage.Checked recovers a panic of a write function and
+		// validates its Change (it wraps every backend).
+		err := op.run(w)
 		var f *fatal
 		if errors.As(err, &f) {
 			w.rollback()
@@ -132,17 +134,6 @@ func (b *Backend) runBatch(batch []*wop) {
 	for _, op := range batch {
 		answer(op, op.err)
 	}
-}
-
-// safeRun runs an operation, turning a panic (of a write function) into
-// an operation error; write functions run before anything is written.
-func safeRun(op *wop, w *writer) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "sqlite: write function panicked: %v", r)
-		}
-	}()
-	return op.run(w)
 }
 
 // writer owns the single write connection. Only the writer goroutine (and
