@@ -203,9 +203,10 @@ func Pending(ctx context.Context, db *sql.DB, d Dialect) ([]Migration, error) {
 }
 
 // Check refuses (KindSchema) a database with an edited migration, with a
-// version newer than this build, or with pending migrations.
+// version newer than this build, or with pending migrations. It changes
+// nothing (see Inspect).
 func Check(ctx context.Context, db *sql.DB, d Dialect) error {
-	pending, err := Pending(ctx, db, d)
+	_, pending, err := Inspect(ctx, db, d)
 	if err != nil {
 		return err
 	}
@@ -272,4 +273,45 @@ func applyOne(ctx context.Context, db *sql.DB, d Dialect, m Migration, insert st
 		return storage.Wrap(storage.KindUnavailable, err, fmt.Sprintf("migrations: commit %s %04d_%s", d.Name, m.Version, m.Name))
 	}
 	return nil
+}
+
+// Inspect returns the applied and pending migrations without changing the
+// database: unlike Pending it does not create schema_migrations, so a
+// database never migrated reports every shipped migration as pending.
+func Inspect(ctx context.Context, db *sql.DB, d Dialect) ([]Applied, []Migration, error) {
+	shipped, err := Load(d)
+	if err != nil {
+		return nil, nil, storage.Wrap(storage.KindSchema, err, "")
+	}
+	q := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`
+	if d.Name == "postgres" {
+		q = `SELECT COUNT(*) FROM pg_catalog.pg_tables WHERE tablename = 'schema_migrations' AND schemaname = ANY(current_schemas(false))`
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "migrations: look for schema_migrations")
+	}
+	if n == 0 {
+		return nil, shipped, nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT version, name, sha256, applied_at FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+	}
+	defer rows.Close()
+	var applied []Applied
+	for rows.Next() {
+		var a Applied
+		var at int64
+		if err := rows.Scan(&a.Version, &a.Name, &a.SHA256, &at); err != nil {
+			return nil, nil, storage.Wrap(storage.KindInternal, err, "migrations: read schema_migrations")
+		}
+		a.AppliedAt = time.Unix(0, at).UTC()
+		applied = append(applied, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+	}
+	pending, err := verify(d, shipped, applied)
+	return applied, pending, err
 }

@@ -136,3 +136,26 @@ func TestLoadRejectsBadNames(t *testing.T) {
 		t.Fatalf("shipped postgres migrations: %d %v", len(ms), err)
 	}
 }
+
+// TestInspectChangesNothing: Inspect on a database never migrated reports
+// every migration pending and creates no table; after Apply it agrees.
+func TestInspectChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	ms, _ := Load(SQLite)
+	applied, pending, err := Inspect(ctx, db, SQLite)
+	if err != nil || len(applied) != 0 || len(pending) != len(ms) {
+		t.Fatalf("fresh: applied %d pending %d err %v", len(applied), len(pending), err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("Inspect created %d objects (%v)", n, err)
+	}
+	if _, err := Apply(ctx, db, SQLite); err != nil {
+		t.Fatal(err)
+	}
+	applied, pending, err = Inspect(ctx, db, SQLite)
+	if err != nil || len(applied) != len(ms) || len(pending) != 0 {
+		t.Fatalf("migrated: applied %d pending %d err %v", len(applied), len(pending), err)
+	}
+}

@@ -29,6 +29,11 @@ echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto 
 make test
 scripts/fuzz.sh 60s
 
+# The browser test: headless Chromium (installed by scripts/chromium.sh
+# when missing) runs the JavaScript SDK v3 from another origin.
+echo "== browser test (headless Chromium, JavaScript SDK v3)"
+EXTENDDB_BIN="$PWD/bin/extenddb" tests/browser/run.sh
+
 # The wire suite on PostgreSQL: migrate a fresh database, then the harness
 # starts one server per worker on it (so two servers share the database).
 db="extenddb_wire_$$"

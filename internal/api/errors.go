@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/extenddb/extenddb/internal/attr"
@@ -68,6 +69,9 @@ var storageKindCodes = map[storage.Kind]engine.Code{
 	storage.KindSnapshotExpired:     engine.CodeInternal,
 	storage.KindUnsupported:         engine.CodeValidation,
 	storage.KindSchema:              engine.CodeServiceUnavailable,
+	// The engine recomputes a write refused as computed from a stale table
+	// description; one still refused after its attempts is retryable.
+	storage.KindTableVersion: engine.CodeServiceUnavailable,
 }
 
 // errorBody is the wire error document.
@@ -122,8 +126,22 @@ func mapError(err error) (status int, body errorBody, internal bool) {
 		if internal {
 			msg = "Internal server error"
 		}
-		if se.Kind == storage.KindUnavailable || se.Kind == storage.KindSchema {
-			msg = "The service is unavailable: " + se.Kind.String()
+		switch se.Kind {
+		case storage.KindUnavailable:
+			// The backend's own words (which operation, pool bounds); the
+			// driver's cause goes to the server log only.
+			what := "unavailable"
+			var ne net.Error
+			if errors.As(se.Cause, &ne) {
+				what = "unreachable" // the connection failed: down, refused, timed out
+			}
+			msg = "Storage backend " + what + ": " + se.Message + " (retryable; the server log has the cause under this request id)"
+		case storage.KindSchema:
+			msg = "Storage schema not ready: " + se.Message
+		case storage.KindTableVersion:
+			// Every retry met a description changed again by another
+			// server: the client retries.
+			msg = "The table's description kept changing while the write was computed; retry"
 		}
 		return w.status, errorBody{Type: w.prefix + string(code), Message: msg}, internal
 	}

@@ -106,7 +106,7 @@ func createTable(t *testing.T, b storage.Backend, name string) storage.TableRef 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return storage.TableRef{Account: account, Name: name, ID: res.Table.ID}
+	return res.Table.Ref()
 }
 
 func item(i int, v string) (pk, sk, raw []byte) {

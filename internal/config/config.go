@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -82,6 +83,23 @@ type Server struct {
 	// request signatures are not verified yet (every request is accepted
 	// as the default account). Off by default.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
+	// CORSAllowedOrigins are the browser origins allowed to call the API
+	// ("https://app.example.com", or "*" for every origin). Unset: every
+	// origin on the loopback development default (no auth.keys), none
+	// otherwise; an empty list allows none.
+	CORSAllowedOrigins []string `toml:"cors_allowed_origins"`
+}
+
+// CORSOrigins returns the origins CORS allows under this configuration
+// (see Server.CORSAllowedOrigins).
+func (c *Config) CORSOrigins() []string {
+	if c.Server.CORSAllowedOrigins != nil {
+		return c.Server.CORSAllowedOrigins
+	}
+	if len(c.Auth.Keys) == 0 && IsLoopback(c.Server.Listen) {
+		return []string{"*"}
+	}
+	return nil
 }
 
 // Storage selects and configures the backend.
@@ -102,6 +120,9 @@ type Storage struct {
 type SQLite struct {
 	// ItemCacheMB bounds the in-memory item cache (0 disables it).
 	ItemCacheMB int `toml:"item_cache_mb"`
+	// WALLimitMB is the write-ahead log size at which the writer
+	// checkpoints and empties it (at least 1).
+	WALLimitMB int `toml:"wal_limit_mb"`
 }
 
 // Postgres configures the PostgreSQL backend.
@@ -118,6 +139,9 @@ type Log struct {
 	Level string `toml:"level"`
 	// Format is text or json.
 	Format string `toml:"format"`
+	// SlowRequestThreshold: requests taking at least this long are logged
+	// at info (0 disables).
+	SlowRequestThreshold Duration `toml:"slow_request_threshold"`
 }
 
 // Duration is a time.Duration written as a string ("30s") in TOML.
@@ -140,8 +164,8 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func Default() Config {
 	return Config{
 		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32}},
-		Log:     Log{Level: "info", Format: "text"},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32, WALLimitMB: 32}},
+		Log:     Log{Level: "info", Format: "text", SlowRequestThreshold: Duration{time.Second}},
 	}
 }
 
@@ -181,6 +205,14 @@ func (c *Config) Validate() error {
 	}
 	if (c.Server.TLSCertFile == "") != (c.Server.TLSKeyFile == "") {
 		return errors.New("config: server.tls_cert_file and server.tls_key_file must be set together")
+	}
+	for i, o := range c.Server.CORSAllowedOrigins {
+		if err := validOrigin(o); err != nil {
+			return fmt.Errorf("config: server.cors_allowed_origins[%d] %q: %w", i, o, err)
+		}
+	}
+	if c.Log.SlowRequestThreshold.Duration < 0 {
+		return errors.New("config: log.slow_request_threshold must not be negative")
 	}
 	if err := c.Backup.Store.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -227,6 +259,9 @@ func (c *Config) Validate() error {
 	case "sqlite":
 		if c.Storage.SQLite.ItemCacheMB < 0 {
 			return fmt.Errorf("config: storage.sqlite.item_cache_mb must not be negative")
+		}
+		if c.Storage.SQLite.WALLimitMB < 1 {
+			return fmt.Errorf("config: storage.sqlite.wal_limit_mb must be at least 1")
 		}
 	case "postgres":
 		if c.Storage.Postgres.DSN == "" {
@@ -294,6 +329,18 @@ func setPath(v reflect.Value, path []string, val, full string) error {
 			return fv.Addr().Interface().(interface{ UnmarshalText([]byte) error }).UnmarshalText([]byte(val))
 		}
 		switch fv.Kind() {
+		case reflect.Slice:
+			if fv.Type().Elem().Kind() != reflect.String {
+				return fmt.Errorf("key %q cannot be set from the environment", full)
+			}
+			// A comma-separated list; an empty value is an empty list.
+			list := reflect.MakeSlice(fv.Type(), 0, 4)
+			for _, p := range strings.Split(val, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					list = reflect.Append(list, reflect.ValueOf(p))
+				}
+			}
+			fv.Set(list)
 		case reflect.String:
 			fv.SetString(val)
 		case reflect.Bool:
@@ -330,4 +377,18 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validOrigin accepts "*" or a browser origin: scheme://host[:port], no
+// path, query or credentials.
+func validOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New(`must be "*" or an origin such as "https://app.example.com" or "http://localhost:3000"`)
+	}
+	return nil
 }

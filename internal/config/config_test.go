@@ -35,6 +35,20 @@ func TestLoadFileEnvAndUnknownKeys(t *testing.T) {
 	}
 }
 
+func TestSQLiteWALLimit(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil || c.Storage.SQLite.WALLimitMB != 32 {
+		t.Fatalf("default wal_limit_mb: %d %v", c.Storage.SQLite.WALLimitMB, err)
+	}
+	c, err = Load("", []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=8"})
+	if err != nil || c.Storage.SQLite.WALLimitMB != 8 {
+		t.Fatalf("wal_limit_mb from env: %d %v", c.Storage.SQLite.WALLimitMB, err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=0"}); err == nil || !strings.Contains(err.Error(), "storage.sqlite.wal_limit_mb") {
+		t.Fatalf("wal_limit_mb 0 accepted: %v", err)
+	}
+}
+
 func TestNonLoopbackNeedsExplicitOptIn(t *testing.T) {
 	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000"}); err == nil || !strings.Contains(err.Error(), "allow_unauthenticated") {
 		t.Fatalf("0.0.0.0 accepted without opt-in: %v", err)

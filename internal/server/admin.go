@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,8 @@ func openSQL(cfg config.Config) (*sql.DB, migrations.Dialect, error) {
 // MigrationStatus lists a database's applied and pending migrations.
 type MigrationStatus struct {
 	Backend string
+	// Missing is the SQLite database path when no database exists there.
+	Missing string
 	Applied []string
 	Pending []string
 }
@@ -72,7 +75,7 @@ func Migrate(ctx context.Context, cfg config.Config) ([]string, error) {
 	}
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("%s: cannot connect: %w", cfg.Storage.Backend, err)
+		return nil, fmt.Errorf("%s: storage backend unreachable: %w", cfg.Storage.Backend, err)
 	}
 	done, err := migrations.Apply(ctx, db, d)
 	names := make([]string, len(done))
@@ -83,27 +86,66 @@ func Migrate(ctx context.Context, cfg config.Config) ([]string, error) {
 }
 
 // Status reports the applied and pending migrations without changing
-// anything.
+// anything: it creates no directory, file or table (a SQLite database that
+// does not exist yet is reported with every migration pending).
 func Status(ctx context.Context, cfg config.Config) (*MigrationStatus, error) {
-	db, d, err := openSQL(cfg)
-	if err != nil {
-		return nil, err
+	st := &MigrationStatus{Backend: cfg.Storage.Backend}
+	var db *sql.DB
+	var d migrations.Dialect
+	switch cfg.Storage.Backend {
+	case "sqlite":
+		if cfg.Storage.Memory {
+			return nil, errors.New("storage.memory: an in-memory database exists only while the server runs; there is no status to show")
+		}
+		path := sqlitePath(cfg)
+		if _, err := os.Stat(path); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("storage.data_dir: %w", err)
+			}
+			ms, err := migrations.Load(migrations.SQLite)
+			if err != nil {
+				return nil, err
+			}
+			st.Missing = path
+			for _, m := range ms {
+				st.Pending = append(st.Pending, migrationName(m))
+			}
+			return st, nil
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		// Read-only. A database without a -wal file was closed cleanly and
+		// no server has it open: read it as immutable, which creates no
+		// -wal/-shm files. Otherwise read through the existing WAL.
+		mode := "mode=ro"
+		if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
+			mode = "immutable=1"
+		}
+		u := url.URL{Scheme: "file", Path: abs, RawQuery: mode + "&_pragma=busy_timeout(5000)"}
+		db, err = sql.Open("sqlite", u.String())
+		if err != nil {
+			return nil, err
+		}
+		d = migrations.SQLite
+	default:
+		var err error
+		db, d, err = openSQL(cfg)
+		if err != nil {
+			return nil, err
+		}
 	}
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("%s: cannot connect: %w", cfg.Storage.Backend, err)
+		return nil, fmt.Errorf("%s: storage backend unreachable: %w", cfg.Storage.Backend, err)
 	}
-	st := &MigrationStatus{Backend: cfg.Storage.Backend}
-	applied, err := migrations.AppliedList(ctx, db)
+	applied, pending, err := migrations.Inspect(ctx, db, d)
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range applied {
 		st.Applied = append(st.Applied, fmt.Sprintf("%04d_%s", a.Version, a.Name))
-	}
-	pending, err := migrations.Pending(ctx, db, d)
-	if err != nil {
-		return st, err
 	}
 	for _, m := range pending {
 		st.Pending = append(st.Pending, migrationName(m))
@@ -148,8 +190,11 @@ func Healthcheck(ctx context.Context, endpoint string) error {
 		return fmt.Errorf("not reachable: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return fmt.Errorf("not ready: HTTP 503 from %s/ready: the server runs but its storage backend (or backup store) is unreachable; its log says why (\"not ready\")", strings.TrimRight(endpoint, "/"))
+	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("not ready: HTTP %d", resp.StatusCode)
+		return fmt.Errorf("not ready: HTTP %d from %s/ready", resp.StatusCode, strings.TrimRight(endpoint, "/"))
 	}
 	return nil
 }

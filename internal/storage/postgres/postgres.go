@@ -202,6 +202,14 @@ func (b *Backend) Close() error {
 // Stat returns the pool's statistics.
 func (b *Backend) Stat() *pgxpool.Stat { return b.pool.Stat() }
 
+// Stats reports the connection pool (storage.StatsReporter).
+func (b *Backend) Stats() storage.Stats {
+	ps := b.pool.Stat()
+	return storage.Stats{HasPool: true, PoolMax: int64(ps.MaxConns()), PoolInUse: int64(ps.AcquiredConns()),
+		PoolIdle: int64(ps.IdleConns()), PoolWaits: ps.EmptyAcquireCount(), PoolWaitTime: ps.EmptyAcquireWaitTime(),
+		Retries: b.retries.Load()}
+}
+
 // Retries returns how many operation runs were retried transparently.
 func (b *Backend) Retries() int64 { return b.retries.Load() }
 
