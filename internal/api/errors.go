@@ -48,6 +48,8 @@ var errorTable = map[engine.Code]wireError{
 	engine.CodeBackupInUse:            {prefixDynamo, 400},
 	engine.CodeServiceUnavailable:     {prefixService, 503},
 	engine.CodeInternal:               {prefixDynamo, 500},
+
+	engine.CodeContinuousBackupsUnavailable: {prefixDynamo, 400},
 }
 
 // Protocol-level errors that the engine never produces.

@@ -118,10 +118,14 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"ListTagsOfResource": op(eng.ListTagsOfResource),
 		"DescribeLimits":     op(eng.DescribeLimits),
 		"DescribeEndpoints":  describeEndpoints,
-		"CreateBackup":       op(eng.CreateBackup),
-		"DescribeBackup":     op(eng.DescribeBackup),
-		"ListBackups":        op(eng.ListBackups),
-		"DeleteBackup":       op(eng.DeleteBackup),
+
+		// On-demand backups (docs/adr/0008-backup-operations.md).
+		"CreateBackup":              op(eng.CreateBackup),
+		"DescribeBackup":            op(eng.DescribeBackup),
+		"ListBackups":               op(eng.ListBackups),
+		"DeleteBackup":              op(eng.DeleteBackup),
+		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
+		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
 	}
 	s.metrics = newMetrics(opt.Registry)
 	r := mux.NewRouter()

@@ -460,3 +460,90 @@ func ceilMillis(s float64) time.Time {
 	ms = math.Max(-1e15, math.Min(1e15, ms))
 	return time.UnixMilli(int64(ms)).UTC()
 }
+
+type DescribeContinuousBackupsInput struct {
+	TableName *string `json:"TableName"`
+}
+
+type PointInTimeRecoverySpecification struct {
+	PointInTimeRecoveryEnabled *bool  `json:"PointInTimeRecoveryEnabled"`
+	RecoveryPeriodInDays       *int64 `json:"RecoveryPeriodInDays"`
+}
+
+type UpdateContinuousBackupsInput struct {
+	TableName                        *string                           `json:"TableName"`
+	PointInTimeRecoverySpecification *PointInTimeRecoverySpecification `json:"PointInTimeRecoverySpecification"`
+}
+
+type PointInTimeRecoveryDescription struct {
+	PointInTimeRecoveryStatus string `json:"PointInTimeRecoveryStatus"`
+}
+
+type ContinuousBackupsDescription struct {
+	ContinuousBackupsStatus        string                          `json:"ContinuousBackupsStatus"`
+	PointInTimeRecoveryDescription *PointInTimeRecoveryDescription `json:"PointInTimeRecoveryDescription"`
+}
+
+type ContinuousBackupsOutput struct {
+	ContinuousBackupsDescription *ContinuousBackupsDescription `json:"ContinuousBackupsDescription"`
+}
+
+// noPITR is how the service describes a table with continuous backups
+// (on-demand backups) on and point-in-time recovery off, which is every
+// table here until point-in-time recovery exists.
+func noPITR() *ContinuousBackupsOutput {
+	return &ContinuousBackupsOutput{ContinuousBackupsDescription: &ContinuousBackupsDescription{
+		ContinuousBackupsStatus:        "ENABLED",
+		PointInTimeRecoveryDescription: &PointInTimeRecoveryDescription{PointInTimeRecoveryStatus: "DISABLED"}}}
+}
+
+// continuousBackupsTable validates TableName (a name or ARN) and reads
+// the table (TableNotFoundException "Table not found: <name>").
+func (e *Engine) continuousBackupsTable(ctx context.Context, account string, c *constraintErrors, name *string) (string, error) {
+	if name == nil {
+		c.add(nil, "tableName", "Member must not be null")
+	} else if n := len(*name); n < 1 || n > 1024 {
+		c.add(*name, "tableName", "Member must have length "+map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 1024"}[n < 1])
+	}
+	if err := c.err(); err != nil {
+		return "", err
+	}
+	t := tableNameOrArn(*name)
+	e.tables.drop(account, t)
+	if _, err := e.loadTable(ctx, account, t); err != nil {
+		if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+			return "", newErr(CodeTableNotFound, "Table not found: %s", t)
+		}
+		return "", err
+	}
+	return t, nil
+}
+
+// DescribeContinuousBackups answers as the service does for a table
+// without point-in-time recovery.
+func (e *Engine) DescribeContinuousBackups(ctx context.Context, account string, in *DescribeContinuousBackupsInput) (*ContinuousBackupsOutput, error) {
+	var c constraintErrors
+	if _, err := e.continuousBackupsTable(ctx, account, &c, in.TableName); err != nil {
+		return nil, err
+	}
+	return noPITR(), nil
+}
+
+// UpdateContinuousBackups accepts disabling point-in-time recovery (a
+// no-op) and refuses enabling it: extenddb has no point-in-time recovery.
+func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in *UpdateContinuousBackupsInput) (*ContinuousBackupsOutput, error) {
+	var c constraintErrors
+	if in.PointInTimeRecoverySpecification == nil {
+		c.add(nil, "pointInTimeRecoverySpecification", "Member must not be null")
+	} else if in.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled == nil {
+		c.add(nil, "pointInTimeRecoverySpecification.pointInTimeRecoveryEnabled", "Member must not be null")
+	}
+	if _, err := e.continuousBackupsTable(ctx, account, &c, in.TableName); err != nil {
+		return nil, err
+	}
+	if *in.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled {
+		return nil, newErr(CodeContinuousBackupsUnavailable,
+			"Point-in-time recovery is not available on extenddb; take on-demand backups with CreateBackup")
+	}
+	return noPITR(), nil
+}

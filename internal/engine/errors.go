@@ -32,6 +32,10 @@ const (
 	CodeBackupInUse            Code = "BackupInUseException"
 	CodeServiceUnavailable     Code = "ServiceUnavailable"
 	CodeInternal               Code = "InternalServerError"
+
+	// CodeContinuousBackupsUnavailable: point-in-time recovery cannot be
+	// enabled (extenddb has none).
+	CodeContinuousBackupsUnavailable Code = "ContinuousBackupsUnavailableException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -39,7 +43,8 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeConditionalCheckFailed, CodeTransactionCanceled, CodeTransactionConflict, CodeTransactionInProgress,
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
-	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal}
+	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
+	CodeContinuousBackupsUnavailable}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

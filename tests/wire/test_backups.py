@@ -246,3 +246,21 @@ def test_limit_exceeded_and_backup_in_use(tmp_path):
         wait_backup(c, arn)
         arn2 = c.create_backup(TableName="t1x", BackupName="second")["BackupDetails"]["BackupArn"]
         wait_backup(c, arn2)
+
+
+# ------------------------------------------------------------- continuous backups
+
+def test_continuous_backups_without_pitr(ddb, table):
+    want = {"ContinuousBackupsStatus": "ENABLED",
+            "PointInTimeRecoveryDescription": {"PointInTimeRecoveryStatus": "DISABLED"}}
+    assert ddb.describe_continuous_backups(TableName=table)["ContinuousBackupsDescription"] == want
+    res = ddb.update_continuous_backups(TableName=table,
+                                        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": False})
+    assert res["ContinuousBackupsDescription"] == want
+    info = expect_error(ddb.update_continuous_backups, "ContinuousBackupsUnavailableException", TableName=table,
+                        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+    assert "Point-in-time recovery" in info.message
+    expect_error(ddb.describe_continuous_backups, "TableNotFoundException", TableName="no-such-table-xyz",
+                 message="Table not found: no-such-table-xyz")
+    expect_error(ddb.update_continuous_backups, "TableNotFoundException", TableName="no-such-table-xyz",
+                 PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": False})
