@@ -124,6 +124,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"DescribeBackup":            op(eng.DescribeBackup),
 		"ListBackups":               op(eng.ListBackups),
 		"DeleteBackup":              op(eng.DeleteBackup),
+		"RestoreTableFromBackup":    op(eng.RestoreTableFromBackup),
 		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
 		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,13 @@ type Config struct {
 	Store store.Store
 	// Describer gives the source table's description for manifests.
 	Describer Describer
+	// Restorer builds the index entries of restored items and the
+	// description of a restored table once loaded (nil: no restores).
+	Restorer Restorer
+	// SpoolDir is where a restore copies a backup before verifying it
+	// (default: the system's temporary directory); it must not be inside
+	// a filesystem store's root.
+	SpoolDir string
 	// Partition and Region appear in backup ARNs (default aws, us-east-1).
 	Partition, Region string
 	// Owner names this server in job claims (default: random per process).
@@ -94,6 +102,9 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	restoring map[string]int // backup ARN -> restores running from it
 }
 
 // New checks the configuration. Start must be called before use.
@@ -138,8 +149,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.SpoolDir == "" {
+		cfg.SpoolDir = os.TempDir()
+	}
 	return &Manager{cfg: cfg, cat: cat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentJobs)}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}}, nil
 }
 
 // Owner is the name this server's claims carry.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -27,6 +28,12 @@ type BackupService interface {
 	GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error)
 	ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error)
 	DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error)
+	// RestoreTable starts loading a backup into target, a table this
+	// engine created in CREATING with a RestoreSummary; the job flips it
+	// ACTIVE through FinishRestore, or deletes it when the restore fails.
+	RestoreTable(ctx context.Context, backup storage.BackupRecord, target *storage.Table) error
+	// RestoringFrom tells whether a restore from the backup runs.
+	RestoringFrom(arn string) bool
 }
 
 // SetBackups installs the backup jobs; without them every backup
@@ -350,6 +357,9 @@ func (e *Engine) DeleteBackup(ctx context.Context, account string, in *BackupArn
 		if r.Status == storage.BackupCreating {
 			return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
 		}
+		if e.backups.RestoringFrom(r.ARN) {
+			return nil, newErr(CodeBackupInUse, "Backup is being restored: %s", r.ARN)
+		}
 		res, err := e.backups.DeleteBackup(ctx, *r)
 		if err != nil {
 			return nil, backupErr(err, "")
@@ -546,4 +556,217 @@ func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in
 			"Point-in-time recovery is not available on extenddb; take on-demand backups with CreateBackup")
 	}
 	return noPITR(), nil
+}
+
+type RestoreSummary struct {
+	SourceBackupArn   string  `json:"SourceBackupArn,omitempty"`
+	SourceTableArn    string  `json:"SourceTableArn,omitempty"`
+	RestoreDateTime   float64 `json:"RestoreDateTime"`
+	RestoreInProgress bool    `json:"RestoreInProgress"`
+}
+
+type RestoreTableFromBackupInput struct {
+	TargetTableName               *string                `json:"TargetTableName"`
+	BackupArn                     *string                `json:"BackupArn"`
+	BillingModeOverride           *string                `json:"BillingModeOverride"`
+	GlobalSecondaryIndexOverride  []GlobalSecondaryIndex `json:"GlobalSecondaryIndexOverride"`
+	LocalSecondaryIndexOverride   []LocalSecondaryIndex  `json:"LocalSecondaryIndexOverride"`
+	ProvisionedThroughputOverride *ProvisionedThroughput `json:"ProvisionedThroughputOverride"`
+	OnDemandThroughputOverride    json.RawMessage        `json:"OnDemandThroughputOverride"`
+	SSESpecificationOverride      *SSESpecification      `json:"SSESpecificationOverride"`
+}
+
+type RestoreTableFromBackupOutput struct {
+	TableDescription *TableDescription `json:"TableDescription"`
+}
+
+// restoringTable refuses to delete a table that a restore is loading.
+func restoringTable(t *table) error {
+	if rs := t.stored.Desc.RestoreSummary; rs != nil && rs.RestoreInProgress {
+		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being restored: %s", t.name())
+	}
+	return nil
+}
+
+// RestoreTableFromBackup creates a table from a backup: the target is
+// created in CREATING with a RestoreSummary and the restore job loads it
+// and flips it ACTIVE. Tags, TTL, streams and point-in-time recovery
+// settings are not restored, as on the service; the overrides replace the
+// billing mode, throughput and SSE, and select the indexes to keep.
+func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in *RestoreTableFromBackupInput) (*RestoreTableFromBackupOutput, error) {
+	var c constraintErrors
+	checkTableName(&c, "targetTableName", in.TargetTableName)
+	checkBackupArn(&c, "backupArn", in.BackupArn)
+	if in.BillingModeOverride != nil && *in.BillingModeOverride != "PROVISIONED" && *in.BillingModeOverride != "PAY_PER_REQUEST" {
+		c.add(*in.BillingModeOverride, "billingModeOverride", "Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]")
+	}
+	if in.ProvisionedThroughputOverride != nil {
+		checkThroughput(&c, "provisionedThroughputOverride", in.ProvisionedThroughputOverride)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	r, err := e.visibleBackup(ctx, account, in.BackupArn)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != storage.BackupAvailable {
+		return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
+	}
+	name := *in.TargetTableName
+	if cur, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil {
+		if t, perr := parseTable(cur.Table); perr == nil && t.stored.Desc.TableStatus == "CREATING" {
+			return nil, newErr(CodeTableInUse, "Table is being created: %s", name)
+		}
+		return nil, newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
+	} else if !storage.IsKind(err, storage.KindTableNotFound) {
+		return nil, err
+	}
+	var src storedTable
+	if err := json.Unmarshal(r.TableDesc, &src); err != nil {
+		return nil, err
+	}
+	d, err := e.restoredDescription(account, name, r, &src.Desc, in)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(&storedTable{Desc: *d})
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+	if err != nil {
+		if storage.IsKind(err, storage.KindTableExists) {
+			return nil, newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
+		}
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	if err := e.backups.RestoreTable(ctx, *r, res.Table); err != nil {
+		// Nothing was loaded: the target goes away with the refusal.
+		e.backend.DeleteTable(context.WithoutCancel(ctx), storage.DeleteTableParams{Account: account, Name: name})
+		e.tables.drop(account, name)
+		return nil, backupErr(err, name)
+	}
+	return &RestoreTableFromBackupOutput{TableDescription: d}, nil
+}
+
+// restoredDescription is the target table's description: the source's at
+// the backup instant, renamed, with the overrides applied.
+func (e *Engine) restoredDescription(account, name string, r *storage.BackupRecord, s *TableDescription, in *RestoreTableFromBackupInput) (*TableDescription, error) {
+	now := e.now()
+	arn := e.tableArn(account, name)
+	d := &TableDescription{
+		TableName: name, TableId: newUUID(), TableArn: arn, TableStatus: "CREATING",
+		CreationDateTime: epochSeconds(now), KeySchema: s.KeySchema, AttributeDefinitions: s.AttributeDefinitions,
+		ProvisionedThroughput: s.ProvisionedThroughput, BillingModeSummary: s.BillingModeSummary,
+		SSEDescription: s.SSEDescription, TableClassSummary: s.TableClassSummary,
+		RestoreSummary: &RestoreSummary{SourceBackupArn: r.ARN, SourceTableArn: e.tableArn(account, r.TableName),
+			RestoreDateTime: epochSeconds(now), RestoreInProgress: true},
+	}
+	billing := "PROVISIONED"
+	if s.BillingModeSummary != nil && s.BillingModeSummary.BillingMode != "" {
+		billing = s.BillingModeSummary.BillingMode
+	}
+	if in.BillingModeOverride != nil {
+		billing = *in.BillingModeOverride
+	}
+	pt := in.ProvisionedThroughputOverride
+	if pt == nil && billing == "PROVISIONED" && s.ProvisionedThroughput != nil && s.ProvisionedThroughput.ReadCapacityUnits > 0 {
+		rc, wc := s.ProvisionedThroughput.ReadCapacityUnits, s.ProvisionedThroughput.WriteCapacityUnits
+		pt = &ProvisionedThroughput{ReadCapacityUnits: &rc, WriteCapacityUnits: &wc}
+	}
+	tp, err := billingThroughput(billing, pt, "")
+	if err != nil {
+		return nil, err
+	}
+	d.ProvisionedThroughput = tp
+	d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
+	if billing == "PROVISIONED" && (s.BillingModeSummary == nil || s.BillingModeSummary.BillingMode == "") {
+		d.BillingModeSummary = s.BillingModeSummary
+	}
+	// Index selection: an override keeps the named indexes of the backup.
+	gsis := s.GlobalSecondaryIndexes
+	if in.GlobalSecondaryIndexOverride != nil {
+		gsis = nil
+		for _, o := range in.GlobalSecondaryIndexOverride {
+			var found *GlobalSecondaryIndexDescription
+			for i := range s.GlobalSecondaryIndexes {
+				if s.GlobalSecondaryIndexes[i].IndexName == o.IndexName {
+					found = &s.GlobalSecondaryIndexes[i]
+				}
+			}
+			if found == nil {
+				return nil, invalidParam("Global secondary index %s is not in the backup", o.IndexName)
+			}
+			g := *found
+			if o.ProvisionedThroughput != nil {
+				rc, wc := *o.ProvisionedThroughput.ReadCapacityUnits, *o.ProvisionedThroughput.WriteCapacityUnits
+				g.ProvisionedThroughput = &ProvisionedThroughputDescription{ReadCapacityUnits: rc, WriteCapacityUnits: wc}
+			}
+			gsis = append(gsis, g)
+		}
+	}
+	for _, g := range gsis {
+		g.IndexArn = arn + "/index/" + g.IndexName
+		g.IndexStatus = "ACTIVE"
+		g.ItemCount, g.IndexSizeBytes = 0, 0
+		if billing == "PAY_PER_REQUEST" {
+			g.ProvisionedThroughput = &ProvisionedThroughputDescription{}
+		} else if g.ProvisionedThroughput == nil || g.ProvisionedThroughput.ReadCapacityUnits == 0 {
+			g.ProvisionedThroughput = &ProvisionedThroughputDescription{ReadCapacityUnits: tp.ReadCapacityUnits, WriteCapacityUnits: tp.WriteCapacityUnits}
+		}
+		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, g)
+	}
+	lsis := s.LocalSecondaryIndexes
+	if in.LocalSecondaryIndexOverride != nil {
+		lsis = nil
+		for _, o := range in.LocalSecondaryIndexOverride {
+			ok := false
+			for _, l := range s.LocalSecondaryIndexes {
+				if l.IndexName == o.IndexName {
+					lsis, ok = append(lsis, l), true
+				}
+			}
+			if !ok {
+				return nil, invalidParam("Local secondary index %s is not in the backup", o.IndexName)
+			}
+		}
+	}
+	for _, l := range lsis {
+		l.IndexArn = arn + "/index/" + l.IndexName
+		l.ItemCount, l.IndexSizeBytes = 0, 0
+		d.LocalSecondaryIndexes = append(d.LocalSecondaryIndexes, l)
+	}
+	if o := in.SSESpecificationOverride; o != nil {
+		d.SSEDescription = nil
+		if o.Enabled != nil && *o.Enabled {
+			t := o.SSEType
+			if t == "" {
+				t = "KMS"
+			}
+			d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
+				KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
+		}
+	}
+	return d, nil
+}
+
+// FinishRestore is the description of a restored table once loaded
+// (ACTIVE, RestoreInProgress false); the restore job writes it with a
+// conditional UpdateTable (backup.Restorer).
+func (e *Engine) FinishRestore(st *storage.Table) ([]byte, error) {
+	var s storedTable
+	if err := json.Unmarshal(st.Desc, &s); err != nil {
+		return nil, err
+	}
+	rs := s.Desc.RestoreSummary
+	if rs == nil || !rs.RestoreInProgress || s.Desc.TableStatus != "CREATING" {
+		return nil, fmt.Errorf("table %s is not a restore in progress", st.Name)
+	}
+	done := *rs
+	done.RestoreInProgress = false
+	s.Desc.RestoreSummary = &done
+	s.Desc.TableStatus = "ACTIVE"
+	return json.Marshal(&s)
 }

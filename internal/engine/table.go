@@ -650,6 +650,9 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if t.stored.Desc.DeletionProtectionEnabled {
 		return nil, validationf("Resource cannot be deleted as it is currently protected against deletion. Disable deletion protection first.")
 	}
+	if err := restoringTable(t); err != nil {
+		return nil, err
+	}
 	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {

@@ -139,6 +139,9 @@ type TableDescription struct {
 	SSEDescription            *SSEDescription                   `json:"SSEDescription,omitempty"`
 	TableClassSummary         *TableClassSummary                `json:"TableClassSummary,omitempty"`
 	DeletionProtectionEnabled bool                              `json:"DeletionProtectionEnabled"`
+
+	// RestoreSummary is set on tables made by RestoreTableFromBackup.
+	RestoreSummary *RestoreSummary `json:"RestoreSummary,omitempty"`
 }
 
 type CreateTableOutput struct {

@@ -225,7 +225,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 // them to the engine (which never imports internal/backup).
 func startBackups(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, st store.Store, version string, log *slog.Logger) (*backup.Manager, error) {
 	m, err := backup.New(backup.Config{
-		Backend: backend, Store: st, Describer: eng, Region: eng.Region(), Version: version,
+		Backend: backend, Store: st, Describer: eng, Restorer: eng, Region: eng.Region(), Version: version,
 		MaxConcurrentJobs: cfg.Backup.MaxConcurrentJobs,
 		HeartbeatInterval: cfg.Backup.HeartbeatInterval.Duration,
 		StaleAfter:        cfg.Backup.StaleAfter.Duration,

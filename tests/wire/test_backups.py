@@ -264,3 +264,160 @@ def test_continuous_backups_without_pitr(ddb, table):
                  message="Table not found: no-such-table-xyz")
     expect_error(ddb.update_continuous_backups, "TableNotFoundException", TableName="no-such-table-xyz",
                  PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": False})
+
+
+# ------------------------------------------------------------- restore
+
+def wait_table(ddb, name, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            t = ddb.describe_table(TableName=name)["Table"]
+        except ddb.exceptions.ResourceNotFoundException:
+            t = None
+        if t is not None and t["TableStatus"] == "ACTIVE":
+            return t
+        assert time.monotonic() < deadline, f"table {name}: {t and t['TableStatus']}"
+        time.sleep(0.05)
+
+
+def scan_all(ddb, name, **kw):
+    items, start = [], None
+    while True:
+        if start:
+            kw["ExclusiveStartKey"] = start
+        page = ddb.scan(TableName=name, **kw)
+        items += page["Items"]
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return sorted(items, key=lambda it: (it["pk"]["S"], it.get("sk", {}).get("N", "")))
+
+
+def test_restore_round_trip(ddb, make_table, table_name):
+    src = make_table(range_key=("sk", "N"), GlobalSecondaryIndexes=[{
+        "IndexName": "byv", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
+        "Projection": {"ProjectionType": "ALL"}}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "N"},
+                              {"AttributeName": "v", "AttributeType": "S"}])
+    for start in range(0, 250, 25):
+        ddb.batch_write_item(RequestItems={src: [{"PutRequest": {"Item": {
+            "pk": S(f"p{i % 7}"), "sk": {"N": str(i)}, "v": S(f"v{i % 5}"), "n": {"N": str(i * 1.5)},
+            "b": {"B": bytes([i % 256])}, "ss": {"SS": ["a", f"s{i}"]}}}} for i in range(start, start + 25)]})
+    ddb.update_time_to_live(TableName=src, TimeToLiveSpecification={"Enabled": True, "AttributeName": "exp"})
+    arn = ddb.create_backup(TableName=src, BackupName="for-restore")["BackupDetails"]["BackupArn"]
+    wait_backup(ddb, arn)
+    out = ddb.restore_table_from_backup(TargetTableName=table_name, BackupArn=arn)["TableDescription"]
+    try:
+        assert out["TableName"] == table_name and out["TableStatus"] == "CREATING"
+        rs = out["RestoreSummary"]
+        assert rs["SourceBackupArn"] == arn and rs["RestoreInProgress"] is True
+        assert rs["SourceTableArn"] == ddb.describe_table(TableName=src)["Table"]["TableArn"]
+        t = wait_table(ddb, table_name)
+        assert t["RestoreSummary"]["RestoreInProgress"] is False
+        assert t["KeySchema"] == ddb.describe_table(TableName=src)["Table"]["KeySchema"]
+        assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["byv"]
+        assert t["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+        assert scan_all(ddb, table_name) == scan_all(ddb, src)
+        # The index was built.
+        q = ddb.query(TableName=table_name, IndexName="byv", KeyConditionExpression="v = :v",
+                      ExpressionAttributeValues={":v": S("v3")})
+        assert q["Count"] == 50
+        # TTL is not restored, as on the service.
+        assert ddb.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]["TimeToLiveStatus"] == "DISABLED"
+        expect_error(ddb.restore_table_from_backup, "TableAlreadyExistsException", TargetTableName=table_name, BackupArn=arn,
+                     message=f"Table already exists: {table_name}")
+    finally:
+        wait_table(ddb, table_name)
+        ddb.delete_table(TableName=table_name)
+    ddb.delete_backup(BackupArn=arn)
+
+
+def test_restore_overrides(ddb, make_table, table_name):
+    src = make_table(GlobalSecondaryIndexes=[
+        {"IndexName": "gi1", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}], "Projection": {"ProjectionType": "KEYS_ONLY"}},
+        {"IndexName": "gi2", "KeySchema": [{"AttributeName": "w", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "v", "AttributeType": "S"},
+                              {"AttributeName": "w", "AttributeType": "S"}])
+    ddb.put_item(TableName=src, Item={"pk": S("a"), "v": S("x"), "w": S("y")})
+    arn = ddb.create_backup(TableName=src, BackupName="ovr")["BackupDetails"]["BackupArn"]
+    wait_backup(ddb, arn)
+    expect_error(ddb.restore_table_from_backup, "ValidationException", TargetTableName=table_name, BackupArn=arn,
+                 GlobalSecondaryIndexOverride=[{"IndexName": "nope", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
+                                                "Projection": {"ProjectionType": "ALL"}}])
+    ddb.restore_table_from_backup(TargetTableName=table_name, BackupArn=arn, BillingModeOverride="PROVISIONED",
+                                  ProvisionedThroughputOverride={"ReadCapacityUnits": 5, "WriteCapacityUnits": 6},
+                                  GlobalSecondaryIndexOverride=[{"IndexName": "gi2", "KeySchema": [{"AttributeName": "w", "KeyType": "HASH"}],
+                                                                 "Projection": {"ProjectionType": "ALL"},
+                                                                 "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 2}}],
+                                  SSESpecificationOverride={"Enabled": True, "SSEType": "KMS"})
+    try:
+        t = wait_table(ddb, table_name)
+        assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["gi2"]
+        assert t["ProvisionedThroughput"]["ReadCapacityUnits"] == 5 and t["ProvisionedThroughput"]["WriteCapacityUnits"] == 6
+        assert t["GlobalSecondaryIndexes"][0]["ProvisionedThroughput"]["WriteCapacityUnits"] == 2
+        assert t["SSEDescription"]["Status"] == "ENABLED"
+        assert ddb.query(TableName=table_name, IndexName="gi2", KeyConditionExpression="w = :w",
+                         ExpressionAttributeValues={":w": S("y")})["Count"] == 1
+    finally:
+        ddb.delete_table(TableName=table_name)
+    ddb.delete_backup(BackupArn=arn)
+
+
+def test_restore_errors(ddb, ddb_raw, table):
+    expect_error(ddb.restore_table_from_backup, "BackupNotFoundException", TargetTableName="t-restore-x",
+                 BackupArn=fake_arn(), message=f"Backup not found: {fake_arn()}")
+    validation(ddb_raw.restore_table_from_backup, TargetTableName="ab", BackupArn=fake_arn(),
+               match="Value 'ab' at 'targetTableName' failed to satisfy constraint: Member must have length greater than or equal to 3")
+
+
+def test_restore_refuses_a_damaged_backup(ddb, make_table, table_name, backup_root):
+    if not backup_root:
+        pytest.skip("needs the suite's filesystem store")
+    src = make_table()
+    fill(ddb, src, 50)
+    arn = ddb.create_backup(TableName=src, BackupName="damaged")["BackupDetails"]["BackupArn"]
+    wait_backup(ddb, arn)
+    d = Path(backup_root) / ACCOUNT / src / ARN_RE.match(arn).group("id")
+    f = d / "data" / "000001.json.zst"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    f.write_bytes(bytes(data))
+    ddb.restore_table_from_backup(TargetTableName=table_name, BackupArn=arn)
+    # The restore fails verification and removes the target; it never
+    # becomes ACTIVE and never holds an item.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            t = ddb.describe_table(TableName=table_name)["Table"]
+            assert t["TableStatus"] == "CREATING", t
+            assert ddb.scan(TableName=table_name)["Count"] == 0
+        except ddb.exceptions.ResourceNotFoundException:
+            break
+        assert time.monotonic() < deadline, "the target of a damaged backup was not removed"
+        time.sleep(0.05)
+    ddb.delete_backup(BackupArn=arn)
+
+
+def test_restore_in_progress(tmp_path):
+    """While a restore runs: its target is CREATING, cannot be deleted, its
+    name answers TableInUseException, and its backup cannot be deleted."""
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    with aux_server(tmp_path, EXTENDDB_TEST_HOLD_AT="restore.before-active", EXTENDDB_TEST_HOLD_FILE=str(hold)) as c:
+        c.create_table(TableName="src1", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        c.put_item(TableName="src1", Item={"pk": S("a")})
+        arn = c.create_backup(TableName="src1", BackupName="b1x")["BackupDetails"]["BackupArn"]
+        wait_backup(c, arn)
+        c.restore_table_from_backup(TargetTableName="dst1", BackupArn=arn)
+        assert c.describe_table(TableName="dst1")["Table"]["TableStatus"] == "CREATING"
+        expect_error(c.restore_table_from_backup, "TableInUseException", TargetTableName="dst1", BackupArn=arn,
+                     message="Table is being created: dst1")
+        expect_error(c.delete_table, "ResourceInUseException", TableName="dst1")
+        expect_error(c.delete_backup, "BackupInUseException", BackupArn=arn, message=f"Backup is being restored: {arn}")
+        os.remove(hold)
+        t = wait_table(c, "dst1")
+        assert t["RestoreSummary"]["RestoreInProgress"] is False
+        assert c.get_item(TableName="dst1", Key={"pk": S("a")})["Item"] == {"pk": S("a")}
+        c.delete_table(TableName="dst1")
+        c.delete_backup(BackupArn=arn)

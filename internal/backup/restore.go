@@ -1,0 +1,230 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Restorer is what the restore job needs of DynamoDB's rules: the index
+// entries of each item (Indexer) and the description of the target once
+// loaded. The engine satisfies it.
+type Restorer interface {
+	Indexer
+	FinishRestore(t *storage.Table) ([]byte, error)
+}
+
+// Steps of the restore job where Config.Hook is called.
+const (
+	PointRestoreMidSpool     = "restore.mid-spool"
+	PointRestoreMidLoad      = "restore.mid-load"
+	PointRestoreBeforeActive = "restore.before-active"
+)
+
+// restoreBatch is the number of items written per atomic batch.
+const restoreBatch = 100
+
+// RestoringFrom tells whether a restore from the backup runs on this
+// server.
+func (m *Manager) RestoringFrom(arn string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restoring[arn] > 0
+}
+
+// RestoreTable starts restoring backup into target, a table created in
+// CREATING for it (docs/backup-design.md section 4): the job copies the
+// backup into a spool directory, verifies all of it before writing an
+// item, loads the items with their index entries in atomic batches and
+// flips the table ACTIVE with a conditional UpdateTable; when anything
+// fails the target is deleted. Errors within the call: KindLimitExceeded
+// (job slots), KindUnavailable (store unhealthy), KindUnsupported (no
+// Restorer configured).
+func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord, target *storage.Table) error {
+	if m.ctx == nil {
+		return storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+	}
+	if m.cfg.Restorer == nil {
+		return storage.Errorf(storage.KindUnsupported, "restores are not configured on this server")
+	}
+	if err := m.Healthy(ctx); err != nil {
+		return unavailable(err)
+	}
+	release, err := m.acquireSlot()
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.restoring[backup.ARN]++
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer release()
+		defer func() {
+			m.mu.Lock()
+			m.restoring[backup.ARN]--
+			if m.restoring[backup.ARN] == 0 {
+				delete(m.restoring, backup.ARN)
+			}
+			m.mu.Unlock()
+		}()
+		m.runRestore(backup, target)
+	}()
+	return nil
+}
+
+func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table) {
+	log := m.log.With("backup", b.ARN, "target", target.Name)
+	start := time.Now()
+	n, err := m.restore(m.ctx, b, target)
+	if err == nil {
+		log.Info("restore finished", "items", n, "duration", time.Since(start))
+		return
+	}
+	log.Error("restore failed; removing the target table", "err", err)
+	ctx := context.WithoutCancel(m.ctx)
+	// Remove the target only if it is still this incarnation.
+	if cur, gerr := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name}); gerr == nil && cur.Table.ID == target.ID {
+		if _, derr := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: target.Account, Name: target.Name}); derr != nil {
+			log.Warn("restore: removing the target table", "err", derr)
+		}
+	}
+}
+
+func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table) (int64, error) {
+	dir, err := os.MkdirTemp(m.cfg.SpoolDir, "extenddb-restore-")
+	if err != nil {
+		return 0, fmt.Errorf("restore: spool directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	// 1. Spool every object of the backup.
+	objs, err := m.st.List(ctx, b.Prefix)
+	if err != nil {
+		return 0, err
+	}
+	for i, o := range objs {
+		if i == 1 {
+			m.hook(PointRestoreMidSpool)
+		}
+		if err := spool(ctx, m, dir, o.Key); err != nil {
+			return 0, err
+		}
+	}
+	// 2. Verify all of it before writing anything.
+	src := dirSource(dir)
+	bk, err := format.Open(ctx, src, b.Prefix+"/")
+	if err != nil {
+		return 0, err
+	}
+	if bk.BackupARN != b.ARN {
+		return 0, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
+	}
+	if err := bk.Verify(ctx); err != nil {
+		return 0, err
+	}
+	// 3. Load in atomic batches, with the index entries the target needs.
+	load, err := m.cfg.Restorer.ItemLoader(target)
+	if err != nil {
+		return 0, err
+	}
+	ref := target.Ref()
+	var batch []storage.WriteItemParams
+	var n int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+		batch = batch[:0]
+		return err
+	}
+	hooked := false
+	err = bk.Items(ctx, func(r *format.Record) error {
+		pk, sk, ch, err := load(bytes.Clone(r.Item))
+		if err != nil {
+			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
+		}
+		batch = append(batch, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Blind: true,
+			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
+		n++
+		if len(batch) == restoreBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+			if !hooked {
+				hooked = true
+				m.hook(PointRestoreMidLoad)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return n, err
+	}
+	if n != bk.ItemCount {
+		return n, fmt.Errorf("restore: loaded %d items, the manifest has %d", n, bk.ItemCount)
+	}
+	// 4. ACTIVE, only on this incarnation of the target.
+	m.hook(PointRestoreBeforeActive)
+	_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
+		Fn: func(old *storage.Table) ([]byte, error) {
+			if old.ID != target.ID {
+				return nil, errors.New("restore: the target table was replaced")
+			}
+			return m.cfg.Restorer.FinishRestore(old)
+		}})
+	return n, err
+}
+
+// spool copies one object into the spool directory.
+func spool(ctx context.Context, m *Manager, dir, key string) error {
+	if strings.Contains(key, "..") {
+		return fmt.Errorf("restore: refusing object key %q", key)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	rc, err := m.st.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return fmt.Errorf("restore: spooling %s: %w", key, err)
+	}
+	return f.Close()
+}
+
+// dirSource reads spooled objects for the format reader.
+type dirSource string
+
+func (d dirSource) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	return os.Open(filepath.Join(string(d), filepath.FromSlash(key)))
+}
+
+func (d dirSource) Size(ctx context.Context, key string) (int64, error) {
+	fi, err := os.Stat(filepath.Join(string(d), filepath.FromSlash(key)))
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
