@@ -37,6 +37,7 @@ func main() {
 			migrateCommand(),
 			statusCommand(),
 			healthcheckCommand(),
+			backupCommand(),
 			versionCommand(build),
 			bench.Command(),
 		},
