@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -31,12 +32,17 @@ func (m *Manager) DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*
 		return res, err
 	}
 	m.hook(PointDeleteDeleting)
+	m.met.running.WithLabelValues(kindDelete).Inc()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		start := time.Now()
 		if err := m.finishDelete(m.ctx, *res.Record); err != nil {
+			m.met.end(kindDelete, start, cause(m.ctx, err))
 			m.log.Warn("backup delete: left for the reconciler", "backup", rec.ARN, "err", err)
+			return
 		}
+		m.met.end(kindDelete, start, "ok")
 	}()
 	return res, nil
 }

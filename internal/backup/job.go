@@ -72,6 +72,7 @@ func (m *Manager) CreateBackup(ctx context.Context, account, table, name string)
 		return nil, err
 	}
 	started = true
+	m.met.running.WithLabelValues(kindBackup).Inc()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -117,9 +118,14 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 	go m.keepClaim(ctx, cancel, rec.ARN, rec.Generation)
 	log := m.log.With("backup", rec.ARN)
 	start := time.Now()
+	result := "ok"
+	defer func() { m.met.end(kindBackup, start, result) }()
 	res, err := m.writeBackup(ctx, snap, rec, arn, desc)
 	snap.Items.Close()
+	m.met.snapshotOpen.Observe(time.Since(start).Seconds())
 	if err == nil {
+		m.met.items.WithLabelValues(kindBackup).Add(float64(res.Manifest.ItemCount))
+		m.met.bytes.WithLabelValues(kindBackup).Add(float64(res.Manifest.UncompressedBytes))
 		m.hook(PointBeforeAvailable)
 		size, n := res.Manifest.UncompressedBytes, res.Manifest.ItemCount
 		w, uerr := m.cat.UpdateBackup(context.WithoutCancel(ctx), storage.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
@@ -128,6 +134,7 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 		case uerr != nil:
 			err = uerr
 		case !w.Matched:
+			result = causeFenced
 			// Another server owns the row now; it decides what happens.
 			log.Warn("backup finished but its claim was taken over; leaving the row to its new owner")
 			return
@@ -137,6 +144,7 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 			return
 		}
 	}
+	result = cause(ctx, err)
 	if c := context.Cause(ctx); c != nil && errors.Is(c, errFenced) {
 		log.Warn("backup stopped: claim taken over")
 		return

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
@@ -68,6 +70,8 @@ type Config struct {
 	MaxSnapshotAge time.Duration
 	// Logger receives job events (default: discard).
 	Logger *slog.Logger
+	// Registerer receives the jobs' metrics (nil: not exported).
+	Registerer prometheus.Registerer
 	// Hook, when set (tests only), is called at each named step of a job
 	// (see the Point* constants); a crash test kills the process there.
 	Hook func(point string)
@@ -102,6 +106,8 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	met *metrics
 
 	mu        sync.Mutex
 	restoring map[string]int // backup ARN -> restores running from it
@@ -153,7 +159,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.SpoolDir = os.TempDir()
 	}
 	return &Manager{cfg: cfg, cat: cat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, met: newMetrics(cfg.Registerer)}, nil
 }
 
 // Owner is the name this server's claims carry.

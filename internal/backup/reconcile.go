@@ -51,6 +51,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			if !res.Matched {
 				continue
 			}
+			m.met.reconciled.WithLabelValues("failed_stale_backup").Inc()
 			m.log.Warn("backup reconciler: a backup job's owner stopped; marked FAILED", "backup", r.ARN, "owner", r.Owner)
 			if err := m.st.DeletePrefix(ctx, r.Prefix); err != nil {
 				errs = append(errs, err)
@@ -65,6 +66,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			if !res.Matched {
 				continue
 			}
+			m.met.reconciled.WithLabelValues("finished_delete").Inc()
 			m.log.Warn("backup reconciler: finishing an interrupted delete", "backup", r.ARN)
 			if err := m.finishDelete(ctx, *res.Record); err != nil {
 				errs = append(errs, err)
@@ -76,6 +78,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 				continue
 			}
 			if len(left) > 0 {
+				m.met.reconciled.WithLabelValues("removed_orphans").Inc()
 				m.log.Warn("backup reconciler: removing objects of a backup that is gone", "backup", r.ARN, "status", r.Status, "objects", len(left))
 				if err := m.st.DeletePrefix(ctx, r.Prefix); err != nil {
 					errs = append(errs, err)

@@ -66,6 +66,7 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 	m.mu.Lock()
 	m.restoring[backup.ARN]++
 	m.mu.Unlock()
+	m.met.running.WithLabelValues(kindRestore).Inc()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -87,10 +88,13 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table) {
 	log := m.log.With("backup", b.ARN, "target", target.Name)
 	start := time.Now()
 	n, err := m.restore(m.ctx, b, target)
+	m.met.items.WithLabelValues(kindRestore).Add(float64(n))
 	if err == nil {
+		m.met.end(kindRestore, start, "ok")
 		log.Info("restore finished", "items", n, "duration", time.Since(start))
 		return
 	}
+	m.met.end(kindRestore, start, cause(m.ctx, err))
 	log.Error("restore failed; removing the target table", "err", err)
 	ctx := context.WithoutCancel(m.ctx)
 	// Remove the target only if it is still this incarnation.
@@ -132,6 +136,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	if err := bk.Verify(ctx); err != nil {
 		return 0, err
 	}
+	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
 	// 3. Load in atomic batches, with the index entries the target needs.
 	load, err := m.cfg.Restorer.ItemLoader(target)
 	if err != nil {

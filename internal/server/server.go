@@ -151,7 +151,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		if err := st.Validate(ctx); err != nil {
 			log.Warn("backup store not reachable", "store", st.String(), "err", err)
 		}
-		if jobs, err = startBackups(ctx, cfg, backend, eng, st, opt.Build.Version, log); err != nil {
+		if jobs, err = startBackups(ctx, cfg, backend, eng, st, opt.Build.Version, reg, log); err != nil {
 			return err
 		}
 		defer jobs.Close()
@@ -223,7 +223,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 
 // startBackups starts the backup jobs over the configured store and hands
 // them to the engine (which never imports internal/backup).
-func startBackups(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, st store.Store, version string, log *slog.Logger) (*backup.Manager, error) {
+func startBackups(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, st store.Store, version string, reg prometheus.Registerer, log *slog.Logger) (*backup.Manager, error) {
 	m, err := backup.New(backup.Config{
 		Backend: backend, Store: st, Describer: eng, Restorer: eng, Region: eng.Region(), Version: version,
 		MaxConcurrentJobs: cfg.Backup.MaxConcurrentJobs,
@@ -232,6 +232,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
 		Logger:            log,
+		Registerer:        reg,
 		Hook:              killHook(log),
 	})
 	if err != nil {

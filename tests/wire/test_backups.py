@@ -578,3 +578,16 @@ root = "{store}"
     finally:
         _stop(proc)
         log.close()
+
+
+def test_backup_metrics(ddb, table, endpoint):
+    from wire_helpers import raw_get
+    arn = ddb.create_backup(TableName=table, BackupName="metered")["BackupDetails"]["BackupArn"]
+    wait_backup(ddb, arn)
+    ddb.delete_backup(BackupArn=arn)
+    text = raw_get(endpoint, "/metrics").body.decode()
+    ok = [l for l in text.splitlines() if l.startswith('extenddb_backup_jobs_finished_total{kind="backup",result="ok"}')]
+    assert ok and float(ok[0].split()[-1]) >= 1, ok
+    for name in ("extenddb_backup_jobs_running", "extenddb_backup_items_total", "extenddb_backup_bytes_total",
+                 "extenddb_backup_job_duration_seconds", "extenddb_backup_snapshot_open_seconds"):
+        assert name in text, name

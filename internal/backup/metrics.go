@@ -1,0 +1,91 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/store"
+)
+
+// Metrics of the jobs. Labels are bounded: the kind of job and the cause
+// of a failure, never a table or a backup (the log lines carry them).
+type metrics struct {
+	running      *prometheus.GaugeVec
+	items        *prometheus.CounterVec
+	bytes        *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	finished     *prometheus.CounterVec
+	snapshotOpen prometheus.Histogram
+	reconciled   *prometheus.CounterVec
+}
+
+// Job kinds and failure causes (label values).
+const (
+	kindBackup  = "backup"
+	kindRestore = "restore"
+	kindDelete  = "delete"
+
+	causeStore    = "store"    // the store failed
+	causeVerify   = "verify"   // a backup did not verify (restore)
+	causeFenced   = "fenced"   // the claim was taken over
+	causeShutdown = "shutdown" // the server stopped
+	causeOther    = "other"
+)
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "extenddb_backup_jobs_running",
+			Help: "Backup, restore and delete jobs running in this process."}, []string{"kind"}),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_items_total",
+			Help: "Items written into backups (kind=backup) and loaded from them (kind=restore)."}, []string{"kind"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_bytes_total",
+			Help: "Uncompressed item bytes written into backups (kind=backup) and read from them (kind=restore)."}, []string{"kind"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "extenddb_backup_job_duration_seconds",
+			Help: "Duration of jobs that succeeded.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"kind"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_jobs_finished_total",
+			Help: "Jobs that ended, by kind and result (ok, or the cause of the failure: store, verify, fenced, shutdown, other)."}, []string{"kind", "result"}),
+		snapshotOpen: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "extenddb_backup_snapshot_open_seconds",
+			Help: "How long backups kept their table snapshot open.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}),
+		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_reconciler_actions_total",
+			Help: "Reconciler actions: failed_stale_backup, finished_delete, removed_orphans."}, []string{"action"}),
+	}
+	for _, k := range []string{kindBackup, kindRestore, kindDelete} {
+		m.running.WithLabelValues(k)
+		m.finished.WithLabelValues(k, "ok")
+	}
+	if reg != nil {
+		reg.MustRegister(m.running, m.items, m.bytes, m.duration, m.finished, m.snapshotOpen, m.reconciled)
+	}
+	return m
+}
+
+// cause classifies a job's error for the failure metric.
+func cause(ctx context.Context, err error) string {
+	var fe *format.FileError
+	switch {
+	case errors.Is(context.Cause(ctx), errFenced) || errors.Is(err, errFenced):
+		return causeFenced
+	case ctx.Err() != nil:
+		return causeShutdown
+	case errors.Is(err, format.ErrSource):
+		return causeStore
+	case errors.As(err, &fe):
+		return causeVerify
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrUnhealthy):
+		return causeStore
+	}
+	return causeOther
+}
+
+// end records a job's end.
+func (m *metrics) end(kind string, start time.Time, result string) {
+	m.running.WithLabelValues(kind).Dec()
+	m.finished.WithLabelValues(kind, result).Inc()
+	if result == "ok" {
+		m.duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	}
+}
