@@ -139,3 +139,59 @@ func Backups(b Backend) (BackupCatalog, bool) {
 	bc, ok := Unwrap(b).(BackupCatalog)
 	return bc, ok
 }
+
+// RestoreCatalog keeps the rows of restore jobs with their claims, as
+// BackupCatalog does for backups. Part of the backup capability: a
+// backend with a BackupCatalog has it too.
+type RestoreCatalog interface {
+	// InsertRestore inserts a RUNNING job claimed by Record.Owner
+	// (generation 1, heartbeat now on the database's clock).
+	InsertRestore(ctx context.Context, r RestoreRecord) (*RestoreRecord, error)
+	// ListRestores lists jobs in the given statuses (all when empty), by id.
+	ListRestores(ctx context.Context, statuses []string) ([]RestoreRecord, error)
+	// UpdateRestore writes NewStatus (and Message) iff the job is at
+	// Generation and in Status.
+	UpdateRestore(ctx context.Context, p UpdateBackupParams) (*RestoreWriteResult, error)
+	// HeartbeatRestore renews Owner's claim at Generation.
+	HeartbeatRestore(ctx context.Context, p HeartbeatBackupParams) (*RestoreWriteResult, error)
+	// ClaimRestore takes a job over as ClaimBackup does.
+	ClaimRestore(ctx context.Context, p ClaimBackupParams) (*RestoreWriteResult, error)
+}
+
+// Restore job statuses.
+const (
+	RestoreRunning = "RUNNING"
+	RestoreDone    = "DONE"
+	RestoreFailed  = "FAILED"
+)
+
+// RestoreRecord is one restore job's row. The params types of the backup
+// rows are reused for its conditional writes, their ARN field holding the
+// job's ID.
+type RestoreRecord struct {
+	ID string
+	// The target table incarnation.
+	Account   string
+	TableName string
+	TableID   int64
+	BackupARN string
+	Status    string
+	Message   string
+	// The claim.
+	Owner      string
+	Generation int64
+	Heartbeat  time.Time
+}
+
+// RestoreWriteResult tells whether a conditional write matched, and the
+// row after it (nil when absent).
+type RestoreWriteResult struct {
+	Matched bool
+	Record  *RestoreRecord
+}
+
+// Restores returns the backend's restore job catalog through wrappers.
+func Restores(b Backend) (RestoreCatalog, bool) {
+	rc, ok := Unwrap(b).(RestoreCatalog)
+	return rc, ok
+}

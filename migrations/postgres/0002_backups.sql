@@ -33,3 +33,18 @@ CREATE TABLE backup_catalog (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     id  TEXT    NOT NULL
 );
+
+-- Restore jobs with their claims: a job reloads its target from the start
+-- when taken over (items are re-applied idempotently, then counted).
+CREATE TABLE restores (
+    id         TEXT    PRIMARY KEY,
+    account    TEXT    NOT NULL,
+    table_name TEXT    NOT NULL,
+    table_id   BIGINT  NOT NULL,
+    backup_arn TEXT    NOT NULL,
+    status     TEXT    NOT NULL,
+    message    TEXT    NOT NULL DEFAULT '',
+    owner      TEXT    NOT NULL,
+    generation BIGINT  NOT NULL,
+    heartbeat  TIMESTAMPTZ NOT NULL
+);

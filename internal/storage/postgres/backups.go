@@ -200,3 +200,115 @@ func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
 	}
 	return id, nil
 }
+
+// ---- restore jobs ----
+
+var _ storage.RestoreCatalog = (*Backend)(nil)
+
+const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, owner, generation, heartbeat`
+
+func scanRestore(r pgx.Row) (*storage.RestoreRecord, error) {
+	var rec storage.RestoreRecord
+	if err := r.Scan(&rec.ID, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupARN, &rec.Status, &rec.Message,
+		&rec.Owner, &rec.Generation, &rec.Heartbeat); err != nil {
+		return nil, err
+	}
+	rec.Heartbeat = rec.Heartbeat.UTC()
+	return &rec, nil
+}
+
+func (b *Backend) restoreRow(ctx context.Context, msg, q string, args ...any) (*storage.RestoreRecord, error) {
+	c, err := b.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	rec, err := scanRestore(c.QueryRow(ctx, q, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapErr(err, msg)
+	}
+	return rec, nil
+}
+
+// restoreWrite runs a conditional UPDATE ... RETURNING; when it matches
+// nothing the current row is read.
+func (b *Backend) restoreWrite(ctx context.Context, id, msg, q string, args ...any) (*storage.RestoreWriteResult, error) {
+	rec, err := b.restoreRow(ctx, msg, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil {
+		return &storage.RestoreWriteResult{Matched: true, Record: rec}, nil
+	}
+	cur, err := b.restoreRow(ctx, msg, `SELECT `+restoreCols+` FROM restores WHERE id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.RestoreWriteResult{Record: cur}, nil
+}
+
+// InsertRestore implements storage.RestoreCatalog.
+func (b *Backend) InsertRestore(ctx context.Context, r storage.RestoreRecord) (*storage.RestoreRecord, error) {
+	return b.restoreRow(ctx, "postgres: insert restore", `INSERT INTO restores(`+restoreCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, now()) RETURNING `+restoreCols,
+		r.ID, r.Account, r.TableName, r.TableID, r.BackupARN, storage.RestoreRunning, r.Message, r.Owner)
+}
+
+// ListRestores implements storage.RestoreCatalog.
+func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storage.RestoreRecord, error) {
+	q, args := `SELECT `+restoreCols+` FROM restores`, []any{}
+	if len(statuses) > 0 {
+		q, args = q+` WHERE status = ANY($1)`, append(args, statuses)
+	}
+	var out []storage.RestoreRecord
+	err := b.read(ctx, "postgres: list restores", func(c *pgxpool.Conn) error {
+		out = out[:0]
+		rs, err := c.Query(ctx, q+" ORDER BY id", args...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			r, err := scanRestore(rs)
+			if err != nil {
+				return err
+			}
+			out = append(out, *r)
+		}
+		return rs.Err()
+	})
+	return out, err
+}
+
+// UpdateRestore implements storage.RestoreCatalog.
+func (b *Backend) UpdateRestore(ctx context.Context, p storage.UpdateBackupParams) (*storage.RestoreWriteResult, error) {
+	msg := ""
+	if p.Message != nil {
+		msg = *p.Message
+	}
+	return b.restoreWrite(ctx, p.ARN, "postgres: update restore",
+		`UPDATE restores SET status = $4, message = $5, heartbeat = now() WHERE id = $1 AND generation = $2 AND status = $3 RETURNING `+restoreCols,
+		p.ARN, p.Generation, p.Status, p.NewStatus, msg)
+}
+
+// HeartbeatRestore implements storage.RestoreCatalog.
+func (b *Backend) HeartbeatRestore(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.RestoreWriteResult, error) {
+	return b.restoreWrite(ctx, p.ARN, "postgres: heartbeat restore",
+		`UPDATE restores SET heartbeat = now() WHERE id = $1 AND owner = $2 AND generation = $3 RETURNING `+restoreCols,
+		p.ARN, p.Owner, p.Generation)
+}
+
+// ClaimRestore implements storage.RestoreCatalog.
+func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams) (*storage.RestoreWriteResult, error) {
+	ns := p.NewStatus
+	if ns == "" {
+		ns = p.Status
+	}
+	return b.restoreWrite(ctx, p.ARN, "postgres: claim restore",
+		`UPDATE restores SET owner = $2, generation = generation + 1, status = $3, heartbeat = now()
+		 WHERE id = $1 AND generation = $4 AND status = $5 AND heartbeat <= now() - $6 * interval '1 millisecond'
+		 RETURNING `+restoreCols,
+		p.ARN, p.Owner, ns, p.Generation, p.Status, p.StaleAfter.Milliseconds())
+}

@@ -196,3 +196,110 @@ func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
 	})
 	return id, err
 }
+
+// ---- restore jobs ----
+
+var _ storage.RestoreCatalog = (*Backend)(nil)
+
+const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, owner, generation, heartbeat`
+
+func scanRestore(r rowScanner) (*storage.RestoreRecord, error) {
+	var rec storage.RestoreRecord
+	var hb int64
+	if err := r.Scan(&rec.ID, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupARN, &rec.Status, &rec.Message,
+		&rec.Owner, &rec.Generation, &hb); err != nil {
+		return nil, err
+	}
+	rec.Heartbeat = time.UnixMilli(hb).UTC()
+	return &rec, nil
+}
+
+// InsertRestore implements storage.RestoreCatalog.
+func (b *Backend) InsertRestore(ctx context.Context, r storage.RestoreRecord) (*storage.RestoreRecord, error) {
+	res, err := b.restoreWrite(ctx, r.ID, "sqlite: insert restore", `INSERT INTO restores(`+restoreCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, `+nowMS+`)`,
+		r.ID, r.Account, r.TableName, r.TableID, r.BackupARN, storage.RestoreRunning, r.Message, r.Owner)
+	if err != nil {
+		return nil, err
+	}
+	return res.Record, nil
+}
+
+// ListRestores implements storage.RestoreCatalog.
+func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storage.RestoreRecord, error) {
+	q := `SELECT ` + restoreCols + ` FROM restores`
+	var args []any
+	if len(statuses) > 0 {
+		q += " WHERE status IN (?" + strings.Repeat(", ?", len(statuses)-1) + ")"
+		for _, s := range statuses {
+			args = append(args, s)
+		}
+	}
+	rs, err := b.rdb.QueryContext(ctx, q+" ORDER BY id", args...)
+	if err != nil {
+		return nil, mapErr(err, "sqlite: list restores")
+	}
+	defer rs.Close()
+	var out []storage.RestoreRecord
+	for rs.Next() {
+		r, err := scanRestore(rs)
+		if err != nil {
+			return nil, mapErr(err, "sqlite: list restores")
+		}
+		out = append(out, *r)
+	}
+	return out, mapErr(rs.Err(), "sqlite: list restores")
+}
+
+func (b *Backend) restoreWrite(ctx context.Context, id, msg, q string, args ...any) (*storage.RestoreWriteResult, error) {
+	res := &storage.RestoreWriteResult{}
+	err := b.submit(ctx, func(w *writer) error {
+		r, err := w.conn.ExecContext(bg, q, args...)
+		if err != nil {
+			return fail(err, msg)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fail(err, msg)
+		}
+		res.Matched = n == 1
+		rec, err := scanRestore(w.conn.QueryRowContext(bg, `SELECT `+restoreCols+` FROM restores WHERE id = ?`, id))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fail(err, msg)
+		}
+		res.Record = rec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// UpdateRestore implements storage.RestoreCatalog.
+func (b *Backend) UpdateRestore(ctx context.Context, p storage.UpdateBackupParams) (*storage.RestoreWriteResult, error) {
+	msg := ""
+	if p.Message != nil {
+		msg = *p.Message
+	}
+	return b.restoreWrite(ctx, p.ARN, "sqlite: update restore",
+		`UPDATE restores SET status = ?, message = ?, heartbeat = `+nowMS+` WHERE id = ? AND generation = ? AND status = ?`,
+		p.NewStatus, msg, p.ARN, p.Generation, p.Status)
+}
+
+// HeartbeatRestore implements storage.RestoreCatalog.
+func (b *Backend) HeartbeatRestore(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.RestoreWriteResult, error) {
+	return b.restoreWrite(ctx, p.ARN, "sqlite: heartbeat restore",
+		`UPDATE restores SET heartbeat = `+nowMS+` WHERE id = ? AND owner = ? AND generation = ?`, p.ARN, p.Owner, p.Generation)
+}
+
+// ClaimRestore implements storage.RestoreCatalog.
+func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams) (*storage.RestoreWriteResult, error) {
+	ns := p.NewStatus
+	if ns == "" {
+		ns = p.Status
+	}
+	return b.restoreWrite(ctx, p.ARN, "sqlite: claim restore",
+		`UPDATE restores SET owner = ?, generation = generation + 1, status = ?, heartbeat = `+nowMS+`
+		 WHERE id = ? AND generation = ? AND status = ? AND heartbeat <= `+nowMS+` - ?`,
+		p.Owner, ns, p.ARN, p.Generation, p.Status, p.StaleAfter.Milliseconds())
+}

@@ -207,3 +207,70 @@ func testCatalogID(e *env) {
 		e.t.Fatalf("second CatalogID = %q, %v; want the first %q", b, err, a)
 	}
 }
+
+// testRestoreCatalog: restore job rows have the same claim rules.
+func testRestoreCatalog(e *env) {
+	rc, ok := storage.Restores(e.b)
+	if !ok {
+		if _, has := storage.Backups(e.b); has {
+			e.t.Fatalf("backend %s has a backup catalog but no restore catalog", e.b.Name())
+		}
+		return
+	}
+	t, ctx := e.t, e.ctx
+	id := e.account + "/target/7"
+	rec, err := rc.InsertRestore(ctx, storage.RestoreRecord{ID: id, Account: e.account, TableName: "target", TableID: 7,
+		BackupARN: "arn:b", Owner: "owner-a"})
+	if err != nil || rec.Generation != 1 || rec.Status != storage.RestoreRunning || rec.Owner != "owner-a" || rec.TableID != 7 {
+		t.Fatalf("InsertRestore = %+v, %v", rec, err)
+	}
+	if res, err := rc.ClaimRestore(ctx, storage.ClaimBackupParams{ARN: id, Owner: "owner-b", Generation: 1,
+		Status: storage.RestoreRunning, StaleAfter: time.Hour}); err != nil || res.Matched {
+		t.Fatalf("a fresh restore claim was taken over: %+v, %v", res, err)
+	}
+	if res, err := rc.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: id, Owner: "owner-a", Generation: 1}); err != nil || !res.Matched {
+		t.Fatalf("HeartbeatRestore = %+v, %v", res, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for k := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := rc.ClaimRestore(ctx, storage.ClaimBackupParams{ARN: id, Owner: fmt.Sprintf("o%d", k), Generation: 1,
+				Status: storage.RestoreRunning, StaleAfter: 300 * time.Millisecond})
+			if err != nil {
+				t.Errorf("ClaimRestore: %v", err)
+			} else if res.Matched {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("a stale restore claim was taken over %d times, want exactly once", wins.Load())
+	}
+	if res, _ := rc.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: id, Owner: "owner-a", Generation: 1}); res.Matched {
+		t.Fatalf("the stale restore owner's heartbeat was confirmed")
+	}
+	if res, _ := rc.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: id, Generation: 1, Status: storage.RestoreRunning, NewStatus: storage.RestoreDone}); res.Matched {
+		t.Fatalf("the stale restore owner's status write matched")
+	}
+	msg := "done"
+	if res, err := rc.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: id, Generation: 2, Status: storage.RestoreRunning,
+		NewStatus: storage.RestoreDone, Message: &msg}); err != nil || !res.Matched || res.Record.Status != storage.RestoreDone {
+		t.Fatalf("UpdateRestore = %+v, %v", res, err)
+	}
+	all, err := rc.ListRestores(ctx, []string{storage.RestoreDone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range all {
+		found = found || r.ID == id
+	}
+	if !found {
+		t.Fatalf("ListRestores(DONE) misses %s", id)
+	}
+}

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"Snapshot", testSnapshot},
 		{"BackupCatalog", testBackupCatalog},
 		{"BackupCatalogID", testCatalogID},
+		{"RestoreCatalog", testRestoreCatalog},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
 		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
