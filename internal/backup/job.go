@@ -84,10 +84,18 @@ func (m *Manager) CreateBackup(ctx context.Context, account, table, name string)
 
 var errFenced = errors.New("backup: the job's claim was taken over (fenced)")
 
-// keepClaim heartbeats a claim until ctx ends; when the claim cannot be
-// confirmed (taken over, or not confirmed for StaleAfter) it cancels the
-// job with the cause.
+// keepClaim heartbeats a backup claim until ctx ends (see keepAlive).
 func (m *Manager) keepClaim(ctx context.Context, cancel context.CancelCauseFunc, arn string, gen int64) {
+	m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+		res, err := m.cat.HeartbeatBackup(ctx, storage.HeartbeatBackupParams{ARN: arn, Owner: m.cfg.Owner, Generation: gen})
+		return err == nil && res.Matched, err
+	})
+}
+
+// keepAlive runs beat every HeartbeatInterval until ctx ends; when the
+// claim cannot be confirmed (taken over, or not confirmed for
+// StaleAfter) it cancels the job with the cause.
+func (m *Manager) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, beat func(context.Context) (bool, error)) {
 	t := time.NewTicker(m.cfg.HeartbeatInterval)
 	defer t.Stop()
 	last := time.Now()
@@ -97,9 +105,9 @@ func (m *Manager) keepClaim(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		case <-t.C:
 		}
-		res, err := m.cat.HeartbeatBackup(ctx, storage.HeartbeatBackupParams{ARN: arn, Owner: m.cfg.Owner, Generation: gen})
+		ok, err := beat(ctx)
 		switch {
-		case err == nil && res.Matched:
+		case ok:
 			last = time.Now()
 		case err == nil:
 			cancel(errFenced)

@@ -94,6 +94,7 @@ const (
 type Manager struct {
 	cfg   Config
 	cat   storage.BackupCatalog
+	rcat  storage.RestoreCatalog // nil: the backend keeps no restore jobs
 	snaps storage.SnapshotEngine
 	st    store.Store
 	log   *slog.Logger
@@ -158,7 +159,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = os.TempDir()
 	}
-	return &Manager{cfg: cfg, cat: cat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
+	rcat, _ := storage.Restores(cfg.Backend)
+	return &Manager{cfg: cfg, cat: cat, rcat: rcat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
 		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, met: newMetrics(cfg.Registerer)}, nil
 }
 

@@ -3,6 +3,9 @@ package backup
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -85,6 +88,74 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 				}
 			}
 		}
+	}
+	errs = append(errs, m.reconcileRestores(ctx))
+	return errors.Join(errs...)
+}
+
+// reconcileRestores runs duties 4 and 6: RUNNING restore jobs whose claim
+// is stale are taken over and run again from the start (or failed, and
+// their target removed, when the target or the backup is gone); spool
+// directories of owners without a running job are removed.
+func (m *Manager) reconcileRestores(ctx context.Context) error {
+	if m.rcat == nil {
+		return nil
+	}
+	rows, err := m.rcat.ListRestores(ctx, []string{storage.RestoreRunning})
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{m.cfg.Owner: true}
+	var errs []error
+	for _, r := range rows {
+		res, err := m.rcat.ClaimRestore(ctx, storage.ClaimBackupParams{ARN: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
+			Status: storage.RestoreRunning, StaleAfter: m.cfg.StaleAfter})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !res.Matched {
+			live[r.Owner] = true
+			continue
+		}
+		job := *res.Record
+		m.met.reconciled.WithLabelValues("resumed_restore").Inc()
+		m.log.Warn("backup reconciler: a restore job's owner stopped; taking it over", "target", r.TableName, "backup", r.BackupARN, "owner", r.Owner)
+		fail := func(why string) {
+			m.rcat.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+				Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &why})
+		}
+		cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: r.TableName})
+		if err != nil || cur.Table.ID != r.TableID {
+			fail("the target table is gone")
+			continue
+		}
+		b, err := m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: r.BackupARN})
+		if err != nil || b == nil || b.Status != storage.BackupAvailable || m.cfg.Restorer == nil {
+			fail("the backup is no longer available")
+			m.dropTarget(ctx, cur.Table)
+			continue
+		}
+		release, err := m.acquireSlot()
+		if err != nil {
+			continue // no slot: the claim goes stale again and is retried
+		}
+		m.startRestore(*b, cur.Table, job, release)
+	}
+	// Duty 6: spool directories of owners that run nothing.
+	entries, _ := os.ReadDir(m.cfg.SpoolDir)
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, spoolPrefix) {
+			continue
+		}
+		rest := strings.TrimPrefix(name, spoolPrefix)
+		i := strings.LastIndexByte(rest, '-')
+		if i < 0 || live[rest[:i]] {
+			continue
+		}
+		m.met.reconciled.WithLabelValues("removed_spool").Inc()
+		os.RemoveAll(filepath.Join(m.cfg.SpoolDir, name))
 	}
 	return errors.Join(errs...)
 }

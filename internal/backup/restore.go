@@ -30,25 +30,49 @@ const (
 	PointRestoreBeforeActive = "restore.before-active"
 )
 
+// spoolPrefix starts every spool directory's name, followed by the
+// owner's name.
+const spoolPrefix = "extenddb-restore-"
+
 // restoreBatch is the number of items written per atomic batch.
 const restoreBatch = 100
 
-// RestoringFrom tells whether a restore from the backup runs on this
-// server.
+// RestoringFrom tells whether a restore from the backup runs (on any
+// server sharing the catalog, when the backend keeps restore jobs).
 func (m *Manager) RestoringFrom(arn string) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.restoring[arn] > 0
+	n := m.restoring[arn]
+	m.mu.Unlock()
+	if n > 0 || m.rcat == nil {
+		return n > 0
+	}
+	rows, err := m.rcat.ListRestores(context.Background(), []string{storage.RestoreRunning})
+	if err != nil {
+		return true // cannot tell: refuse the delete rather than lose the backup
+	}
+	for _, r := range rows {
+		if r.BackupARN == arn {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreID names the restore job of a target table incarnation.
+func restoreID(t *storage.Table) string {
+	return fmt.Sprintf("%s/%s/%d", t.Account, t.Name, t.ID)
 }
 
 // RestoreTable starts restoring backup into target, a table created in
-// CREATING for it (docs/backup-design.md section 4): the job copies the
-// backup into a spool directory, verifies all of it before writing an
-// item, loads the items with their index entries in atomic batches and
-// flips the table ACTIVE with a conditional UpdateTable; when anything
-// fails the target is deleted. Errors within the call: KindLimitExceeded
-// (job slots), KindUnavailable (store unhealthy), KindUnsupported (no
-// Restorer configured).
+// CREATING for it (docs/backup-design.md section 4): within the call the
+// job row is inserted with this server's claim; the job copies the backup
+// into a spool directory, verifies all of it before writing an item,
+// loads the items with their index entries in atomic batches and flips
+// the table ACTIVE with a conditional UpdateTable; when anything fails
+// the target is deleted. A job whose owner dies is taken over by the
+// reconciler and loaded again from the start (items are re-applied, then
+// counted). Errors within the call: KindLimitExceeded (job slots),
+// KindUnavailable (store unhealthy), KindUnsupported (no Restorer).
 func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord, target *storage.Table) error {
 	if m.ctx == nil {
 		return storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
@@ -63,6 +87,23 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 	if err != nil {
 		return err
 	}
+	job := storage.RestoreRecord{ID: restoreID(target), Account: target.Account, TableName: target.Name, TableID: target.ID,
+		BackupARN: backup.ARN, Status: storage.RestoreRunning, Owner: m.cfg.Owner, Generation: 1}
+	if m.rcat != nil {
+		rec, err := m.rcat.InsertRestore(ctx, job)
+		if err != nil {
+			release()
+			return err
+		}
+		job = *rec
+	}
+	m.startRestore(backup, target, job, release)
+	return nil
+}
+
+// startRestore runs a restore job in the background; release frees its
+// job slot at the end.
+func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, release func()) {
 	m.mu.Lock()
 	m.restoring[backup.ARN]++
 	m.mu.Unlock()
@@ -79,34 +120,67 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 			}
 			m.mu.Unlock()
 		}()
-		m.runRestore(backup, target)
+		m.runRestore(backup, target, job)
 	}()
-	return nil
 }
 
-func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table) {
+func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord) {
 	log := m.log.With("backup", b.ARN, "target", target.Name)
 	start := time.Now()
-	n, err := m.restore(m.ctx, b, target)
+	ctx, cancel := context.WithCancelCause(m.ctx)
+	defer cancel(nil)
+	if m.rcat != nil {
+		go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+			res, err := m.rcat.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: job.ID, Owner: m.cfg.Owner, Generation: job.Generation})
+			return err == nil && res.Matched, err
+		})
+	}
+	n, err := m.restore(ctx, b, target)
 	m.met.items.WithLabelValues(kindRestore).Add(float64(n))
+	bg := context.WithoutCancel(ctx)
 	if err == nil {
+		if m.rcat != nil {
+			m.rcat.UpdateRestore(bg, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+				Status: storage.RestoreRunning, NewStatus: storage.RestoreDone})
+		}
 		m.met.end(kindRestore, start, "ok")
 		log.Info("restore finished", "items", n, "duration", time.Since(start))
 		return
 	}
-	m.met.end(kindRestore, start, cause(m.ctx, err))
+	m.met.end(kindRestore, start, cause(ctx, err))
+	if c := context.Cause(ctx); errors.Is(c, errFenced) {
+		log.Warn("restore stopped: claim taken over")
+		return
+	}
+	if m.ctx.Err() != nil {
+		log.Warn("restore interrupted by shutdown; the reconciler resumes it", "err", err)
+		return
+	}
+	if m.rcat != nil {
+		msg := err.Error()
+		res, uerr := m.rcat.UpdateRestore(bg, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+			Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &msg})
+		if uerr != nil || !res.Matched {
+			log.Warn("restore failed but its claim is no longer ours; leaving the target to the new owner", "err", err)
+			return
+		}
+	}
 	log.Error("restore failed; removing the target table", "err", err)
-	ctx := context.WithoutCancel(m.ctx)
-	// Remove the target only if it is still this incarnation.
+	m.dropTarget(bg, target)
+}
+
+// dropTarget deletes a restore target, only if it is still the same
+// incarnation.
+func (m *Manager) dropTarget(ctx context.Context, target *storage.Table) {
 	if cur, gerr := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name}); gerr == nil && cur.Table.ID == target.ID {
 		if _, derr := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: target.Account, Name: target.Name}); derr != nil {
-			log.Warn("restore: removing the target table", "err", derr)
+			m.log.Warn("restore: removing the target table", "target", target.Name, "err", derr)
 		}
 	}
 }
 
 func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table) (int64, error) {
-	dir, err := os.MkdirTemp(m.cfg.SpoolDir, "extenddb-restore-")
+	dir, err := os.MkdirTemp(m.cfg.SpoolDir, spoolPrefix+m.cfg.Owner+"-")
 	if err != nil {
 		return 0, fmt.Errorf("restore: spool directory: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -47,6 +48,10 @@ type Backup struct {
 	// MaxSnapshotAge bounds how long a backup keeps its table snapshot
 	// open; past it the backup fails cleanly (0: no bound).
 	MaxSnapshotAge Duration `toml:"max_snapshot_age"`
+	// SpoolDir is where restores copy a backup before verifying it
+	// (default: the system's temporary directory). Not inside a
+	// filesystem store's root.
+	SpoolDir string `toml:"spool_dir"`
 }
 
 // Auth configures request signing (AWS Signature Version 4).
@@ -216,6 +221,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Backup.Store.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if c.Backup.SpoolDir != "" && c.Backup.Store.Root != "" {
+		if rel, err := filepath.Rel(c.Backup.Store.Root, c.Backup.SpoolDir); err == nil && !strings.HasPrefix(rel, "..") {
+			return errors.New("config: backup.spool_dir must not be inside backup.store.root")
+		}
 	}
 	if c.Backup.MaxConcurrentJobs < 0 {
 		return errors.New("config: backup.max_concurrent_jobs must not be negative")

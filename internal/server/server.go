@@ -231,6 +231,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		StaleAfter:        cfg.Backup.StaleAfter.Duration,
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
+		SpoolDir:          cfg.Backup.SpoolDir,
 		Logger:            log,
 		Registerer:        reg,
 		Hook:              killHook(log),

@@ -591,3 +591,34 @@ def test_backup_metrics(ddb, table, endpoint):
     for name in ("extenddb_backup_jobs_running", "extenddb_backup_items_total", "extenddb_backup_bytes_total",
                  "extenddb_backup_job_duration_seconds", "extenddb_backup_snapshot_open_seconds"):
         assert name in text, name
+
+
+@pytest.mark.parametrize("point", ["restore.mid-spool", "restore.mid-load", "restore.before-active"])
+def test_restore_crash_then_resume(tmp_path, point):
+    """The server is killed at a step of a restore; after a restart the
+    reconciler takes the job over and loads the target again: it becomes
+    ACTIVE with every item, and no spool directory is left."""
+    data, store, spool = tmp_path / "data", tmp_path / "store", tmp_path / "spool"
+    for d in (data, store, spool):
+        d.mkdir(mode=0o700)
+    with file_server(tmp_path, data, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool)) as (c, proc):
+        c.create_table(TableName="rsrc", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        fill(c, "rsrc", 350)
+        arn = c.create_backup(TableName="rsrc", BackupName="for-crash")["BackupDetails"]["BackupArn"]
+        wait_backup(c, arn)
+    with file_server(tmp_path, data, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool), EXTENDDB_TEST_KILL_AT=point) as (c, proc):
+        try:
+            c.restore_table_from_backup(TargetTableName="rdst", BackupArn=arn)
+        except Exception:
+            pass
+        proc.wait(timeout=30)
+        assert proc.returncode == -9, proc.returncode
+    with file_server(tmp_path, data, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool)) as (c, _):
+        t = wait_table(c, "rdst", timeout=60)
+        assert t["RestoreSummary"]["RestoreInProgress"] is False
+        assert scan_all(c, "rdst") == scan_all(c, "rsrc")
+        deadline = time.monotonic() + 10
+        while list(spool.iterdir()):
+            assert time.monotonic() < deadline, list(spool.iterdir())
+            time.sleep(0.1)
