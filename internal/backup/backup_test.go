@@ -51,15 +51,34 @@ func backends(t *testing.T) []backendCase {
 		}
 		out = append(out, backendCase{"postgres", func(t *testing.T) storage.Backend {
 			dsn := pgDatabase(t, admin)
-			b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
-			if err != nil {
-				t.Fatal(err)
+			open := func() storage.Backend {
+				b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { b.Close() })
+				return b
 			}
-			t.Cleanup(func() { b.Close() })
+			b := open()
+			siblings.Store(b, open)
 			return b
 		}})
 	}
 	return out
+}
+
+// siblings maps a PostgreSQL backend to a function that opens another
+// one (another connection pool, as another server has) on its database.
+var siblings sync.Map
+
+// otherServer is the backend another server would have on b's database:
+// its own pool on PostgreSQL; on SQLite (one process per database file)
+// the same backend.
+func otherServer(b storage.Backend) storage.Backend {
+	if f, ok := siblings.Load(b); ok {
+		return f.(func() storage.Backend)()
+	}
+	return b
 }
 
 // pgDatabase creates a database of the test's own (prefix of the admin
@@ -334,8 +353,9 @@ func TestBackupErrors(t *testing.T) {
 }
 
 // TestFencing: the owner of a job stops heartbeating (a paused process);
-// another server's reconciler takes the job over exactly once and fails
-// it; when the stale owner wakes up, its writes do not land and what it
+// three other servers (on PostgreSQL each with its own pool on the one
+// database) reconcile at once: the job is taken over exactly once and
+// failed; when the stale owner wakes up, its writes do not land and what it
 // uploaded late is removed.
 func TestFencing(t *testing.T) {
 	forEach(t, func(t *testing.T, b storage.Backend) {
@@ -370,7 +390,8 @@ func TestFencing(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				other := newManager(t, b, st, func(c *Config) { c.StaleAfter = 500 * time.Millisecond })
+				// Another server: on PostgreSQL its own connection pool.
+				other := newManager(t, otherServer(b), st, func(c *Config) { c.StaleAfter = 500 * time.Millisecond })
 				mu.Lock()
 				others[other.Owner()] = true
 				mu.Unlock()
