@@ -8,10 +8,13 @@ main one does not have (no store, one job at a time).
 import contextlib
 import json
 import os
+import random
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlparse, urlunparse
 
 import pytest
 
@@ -426,10 +429,41 @@ def test_restore_in_progress(tmp_path):
 
 # ------------------------------------------------------------- crashes
 
+def _pg_dsn_from_serve_args():
+    args = shlex.split(os.environ.get("EXTENDDB_SERVE_ARGS", ""))
+    if os.environ.get("EXTENDDB_TEST_BACKEND") != "postgres" or "--dsn" not in args:
+        return None
+    return args[args.index("--dsn") + 1]
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    """Where the crash tests' servers keep their catalog, kept across
+    restarts: on the suite's PostgreSQL (a fresh database of its own, named
+    after the suite's) when the suite runs on PostgreSQL, else a SQLite
+    file. Yields the serve arguments."""
+    dsn = _pg_dsn_from_serve_args()
+    if dsn is None:
+        data = tmp_path / "data"
+        data.mkdir(mode=0o700)
+        yield ["--data-dir", str(data)]
+        return
+    u = urlparse(dsn)
+    name = u.path.lstrip("/") + "_c" + "".join(random.choice("0123456789abcdef") for _ in range(8))
+    admin = urlunparse(u._replace(path="/postgres"))
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+    own = urlunparse(u._replace(path="/" + name))
+    subprocess.run([_build_binary(), "migrate", "--backend", "postgres", "--dsn", own], check=True, capture_output=True)
+    try:
+        yield ["--backend", "postgres", "--dsn", own]
+    finally:
+        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], capture_output=True)
+
+
 @contextlib.contextmanager
-def file_server(tmp_path, data_dir, store, **env):
-    """A server on a SQLite file in data_dir with the backup store at store
-    (both kept across restarts), claims stale after 1s."""
+def file_server(tmp_path, catalog_args, store, **env):
+    """A server whose catalog (catalog_args) and backup store are kept
+    across restarts, claims stale after 1s."""
     binary = _build_binary()
     port = _free_port()
     ep = f"http://127.0.0.1:{port}"
@@ -437,7 +471,7 @@ def file_server(tmp_path, data_dir, store, **env):
     env = dict(EXTENDDB__BACKUP__STORE__KIND="filesystem", EXTENDDB__BACKUP__STORE__ROOT=str(store),
                EXTENDDB__BACKUP__HEARTBEAT_INTERVAL="100ms", EXTENDDB__BACKUP__STALE_AFTER="1s",
                EXTENDDB__BACKUP__RECONCILE_INTERVAL="200ms", **env)
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)],
+    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *catalog_args],
                             stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **env))
     try:
         err = _wait_health(ep, proc)
@@ -455,15 +489,14 @@ def objects(store, table):
 
 @pytest.mark.parametrize("point", ["backup.snapshot-open", "backup.mid-data", "backup.before-manifest",
                                    "backup.before-sidecar", "backup.before-available"])
-def test_backup_crash_then_reconcile(tmp_path, point):
+def test_backup_crash_then_reconcile(tmp_path, catalog, point):
     """The server is killed (SIGKILL) at a step of a backup; after a restart
     the reconciler fails the backup and removes its objects: nothing is
     reported AVAILABLE that does not verify, nothing is left behind, and no
     acknowledged item is lost."""
-    data, store = tmp_path / "data", tmp_path / "store"
-    data.mkdir(mode=0o700)
+    store = tmp_path / "store"
     store.mkdir(mode=0o700)
-    with file_server(tmp_path, data, store, EXTENDDB_TEST_KILL_AT=point) as (c, proc):
+    with file_server(tmp_path, catalog, store, EXTENDDB_TEST_KILL_AT=point) as (c, proc):
         c.create_table(TableName="crash1", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
         fill(c, "crash1", 200)
@@ -473,7 +506,7 @@ def test_backup_crash_then_reconcile(tmp_path, point):
             arn = None  # killed before it answered
         proc.wait(timeout=30)
         assert proc.returncode == -9, proc.returncode
-    with file_server(tmp_path, data, store) as (c, _):
+    with file_server(tmp_path, catalog, store) as (c, _):
         deadline = time.monotonic() + 30
         while c.list_backups(TableName="crash1")["BackupSummaries"] or objects(store, "crash1"):
             assert time.monotonic() < deadline, (c.list_backups(TableName="crash1"), objects(store, "crash1"))
@@ -487,11 +520,10 @@ def test_backup_crash_then_reconcile(tmp_path, point):
 
 
 @pytest.mark.parametrize("point", ["delete.after-deleting", "delete.after-manifest-gone"])
-def test_delete_crash_then_reconcile(tmp_path, point):
-    data, store = tmp_path / "data", tmp_path / "store"
-    data.mkdir(mode=0o700)
+def test_delete_crash_then_reconcile(tmp_path, catalog, point):
+    store = tmp_path / "store"
     store.mkdir(mode=0o700)
-    with file_server(tmp_path, data, store, EXTENDDB_TEST_KILL_AT=point) as (c, proc):
+    with file_server(tmp_path, catalog, store, EXTENDDB_TEST_KILL_AT=point) as (c, proc):
         c.create_table(TableName="crash2", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
         fill(c, "crash2", 30)
@@ -503,7 +535,7 @@ def test_delete_crash_then_reconcile(tmp_path, point):
             pass
         proc.wait(timeout=30)
         assert proc.returncode == -9, proc.returncode
-    with file_server(tmp_path, data, store) as (c, _):
+    with file_server(tmp_path, catalog, store) as (c, _):
         deadline = time.monotonic() + 30
         while objects(store, "crash2"):
             assert time.monotonic() < deadline, objects(store, "crash2")
@@ -594,27 +626,27 @@ def test_backup_metrics(ddb, table, endpoint):
 
 
 @pytest.mark.parametrize("point", ["restore.mid-spool", "restore.mid-load", "restore.before-active"])
-def test_restore_crash_then_resume(tmp_path, point):
+def test_restore_crash_then_resume(tmp_path, catalog, point):
     """The server is killed at a step of a restore; after a restart the
     reconciler takes the job over and loads the target again: it becomes
     ACTIVE with every item, and no spool directory is left."""
-    data, store, spool = tmp_path / "data", tmp_path / "store", tmp_path / "spool"
-    for d in (data, store, spool):
+    store, spool = tmp_path / "store", tmp_path / "spool"
+    for d in (store, spool):
         d.mkdir(mode=0o700)
-    with file_server(tmp_path, data, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool)) as (c, proc):
+    with file_server(tmp_path, catalog, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool)) as (c, proc):
         c.create_table(TableName="rsrc", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
         fill(c, "rsrc", 350)
         arn = c.create_backup(TableName="rsrc", BackupName="for-crash")["BackupDetails"]["BackupArn"]
         wait_backup(c, arn)
-    with file_server(tmp_path, data, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool), EXTENDDB_TEST_KILL_AT=point) as (c, proc):
+    with file_server(tmp_path, catalog, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool), EXTENDDB_TEST_KILL_AT=point) as (c, proc):
         try:
             c.restore_table_from_backup(TargetTableName="rdst", BackupArn=arn)
         except Exception:
             pass
         proc.wait(timeout=30)
         assert proc.returncode == -9, proc.returncode
-    with file_server(tmp_path, data, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool)) as (c, _):
+    with file_server(tmp_path, catalog, store, EXTENDDB__BACKUP__SPOOL_DIR=str(spool)) as (c, _):
         t = wait_table(c, "rdst", timeout=60)
         assert t["RestoreSummary"]["RestoreInProgress"] is False
         assert scan_all(c, "rdst") == scan_all(c, "rsrc")
