@@ -143,14 +143,15 @@ def _check_server_log(log):
     assert not bad, "server log has storage contract violations:\n" + "\n".join(bad[:20])
 
 
-def server_env(logdir, **extra):
+def server_env(logdir, store_root=None, **extra):
     """The environment of a server the suite starts: backups go to a fresh
-    filesystem store under logdir (unless the caller configured one with
-    EXTENDDB__BACKUP__STORE__* or EXTENDDB_TEST_BACKUP_STORE=disabled)."""
+    filesystem store (store_root, default under logdir), unless the caller
+    configured one with EXTENDDB__BACKUP__STORE__* or
+    EXTENDDB_TEST_BACKUP_STORE=disabled."""
     env = dict(os.environ)
     if (os.environ.get("EXTENDDB_TEST_BACKUP_STORE") != "disabled"
             and "EXTENDDB__BACKUP__STORE__KIND" not in env):
-        root = Path(logdir) / "backup-store"
+        root = Path(store_root or Path(logdir) / "backup-store")
         root.mkdir(mode=0o700, exist_ok=True)
         env["EXTENDDB__BACKUP__STORE__KIND"] = "filesystem"
         env["EXTENDDB__BACKUP__STORE__ROOT"] = str(root)
@@ -177,8 +178,13 @@ def endpoint(request, tmp_path_factory):
     cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}"]
     cmd += shlex.split(extra) if extra else ["--memory"]
     logf = open(log, "wb")
+    # One catalog binds one store: the servers of xdist workers that share
+    # one database (EXTENDDB_SERVE_ARGS) share one store of this run.
+    store_root = None
+    if extra and os.environ.get("PYTEST_XDIST_WORKER"):
+        store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                            env=server_env(logdir))
+                            env=server_env(logdir, store_root))
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)
