@@ -129,6 +129,17 @@ func backupCommand() *cli.Command {
 				},
 			},
 			{
+				Name: "sync", Usage: "rebuild the catalog's backup rows from the store (with a SQLite catalog, while the server is stopped)", ArgsUsage: " ",
+				Flags: append(storageFlags(), &cli.BoolFlag{Name: "adopt-store", Usage: "take over a store that belongs to another catalog"}),
+				Action: func(c *cli.Context) error {
+					cfg, err := loadConfig(c)
+					if err != nil {
+						return err
+					}
+					return server.SyncBackups(c.Context, cfg, c.Bool("adopt-store"), os.Stdout)
+				},
+			},
+			{
 				Name: "verify", Usage: "check a backup in the configured store offline (hashes, sizes, item counts, every format rule)", ArgsUsage: "ARN",
 				Flags: common[:1],
 				Action: func(c *cli.Context) error {
@@ -233,5 +244,52 @@ func waitRestore(ctx context.Context, cl *server.Client, table string) error {
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// compareCommand is `extenddb table-compare`: are two tables (on one or
+// two servers) identical in items, key schema, indexes and billing?
+func compareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "table-compare",
+		Usage:     "compare two tables, possibly on two servers (items, key schema, indexes, billing); exit 1 when they differ",
+		ArgsUsage: "TABLE [TABLE-B]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file (region, access key)", EnvVars: []string{"EXTENDDB_CONFIG"}},
+			&cli.StringFlag{Name: "endpoint", Value: "http://127.0.0.1:8000", Usage: "the first table's server"},
+			&cli.StringFlag{Name: "endpoint-b", Usage: "the second table's server (default: --endpoint)"},
+			&cli.StringFlag{Name: "config-b", Usage: "configuration for the second server (default: --config)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() < 1 || c.NArg() > 2 {
+				return fmt.Errorf("table-compare takes one or two table names")
+			}
+			cfgA, err := config.LoadDefault(c.String("config"))
+			if err != nil {
+				return err
+			}
+			cfgB := cfgA
+			if c.IsSet("config-b") {
+				if cfgB, err = config.LoadDefault(c.String("config-b")); err != nil {
+					return err
+				}
+			}
+			epB := c.String("endpoint-b")
+			if epB == "" {
+				epB = c.String("endpoint")
+			}
+			ta, tb := c.Args().Get(0), c.Args().Get(1)
+			if tb == "" {
+				tb = ta
+			}
+			same, err := server.CompareTables(c.Context, server.NewClient(c.String("endpoint"), cfgA), ta, server.NewClient(epB, cfgB), tb, os.Stdout)
+			if err != nil {
+				return err
+			}
+			if !same {
+				return cli.Exit("", 1)
+			}
+			return nil
+		},
 	}
 }

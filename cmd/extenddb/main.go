@@ -38,6 +38,7 @@ func main() {
 			statusCommand(),
 			healthcheckCommand(),
 			backupCommand(),
+			compareCommand(),
 			versionCommand(build),
 			bench.Command(),
 		},

@@ -116,6 +116,8 @@ type descJSON struct{}
 
 func (descJSON) TableDescriptionJSON(t *storage.Table) ([]byte, error) { return t.Desc, nil }
 
+func (descJSON) StoredDescription(src []byte) ([]byte, error) { return src, nil }
+
 const account = "000000000000"
 
 func createTable(t *testing.T, b storage.Backend, name string) storage.TableRef {

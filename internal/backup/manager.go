@@ -25,6 +25,8 @@ import (
 // engine satisfies it (engine.Engine.TableDescriptionJSON).
 type Describer interface {
 	TableDescriptionJSON(t *storage.Table) ([]byte, error)
+	// StoredDescription is the reverse, for rows rebuilt from a store.
+	StoredDescription(sourceTable []byte) ([]byte, error)
 }
 
 // Defaults of Config (docs/backup-design.md section 4).

@@ -770,3 +770,14 @@ func (e *Engine) FinishRestore(st *storage.Table) ([]byte, error) {
 	s.Desc.TableStatus = "ACTIVE"
 	return json.Marshal(&s)
 }
+
+// StoredDescription turns a backup manifest's source_table (a DynamoDB
+// TableDescription) into the description the catalog keeps for a backup
+// row (backup.Describer), for backups adopted from a store by sync.
+func (e *Engine) StoredDescription(sourceTable []byte) ([]byte, error) {
+	var d TableDescription
+	if err := json.Unmarshal(sourceTable, &d); err != nil {
+		return nil, fmt.Errorf("source_table: %w", err)
+	}
+	return json.Marshal(&storedTable{Desc: d})
+}

@@ -10,13 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
@@ -143,4 +146,34 @@ func (c *Client) sign(r *http.Request, body []byte) {
 	k := mac(mac(mac(mac([]byte("AWS4"+c.Secret), day), c.Region), "dynamodb"), "aws4_request")
 	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+c.AccessKey+"/"+scope+
 		", SignedHeaders="+signed+", Signature="+hex.EncodeToString(mac(k, toSign)))
+}
+
+// SyncBackups runs `extenddb backup sync` on the configured catalog and
+// store and prints a summary table. With a SQLite catalog the server must
+// not be running (one process per database file).
+func SyncBackups(ctx context.Context, cfg config.Config, adopt bool, w io.Writer) error {
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+		return errors.New("no backup store is configured: set [backup.store] in the configuration")
+	}
+	st, err := store.Open(ctx, cfg.Backup.Store)
+	if err != nil {
+		return fmt.Errorf("backup.store: %w", err)
+	}
+	b, err := OpenBackend(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	eng := engine.New(b, engine.Options{Region: cfg.Server.Region})
+	entries, err := backup.Sync(ctx, b, st, eng, backup.SyncOptions{AdoptStore: adopt})
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PREFIX\tOUTCOME\tDETAIL")
+	counts := map[string]int{}
+	for _, e := range entries {
+		counts[e.Outcome]++
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Prefix, e.Outcome, e.Detail)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d adopted, %d known, %d incomplete, %d damaged\n", counts["adopted"], counts["known"], counts["incomplete"], counts["damaged"])
+	return err
 }

@@ -654,3 +654,76 @@ def test_restore_crash_then_resume(tmp_path, catalog, point):
         while list(spool.iterdir()):
             assert time.monotonic() < deadline, list(spool.iterdir())
             time.sleep(0.1)
+
+
+# ------------------------------------------------------------- across catalogs
+
+def test_restore_across_catalogs_and_back(tmp_path, catalog):
+    """A table backed up by one catalog (SQLite) is restored by another
+    (PostgreSQL when the suite runs on it, else another SQLite database)
+    after `backup sync --adopt-store`, and back; table-compare finds the
+    restored tables identical to the source."""
+    binary = _build_binary()
+    store = tmp_path / "xstore"
+    store.mkdir(mode=0o700)
+    a_data = tmp_path / "a-data"
+    a_data.mkdir(mode=0o700)
+    a_args = ["--data-dir", str(a_data)]
+    store_env = {**{k: v for k, v in os.environ.items() if not k.startswith("EXTENDDB__")},
+                 "EXTENDDB__BACKUP__STORE__KIND": "filesystem", "EXTENDDB__BACKUP__STORE__ROOT": str(store)}
+
+    def sync(args):
+        p = subprocess.run([binary, "backup", "sync", "--adopt-store", *args], env=store_env,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    def compare(ep_a, ta, ep_b, tb):
+        p = subprocess.run([binary, "table-compare", "--endpoint", ep_a, "--endpoint-b", ep_b, ta, tb],
+                           env=store_env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.startswith("identical"), p.stdout
+
+    with file_server(tmp_path, a_args, store) as (a, _):
+        a.create_table(TableName="xsrc", BillingMode="PROVISIONED",
+                       ProvisionedThroughput={"ReadCapacityUnits": 7, "WriteCapacityUnits": 3},
+                       KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "N"},
+                                             {"AttributeName": "g", "AttributeType": "B"}],
+                       GlobalSecondaryIndexes=[{"IndexName": "byg", "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                                                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["n"]},
+                                                "ProvisionedThroughput": {"ReadCapacityUnits": 2, "WriteCapacityUnits": 2}}],
+                       LocalSecondaryIndexes=[{"IndexName": "byn", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
+                                                                                 {"AttributeName": "sk", "KeyType": "RANGE"}],
+                                               "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+        for start in range(0, 300, 25):
+            a.batch_write_item(RequestItems={"xsrc": [{"PutRequest": {"Item": {
+                "pk": S(f"p{i % 11}"), "sk": {"N": f"{i - 150}.25"}, "g": {"B": bytes([i % 5, 0xFF])},
+                "n": {"N": str(10 ** (i % 30))}, "m": {"M": {"l": {"L": [S("x"), {"BOOL": True}, {"NULL": True}]}}},
+                "ns": {"NS": [str(i), "-1e-5"]}, "bs": {"BS": [b"\xfe\xfe", bytes([i % 256])]}}}}
+                for i in range(start, start + 25)]})
+        arn = a.create_backup(TableName="xsrc", BackupName="cross")["BackupDetails"]["BackupArn"]
+        wait_backup(a, arn)
+    # The other catalog finds the store owned by the first: unhealthy until adopted.
+    with file_server(tmp_path, catalog, store) as (b, _):
+        b.create_table(TableName="xb1", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        info = expect_error(b.create_backup, "ServiceUnavailable", status=503, TableName="xb1", BackupName="nope")
+        assert "belongs to catalog" in info.message, info.message
+    out = sync(catalog)
+    assert "1 adopted" in out, out
+    with file_server(tmp_path, catalog, store) as (b, _):
+        b_ep = b.meta.endpoint_url
+        b.restore_table_from_backup(TargetTableName="xdst", BackupArn=arn)
+        wait_table(b, "xdst")
+        arn2 = b.create_backup(TableName="xdst", BackupName="back")["BackupDetails"]["BackupArn"]
+        wait_backup(b, arn2)
+        with file_server(tmp_path, a_args, store) as (a, _):
+            compare(a.meta.endpoint_url, "xsrc", b_ep, "xdst")
+    # And back: the first catalog adopts the store again and restores.
+    out = sync(a_args)
+    assert "1 adopted" in out and "1 known" in out, out
+    with file_server(tmp_path, a_args, store) as (a, _):
+        a.restore_table_from_backup(TargetTableName="xback", BackupArn=arn2)
+        wait_table(a, "xback")
+        compare(a.meta.endpoint_url, "xsrc", a.meta.endpoint_url, "xback")
