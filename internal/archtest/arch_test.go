@@ -48,6 +48,9 @@ var allowed = map[string][]string{
 	"internal/store/internal/s3test": {"internal/store"},
 	"internal/backup":                {"internal/attr", "internal/format", "internal/storage", "internal/store"},
 	"tests/sdk":                      {},
+
+	// The wire suite's in-memory S3 server (test-only command).
+	"internal/store/internal/s3test/fakes3": {},
 }
 
 // testSupport are packages any test may import besides its package's own

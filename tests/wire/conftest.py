@@ -150,7 +150,8 @@ def server_env(logdir, store_root=None, **extra):
     EXTENDDB_TEST_BACKUP_STORE=disabled."""
     env = dict(os.environ)
     if (os.environ.get("EXTENDDB_TEST_BACKUP_STORE") != "disabled"
-            and "EXTENDDB__BACKUP__STORE__KIND" not in env):
+            and "EXTENDDB__BACKUP__STORE__KIND" not in env
+            and "EXTENDDB__BACKUP__STORE__KIND" not in extra):
         root = Path(store_root or Path(logdir) / "backup-store")
         root.mkdir(mode=0o700, exist_ok=True)
         env["EXTENDDB__BACKUP__STORE__KIND"] = "filesystem"
