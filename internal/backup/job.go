@@ -202,37 +202,51 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 	schema := w.Schema()
 	opened := time.Now()
 	hooked := false
-	for n := 0; ; n++ {
-		if m.cfg.MaxSnapshotAge > 0 && n%1024 == 0 && time.Since(opened) > m.cfg.MaxSnapshotAge {
-			err := fmt.Errorf("backup: the snapshot stayed open longer than %s (backup.max_snapshot_age)", m.cfg.MaxSnapshotAge)
-			w.Abort(err)
-			return nil, err
+	// The snapshot is read ahead on another goroutine, a few batches at
+	// most, so the backend's reads overlap with encoding and compression.
+	// The reader must be gone before the stream is closed (it is not safe
+	// for concurrent use): stop it and drain on every return.
+	rctx, stop := context.WithCancel(ctx)
+	batches := readAhead(rctx, snap.Items)
+	defer func() {
+		stop()
+		for range batches {
 		}
-		row, err := snap.Items.Next(ctx)
-		if err == io.EOF {
+	}()
+	for n := 0; ; {
+		rb, ok := <-batches
+		if !ok {
 			break
 		}
-		if err != nil {
-			w.Abort(err)
-			return nil, jobErr(ctx, err)
+		if rb.err != nil {
+			w.Abort(rb.err)
+			return nil, jobErr(ctx, rb.err)
 		}
-		it, err := attr.DecodeItem(row.Item)
-		if err != nil {
-			w.Abort(err)
-			return nil, fmt.Errorf("backup: stored item: %w", err)
-		}
-		k, err := schema.KeyOf(it)
-		if err != nil {
-			w.Abort(err)
-			return nil, fmt.Errorf("backup: stored item: %w", err)
-		}
-		if err := w.Append(row.Item, k); err != nil {
-			w.Abort(err)
-			return nil, jobErr(ctx, err)
-		}
-		if !hooked {
-			hooked = true
-			m.hook(PointMidData)
+		for _, item := range rb.items {
+			if m.cfg.MaxSnapshotAge > 0 && n%1024 == 0 && time.Since(opened) > m.cfg.MaxSnapshotAge {
+				err := fmt.Errorf("backup: the snapshot stayed open longer than %s (backup.max_snapshot_age)", m.cfg.MaxSnapshotAge)
+				w.Abort(err)
+				return nil, err
+			}
+			n++
+			it, err := attr.DecodeItem(item)
+			if err != nil {
+				w.Abort(err)
+				return nil, fmt.Errorf("backup: stored item: %w", err)
+			}
+			k, err := schema.KeyOf(it)
+			if err != nil {
+				w.Abort(err)
+				return nil, fmt.Errorf("backup: stored item: %w", err)
+			}
+			if err := w.Append(item, k); err != nil {
+				w.Abort(err)
+				return nil, jobErr(ctx, err)
+			}
+			if !hooked {
+				hooked = true
+				m.hook(PointMidData)
+			}
 		}
 	}
 	res, err := w.Finish()
@@ -319,4 +333,54 @@ func (o *pipeObject) CloseWithError(err error) error {
 	o.pw.CloseWithError(err)
 	<-o.done
 	return nil
+}
+
+// rowBatch is a batch of items read ahead from a snapshot (copies), or the
+// error that ended the stream.
+type rowBatch struct {
+	items [][]byte
+	err   error
+}
+
+// readAheadBatch and readAheadDepth bound what is read ahead: at most
+// depth+2 batches of items exist at once.
+const (
+	readAheadBatch = 256
+	readAheadDepth = 2
+)
+
+// readAhead drains a snapshot stream on its own goroutine into batches of
+// copied items; the channel closes after the last batch (or an error
+// batch). It stops when ctx ends.
+func readAhead(ctx context.Context, s *storage.SnapshotStream) <-chan rowBatch {
+	out := make(chan rowBatch, readAheadDepth)
+	go func() {
+		defer close(out)
+		for {
+			var b rowBatch
+			for len(b.items) < readAheadBatch {
+				row, err := s.Next(ctx)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					b.err = err
+					break
+				}
+				b.items = append(b.items, append([]byte(nil), row.Item...))
+			}
+			if len(b.items) == 0 && b.err == nil {
+				return
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return
+			}
+			if b.err != nil || len(b.items) < readAheadBatch {
+				return
+			}
+		}
+	}()
+	return out
 }
