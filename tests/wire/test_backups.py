@@ -787,7 +787,7 @@ def test_backup_and_restore_on_s3(tmp_path, s3_store):
         wait_table(c, "s3t-copy")
         assert scan_all(c, "s3t-copy") == scan_all(c, "s3t")
         c.delete_backup(BackupArn=arn)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while s3.list_objects_v2(Bucket=bucket, Prefix=f"wire/{ACCOUNT}/s3t/{bid}/").get("KeyCount", 0):
             assert time.monotonic() < deadline, "objects of a deleted backup remain in S3"
             time.sleep(0.1)
