@@ -110,7 +110,8 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	met *metrics
+	met       *metrics
+	sweptOnce atomic.Bool // the reconciler made its full pass
 
 	mu        sync.Mutex
 	restoring map[string]int // backup ARN -> restores running from it

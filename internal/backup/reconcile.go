@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -21,7 +22,13 @@ import (
 //     fenced after its owner was declared dead may upload late): removed.
 //
 // Restore duties (4-6) come with the restore job.
+//
+// Duty 3 looks at every DELETED and FAILED row on the first pass of a
+// process and afterwards only at rows whose last status write is recent
+// (within 2×StaleAfter + 1 minute): a fenced job notices within one
+// heartbeat interval, so late uploads come soon after the row changed.
 func (m *Manager) Reconcile(ctx context.Context) error {
+	full := !m.sweptOnce.Swap(true)
 	if err := m.Healthy(ctx); err != nil {
 		return err
 	}
@@ -75,6 +82,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		default:
+			if !full && time.Since(r.Heartbeat) > 2*m.cfg.StaleAfter+time.Minute {
+				continue
+			}
 			left, err := m.st.List(ctx, r.Prefix)
 			if err != nil {
 				errs = append(errs, err)
