@@ -103,10 +103,12 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// reconcileRestores runs duties 4 and 6: RUNNING restore jobs whose claim
-// is stale are taken over and run again from the start (or failed, and
-// their target removed, when the target or the backup is gone); spool
-// directories of owners without a running job are removed.
+// reconcileRestores runs duties 4 to 6: RUNNING restore jobs whose claim
+// is stale are taken over and run again from the start, or failed (and
+// their target removed) when the backup is gone; a job whose target was
+// never created (the row is written first) is failed, so no target ever
+// exists without a job; spool directories of owners without a running
+// job are removed.
 func (m *Manager) reconcileRestores(ctx context.Context) error {
 	if m.rcat == nil {
 		return nil
@@ -135,13 +137,15 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 			m.rcat.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
 				Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &why})
 		}
+		// The target is found by name and must be this backup's restore in
+		// progress (its row may predate it: the job row is written first).
 		cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: r.TableName})
-		if err != nil || cur.Table.ID != r.TableID {
-			fail("the target table is gone")
+		if err != nil || m.cfg.Restorer == nil || !m.cfg.Restorer.IsRestoreTarget(cur.Table, r.BackupARN) {
+			fail("the target table is gone, or was never created")
 			continue
 		}
 		b, err := m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: r.BackupARN})
-		if err != nil || b == nil || b.Status != storage.BackupAvailable || m.cfg.Restorer == nil {
+		if err != nil || b == nil || b.Status != storage.BackupAvailable {
 			fail("the backup is no longer available")
 			m.dropTarget(ctx, cur.Table)
 			continue

@@ -3,6 +3,8 @@ package backup
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +23,13 @@ import (
 type Restorer interface {
 	Indexer
 	FinishRestore(t *storage.Table) ([]byte, error)
+	// IsRestoreTarget tells whether t is being restored from the backup.
+	IsRestoreTarget(t *storage.Table, backupARN string) bool
 }
 
 // Steps of the restore job where Config.Hook is called.
 const (
+	PointRestoreBeforeTarget = "restore.before-target" // the job row exists, the target not yet
 	PointRestoreMidSpool     = "restore.mid-spool"
 	PointRestoreMidLoad      = "restore.mid-load"
 	PointRestoreBeforeActive = "restore.before-active"
@@ -58,22 +63,28 @@ func (m *Manager) RestoringFrom(arn string) bool {
 	return false
 }
 
-// restoreID names the restore job of a target table incarnation.
-func restoreID(t *storage.Table) string {
-	return fmt.Sprintf("%s/%s/%d", t.Account, t.Name, t.ID)
+// restoreID names a restore job: the target's account and name and a
+// random suffix (the target's incarnation does not exist yet when the row
+// is written).
+func restoreID(account, name string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return account + "/" + name + "/" + hex.EncodeToString(b[:])
 }
 
-// RestoreTable starts restoring backup into target, a table created in
-// CREATING for it (docs/backup-design.md section 4): within the call the
-// job row is inserted with this server's claim; the job copies the backup
-// into a spool directory, verifies all of it before writing an item,
-// loads the items with their index entries in atomic batches and flips
-// the table ACTIVE with a conditional UpdateTable; when anything fails
-// the target is deleted. A job whose owner dies is taken over by the
-// reconciler and loaded again from the start (items are re-applied, then
-// counted). Errors within the call: KindLimitExceeded (job slots),
-// KindUnavailable (store unhealthy), KindUnsupported (no Restorer).
-func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord, target *storage.Table) error {
+// RestoreTable starts restoring backup into the table account/name
+// (docs/backup-design.md section 4): within the call it inserts the job
+// row with this server's claim, then creates the target with create (in
+// CREATING; the engine's description), so that a crash never leaves a
+// target without a job. The job copies the backup into a spool directory,
+// verifies all of it before writing an item, loads the items with their
+// index entries in atomic batches and flips the table ACTIVE with a
+// conditional UpdateTable; when anything fails the target is deleted. A
+// job whose owner dies is taken over by the reconciler and loaded again
+// from the start (items are re-applied, then counted). Errors within the
+// call: create's, KindLimitExceeded (job slots), KindUnavailable (store
+// unhealthy), KindUnsupported (no Restorer).
+func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord, account, name string, create func(context.Context) (*storage.Table, error)) error {
 	if m.ctx == nil {
 		return storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
 	}
@@ -87,7 +98,7 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 	if err != nil {
 		return err
 	}
-	job := storage.RestoreRecord{ID: restoreID(target), Account: target.Account, TableName: target.Name, TableID: target.ID,
+	job := storage.RestoreRecord{ID: restoreID(account, name), Account: account, TableName: name,
 		BackupARN: backup.ARN, Status: storage.RestoreRunning, Owner: m.cfg.Owner, Generation: 1}
 	if m.rcat != nil {
 		rec, err := m.rcat.InsertRestore(ctx, job)
@@ -96,6 +107,17 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 			return err
 		}
 		job = *rec
+	}
+	m.hook(PointRestoreBeforeTarget)
+	target, err := create(ctx)
+	if err != nil {
+		release()
+		if m.rcat != nil {
+			msg := "the target table could not be created: " + err.Error()
+			m.rcat.UpdateRestore(context.WithoutCancel(ctx), storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+				Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &msg})
+		}
+		return err
 	}
 	m.startRestore(backup, target, job, release)
 	return nil

@@ -30,6 +30,8 @@ func (testRestorer) ItemLoader(t *storage.Table) (func(item []byte) (pk, sk []by
 	}, nil
 }
 
+func (testRestorer) IsRestoreTarget(t *storage.Table, arn string) bool { return true }
+
 func (testRestorer) FinishRestore(t *storage.Table) ([]byte, error) {
 	return append([]byte(nil), t.Desc...), nil
 }
@@ -71,11 +73,14 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	restore := func(name string) (*storage.Table, error) {
-		res, err := b.CreateTable(t.Context(), storage.CreateTableParams{Account: account, Name: name, Desc: []byte(`{"restoring":true}`)})
-		if err != nil {
-			t.Fatal(err)
+		create := func(ctx context.Context) (*storage.Table, error) {
+			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: []byte(`{"restoring":true}`)})
+			if err != nil {
+				return nil, err
+			}
+			return res.Table, nil
 		}
-		if err := m.RestoreTable(t.Context(), bk, res.Table); err != nil {
+		if err := m.RestoreTable(t.Context(), bk, account, name, create); err != nil {
 			return nil, err
 		}
 		deadline := time.Now().Add(20 * time.Second)

@@ -28,10 +28,12 @@ type BackupService interface {
 	GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error)
 	ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error)
 	DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error)
-	// RestoreTable starts loading a backup into target, a table this
-	// engine created in CREATING with a RestoreSummary; the job flips it
-	// ACTIVE through FinishRestore, or deletes it when the restore fails.
-	RestoreTable(ctx context.Context, backup storage.BackupRecord, target *storage.Table) error
+	// RestoreTable records a restore job for the target table account/name,
+	// then creates the target with create (in CREATING, with a
+	// RestoreSummary) and starts loading the backup into it; the job flips
+	// it ACTIVE through FinishRestore, or deletes it when the restore
+	// fails. create's error is returned unchanged.
+	RestoreTable(ctx context.Context, backup storage.BackupRecord, account, name string, create func(context.Context) (*storage.Table, error)) error
 	// RestoringFrom tells whether a restore from the backup runs.
 	RestoringFrom(arn string) bool
 }
@@ -634,18 +636,20 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+	// The job row comes first, so that a crash between the two never
+	// leaves a target without a job (the reconciler fails or resumes it).
+	err = e.backups.RestoreTable(ctx, *r, account, name, func(ctx context.Context) (*storage.Table, error) {
+		res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	})
+	e.tables.drop(account, name)
 	if err != nil {
 		if storage.IsKind(err, storage.KindTableExists) {
 			return nil, newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
 		}
-		return nil, err
-	}
-	e.tables.drop(account, name)
-	if err := e.backups.RestoreTable(ctx, *r, res.Table); err != nil {
-		// Nothing was loaded: the target goes away with the refusal.
-		e.backend.DeleteTable(context.WithoutCancel(ctx), storage.DeleteTableParams{Account: account, Name: name})
-		e.tables.drop(account, name)
 		return nil, backupErr(err, name)
 	}
 	return &RestoreTableFromBackupOutput{TableDescription: d}, nil
@@ -750,6 +754,17 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		}
 	}
 	return d, nil
+}
+
+// IsRestoreTarget tells whether a table is being restored from the
+// backup (backup.Restorer; the reconciler resumes only such a target).
+func (e *Engine) IsRestoreTarget(st *storage.Table, backupARN string) bool {
+	var s storedTable
+	if err := json.Unmarshal(st.Desc, &s); err != nil {
+		return false
+	}
+	rs := s.Desc.RestoreSummary
+	return rs != nil && rs.RestoreInProgress && rs.SourceBackupArn == backupARN && s.Desc.TableStatus == "CREATING"
 }
 
 // FinishRestore is the description of a restored table once loaded
