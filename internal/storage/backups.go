@@ -170,7 +170,8 @@ const (
 // job's ID.
 type RestoreRecord struct {
 	ID string
-	// The target table incarnation.
+	// The target table. TableID is 0 when the row is written before the
+	// target exists (the restore job identifies its target by name).
 	Account   string
 	TableName string
 	TableID   int64
