@@ -1,0 +1,300 @@
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/tidwall/btree"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// nStripes is the number of key stripes. Two keys that share a stripe
+// only wait for each other.
+const nStripes = 1024
+
+type stripe struct {
+	mu sync.Mutex
+	_  [56]byte // one cache line each: stripes of different keys do not share one
+}
+
+// stripeOf chooses the stripe of a key: FNV-1a continued from the
+// partition key's KeyHash over the sort key, mixed with the table ID.
+func stripeOf(id int64, h uint32, sk []byte) uint32 {
+	x := h ^ uint32(id)*0x9E3779B1 ^ uint32(id>>32)
+	for _, c := range sk {
+		x ^= uint32(c)
+		x *= 16777619
+	}
+	x ^= x >> 15
+	return x % nStripes
+}
+
+// opState is the backend's state of one write operation.
+type opState struct {
+	t      *table
+	h      uint32
+	stripe uint32
+	// old is the item the function saw; cur the item after the
+	// operation (old when it failed or kept).
+	old, cur []byte
+	ch       storage.Change
+}
+
+// WriteItem implements storage.Backend.
+func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	ops := [1]storage.WriteItemParams{p}
+	var st [1]opState
+	if err := b.write(ctx, ops[:], st[:], false); err != nil {
+		return nil, err
+	}
+	return &storage.WriteItemResult{Old: st[0].old, Change: st[0].ch}, nil
+}
+
+// TransactWrite implements storage.Backend.
+func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	st := make([]opState, len(p.Ops))
+	if err := b.write(ctx, p.Ops, st, true); err != nil {
+		return nil, err
+	}
+	res := &storage.TransactWriteResult{Results: make([]storage.WriteItemResult, len(p.Ops))}
+	for i := range st {
+		res.Results[i] = storage.WriteItemResult{Old: st[i].old, Change: st[i].ch}
+	}
+	return res, nil
+}
+
+// write is the backend's one write path (WriteItem is a write of one
+// operation, not a transaction): it locks the operations' key stripes,
+// reads each current item and runs its function in order (a later
+// operation on the same key sees the earlier one's result), and applies
+// every change under the write locks of the tables, or nothing when a
+// function failed. For a transaction the failures are collected into a
+// KindTransactionCanceled error with one reason per operation; a single
+// write returns its function's error unchanged.
+func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st []opState, tx bool) error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.Wrap(storage.KindUnavailable, err, "memory: write canceled")
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	for i := range ops {
+		op, s := &ops[i], &st[i]
+		if op.Fn == nil {
+			return storage.Errorf(storage.KindInternal, "memory: write operation %d without Fn", i)
+		}
+		if s.t = b.lookup(op.Table.ID); s.t == nil {
+			return tableNotFound(op.Table)
+		}
+		s.h = storage.KeyHash(op.PK)
+		s.stripe = stripeOf(op.Table.ID, s.h, op.SK)
+	}
+	if len(ops) == 1 {
+		mu := &b.stripes[st[0].stripe].mu
+		mu.Lock()
+		defer mu.Unlock()
+	} else {
+		defer b.lockStripes(st)()
+	}
+
+	var reasons []error
+	for i := range ops {
+		op, s := &ops[i], &st[i]
+		known := false
+		for j := i - 1; j >= 0; j-- {
+			if st[j].t == s.t && bytes.Equal(ops[j].PK, op.PK) && bytes.Equal(ops[j].SK, op.SK) {
+				s.old, known = st[j].cur, true
+				break
+			}
+		}
+		if !known && !op.Blind {
+			s.t.mu.RLock()
+			if s.t.dropped {
+				s.t.mu.RUnlock()
+				return tableNotFound(op.Table)
+			}
+			if e, ok := s.t.items.Get(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
+				s.old = e.item
+			}
+			s.t.mu.RUnlock()
+		}
+		s.cur = s.old
+		ch, err := callFn(op.Fn, s.old)
+		if err == nil {
+			err = checkChange(ch)
+		}
+		if err != nil {
+			if !tx {
+				return err
+			}
+			if reasons == nil {
+				reasons = make([]error, len(ops))
+			}
+			reasons[i] = err
+			continue
+		}
+		s.ch = ch
+		switch ch.Op {
+		case storage.Put:
+			s.cur = ch.Item
+		case storage.Delete:
+			s.cur = nil
+		}
+	}
+	if reasons != nil {
+		n := 0
+		for _, r := range reasons {
+			if r != nil {
+				n++
+			}
+		}
+		for i := range st {
+			st[i].old, st[i].ch = nil, storage.Change{}
+		}
+		return &storage.Error{Kind: storage.KindTransactionCanceled,
+			Message: fmt.Sprintf("%d of %d operations failed", n, len(ops)), Reasons: reasons}
+	}
+
+	// Apply under the tables' write locks: all of them, or nothing when
+	// one was deleted meanwhile.
+	if len(ops) == 1 {
+		t := st[0].t
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.dropped {
+			return tableNotFound(ops[0].Table)
+		}
+		t.apply(&ops[0], &st[0])
+		return nil
+	}
+	tables := make([]*table, 0, 4)
+	for i := range st {
+		if !slices.Contains(tables, st[i].t) {
+			tables = append(tables, st[i].t)
+		}
+	}
+	slices.SortFunc(tables, func(a, b *table) int { return cmp.Compare(a.id, b.id) })
+	for _, t := range tables {
+		t.mu.Lock()
+	}
+	defer func() {
+		for _, t := range tables {
+			t.mu.Unlock()
+		}
+	}()
+	for i := range st {
+		if st[i].t.dropped {
+			return tableNotFound(ops[i].Table)
+		}
+	}
+	for i := range ops {
+		st[i].t.apply(&ops[i], &st[i])
+	}
+	return nil
+}
+
+// lockStripes locks the distinct stripes of the operations in ascending
+// order (so that two transactions never wait for each other in a cycle)
+// and returns the unlock.
+func (b *Backend) lockStripes(st []opState) func() {
+	idx := make([]uint32, len(st))
+	for i := range st {
+		idx[i] = st[i].stripe
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		b.stripes[i].mu.Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			b.stripes[i].mu.Unlock()
+		}
+	}
+}
+
+// callFn runs a write function; a panic becomes an error (the stripes are
+// released by the caller's defers either way).
+func callFn(fn storage.WriteFunc, old []byte) (ch storage.Change, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = storage.Errorf(storage.KindInternal, "memory: write function panicked: %v", r)
+		}
+	}()
+	return fn(old)
+}
+
+func checkChange(ch storage.Change) error {
+	switch ch.Op {
+	case storage.Keep, storage.Delete:
+		return nil
+	case storage.Put:
+		if ch.Item == nil {
+			return storage.Errorf(storage.KindInternal, "memory: write function returned Put without an item")
+		}
+		return nil
+	}
+	return storage.Errorf(storage.KindInternal, "memory: write function returned unknown op %d", ch.Op)
+}
+
+// apply applies one operation's change to the trees (caller holds t.mu
+// for writing). Every stored buffer is new: keys and items are copied,
+// so nothing the caller owns is kept, and what readers were handed is
+// never written again.
+func (t *table) apply(op *storage.WriteItemParams, s *opState) {
+	ch := &s.ch
+	switch ch.Op {
+	case storage.Keep:
+		return
+	case storage.Put:
+		pl, sl := len(op.PK), len(op.SK)
+		buf := make([]byte, pl+sl+len(ch.Item))
+		copy(buf, op.PK)
+		copy(buf[pl:], op.SK)
+		copy(buf[pl+sl:], ch.Item)
+		e := ent{h: s.h, pk: buf[:pl:pl], sk: buf[pl : pl+sl : pl+sl], item: buf[pl+sl:]}
+		if prev, ok := t.items.Set(e); ok {
+			t.itemBytes -= int64(len(prev.item))
+		} else {
+			t.itemCount++
+		}
+		t.itemBytes += int64(len(e.item))
+	case storage.Delete:
+		if prev, ok := t.items.Delete(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
+			t.itemCount--
+			t.itemBytes -= int64(len(prev.item))
+		}
+	}
+	for _, k := range ch.DeleteIndex {
+		if tr := t.indexes[k.Index]; tr != nil {
+			tr.Delete(ixEnt{h: storage.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK})
+		}
+	}
+	for i := range ch.PutIndex {
+		x := &ch.PutIndex[i]
+		tr := t.indexes[x.Index]
+		if tr == nil {
+			tr = btree.NewBTreeGOptions(ixLess, btree.Options{Degree: degree, NoLocks: true})
+			t.indexes[x.Index] = tr
+		}
+		a := len(x.PK)
+		bb := a + len(x.SK)
+		c := bb + len(op.PK)
+		d := c + len(op.SK)
+		buf := make([]byte, d+len(x.Item))
+		copy(buf, x.PK)
+		copy(buf[a:], x.SK)
+		copy(buf[bb:], op.PK)
+		copy(buf[c:], op.SK)
+		copy(buf[d:], x.Item)
+		tr.Set(ixEnt{h: storage.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]})
+	}
+}
