@@ -29,6 +29,13 @@ echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto 
 make test
 scripts/fuzz.sh 60s
 
+# The wire suite on SQLite (make test ran it on the native memory backend
+# that --memory opens): --memory on the SQLite engine, a temporary database
+# file per server.
+echo "== wire suite on sqlite"
+EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite \
+  EXTENDDB_SERVE_ARGS="--memory" tests/wire/run.sh -q -n 2
+
 # The wire suite on PostgreSQL: migrate a fresh database, then the harness
 # starts one server per worker on it (so two servers share the database).
 db="extenddb_wire_$$"

@@ -21,7 +21,7 @@ const mod = "github.com/extenddb/extenddb/"
 // docs/architecture.md.
 var allowed = map[string][]string{
 	"cmd/extenddb":      {"internal/bench", "internal/config", "internal/server"},
-	"internal/server":   {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/storage", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/server":   {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/storage", "internal/storage/memory", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
 	"internal/api":      {"internal/attr", "internal/engine", "internal/storage"},
 	"internal/engine":   {"internal/attr", "internal/expr", "internal/storage"},
 	"internal/expr":     {"internal/attr"},

@@ -78,13 +78,25 @@ type Storage struct {
 	Backend string `toml:"backend"`
 	// DataDir holds the SQLite database file.
 	DataDir string `toml:"data_dir"`
-	// Memory keeps SQLite data in a temporary file removed at exit.
+	// Memory keeps no data after exit: the native in-memory backend
+	// (storage.memory_engine = "native", the default) or SQLite in a
+	// temporary file removed at exit ("sqlite").
 	Memory bool `toml:"memory"`
+	// MemoryEngine chooses what Memory runs on: "native" or "sqlite".
+	MemoryEngine string `toml:"memory_engine"`
 	// SQLite tunes the embedded backend.
 	SQLite SQLite `toml:"sqlite"`
 	// Postgres configures the PostgreSQL backend.
 	Postgres Postgres `toml:"postgres"`
 }
+
+// The engines of storage.memory.
+const (
+	// MemoryNative is the in-memory backend (internal/storage/memory).
+	MemoryNative = "native"
+	// MemorySQLite is SQLite in a temporary file removed at exit.
+	MemorySQLite = "sqlite"
+)
 
 // SQLite tunes the embedded backend.
 type SQLite struct {
@@ -128,7 +140,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func Default() Config {
 	return Config{
 		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32}},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", MemoryEngine: MemoryNative, SQLite: SQLite{ItemCacheMB: 32}},
 		Log:     Log{Level: "info", Format: "text"},
 	}
 }
@@ -188,6 +200,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: auth.keys[%d].access_key_id %q is listed twice", i, k.AccessKeyID)
 		}
 		seen[k.AccessKeyID] = true
+	}
+	switch c.Storage.MemoryEngine {
+	case MemoryNative, MemorySQLite:
+	default:
+		return fmt.Errorf("config: storage.memory_engine %q must be %q or %q", c.Storage.MemoryEngine, MemoryNative, MemorySQLite)
 	}
 	switch c.Storage.Backend {
 	case "sqlite":

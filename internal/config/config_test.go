@@ -71,3 +71,18 @@ func TestBackupStoreSection(t *testing.T) {
 		t.Fatalf("s3 without bucket: %v", err)
 	}
 }
+
+func TestMemoryEngine(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil || c.Storage.MemoryEngine != MemoryNative {
+		t.Fatalf("default memory engine %q %v", c.Storage.MemoryEngine, err)
+	}
+	c, err = Load("", []string{"EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite"})
+	if err != nil || c.Storage.MemoryEngine != MemorySQLite {
+		t.Fatalf("env memory engine %q %v", c.Storage.MemoryEngine, err)
+	}
+	_, err = Load("", []string{"EXTENDDB__STORAGE__MEMORY_ENGINE=btree"})
+	if err == nil || !strings.Contains(err.Error(), "storage.memory_engine") {
+		t.Fatalf("bad memory engine: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/memory"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store"
@@ -32,13 +33,18 @@ import (
 // backup.Indexer.
 var _ backup.Indexer = (*engine.Engine)(nil)
 
-// OpenBackend opens the configured storage backend. The embedded SQLite
+// OpenBackend opens the configured storage backend. storage.memory opens
+// the native in-memory backend (or, with storage.memory_engine = "sqlite",
+// SQLite in a temporary file removed at exit). The embedded SQLite
 // database is migrated on open; a PostgreSQL database must have been
 // migrated with `extenddb migrate` (serve refuses an unmigrated or newer
 // schema and says what to run).
 func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
 	switch cfg.Storage.Backend {
 	case "sqlite":
+		if cfg.Storage.Memory && cfg.Storage.MemoryEngine != config.MemorySQLite {
+			return memory.New(memory.Options{}), nil
+		}
 		opt := sqlite.Options{Memory: cfg.Storage.Memory, ItemCacheBytes: cfg.Storage.SQLite.ItemCacheMB << 20}
 		if cfg.Storage.SQLite.ItemCacheMB == 0 {
 			opt.ItemCacheBytes = -1
