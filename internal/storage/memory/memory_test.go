@@ -269,3 +269,149 @@ func TestSnapshotDoesNotBlockWrites(t *testing.T) {
 		t.Fatalf("snapshot has %d rows, want 1000", n)
 	}
 }
+
+// TestTransfersKeepTheSum: transactions move amounts between 16 keys of
+// two tables (so their stripes and table locks overlap); every TransactGet
+// of all keys and every one-page Scan of a table sees whole transactions
+// only (the sum of all keys, and of each table's keys moved within it,
+// never changes).
+func TestTransfersKeepTheSum(t *testing.T) {
+	ctx := context.Background()
+	b := openT(t, Options{})
+	ta, tb := createT(t, b, "ta"), createT(t, b, "tb")
+	const n, start = 8, 100
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%d", i)) }
+	num := func(v []byte) int {
+		var x int
+		fmt.Sscan(string(v), &x)
+		return x
+	}
+	set := func(v int) storage.WriteFunc {
+		return func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(v))}, nil }
+	}
+	add := func(d int) storage.WriteFunc {
+		return func(old []byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(num(old) + d))}, nil
+		}
+	}
+	for _, ref := range []storage.TableRef{ta, tb} {
+		for i := range n {
+			if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: key(i), Fn: set(start)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ref := ta
+				if (i+w)%2 == 1 {
+					ref = tb
+				}
+				x, y := (i*3+w)%n, (i*5+w+1)%n
+				if x == y {
+					continue
+				}
+				// Within one table: that table's sum stays n*start.
+				if _, err := b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+					{Table: ref, PK: key(x), Fn: add(-3)}, {Table: ref, PK: key(y), Fn: add(3)},
+				}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	keys := make([]storage.GetItemParams, 0, 2*n)
+	for _, ref := range []storage.TableRef{ta, tb} {
+		for i := range n {
+			keys = append(keys, storage.GetItemParams{Table: ref, PK: key(i)})
+		}
+	}
+	for range 300 {
+		g, err := b.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, sb := 0, 0
+		for i, it := range g.Items {
+			if i < n {
+				sa += num(it)
+			} else {
+				sb += num(it)
+			}
+		}
+		if sa != n*start || sb != n*start {
+			t.Fatalf("TransactGet sums %d and %d, want %d", sa, sb, n*start)
+		}
+		s, err := b.Scan(ctx, storage.ScanParams{Table: tb, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0
+		for _, r := range s.Rows {
+			sum += num(r.Item)
+		}
+		if sum != n*start {
+			t.Fatalf("Scan sum %d, want %d", sum, n*start)
+		}
+	}
+}
+
+// TestDeleteTableUnderWrites: writes racing a DeleteTable either succeed
+// (before it) or answer KindTableNotFound; the new incarnation is empty.
+func TestDeleteTableUnderWrites(t *testing.T) {
+	ctx := context.Background()
+	b := openT(t, Options{})
+	ref := createT(t, b, "del")
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				pk := []byte(fmt.Sprintf("w%d-%d", w, i))
+				var err error
+				if i%2 == 0 {
+					_, err = b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func([]byte) (storage.Change, error) {
+						return storage.Change{Op: storage.Put, Item: pk, PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("g")}, Item: pk}}}, nil
+					}})
+				} else {
+					_, err = b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+						{Table: ref, PK: pk, Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: pk}, nil }},
+						{Table: ref, PK: append(pk, 'x'), Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: pk}, nil }},
+					}})
+				}
+				if err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	if _, err := b.DeleteTable(ctx, storage.DeleteTableParams{Account: ref.Account, Name: ref.Name}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	again := createT(t, b, "del")
+	s, err := b.Scan(ctx, storage.ScanParams{Table: again, Limit: 10})
+	if err != nil || len(s.Rows) != 0 {
+		t.Fatalf("new incarnation: %d rows, %v", len(s.Rows), err)
+	}
+	if c, n := b.stats(again.ID); c != 0 || n != 0 {
+		t.Fatalf("new incarnation stats %d %d", c, n)
+	}
+}
