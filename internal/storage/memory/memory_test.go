@@ -287,7 +287,9 @@ func TestTransfersKeepTheSum(t *testing.T) {
 		return x
 	}
 	set := func(v int) storage.WriteFunc {
-		return func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(v))}, nil }
+		return func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(v))}, nil
+		}
 	}
 	add := func(d int) storage.WriteFunc {
 		return func(old []byte) (storage.Change, error) {
