@@ -417,3 +417,24 @@ func TestDeleteTableUnderWrites(t *testing.T) {
 		t.Fatalf("new incarnation stats %d %d", c, n)
 	}
 }
+
+// TestNoLimit: a Query or Scan with Limit 0 returns every row.
+func TestNoLimit(t *testing.T) {
+	ctx := context.Background()
+	b := openT(t, Options{})
+	ref := createT(t, b, "nolimit")
+	for i := range 100 {
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("p"), SK: []byte(fmt.Sprintf("%03d", i)),
+			Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: []byte("v")}, nil }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := b.Query(ctx, storage.QueryParams{Table: ref, PK: []byte("p"), Forward: true})
+	if err != nil || len(q.Rows) != 100 || q.More {
+		t.Fatalf("query without limit: %d rows, more %v, %v", len(q.Rows), q.More, err)
+	}
+	s, err := b.Scan(ctx, storage.ScanParams{Table: ref})
+	if err != nil || len(s.Rows) != 100 || s.More {
+		t.Fatalf("scan without limit: %d rows, more %v, %v", len(s.Rows), s.More, err)
+	}
+}

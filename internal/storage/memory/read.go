@@ -93,7 +93,14 @@ func successor(k []byte) []byte {
 	return append(append(make([]byte, 0, len(k)+1), k...), 0)
 }
 
-func rowCap(limit int) int { return min(limit+1, 64) }
+// rowCap is the initial capacity of a page of rows (limit may be
+// math.MaxInt: no limit).
+func rowCap(limit int) int {
+	if limit >= 64 {
+		return 64
+	}
+	return limit + 1
+}
 
 // Query implements storage.Backend.
 func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
