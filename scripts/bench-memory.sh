@@ -9,9 +9,14 @@
 # printed. Then, on a fresh server of each engine, the RSS growth per
 # 100k items of ~1 KiB loaded with BatchWriteItem.
 #
-#   scripts/bench-memory.sh [-w LIST] [-r N] [-d D] [--warmup D] [-c N] [--rss-load D]
+#   scripts/bench-memory.sh [-w LIST] [-r N] [-d D] [--warmup D] [-c N] [--rss-load D] [--dynalite]
 #
-# Environment: EXTENDDB_BIN uses that binary instead of building bin/extenddb.
+# --dynalite also runs dynalite in its default in-memory mode (installed
+# with npm as scripts/bench-compare.sh does) in the same alternation, and
+# prints the native/dynalite ratios.
+#
+# Environment: EXTENDDB_BIN uses that binary instead of building bin/extenddb;
+# EXTENDDB_CACHE as for scripts/bench-compare.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +26,10 @@ DURATION=5s
 WARMUP=1s
 CONCURRENCY=16
 RSS_LOAD=10s
+DYNALITE=""
+CACHE="${EXTENDDB_CACHE:-$HOME/.cache/extenddb}"
+DYNALITE_DIR="$CACHE/dynalite"
+DYNALITE_VERSION=4.0.0
 
 log() { echo "bench-memory: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -33,6 +42,7 @@ while [[ $# -gt 0 ]]; do
 	--warmup) WARMUP="$2"; shift 2 ;;
 	-c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
 	--rss-load) RSS_LOAD="$2"; shift 2 ;;
+	--dynalite) DYNALITE=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
@@ -66,16 +76,21 @@ trap 'exit 130' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# start ENGINE: one `serve --memory` on that engine.
+# start ENGINE: one `serve --memory` on that engine (or dynalite).
 start() {
 	local engine="$1" port
 	port="$(free_port)"
-	EXTENDDB__STORAGE__MEMORY_ENGINE="$engine" "$BIN" serve --memory --listen "127.0.0.1:$port" --log-level warn \
-		>"$WORK/$engine.log" 2>&1 &
+	if [[ "$engine" == dynalite ]]; then
+		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
+			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/$engine.log" 2>&1 &
+	else
+		EXTENDDB__STORAGE__MEMORY_ENGINE="$engine" "$BIN" serve --memory --listen "127.0.0.1:$port" --log-level warn \
+			>"$WORK/$engine.log" 2>&1 &
+	fi
 	PID[$engine]=$!
 	PORT[$engine]=$port
-	for _ in $(seq 100); do
-		curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+	for _ in $(seq 300); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
 		sleep 0.1
 	done
 	cat "$WORK/$engine.log" >&2
@@ -89,19 +104,28 @@ bench() { # bench ENGINE WORKLOAD DURATION OUT [extra...]
 		-w "$w" -d "$d" --warmup "$WARMUP" -c "$CONCURRENCY" --json "$out" "$@" >/dev/null
 }
 
+ENGINES=(sqlite native)
+if [[ -n "$DYNALITE" ]]; then
+	pkg="$DYNALITE_DIR/node_modules/dynalite/package.json"
+	if [[ ! -f "$pkg" || "$(node -p "require('$pkg').version" 2>/dev/null)" != "$DYNALITE_VERSION" ]]; then
+		log "installing dynalite@$DYNALITE_VERSION into $DYNALITE_DIR"
+		mkdir -p "$DYNALITE_DIR"
+		npm install --silent --no-audit --no-fund "dynalite@$DYNALITE_VERSION" --prefix "$DYNALITE_DIR" >&2
+	fi
+	ENGINES+=(dynalite)
+fi
+
 log "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
-start sqlite
-start native
+for e in "${ENGINES[@]}"; do start "$e"; done
 for r in $(seq "$ROUNDS"); do
 	for w in "${WORKLOAD_LIST[@]}"; do
-		for e in sqlite native; do
+		for e in "${ENGINES[@]}"; do
 			log "round $r: $w on $e"
 			bench "$e" "$w" "$DURATION" "$WORK/run-$e-$w-$r.json"
 		done
 	done
 done
-stop sqlite
-stop native
+for e in "${ENGINES[@]}"; do stop "$e"; done
 
 # RSS per 100k items: a fresh server per engine, RSS before and after a
 # BatchWriteItem load whose table is kept.
@@ -143,6 +167,17 @@ for w in workloads:
           f" | {g(s,'cpu_us_per_item'):.1f} µs | {g(n,'cpu_us_per_item'):.1f} µs |" if per_item else
           f"| {w} | {f(s,'ops_per_s'):.0f} | {f(n,'ops_per_s'):.0f} | {f(s,'p99_us')/1000:.2f} ms | {f(n,'p99_us')/1000:.2f} ms"
           f" | {sc:.1f} µs | {nc:.1f} µs | {nc/sc if sc else float('nan'):.2f} | | |")
+if runs("dynalite", workloads[0]):
+    print()
+    print("| workload | dynalite ops/s | dynalite p99 | server CPU/request dynalite | native/dynalite CPU | native/dynalite p99 | CPU/item dynalite | native/dynalite per item |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for w in workloads:
+        d, n = runs("dynalite", w), runs("native", w)
+        f = lambda rs, k: med([r[k] for r in rs])
+        g = lambda rs, k: med([r["server"][k] for r in rs])
+        dc, nc = g(d, "cpu_us_per_op"), g(n, "cpu_us_per_op")
+        per = f" {g(d,'cpu_us_per_item'):.1f} µs | {g(n,'cpu_us_per_item')/g(d,'cpu_us_per_item'):.2f} |" if w == "batchwrite" else " | |"
+        print(f"| {w} | {f(d,'ops_per_s'):.0f} | {f(d,'p99_us')/1000:.2f} ms | {dc:.1f} µs | {nc/dc:.2f} | {f(n,'p99_us')/f(d,'p99_us'):.2f} |" + per)
 print()
 for e in ("sqlite", "native"):
     before, after, nextgc = map(int, open(f"{work}/rss-{e}.kib").read().split())
