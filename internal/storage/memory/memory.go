@@ -83,10 +83,17 @@ type table struct {
 	meta    *storage.Table
 	dropped bool
 	items   *btree.BTreeG[ent]
-	indexes map[string]*btree.BTreeG[ixEnt]
+	indexes map[string]*index
 	// itemCount and itemBytes count the table's items and the bytes of
 	// their canonical encoding (for table statistics).
 	itemCount, itemBytes int64
+}
+
+// index is one secondary index of a table: its entries, their number and
+// the bytes of their projected items.
+type index struct {
+	tr           *btree.BTreeG[ixEnt]
+	count, bytes int64
 }
 
 // degree of the B-trees: nodes of up to 63 entries keep inserts (which
@@ -98,7 +105,7 @@ func newTable(meta *storage.Table) *table {
 		id:      meta.ID,
 		meta:    meta,
 		items:   btree.NewBTreeGOptions(entLess, btree.Options{Degree: degree, NoLocks: true}),
-		indexes: map[string]*btree.BTreeG[ixEnt]{},
+		indexes: map[string]*index{},
 	}
 }
 
@@ -366,14 +373,26 @@ func nz(b []byte) []byte {
 	return b
 }
 
-// stats returns a live table's item count and item bytes (0, 0 when the
-// table is missing).
-func (b *Backend) stats(id int64) (items, bytes int64) {
+// tableStats are a table's counts as the backend keeps them.
+type tableStats struct {
+	Items, ItemBytes int64
+	// Indexes maps an index name to its entries and projected bytes.
+	Indexes map[string][2]int64
+}
+
+// stats returns a live table's counts (zero when the table is missing).
+// The apply function keeps them; the table statistics of the storage
+// contract, when it has them, read them here.
+func (b *Backend) stats(id int64) tableStats {
 	t := b.lookup(id)
 	if t == nil {
-		return 0, 0
+		return tableStats{}
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.itemCount, t.itemBytes
+	st := tableStats{Items: t.itemCount, ItemBytes: t.itemBytes, Indexes: map[string][2]int64{}}
+	for name, ix := range t.indexes {
+		st.Indexes[name] = [2]int64{ix.count, ix.bytes}
+	}
+	return st
 }

@@ -194,8 +194,8 @@ func TestSameKeyTwiceInATransaction(t *testing.T) {
 	if string(g.Item) != "one+two" {
 		t.Fatalf("item %q", g.Item)
 	}
-	if c, n := b.stats(ref.ID); c != 1 || n != int64(len("one+two")) {
-		t.Fatalf("stats %d items %d bytes", c, n)
+	if st := b.stats(ref.ID); st.Items != 1 || st.ItemBytes != int64(len("one+two")) {
+		t.Fatalf("stats %+v", st)
 	}
 }
 
@@ -413,8 +413,8 @@ func TestDeleteTableUnderWrites(t *testing.T) {
 	if err != nil || len(s.Rows) != 0 {
 		t.Fatalf("new incarnation: %d rows, %v", len(s.Rows), err)
 	}
-	if c, n := b.stats(again.ID); c != 0 || n != 0 {
-		t.Fatalf("new incarnation stats %d %d", c, n)
+	if st := b.stats(again.ID); st.Items != 0 || st.ItemBytes != 0 || len(st.Indexes) != 0 {
+		t.Fatalf("new incarnation stats %+v", st)
 	}
 }
 
@@ -436,5 +436,41 @@ func TestNoLimit(t *testing.T) {
 	s, err := b.Scan(ctx, storage.ScanParams{Table: ref})
 	if err != nil || len(s.Rows) != 100 || s.More {
 		t.Fatalf("scan without limit: %d rows, more %v, %v", len(s.Rows), s.More, err)
+	}
+}
+
+// TestStats: item and index entry counts and bytes follow puts,
+// overwrites, deletes, entry moves and DropIndex.
+func TestStats(t *testing.T) {
+	ctx := context.Background()
+	b := openT(t, Options{})
+	ref := createT(t, b, "stats")
+	w := func(pk string, ch storage.Change) {
+		t.Helper()
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func([]byte) (storage.Change, error) { return ch, nil }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := func(ix, pk, item string) storage.IndexEntry {
+		return storage.IndexEntry{IndexKey: storage.IndexKey{Index: ix, PK: []byte(pk)}, Item: []byte(item)}
+	}
+	k := func(ix, pk string) storage.IndexKey { return storage.IndexKey{Index: ix, PK: []byte(pk)} }
+	w("a", storage.Change{Op: storage.Put, Item: []byte("12345"), PutIndex: []storage.IndexEntry{e("g", "x", "123"), e("l", "a", "1")}})
+	w("b", storage.Change{Op: storage.Put, Item: []byte("1"), PutIndex: []storage.IndexEntry{e("g", "x", "1")}})
+	// Overwrite a: its g entry moves, its l entry is replaced in place.
+	w("a", storage.Change{Op: storage.Put, Item: []byte("12"), DeleteIndex: []storage.IndexKey{k("g", "x"), k("l", "a")},
+		PutIndex: []storage.IndexEntry{e("g", "y", "12"), e("l", "a", "12")}})
+	want := tableStats{Items: 2, ItemBytes: 3, Indexes: map[string][2]int64{"g": {2, 3}, "l": {1, 2}}}
+	if st := b.stats(ref.ID); fmt.Sprint(st) != fmt.Sprint(want) {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+	w("b", storage.Change{Op: storage.Delete, DeleteIndex: []storage.IndexKey{k("g", "x")}})
+	w("zz", storage.Change{Op: storage.Delete}) // absent: nothing changes
+	if _, err := b.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: "l"}); err != nil {
+		t.Fatal(err)
+	}
+	want = tableStats{Items: 1, ItemBytes: 2, Indexes: map[string][2]int64{"g": {1, 2}}}
+	if st := b.stats(ref.ID); fmt.Sprint(st) != fmt.Sprint(want) {
+		t.Fatalf("stats %+v, want %+v", st, want)
 	}
 }

@@ -118,8 +118,8 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	var more bool
 	if p.Index == "" {
 		rows, more = queryItems(t.items, h, p, limit)
-	} else if tr := t.indexes[p.Index]; tr != nil {
-		rows, more = queryIndex(tr, h, p, limit)
+	} else if ix := t.indexes[p.Index]; ix != nil {
+		rows, more = queryIndex(ix.tr, h, p, limit)
 	}
 	return &storage.QueryResult{Rows: rows, More: more}, nil
 }
@@ -312,8 +312,8 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	var more bool
 	if p.Index == "" {
 		rows, more = scanItems(t.items, lo, hi, p.After, limit)
-	} else if tr := t.indexes[p.Index]; tr != nil {
-		rows, more = scanIndex(tr, lo, hi, p.After, limit)
+	} else if ix := t.indexes[p.Index]; ix != nil {
+		rows, more = scanIndex(ix.tr, lo, hi, p.After, limit)
 	}
 	return &storage.ScanResult{Rows: rows, More: more}, nil
 }

@@ -274,16 +274,19 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 		}
 	}
 	for _, k := range ch.DeleteIndex {
-		if tr := t.indexes[k.Index]; tr != nil {
-			tr.Delete(ixEnt{h: storage.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK})
+		if ix := t.indexes[k.Index]; ix != nil {
+			if prev, ok := ix.tr.Delete(ixEnt{h: storage.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK}); ok {
+				ix.count--
+				ix.bytes -= int64(len(prev.item))
+			}
 		}
 	}
 	for i := range ch.PutIndex {
 		x := &ch.PutIndex[i]
-		tr := t.indexes[x.Index]
-		if tr == nil {
-			tr = btree.NewBTreeGOptions(ixLess, btree.Options{Degree: degree, NoLocks: true})
-			t.indexes[x.Index] = tr
+		ix := t.indexes[x.Index]
+		if ix == nil {
+			ix = &index{tr: btree.NewBTreeGOptions(ixLess, btree.Options{Degree: degree, NoLocks: true})}
+			t.indexes[x.Index] = ix
 		}
 		a := len(x.PK)
 		bb := a + len(x.SK)
@@ -295,6 +298,11 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 		copy(buf[bb:], op.PK)
 		copy(buf[c:], op.SK)
 		copy(buf[d:], x.Item)
-		tr.Set(ixEnt{h: storage.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]})
+		if prev, ok := ix.tr.Set(ixEnt{h: storage.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]}); ok {
+			ix.bytes -= int64(len(prev.item))
+		} else {
+			ix.count++
+		}
+		ix.bytes += int64(len(x.Item))
 	}
 }
