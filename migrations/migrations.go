@@ -315,3 +315,26 @@ func Inspect(ctx context.Context, db *sql.DB, d Dialect) ([]Applied, []Migration
 	pending, err := verify(d, shipped, applied)
 	return applied, pending, err
 }
+
+// Names formats migrations as "0001_name".
+func Names(ms []Migration) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
+	}
+	return out
+}
+
+// Status reports a database's applied and pending migrations without
+// changing anything (see Inspect).
+func Status(ctx context.Context, db *sql.DB, d Dialect) (*storage.SchemaStatus, error) {
+	applied, pending, err := Inspect(ctx, db, d)
+	if err != nil {
+		return nil, err
+	}
+	st := &storage.SchemaStatus{Pending: Names(pending)}
+	for _, a := range applied {
+		st.Applied = append(st.Applied, fmt.Sprintf("%04d_%s", a.Version, a.Name))
+	}
+	return st, nil
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -92,34 +93,25 @@ func (c *Config) CORSOrigins() []string {
 
 // Storage selects and configures the backend.
 type Storage struct {
-	// Backend is "sqlite" (more to come).
+	// Backend names the storage driver (internal/server/drivers.go).
 	Backend string `toml:"backend"`
-	// DataDir holds the SQLite database file.
+	// DataDir holds the files of embedded backends.
 	DataDir string `toml:"data_dir"`
-	// Memory keeps SQLite data in a temporary file removed at exit.
+	// Memory keeps no data after exit.
 	Memory bool `toml:"memory"`
-	// SQLite tunes the embedded backend.
-	SQLite SQLite `toml:"sqlite"`
-	// Postgres configures the PostgreSQL backend.
-	Postgres Postgres `toml:"postgres"`
+	// Sections are the backends' own sections, [storage.<name>], each of
+	// the type its driver declares (storage.Driver.NewConfig), decoded
+	// strictly by Load.
+	Sections map[string]any `toml:"-"`
 }
 
-// SQLite tunes the embedded backend.
-type SQLite struct {
-	// ItemCacheMB bounds the in-memory item cache (0 disables it).
-	ItemCacheMB int `toml:"item_cache_mb"`
-	// WALLimitMB is the write-ahead log size at which the writer
-	// checkpoints and empties it (at least 1).
-	WALLimitMB int `toml:"wal_limit_mb"`
-}
+// Section returns a backend's section, nil when it has none.
+func (s *Storage) Section(name string) any { return s.Sections[name] }
 
-// Postgres configures the PostgreSQL backend.
-type Postgres struct {
-	// DSN is a postgres:// URL or a libpq connection string.
-	DSN string `toml:"dsn"`
-	// MaxConns bounds the connection pool (0: the driver's default).
-	MaxConns int `toml:"max_conns"`
-}
+// SectionTypes declares the backends' sections: name -> a function
+// returning the section with its defaults (a pointer to a struct with toml
+// tags). The server's driver table provides it.
+type SectionTypes map[string]func() any
 
 // Log configures logging.
 type Log struct {
@@ -152,7 +144,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func Default() Config {
 	return Config{
 		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32, WALLimitMB: 32}},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data"},
 		Log:     Log{Level: "info", Format: "text", SlowRequestThreshold: Duration{time.Second}},
 	}
 }
@@ -162,15 +154,17 @@ const EnvPrefix = "EXTENDDB__"
 
 // Load builds the configuration from defaults, the file at path (skipped
 // when path is empty) and the environment (environ as os.Environ gives it).
-func Load(path string, environ []string) (Config, error) {
+// sections declares the backends' sections; a [storage.<name>] section of
+// a backend not declared is an unknown key.
+func Load(path string, environ []string, sections SectionTypes) (Config, error) {
 	c := Default()
+	c.Storage.Sections = map[string]any{}
+	for name, mk := range sections {
+		c.Storage.Sections[name] = mk()
+	}
 	if path != "" {
-		md, err := toml.DecodeFile(path, &c)
-		if err != nil {
-			return c, fmt.Errorf("config %s: %w", path, err)
-		}
-		if und := md.Undecoded(); len(und) > 0 {
-			return c, fmt.Errorf("config %s: unknown key %q", path, und[0].String())
+		if err := c.decodeFile(path); err != nil {
+			return c, err
 		}
 	}
 	if err := applyEnv(&c, environ); err != nil {
@@ -179,8 +173,52 @@ func Load(path string, environ []string) (Config, error) {
 	return c, c.Validate()
 }
 
+// decodeFile decodes the TOML file: the sections of this package's types,
+// then each backend's section into its driver's type. Every key must be
+// decoded by one of them.
+func (c *Config) decodeFile(path string) error {
+	md, err := toml.DecodeFile(path, c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	var raw struct {
+		Storage map[string]toml.Primitive `toml:"storage"`
+	}
+	md2, err := toml.DecodeFile(path, &raw)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	for name, sec := range c.Storage.Sections {
+		if p, ok := raw.Storage[name]; ok {
+			if err := md2.PrimitiveDecode(p, sec); err != nil {
+				return fmt.Errorf("config %s: storage.%s: %w", path, name, err)
+			}
+		}
+	}
+	for _, k := range md.Undecoded() {
+		if len(k) >= 2 && k[0] == "storage" && c.Storage.Sections[k[1]] != nil {
+			continue // a backend's section: checked below
+		}
+		return fmt.Errorf("config %s: unknown key %q", path, k.String())
+	}
+	for _, k := range md2.Undecoded() {
+		if len(k) >= 3 && k[0] == "storage" && c.Storage.Sections[k[1]] != nil {
+			return fmt.Errorf("config %s: unknown key %q", path, k.String())
+		}
+	}
+	return nil
+}
+
 // LoadDefault loads from path and the process environment.
-func LoadDefault(path string) (Config, error) { return Load(path, os.Environ()) }
+func LoadDefault(path string, sections SectionTypes) (Config, error) {
+	return Load(path, os.Environ(), sections)
+}
+
+// Set sets one key ("storage.postgres.dsn", "server.listen") from its text,
+// as an environment override would; command-line flags use it.
+func (c *Config) Set(key, val string) error {
+	return c.setPath(strings.Split(key, "."), val, key)
+}
 
 // Validate checks values; errors name the key.
 func (c *Config) Validate() error {
@@ -221,23 +259,21 @@ func (c *Config) Validate() error {
 		}
 		seen[k.AccessKeyID] = true
 	}
-	switch c.Storage.Backend {
-	case "sqlite":
-		if c.Storage.SQLite.ItemCacheMB < 0 {
-			return fmt.Errorf("config: storage.sqlite.item_cache_mb must not be negative")
+	if len(c.Storage.Sections) > 0 {
+		sec, ok := c.Storage.Sections[c.Storage.Backend]
+		if !ok {
+			names := make([]string, 0, len(c.Storage.Sections))
+			for n := range c.Storage.Sections {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("config: storage.backend %q is not supported (supported: %s)", c.Storage.Backend, strings.Join(names, ", "))
 		}
-		if c.Storage.SQLite.WALLimitMB < 1 {
-			return fmt.Errorf("config: storage.sqlite.wal_limit_mb must be at least 1")
+		if v, ok := sec.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("config: storage.%s.%w", c.Storage.Backend, err)
+			}
 		}
-	case "postgres":
-		if c.Storage.Postgres.DSN == "" {
-			return errors.New("config: storage.postgres.dsn is required when storage.backend is \"postgres\"")
-		}
-		if c.Storage.Postgres.MaxConns < 0 {
-			return errors.New("config: storage.postgres.max_conns must not be negative")
-		}
-	default:
-		return fmt.Errorf("config: storage.backend %q is not supported (supported: sqlite, postgres)", c.Storage.Backend)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -264,11 +300,25 @@ func applyEnv(c *Config, environ []string) error {
 		}
 		name, val := kv[:eq], kv[eq+1:]
 		path := strings.Split(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "__")
-		if err := setPath(reflect.ValueOf(c).Elem(), path, val, strings.Join(path, ".")); err != nil {
+		if err := c.setPath(path, val, strings.Join(path, ".")); err != nil {
 			return fmt.Errorf("environment %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// setPath sets a key of this package's sections or of a backend's section.
+func (c *Config) setPath(path []string, val, full string) error {
+	if len(path) >= 3 && path[0] == "storage" {
+		if sec, ok := c.Storage.Sections[path[1]]; ok {
+			v := reflect.ValueOf(sec)
+			if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+				return fmt.Errorf("unknown key %q", full)
+			}
+			return setPath(v.Elem(), path[2:], val, full)
+		}
+	}
+	return setPath(reflect.ValueOf(c).Elem(), path, val, full)
 }
 
 var textUnmarshaler = reflect.TypeOf((*interface{ UnmarshalText([]byte) error })(nil)).Elem()

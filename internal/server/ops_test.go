@@ -15,6 +15,7 @@ import (
 
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/storage/postgres"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -52,7 +53,8 @@ func TestStartupLogIsTruthful(t *testing.T) {
 	if !strings.Contains(line, "path="+cfg.Storage.DataDir+"/extenddb.sqlite") || strings.Contains(line, "memory=") {
 		t.Errorf("file: %q", line)
 	}
-	a := fmt.Sprint(storageAttrs(config.Config{Storage: config.Storage{Backend: "postgres", Postgres: config.Postgres{DSN: "postgres://u:pw@h/x"}}}))
+	a := fmt.Sprint(storageAttrs(config.Config{Storage: config.Storage{Backend: "postgres",
+		Sections: map[string]any{"postgres": &postgres.Config{DSN: "postgres://u:pw@h/x"}}}}))
 	if !strings.Contains(a, "postgres://u:xxxxx@h/x") || strings.Contains(a, ":pw@") || strings.Contains(a, "data_dir") {
 		t.Errorf("postgres: %s", a)
 	}
