@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"internal/storage/storagetest": {"internal/attr", "internal/storage"},
 	"internal/storage/sqlite":      {"internal/storage", "migrations"},
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
-	"migrations":                   {"internal/storage"},
+	"migrations":                   {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.

@@ -75,7 +75,11 @@ func Driver() storage.Driver {
 				return nil, err
 			}
 			defer db.Close()
-			return migrations.Status(ctx, db, migrations.Postgres)
+			applied, pending, err := migrations.Status(ctx, db, migrations.Postgres)
+			if err != nil {
+				return nil, err
+			}
+			return &storage.SchemaStatus{Applied: applied, Pending: pending}, nil
 		},
 		Describe: func(env storage.DriverEnv) []any {
 			return []any{"backend", "postgres", "dsn", RedactDSN(configOf(env).DSN)}

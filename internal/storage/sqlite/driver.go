@@ -157,5 +157,9 @@ func statusDriver(ctx context.Context, env storage.DriverEnv) (*storage.SchemaSt
 	if err := db.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: storage backend unreachable: %w", err)
 	}
-	return migrations.Status(ctx, db, migrations.SQLite)
+	applied, pending, err := migrations.Status(ctx, db, migrations.SQLite)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.SchemaStatus{Applied: applied, Pending: pending}, nil
 }

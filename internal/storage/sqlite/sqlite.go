@@ -263,7 +263,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		_, err = migrations.Apply(ctx, b.wdb, migrations.SQLite)
 	}
 	if err != nil {
-		return err
+		return mapErr(err, "sqlite: schema")
 	}
 	conn, err := b.wdb.Conn(ctx)
 	if err != nil {
@@ -396,6 +396,17 @@ func (b *Backend) publish() {
 	b.tables.Store(&m)
 }
 
+// migrationKind is the storage kind of a migration error.
+func migrationKind(e *migrations.Error) storage.Kind {
+	switch {
+	case e.Schema:
+		return storage.KindSchema
+	case e.Internal:
+		return storage.KindInternal
+	}
+	return storage.KindUnavailable
+}
+
 // mapErr translates an error at the backend's edge: storage errors pass,
 // context errors and lock/IO conditions are KindUnavailable, everything
 // else KindInternal with the cause.
@@ -406,6 +417,10 @@ func mapErr(err error, msg string) error {
 	var se *storage.Error
 	if errors.As(err, &se) {
 		return se
+	}
+	var me *migrations.Error
+	if errors.As(err, &me) {
+		return storage.Wrap(migrationKind(me), err, "")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) {
 		return storage.Wrap(storage.KindUnavailable, err, msg)
