@@ -22,7 +22,7 @@ const mod = "github.com/extenddb/extenddb/"
 var allowed = map[string][]string{
 	"cmd/extenddb":       {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
 	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
-	"internal/api":       {"internal/attr", "internal/engine", "internal/storage"},
+	"internal/api":       {"internal/attr", "internal/engine"},
 	"internal/engine":    {"internal/attr", "internal/expr", "internal/storage"},
 	"internal/expr":      {"internal/attr"},
 	"internal/attr":      {},
@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 // real storage under engine and api tests (PostgreSQL for the engine's
 // multi-server tests: several servers on one database).
 var testSupport = []string{
-	"internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
+	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
 	"internal/config", "internal/server",
 }
