@@ -198,8 +198,7 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 // the cached table incarnation was deleted meanwhile.
 func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
 	res, err := e.backend.WriteItem(ctx, p)
-	if err != nil && storage.IsKind(err, storage.KindTableNotFound) {
-		e.tables.drop(t.ref.Account, t.ref.Name)
+	if e.missing(err, t.ref.Account, t.ref.Name) {
 		return nil, notFound(t.ref.Name)
 	}
 	return res, err
@@ -260,8 +259,7 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 	}
 	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			e.tables.drop(account, name)
+		if e.missing(err, account, name) {
 			return nil, notFound(name)
 		}
 		return nil, err

@@ -197,6 +197,20 @@ func notFound(name string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found")
 }
 
+// missing reports whether err is the backend's "table not found" (the
+// table, or the incarnation a cached description named, is gone); when it
+// is, the cached descriptions of names are forgotten. Every place that
+// meets a missing table answers through it.
+func (e *Engine) missing(err error, account string, names ...string) bool {
+	if !storage.IsKind(err, storage.KindTableNotFound) {
+		return false
+	}
+	for _, n := range names {
+		e.tables.drop(account, n)
+	}
+	return true
+}
+
 // tableNotFound is the table operations' ResourceNotFoundException.
 func tableNotFound(name string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found: Table: %s not found", name)
@@ -222,7 +236,7 @@ func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, e
 	}
 	res, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, notFound(name)
 		}
 		return nil, err
@@ -653,7 +667,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err

@@ -345,7 +345,7 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		}
 	}
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err
