@@ -218,12 +218,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, id, http.StatusBadRequest, errorBody{Type: prefixService + ae.code, Message: ae.msg})
 		return
 	}
+	noteRequest(r.Context(), account, buf.Bytes()) // request log (requestlog.go)
 	ctx := context.WithValue(r.Context(), hostKey{}, r.Host)
 	out, err := s.call(ctx, handler, account, buf.Bytes())
 	if err != nil {
 		st, body, internal := mapError(err)
 		if internal {
 			s.log.Error("internal error", "request_id", id, "operation", opName, "err", err)
+		} else if st == http.StatusServiceUnavailable {
+			s.log.Warn("storage unavailable", "request_id", id, "operation", opName, "err", err)
 		}
 		s.metrics.observe(opName, strings.TrimPrefix(body.Type[strings.IndexByte(body.Type, '#')+1:], ""), start)
 		s.writeError(w, id, st, body)

@@ -20,15 +20,16 @@ const mod = "github.com/extenddb/extenddb/"
 // import. Keep it in step with the dependency picture in
 // docs/architecture.md.
 var allowed = map[string][]string{
-	"cmd/extenddb":      {"internal/bench", "internal/config", "internal/server"},
-	"internal/server":   {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/storage", "internal/storage/memory", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
-	"internal/api":      {"internal/attr", "internal/engine", "internal/storage"},
-	"internal/engine":   {"internal/attr", "internal/expr", "internal/storage"},
-	"internal/expr":     {"internal/attr"},
-	"internal/attr":     {},
-	"internal/bench":    {},
-	"internal/config":   {"internal/store"},
-	"internal/archtest": {},
+	"cmd/extenddb":       {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
+	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/memory", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/api":       {"internal/attr", "internal/engine"},
+	"internal/engine":    {"internal/attr", "internal/expr", "internal/storage"},
+	"internal/expr":      {"internal/attr"},
+	"internal/attr":      {},
+	"internal/bench":     {},
+	"internal/buildinfo": {},
+	"internal/config":    {"internal/store"},
+	"internal/archtest":  {},
 	// The contract and its conformance suite; backends import only them
 	// (and their migrations), never another backend or the engine.
 	"internal/storage":             {},
@@ -36,7 +37,7 @@ var allowed = map[string][]string{
 	"internal/storage/sqlite":      {"internal/storage", "migrations"},
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
 	"internal/storage/memory":      {"internal/storage"},
-	"migrations":                   {"internal/storage"},
+	"migrations":                   {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
@@ -51,10 +52,11 @@ var allowed = map[string][]string{
 }
 
 // testSupport are packages any test may import besides its package's own
-// allow-list: conformance suites, test stores, and the embedded backend as
-// the real storage under engine and api tests.
+// allow-list: conformance suites, test stores, and the backends as the
+// real storage under engine and api tests (PostgreSQL for the engine's
+// multi-server tests: several servers on one database).
 var testSupport = []string{
-	"internal/storage/storagetest", "internal/storage/sqlite", "internal/store/storetest",
+	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
 	"internal/config", "internal/server",
 }

@@ -73,14 +73,29 @@ func writeOptions(returnValues string, oldOnly bool, rcc, rim, onCCF string) (bo
 
 // capacity returns the ConsumedCapacity to report, or nil.
 func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
-	if mode == "" || mode == "NONE" {
-		return nil
+	return consumed{table: units}.report(mode, table, splitNone)
+}
+
+// writeCapacity reports a single-item write: on the table, the units of
+// the larger of the item before and after the write (newSize; 0 for a
+// delete), plus what the write cost its secondary indexes.
+func writeCapacity(mode string, t *table, newSize int, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
+	if !wantsCapacity(mode) {
+		return nil, nil
 	}
-	c := &ConsumedCapacity{TableName: table, CapacityUnits: units}
-	if mode == "INDEXES" {
-		c.Table = &Capacity{CapacityUnits: units}
+	c := consumed{table: writeUnits(max(newSize, oldSize(res)))}
+	if err := c.addWrite(t, res, 1); err != nil {
+		return nil, err
 	}
-	return c
+	return c.report(mode, t.name(), splitNone), nil
+}
+
+// oldSize is the item size of a write's old item, 0 when absent.
+func oldSize(res *storage.WriteItemResult) int {
+	if res == nil || res.Old == nil {
+		return 0
+	}
+	return int(statsSize(res.Old))
 }
 
 func writeUnits(size int) float64 {
@@ -114,8 +129,8 @@ func decodeStored(b []byte) (attr.Item, error) {
 	return it, nil
 }
 
-// PutItem writes an item.
-func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
+// putItem writes an item.
+func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -149,7 +164,9 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 		return nil, err
 	}
 	needOld := cond != nil || t.hasIndexes() || in.ReturnValues == "ALL_OLD"
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !needOld, Fn: func(oldRaw []byte) (storage.Change, error) {
+	// Capacity is charged on the larger of the old and new item.
+	readOld := needOld || wantsCapacity(in.ReturnConsumedCapacity)
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {
 			var err error
@@ -165,7 +182,10 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 	if err != nil {
 		return nil, err
 	}
-	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)}
+	out := &ItemOutput{}
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, size, res); err != nil {
+		return nil, err
+	}
 	if in.ReturnValues == "ALL_OLD" && res.Old != nil {
 		if out.Attributes, err = decodeStored(res.Old); err != nil {
 			return nil, err
@@ -178,8 +198,7 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 // the cached table incarnation was deleted meanwhile.
 func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
 	res, err := e.backend.WriteItem(ctx, p)
-	if err != nil && storage.IsKind(err, storage.KindTableNotFound) {
-		e.tables.drop(t.ref.Account, t.ref.Name)
+	if e.missing(err, t.ref.Account, t.ref.Name) {
 		return nil, notFound(t.ref.Name)
 	}
 	return res, err
@@ -240,8 +259,7 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 	}
 	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			e.tables.drop(account, name)
+		if e.missing(err, account, name) {
 			return nil, notFound(name)
 		}
 		return nil, err
@@ -322,8 +340,8 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 	return p, nil
 }
 
-// DeleteItem deletes an item.
-func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
+// deleteItem deletes an item.
+func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -364,23 +382,38 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 		return nil, err
 	}
 	out := &ItemOutput{}
-	size := 0
-	if res.Old != nil {
-		old, err := decodeStored(res.Old)
-		if err != nil {
+	if res.Old != nil && in.ReturnValues == "ALL_OLD" {
+		if out.Attributes, err = decodeStored(res.Old); err != nil {
 			return nil, err
 		}
-		size = attr.ItemSize(old)
-		if in.ReturnValues == "ALL_OLD" {
-			out.Attributes = old
-		}
 	}
-	out.ConsumedCapacity = capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, 0, res); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
-// UpdateItem updates (or creates) an item.
-func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
+// removesOnly reports whether an update has actions and all of them remove
+// attributes or set elements (REMOVE, DELETE): such an update of a missing
+// item creates nothing.
+func removesOnly(upd *expr.Update) bool {
+	if upd == nil {
+		return false
+	}
+	acts := upd.Actions()
+	if len(acts) == 0 {
+		return false
+	}
+	for _, a := range acts {
+		if a.Kind != expr.ActionRemove && a.Kind != expr.ActionDelete {
+			return false
+		}
+	}
+	return true
+}
+
+// updateItem updates (or creates) an item.
+func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -458,6 +491,7 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 		if cond != nil && !cond.Eval(old) {
 			return storage.Change{}, ccfError(old, returnOldOnCCF)
 		}
+		newItem = nil
 		base := old
 		if base == nil {
 			base = keyItem.Clone()
@@ -467,6 +501,11 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 			if n, err = upd.Apply(base); err != nil {
 				return storage.Change{}, err
 			}
+		}
+		if old == nil && removesOnly(upd) {
+			// DynamoDB creates no item for an update that only removes
+			// (its paths are still checked, as on an empty item).
+			return storage.Change{Op: storage.Keep}, nil
 		}
 		if attr.ItemSize(n) > attr.MaxItemSize {
 			return storage.Change{}, errUpdateItemTooLarge
@@ -478,7 +517,10 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	if err != nil {
 		return nil, err
 	}
-	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(attr.ItemSize(newItem)), true)}
+	out := &ItemOutput{}
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, attr.ItemSize(newItem), res); err != nil {
+		return nil, err
+	}
 	switch in.ReturnValues {
 	case "ALL_OLD":
 		if res.Old != nil {

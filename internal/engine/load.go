@@ -16,7 +16,10 @@ import (
 //
 // The Change puts the item and its entries and deletes none: a restore
 // writes into a new table, and re-applying the same item after a crash
-// writes the same entries again.
+// writes the same entries again. The writes are computed from st's
+// description, so they must be fenced on it: write with st.Ref() and,
+// on KindTableVersion, read the table again and make a new loader (ADR
+// 0007).
 func (e *Engine) ItemLoader(st *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error) {
 	t, err := parseTable(st)
 	if err != nil {

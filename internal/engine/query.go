@@ -213,6 +213,8 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	out := &QueryOutput{}
 	items := []RawJSON{}
 	scannedBytes := 0
+	entryBytes, fetchedBytes := 0, 0 // index entries read; table items fetched for an LSI
+	fetched := false
 	after := s.after
 	var last attr.Item
 	stopped := false
@@ -231,8 +233,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 		}
 		rows, more, err := fetch(ctx, after, want)
 		if err != nil {
-			if storage.IsKind(err, storage.KindTableNotFound) {
-				e.tables.drop(s.t.ref.Account, s.t.ref.Name)
+			if e.missing(err, s.t.ref.Account, s.t.ref.Name) {
 				return nil, notFound(s.t.ref.Name)
 			}
 			return nil, err
@@ -252,6 +253,8 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 					return nil, err
 				}
 				if s.fetchBase {
+					entryBytes += attr.ItemSize(it)
+					fetched = true
 					res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
 					if err != nil {
 						return nil, err
@@ -264,6 +267,12 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 					}
 				}
 				size = attr.ItemSize(it)
+			}
+			if fetched {
+				fetchedBytes += size
+				fetched = false
+			} else {
+				entryBytes += size
 			}
 			out.ScannedCount++
 			scannedBytes += size
@@ -299,8 +308,20 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	if !s.count {
 		out.Items = &items
 	}
-	units := readUnits(scannedBytes, s.consistent)
-	out.ConsumedCapacity = capacity(s.rcc, s.t.name(), units, false)
+	if wantsCapacity(s.rcc) {
+		var c consumed
+		if s.ix == nil {
+			c.table = readUnits(scannedBytes, s.consistent)
+		} else {
+			// An index read costs the index; fetching attributes an LSI
+			// does not project costs the table.
+			c.addIndex(s.ix, readUnits(entryBytes, s.consistent))
+			if fetchedBytes > 0 {
+				c.table = readUnits(fetchedBytes, s.consistent)
+			}
+		}
+		out.ConsumedCapacity = c.report(s.rcc, s.t.name(), splitNone)
+	}
 	return out, nil
 }
 

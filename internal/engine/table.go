@@ -97,7 +97,7 @@ func (t *table) isKeyAttr(name string) bool {
 }
 
 func parseTable(st *storage.Table) (*table, error) {
-	t := &table{ref: storage.TableRef{Account: st.Account, Name: st.Name, ID: st.ID}, version: st.Version, loaded: time.Now()}
+	t := &table{ref: st.Ref(), version: st.Version, loaded: time.Now()}
 	if err := json.Unmarshal(st.Desc, &t.stored); err != nil {
 		return nil, fmt.Errorf("table %s: corrupt description: %w", st.Name, err)
 	}
@@ -175,9 +175,14 @@ func (c *tableCache) get(account, name string) *table {
 	return t
 }
 
+// put caches t unless a newer description of the same incarnation is
+// cached already (a slow reader must not bring back an old version).
 func (c *tableCache) put(t *table) {
+	k := cacheKey(t.ref.Account, t.ref.Name)
 	c.mu.Lock()
-	c.m[cacheKey(t.ref.Account, t.ref.Name)] = t
+	if old := c.m[k]; old == nil || old.ref.ID != t.ref.ID || old.version <= t.version {
+		c.m[k] = t
+	}
 	c.mu.Unlock()
 }
 
@@ -190,6 +195,20 @@ func (c *tableCache) drop(account, name string) {
 // notFound is the item operations' ResourceNotFoundException.
 func notFound(name string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found")
+}
+
+// missing reports whether err is the backend's "table not found" (the
+// table, or the incarnation a cached description named, is gone); when it
+// is, the cached descriptions of names are forgotten. Every place that
+// meets a missing table answers through it.
+func (e *Engine) missing(err error, account string, names ...string) bool {
+	if !storage.IsKind(err, storage.KindTableNotFound) {
+		return false
+	}
+	for _, n := range names {
+		e.tables.drop(account, n)
+	}
+	return true
 }
 
 // tableNotFound is the table operations' ResourceNotFoundException.
@@ -206,14 +225,18 @@ func (e *Engine) loadTableForTableOp(ctx context.Context, account, name string) 
 	return t, err
 }
 
-// loadTable returns the parsed table, from the cache when fresh.
+// loadTable returns the parsed table, from the cache when fresh (and
+// always from the backend when ctx comes from a write being recomputed
+// after a version refusal, see fenced).
 func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, error) {
-	if t := e.tables.get(account, name); t != nil {
-		return t, nil
+	if ctx.Value(reloadTables{}) == nil {
+		if t := e.tables.get(account, name); t != nil {
+			return t, nil
+		}
 	}
 	res, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, notFound(name)
 		}
 		return nil, err
@@ -628,7 +651,7 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 	if err != nil {
 		return nil, err
 	}
-	return &DescribeTableOutput{Table: t.describe()}, nil
+	return &DescribeTableOutput{Table: withStats(t.describe(), e.tableStats(ctx, t))}, nil
 }
 
 // DeleteTable deletes a table and its items.
@@ -644,7 +667,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err
@@ -653,9 +676,14 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err != nil {
 		return nil, err
 	}
-	d := dt.describe()
-	d.TableStatus = "DELETING"
-	return &DeleteTableOutput{TableDescription: d}, nil
+	d := withStats(dt.describe(), e.peekStats(dt.ref.ID))
+	e.forgetStats(dt.ref.ID)
+	return &DeleteTableOutput{TableDescription: &DeletedTableDescription{
+		TableName: d.TableName, TableId: d.TableId, TableArn: d.TableArn, TableStatus: "DELETING",
+		ProvisionedThroughput: d.ProvisionedThroughput, BillingModeSummary: d.BillingModeSummary,
+		TableSizeBytes: d.TableSizeBytes, ItemCount: d.ItemCount,
+		DeletionProtectionEnabled: d.DeletionProtectionEnabled,
+	}}, nil
 }
 
 // ListTables lists table names.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -212,7 +213,7 @@ func (e *Engine) TransactWriteItems(ctx context.Context, account string, in *Tra
 			return out, nil
 		}
 	}
-	out, err := e.transactWrite(ctx, account, in)
+	out, err := fenced(ctx, func(ctx context.Context) (*TransactWriteItemsOutput, error) { return e.transactWrite(ctx, account, in) })
 	if tokenKey != "" {
 		e.idem.finish(tokenKey, out, err == nil)
 	}
@@ -348,6 +349,9 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				if err != nil {
 					return storage.Change{}, err
 				}
+				if old == nil && removesOnly(op.upd) {
+					return storage.Change{Op: storage.Keep}, nil
+				}
 				if attr.ItemSize(n) > attr.MaxItemSize {
 					return storage.Change{}, errItemTooLarge
 				}
@@ -355,15 +359,20 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 			}
 		}}
 	}
-	_, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
 	if err != nil {
+		names := make([]string, len(ops))
+		for i, op := range ops {
+			names[i] = op.t.ref.Name
+		}
+		if e.missing(err, account, names...) {
+			return nil, notFound("")
+		}
 		var se *storage.Error
-		if asStorage(err, &se) {
+		if errors.As(err, &se) {
 			switch se.Kind {
 			case storage.KindTransactionCanceled:
 				return nil, cancellation(se.Reasons)
-			case storage.KindTableNotFound:
-				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
 			case storage.KindTransactionConflict:
 				return nil, newErr(CodeTransactionConflict, "Transaction is ongoing for the item")
 			}
@@ -372,23 +381,34 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	}
 	out := &TransactWriteItemsOutput{}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		units := map[string]float64{}
-		for _, op := range ops {
-			units[op.t.ref.Name] += 2 * writeUnits(attr.ItemSize(op.item))
+		// A transactional write costs twice a plain one, on the table and
+		// on each index it changes.
+		units := map[string]*consumed{}
+		for i, op := range ops {
+			c := units[op.t.ref.Name]
+			if c == nil {
+				c = &consumed{}
+				units[op.t.ref.Name] = c
+			}
+			size := attr.ItemSize(op.item)
+			if i < len(res.Results) && op.kind != "check" {
+				// the larger of the item before and after the write
+				r := &res.Results[i]
+				if r.Change.Op == storage.Put {
+					size = max(size, int(statsSize(r.Change.Item)))
+				}
+				size = max(size, oldSize(r))
+				if err := c.addWrite(op.t, r, 2); err != nil {
+					return nil, err
+				}
+			}
+			c.table += 2 * writeUnits(size)
 		}
 		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], true))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *units[n].report(in.ReturnConsumedCapacity, n, splitWrite))
 		}
 	}
 	return out, nil
-}
-
-func asStorage(err error, se **storage.Error) bool {
-	x, ok := err.(*storage.Error)
-	if ok {
-		*se = x
-	}
-	return ok
 }
 
 // cancellation builds TransactionCanceledException from per-op errors.
@@ -472,8 +492,8 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	}
 	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		if e.missing(err, account, tables...) {
+			return nil, notFound("")
 		}
 		return nil, err
 	}
@@ -495,7 +515,7 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
 		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *consumed{table: units[n]}.report(in.ReturnConsumedCapacity, n, splitRead))
 		}
 	}
 	return out, nil

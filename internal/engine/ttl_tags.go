@@ -61,38 +61,56 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 	}
 	enable := *spec.Enabled
 	attrName := *spec.AttributeName
-	res, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
-		var st storedTable
-		if err := json.Unmarshal(old.Desc, &st); err != nil {
-			return nil, err
-		}
+	var createVersion int64
+	var res *storage.UpdateTableResult
+	for attempt := 1; ; attempt++ {
 		if enable {
-			if st.TTL != nil {
-				return nil, validationf("TimeToLive is already enabled")
+			if createVersion, err = e.clearIndex(ctx, account, name, ttlIndexName, func(t *table) bool { return t.ttl != nil }); err != nil {
+				return nil, err
 			}
-			st.TTL = &ttlSetting{AttributeName: attrName, Status: "ENABLING"}
-		} else {
-			if st.TTL == nil {
-				return nil, validationf("TimeToLive is already disabled")
-			}
-			if st.TTL.AttributeName != attrName {
-				return nil, validationf("TimeToLive attribute name does not match the enabled attribute: %s", st.TTL.AttributeName)
-			}
-			st.TTL = nil
 		}
-		return json.Marshal(&st)
-	}})
+		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+			if createVersion != 0 && old.Version != createVersion {
+				return nil, errDescriptionMoved
+			}
+			var st storedTable
+			if err := json.Unmarshal(old.Desc, &st); err != nil {
+				return nil, err
+			}
+			if enable {
+				if st.TTL != nil {
+					return nil, validationf("TimeToLive is already enabled")
+				}
+				st.TTL = &ttlSetting{AttributeName: attrName, Status: "ENABLING"}
+			} else {
+				if st.TTL == nil {
+					return nil, validationf("TimeToLive is already disabled")
+				}
+				if st.TTL.AttributeName != attrName {
+					return nil, validationf("TimeToLive attribute name does not match the enabled attribute: %s", st.TTL.AttributeName)
+				}
+				st.TTL = nil
+			}
+			return json.Marshal(&st)
+		}})
+		if err != errDescriptionMoved {
+			break
+		}
+		if attempt >= maxVersionAttempts {
+			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while TTL was being enabled", name)
+		}
+	}
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	ref := storage.TableRef{Account: account, Name: name, ID: res.Table.ID}
+	ref := res.Table.Ref()
 	if enable {
 		e.startBackfill(ref, ttlIndexName)
-	} else if _, err := e.backend.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: ttlIndexName}); err != nil {
+	} else if err := e.dropIndexEntries(ctx, ref, ttlIndexName); err != nil {
 		e.log.Error("dropping TTL index", "table", name, "err", err)
 	}
 	return &UpdateTimeToLiveOutput{TimeToLiveSpecification: spec}, nil
@@ -135,6 +153,10 @@ type ListTagsOfResourceOutput struct {
 
 type Empty struct{}
 
+// AppendJSON writes nothing: DynamoDB answers TagResource and UntagResource
+// with an empty body (HTTP 200, Content-Length 0), which every SDK accepts.
+func (Empty) AppendJSON(b []byte) ([]byte, error) { return b, nil }
+
 var tableArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})$`)
 
 // tableFromArn resolves a table ARN of this account and region.
@@ -174,7 +196,7 @@ func (e *Engine) updateTags(ctx context.Context, account string, arn *string, fn
 		st.Tags = tags
 		return json.Marshal(&st)
 	}})
-	if storage.IsKind(err, storage.KindTableNotFound) {
+	if e.missing(err, account, name) {
 		return newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *arn)
 	}
 	if err == nil {

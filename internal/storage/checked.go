@@ -61,8 +61,9 @@ var (
 	kindsCatalogCreate = []Kind{KindTableExists}
 	kindsTable         = []Kind{KindTableNotFound}
 	kindsNone          = []Kind{}
-	kindsWrite         = []Kind{KindTableNotFound, KindTransactionConflict, KindUnsupported}
-	kindsTransact      = []Kind{KindTableNotFound, KindTransactionConflict, KindTransactionCanceled, KindUnsupported}
+	kindsWrite         = []Kind{KindTableNotFound, KindTableVersion, KindTransactionConflict, KindUnsupported}
+	kindsTransact      = []Kind{KindTableNotFound, KindTableVersion, KindTransactionConflict, KindTransactionCanceled, KindUnsupported}
+	kindsDropIndex     = []Kind{KindTableNotFound, KindTableVersion}
 	kindsSchema        = []Kind{KindSchema}
 )
 
@@ -405,7 +406,7 @@ func (c *checked) Scan(ctx context.Context, p ScanParams) (*ScanResult, error) {
 
 func (c *checked) DropIndex(ctx context.Context, p DropIndexParams) (*DropIndexResult, error) {
 	r, err := c.b.DropIndex(ctx, p)
-	return r, c.checkErr("DropIndex", err, kindsTable, nil)
+	return r, c.checkErr("DropIndex", err, kindsDropIndex, nil)
 }
 
 func (c *checked) Ping(ctx context.Context) error {

@@ -16,7 +16,7 @@ func benchBackend(b *testing.B) (*Backend, storage.TableRef) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return be, storage.TableRef{Account: "bench", Name: "t", ID: cr.Table.ID}
+	return be, cr.Table.Ref()
 }
 
 func BenchmarkWriteItem(b *testing.B) {

@@ -284,8 +284,9 @@ func (b *Backend) ListTables(ctx context.Context, p storage.ListTablesParams) (*
 	return &storage.ListTablesResult{Names: names}, nil
 }
 
-// UpdateTable implements storage.Backend: Fn runs under the catalog lock,
-// and the new description gets Version+1.
+// UpdateTable implements storage.Backend: Fn runs under the catalog lock
+// (released by a defer, so a panic that storage.Checked recovers leaves
+// the catalog usable), and the new description gets Version+1.
 func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) (*storage.UpdateTableResult, error) {
 	if b.closed.Load() {
 		return nil, errClosed
@@ -300,7 +301,7 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 		return nil, nameNotFound(p.Account, p.Name)
 	}
 	old := t.meta // only catalog changes replace meta, and we hold catMu
-	desc, err := callTableFn(p.Fn, metaCopy(old))
+	desc, err := p.Fn(metaCopy(old))
 	if err != nil {
 		return nil, err
 	}
@@ -311,17 +312,6 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 	t.meta = nm
 	t.mu.Unlock()
 	return &storage.UpdateTableResult{Table: metaCopy(nm)}, nil
-}
-
-// callTableFn runs an UpdateTable function, turning a panic into an error
-// so that the catalog lock is released.
-func callTableFn(fn func(*storage.Table) ([]byte, error), t *storage.Table) (desc []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "memory: table update function panicked: %v", r)
-		}
-	}()
-	return fn(t)
 }
 
 // DeleteTable implements storage.Backend.
@@ -345,7 +335,8 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 	return &storage.DeleteTableResult{Table: metaCopy(m)}, nil
 }
 
-// DropIndex implements storage.Backend.
+// DropIndex implements storage.Backend, fenced on the table's description
+// version like a write.
 func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
 	if b.closed.Load() {
 		return nil, errClosed
@@ -356,8 +347,8 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.dropped {
-		return nil, tableNotFound(p.Table)
+	if err := t.fence(p.Table); err != nil {
+		return nil, err
 	}
 	delete(t.indexes, p.Index)
 	return &storage.DropIndexResult{}, nil
@@ -371,28 +362,4 @@ func nz(b []byte) []byte {
 		return empty
 	}
 	return b
-}
-
-// tableStats are a table's counts as the backend keeps them.
-type tableStats struct {
-	Items, ItemBytes int64
-	// Indexes maps an index name to its entries and projected bytes.
-	Indexes map[string][2]int64
-}
-
-// stats returns a live table's counts (zero when the table is missing).
-// The apply function keeps them; the table statistics of the storage
-// contract, when it has them, read them here.
-func (b *Backend) stats(id int64) tableStats {
-	t := b.lookup(id)
-	if t == nil {
-		return tableStats{}
-	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	st := tableStats{Items: t.itemCount, ItemBytes: t.itemBytes, Indexes: map[string][2]int64{}}
-	for name, ix := range t.indexes {
-		st.Indexes[name] = [2]int64{ix.count, ix.bytes}
-	}
-	return st
 }

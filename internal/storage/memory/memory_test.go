@@ -52,7 +52,7 @@ func createT(t *testing.T, b *Backend, name string) storage.TableRef {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return storage.TableRef{Account: "a", Name: name, ID: cr.Table.ID}
+	return cr.Table.Ref()
 }
 
 // TestSnapshotScenarioCatchesLiveReads: the snapshot section fails against
@@ -133,8 +133,9 @@ func TestUpdateTableVersion(t *testing.T) {
 	if err != nil || g.Table.Version != 5 || string(g.Table.Desc) != "d++++" {
 		t.Fatalf("GetTable %+v %v", g.Table, err)
 	}
-	// A panicking function leaves the catalog usable.
-	_, err = b.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name,
+	// A panicking function (recovered by storage.Checked) leaves the
+	// catalog usable.
+	_, err = storage.Checked(b, nil).UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name,
 		Fn: func(*storage.Table) ([]byte, error) { panic("boom") }})
 	if !storage.IsKind(err, storage.KindInternal) {
 		t.Fatalf("panicking UpdateTable: %v", err)
@@ -144,12 +145,14 @@ func TestUpdateTableVersion(t *testing.T) {
 	}
 }
 
-// TestPanicReleasesLocks: a write function that panics answers an error
-// and leaves its key writable.
+// TestPanicReleasesLocks: a write function that panics (recovered by
+// storage.Checked, as the server runs every backend) answers an error and
+// leaves its key writable.
 func TestPanicReleasesLocks(t *testing.T) {
 	ctx := context.Background()
-	b := openT(t, Options{})
-	ref := createT(t, b, "p")
+	mb := openT(t, Options{})
+	ref := createT(t, mb, "p")
+	b := storage.Checked(mb, nil)
 	for _, tx := range []bool{false, true} {
 		var err error
 		boom := func([]byte) (storage.Change, error) { panic("boom") }
@@ -194,7 +197,7 @@ func TestSameKeyTwiceInATransaction(t *testing.T) {
 	if string(g.Item) != "one+two" {
 		t.Fatalf("item %q", g.Item)
 	}
-	if st := b.stats(ref.ID); st.Items != 1 || st.ItemBytes != int64(len("one+two")) {
+	if st := statsT(t, b, ref); st.ItemCount != 1 || st.SizeBytes != int64(len("one+two")) {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -413,7 +416,7 @@ func TestDeleteTableUnderWrites(t *testing.T) {
 	if err != nil || len(s.Rows) != 0 {
 		t.Fatalf("new incarnation: %d rows, %v", len(s.Rows), err)
 	}
-	if st := b.stats(again.ID); st.Items != 0 || st.ItemBytes != 0 || len(st.Indexes) != 0 {
+	if st := statsT(t, b, again); st.ItemCount != 0 || st.SizeBytes != 0 || len(st.Indexes) != 0 {
 		t.Fatalf("new incarnation stats %+v", st)
 	}
 }
@@ -439,6 +442,24 @@ func TestNoLimit(t *testing.T) {
 	}
 }
 
+// statsT is TableStats from the counters the apply function keeps (no
+// Size function); it checks they agree with a full walk (Size = length).
+func statsT(t *testing.T, b *Backend, ref storage.TableRef) *storage.TableStatsResult {
+	t.Helper()
+	fast, err := b.TableStats(context.Background(), storage.TableStatsParams{Table: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walk, err := b.TableStats(context.Background(), storage.TableStatsParams{Table: ref, Size: func(item []byte) int64 { return int64(len(item)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(*fast) != fmt.Sprint(*walk) {
+		t.Fatalf("counted stats %+v, walked %+v", *fast, *walk)
+	}
+	return fast
+}
+
 // TestStats: item and index entry counts and bytes follow puts,
 // overwrites, deletes, entry moves and DropIndex.
 func TestStats(t *testing.T) {
@@ -460,8 +481,8 @@ func TestStats(t *testing.T) {
 	// Overwrite a: its g entry moves, its l entry is replaced in place.
 	w("a", storage.Change{Op: storage.Put, Item: []byte("12"), DeleteIndex: []storage.IndexKey{k("g", "x"), k("l", "a")},
 		PutIndex: []storage.IndexEntry{e("g", "y", "12"), e("l", "a", "12")}})
-	want := tableStats{Items: 2, ItemBytes: 3, Indexes: map[string][2]int64{"g": {2, 3}, "l": {1, 2}}}
-	if st := b.stats(ref.ID); fmt.Sprint(st) != fmt.Sprint(want) {
+	want := storage.TableStatsResult{ItemCount: 2, SizeBytes: 3, Indexes: map[string]storage.IndexStats{"g": {ItemCount: 2, SizeBytes: 3}, "l": {ItemCount: 1, SizeBytes: 2}}}
+	if st := statsT(t, b, ref); fmt.Sprint(*st) != fmt.Sprint(want) {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
 	w("b", storage.Change{Op: storage.Delete, DeleteIndex: []storage.IndexKey{k("g", "x")}})
@@ -469,8 +490,8 @@ func TestStats(t *testing.T) {
 	if _, err := b.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	want = tableStats{Items: 1, ItemBytes: 2, Indexes: map[string][2]int64{"g": {1, 2}}}
-	if st := b.stats(ref.ID); fmt.Sprint(st) != fmt.Sprint(want) {
+	want = storage.TableStatsResult{ItemCount: 1, SizeBytes: 2, Indexes: map[string]storage.IndexStats{"g": {ItemCount: 1, SizeBytes: 2}}}
+	if st := statsT(t, b, ref); fmt.Sprint(*st) != fmt.Sprint(want) {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
 }

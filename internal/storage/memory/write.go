@@ -105,6 +105,18 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 		defer b.lockStripes(st)()
 	}
 
+	// Fence every operation on its table's description version before
+	// running any write function (a single write does it with its read).
+	if len(ops) > 1 {
+		for i := range ops {
+			st[i].t.mu.RLock()
+			err := st[i].t.fence(ops[i].Table)
+			st[i].t.mu.RUnlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
 	var reasons []error
 	for i := range ops {
 		op, s := &ops[i], &st[i]
@@ -115,22 +127,21 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 				break
 			}
 		}
-		if !known && !op.Blind {
+		if len(ops) == 1 || (!known && !op.Blind) {
 			s.t.mu.RLock()
-			if s.t.dropped {
+			if err := s.t.fence(op.Table); err != nil {
 				s.t.mu.RUnlock()
-				return tableNotFound(op.Table)
+				return err
 			}
-			if e, ok := s.t.items.Get(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
-				s.old = e.item
+			if !known && !op.Blind {
+				if e, ok := s.t.items.Get(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
+					s.old = e.item
+				}
 			}
 			s.t.mu.RUnlock()
 		}
 		s.cur = s.old
-		ch, err := callFn(op.Fn, s.old)
-		if err == nil {
-			err = checkChange(ch)
-		}
+		ch, err := op.Fn(s.old)
 		if err != nil {
 			if !tx {
 				return err
@@ -169,8 +180,8 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 		t := st[0].t
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if t.dropped {
-			return tableNotFound(ops[0].Table)
+		if err := t.fence(ops[0].Table); err != nil {
+			return err
 		}
 		t.apply(&ops[0], &st[0])
 		return nil
@@ -191,12 +202,28 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 		}
 	}()
 	for i := range st {
-		if st[i].t.dropped {
-			return tableNotFound(ops[i].Table)
+		if err := st[i].t.fence(ops[i].Table); err != nil {
+			return err
 		}
 	}
 	for i := range ops {
 		st[i].t.apply(&ops[i], &st[i])
+	}
+	return nil
+}
+
+// fence answers KindTableNotFound when the table was deleted and
+// KindTableVersion when its description version is not the one the write
+// was computed from (caller holds t.mu). Checked again under the write
+// lock when the change is applied, it is atomic with the write: an
+// UpdateTable (which replaces meta under the same lock) is ordered
+// entirely before or after it.
+func (t *table) fence(ref storage.TableRef) error {
+	if t.dropped {
+		return tableNotFound(ref)
+	}
+	if v := t.meta.Version; v != ref.Version {
+		return storage.VersionChanged(ref, v)
 	}
 	return nil
 }
@@ -219,30 +246,6 @@ func (b *Backend) lockStripes(st []opState) func() {
 			b.stripes[i].mu.Unlock()
 		}
 	}
-}
-
-// callFn runs a write function; a panic becomes an error (the stripes are
-// released by the caller's defers either way).
-func callFn(fn storage.WriteFunc, old []byte) (ch storage.Change, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "memory: write function panicked: %v", r)
-		}
-	}()
-	return fn(old)
-}
-
-func checkChange(ch storage.Change) error {
-	switch ch.Op {
-	case storage.Keep, storage.Delete:
-		return nil
-	case storage.Put:
-		if ch.Item == nil {
-			return storage.Errorf(storage.KindInternal, "memory: write function returned Put without an item")
-		}
-		return nil
-	}
-	return storage.Errorf(storage.KindInternal, "memory: write function returned unknown op %d", ch.Op)
 }
 
 // apply applies one operation's change to the trees (caller holds t.mu

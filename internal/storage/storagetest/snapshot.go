@@ -82,7 +82,7 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 	if err != nil {
 		return fmt.Errorf("CreateTable: %w", err)
 	}
-	ref := storage.TableRef{Account: account, Name: name, ID: cr.Table.ID}
+	ref := cr.Table.Ref()
 	want := map[string]string{} // key -> item at the open
 	type kv struct{ pk, sk []byte }
 	keys := make([]kv, n)
@@ -383,7 +383,7 @@ func (l liveSnapshot) OpenTableSnapshot(ctx context.Context, p storage.OpenSnaps
 	if err != nil {
 		return nil, err
 	}
-	ref := storage.TableRef{Account: p.Account, Name: p.Name, ID: res.Table.ID}
+	ref := res.Table.Ref()
 	fetch := func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		r, err := l.b.Scan(ctx, storage.ScanParams{Table: ref, After: after, Limit: limit})
 		if err != nil {

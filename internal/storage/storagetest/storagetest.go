@@ -48,7 +48,9 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"ScanSegmentsPaging", testScanSegments},
 		{"IndexEntries", testIndex},
 		{"IndexPaging", testIndexPaging},
+		{"CursorBesideBounds", testCursorBesideBounds},
 		{"DropIndex", testDropIndex},
+		{"TableStats", testTableStats},
 		{"IndexUnderConcurrentWrites", testIndexUnderConcurrentWrites},
 		{"ConditionalPutRace", testConditionalRace},
 		{"ConcurrentIncrements", testIncrements},
@@ -57,6 +59,9 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"TransactGetConsistent", testTransactGetConsistent},
 		{"DeletedTable", testDeletedTable},
 		{"Snapshot", testSnapshot},
+		{"FenceStaleWrite", testFenceStaleWrite},
+		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
+		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
@@ -102,7 +107,7 @@ func (e *env) createTable(base string) storage.TableRef {
 	if err != nil {
 		e.t.Fatalf("CreateTable %s: %v", name, err)
 	}
-	return storage.TableRef{Account: e.account, Name: name, ID: res.Table.ID}
+	return res.Table.Ref()
 }
 
 func putFn(item []byte, idx ...storage.IndexEntry) storage.WriteFunc {
