@@ -70,10 +70,11 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 
 // write is the backend's one write path (WriteItem is a write of one
 // operation, not a transaction): it locks the operations' key stripes,
-// reads each current item and runs its function in order (a later
-// operation on the same key sees the earlier one's result), and applies
-// every change under the write locks of the tables, or nothing when a
-// function failed. For a transaction the failures are collected into a
+// fences every operation on its table's description version (before any
+// function runs, and again when applying), reads each current item and
+// runs its function in order (a later operation on the same key sees the
+// earlier one's result), and applies every change under the write locks
+// of the tables, or nothing when a function failed or a fence refused. For a transaction the failures are collected into a
 // KindTransactionCanceled error with one reason per operation; a single
 // write returns its function's error unchanged.
 func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st []opState, tx bool) error {
