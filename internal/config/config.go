@@ -275,7 +275,7 @@ func (c *Config) Validate() error {
 		seen[k.AccessKeyID] = true
 	}
 	switch c.Storage.MemoryEngine {
-	case MemoryNative, MemorySQLite:
+	case "", MemoryNative, MemorySQLite: // "": the default, native
 	default:
 		return fmt.Errorf("config: storage.memory_engine %q must be %q or %q", c.Storage.MemoryEngine, MemoryNative, MemorySQLite)
 	}

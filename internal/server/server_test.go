@@ -89,16 +89,21 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 func TestOpenBackendMemory(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
-		memory bool
-		engine string
-		want   string
+		memory  bool
+		engine  string
+		backend string
+		want    string
 	}{
-		{true, "", "memory"},
-		{true, config.MemoryNative, "memory"},
-		{true, config.MemorySQLite, "sqlite"},
-		{false, config.MemoryNative, "sqlite"},
+		{true, "", "", "memory"},
+		{true, config.MemoryNative, "", "memory"},
+		{true, config.MemorySQLite, "", "sqlite"},
+		{false, config.MemoryNative, "", "sqlite"},
+		{false, config.MemoryNative, "memory", "memory"},
 	} {
 		cfg := config.Default()
+		if c.backend != "" {
+			cfg.Storage.Backend = c.backend
+		}
 		cfg.Storage.Memory = c.memory
 		if c.engine != "" {
 			cfg.Storage.MemoryEngine = c.engine
