@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -95,7 +94,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 			return nil
 		}
 	}
-	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth})
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth,
+		Limits: api.Limits{
+			MaxInflightBodyBytes: cfg.Server.MaxInflightBodyBytes,
+			InflightWait:         cfg.Server.InflightWait.Duration,
+			BodyReadTimeout:      cfg.Server.BodyReadTimeout.Duration,
+			WriteTimeout:         cfg.Server.WriteTimeout.Duration,
+		}})
 	if cfg.Server.PprofListen != "" {
 		if err := servePprof(cfg.Server.PprofListen, log); err != nil {
 			return err
@@ -106,9 +111,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		return fmt.Errorf("server.listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: handler,
+		// The body deadline and the write deadline are set per request by
+		// the handler (api.Limits); these bound the headers and idle
+		// kept-alive connections.
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.Duration,
+		IdleTimeout:       cfg.Server.IdleTimeout.Duration,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -121,7 +129,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	} else {
-		go func() { errc <- srv.Serve(ln) }()
+		// Plain HTTP: net/http's own answers to unparseable requests are
+		// rewritten into DynamoDB errors (api.WrapListener).
+		go func() { errc <- srv.Serve(api.WrapListener(ln)) }()
 	}
 	log.Info("extenddb serving", "addr", ln.Addr().String(), "backend", backend.Name(), "memory", cfg.Storage.Memory,
 		"data_dir", cfg.Storage.DataDir, "signatures_verified", auth.Enabled(), "tls", cfg.Server.TLSCertFile != "")
