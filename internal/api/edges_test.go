@@ -267,10 +267,10 @@ func rawRequest(r *http.Request, body string) string {
 // budget; the budget is whole again once the holders leave.
 func TestBodyBudget(t *testing.T) {
 	lim := edgeLimits
-	lim.MaxInflightBodyBytes = 8 << 20
+	lim.MaxInflightBodyBytes = 16 << 20
 	lim.BodyReadTimeout = 3 * time.Second
 	addr := edgeServer(t, nil, lim)
-	// Two 2.5 MB bodies (plus a 32 KB reply each) fit in the 6 MB large
+	// Two 5 MB bodies (plus a 32 KB reply each) fit in the 12 MB large
 	// share; a third does not.
 	var holders []net.Conn
 	for i := 0; i < 2; i++ {
@@ -279,11 +279,11 @@ func TestBodyBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 5<<19)
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 5<<20)
 		holders = append(holders, c)
 	}
 	time.Sleep(200 * time.Millisecond)
-	raw := fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 5<<19)
+	raw := fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 5<<20)
 	resp, body, took := rawExchange(t, addr, raw, 2*time.Second)
 	if typ := checkShape(t, "over budget", resp, body); typ != prefixAvailability+codeThrottling || resp.StatusCode != 400 {
 		t.Errorf("over budget: %d %s", resp.StatusCode, body)

@@ -77,7 +77,7 @@ const (
 	// smallReservation: a request reserving at most this much may use
 	// the whole budget; larger ones leave a quarter of it free, so that a
 	// flood of large bodies cannot starve ordinary requests.
-	smallReservation = 2 << 20
+	smallReservation = 4 << 20
 	// releaseAfter: after the last large reservation ends, memory is
 	// returned to the OS once the server has been quiet for this long
 	// (at most once per releaseEvery).
@@ -88,20 +88,19 @@ const (
 	largeReservation = 4 << 20
 )
 
-// replyReserve is the response size reserved per operation before it
-// runs: the largest reply the operation produces (BatchGetItem 16 MB,
-// TransactGetItems 4 MB, a Query or Scan page 1 MB, an item 400 KB) plus
-// room for keys and capacity. The reservation is set to the real size
-// once the response is encoded.
+// replyReserve is the response memory reserved per operation before it
+// runs: the items it reads plus their encoded copy, for the largest reply
+// the operation produces (a Query or Scan page 1 MB, an item 400 KB).
+// BatchGetItem and TransactGetItems reserve once decoded, by the number
+// of items asked for (replies.go). The reservation is set to the real
+// size once the response is encoded.
 var replyReserve = map[string]int64{
-	"BatchGetItem":     17 << 20,
-	"TransactGetItems": 5 << 20,
-	"Query":            1<<20 + 128<<10,
-	"Scan":             1<<20 + 128<<10,
-	"GetItem":          416 << 10,
-	"PutItem":          416 << 10,
-	"UpdateItem":       416 << 10,
-	"DeleteItem":       416 << 10,
+	"Query":      2 * (1<<20 + 64<<10),
+	"Scan":       2 * (1<<20 + 64<<10),
+	"GetItem":    2 * maxItemReserve,
+	"PutItem":    2 * maxItemReserve,
+	"UpdateItem": 2 * maxItemReserve,
+	"DeleteItem": 2 * maxItemReserve,
 }
 
 const defaultReplyReserve = 32 << 10
@@ -347,7 +346,7 @@ func (s *Server) bodyReadError(w http.ResponseWriter, id, opName string, err err
 	default:
 		st, body = protocolError("SerializationException", "Unable to read request body")
 	}
-	s.metrics.observe(opName, body.Type[len(body.Type)-len(lastSegment(body.Type)):], start)
+	s.metrics.observe(opName, lastSegment(body.Type), start)
 	s.writeError(w, id, st, body)
 }
 

@@ -80,6 +80,9 @@ func op[In any, Out any](fn func(context.Context, string, *In) (Out, error)) han
 		if err := decode(body, &in); err != nil {
 			return nil, err
 		}
+		if err := reserveDecoded(ctx, &in); err != nil {
+			return nil, err
+		}
 		return fn(ctx, account, &in)
 	}
 }
@@ -233,12 +236,17 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), hostKey{}, r.Host)
+	ctx = context.WithValue(ctx, budgetKey{}, &decodedBudget{res: res, wait: s.limits.InflightWait})
 	out, err := s.call(ctx, handler, account, body)
 	// The body is decoded: its buffer and reservation are no longer needed.
 	releaseBody()
 	releaseBody = func() {}
 	body = nil
 	res.set(reply)
+	if errors.Is(err, errThrottled) {
+		s.bodyReadError(w, id, opName, err, start)
+		return
+	}
 	if err != nil {
 		st, body, internal := mapError(err)
 		if internal {
@@ -252,7 +260,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	enc.Reset()
 	defer s.putBuf(enc)
 	var b []byte
-	if a, ok := out.(engine.Appender); ok {
+	if lb, ok, lerr := appendReply(nil, out); ok {
+		b, err = lb, lerr
+	} else if a, ok := out.(engine.Appender); ok {
 		bp := s.outBufs.Get().(*[]byte)
 		defer func() {
 			if cap(b) <= poolableBytes {
