@@ -15,7 +15,7 @@ func TestLargeRepliesEncodeAsEncodingJSON(t *testing.T) {
 	item := engine.RawJSON(`{"pk":{"S":"a<&>"},"n":{"N":"1"}}`)
 	outs := []any{
 		&engine.BatchGetItemOutput{Responses: map[string][]engine.RawJSON{"b": {item, item}, "a": {}, "c\"<": {item}},
-			UnprocessedKeys: map[string]engine.KeysAndAttributes{"b": {Keys: []attr.Item{{"pk": attr.StrValue("k")}}}},
+			UnprocessedKeys:  map[string]engine.KeysAndAttributes{"b": {Keys: []attr.Item{{"pk": attr.StrValue("k")}}}},
 			ConsumedCapacity: []engine.ConsumedCapacity{{TableName: "a"}}},
 		&engine.BatchGetItemOutput{Responses: map[string][]engine.RawJSON{}, UnprocessedKeys: map[string]engine.KeysAndAttributes{}},
 		&engine.TransactGetItemsOutput{Responses: []engine.ItemResponse{{Item: item}, {}, {Item: item}}},
@@ -37,4 +37,3 @@ func TestLargeRepliesEncodeAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
-
