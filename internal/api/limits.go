@@ -105,58 +105,80 @@ var replyReserve = map[string]int64{
 
 const defaultReplyReserve = 32 << 10
 
-// budget is a weighted semaphore over bytes held by requests.
+// budget is a weighted semaphore over bytes held by requests. Waiters
+// are woken one by one as room frees up, in arrival order (never all at
+// once: hundreds of throttled clients must not cost every release a
+// herd of wake-ups).
 type budget struct {
 	mu      sync.Mutex
 	max     int64
 	large   int64 // what large reservations may use together
 	used    int64
 	nLarge  int // large reservations held
-	changed chan struct{}
+	waiters []*waiter
 
 	lastRelease time.Time
 	timer       *time.Timer
 }
 
-func newBudget(max int64) *budget {
-	return &budget{max: max, large: max - max/4, changed: make(chan struct{})}
+type waiter struct {
+	n       int64
+	ready   chan struct{}
+	granted bool
 }
 
-// acquire reserves n bytes, waiting up to wait for room. A reservation
+func newBudget(max int64) *budget {
+	return &budget{max: max, large: max - max/4}
+}
+
+// fitsLocked reports whether n bytes may be reserved now. A reservation
 // larger than the whole budget is admitted when nothing else is held.
-func (b *budget) acquire(ctx context.Context, n int64, wait time.Duration) bool {
+func (b *budget) fitsLocked(n int64) bool {
 	limit := b.max
 	if n > smallReservation {
 		limit = b.large
 	}
-	var timer *time.Timer
-	for {
-		b.mu.Lock()
-		if b.used+n <= limit || b.used == 0 {
-			b.used += n
-			if n >= largeReservation {
-				b.nLarge++
-			}
-			b.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
-			}
-			return true
-		}
-		ch := b.changed
+	return b.used+n <= limit || b.used == 0
+}
+
+func (b *budget) takeLocked(n int64) {
+	b.used += n
+	if n >= largeReservation {
+		b.nLarge++
+	}
+}
+
+// acquire reserves n bytes, waiting up to wait for room.
+func (b *budget) acquire(ctx context.Context, n int64, wait time.Duration) bool {
+	b.mu.Lock()
+	if b.fitsLocked(n) {
+		b.takeLocked(n)
 		b.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return false
-		case <-ctx.Done():
-			timer.Stop()
-			return false
+		return true
+	}
+	w := &waiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.granted {
+		return true
+	}
+	for i, x := range b.waiters {
+		if x == w {
+			b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+			break
 		}
 	}
+	return false
 }
 
 // resize changes a held reservation from old to n bytes without waiting
@@ -164,6 +186,7 @@ func (b *budget) acquire(ctx context.Context, n int64, wait time.Duration) bool 
 // requests wait).
 func (b *budget) resize(old, n int64) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.used += n - old
 	if old >= largeReservation && n < largeReservation {
 		b.nLarge--
@@ -171,11 +194,20 @@ func (b *budget) resize(old, n int64) {
 	} else if old < largeReservation && n >= largeReservation {
 		b.nLarge++
 	}
-	if n < old {
-		close(b.changed)
-		b.changed = make(chan struct{})
+	if n < old && len(b.waiters) > 0 {
+		kept := b.waiters[:0]
+		for _, w := range b.waiters {
+			if b.fitsLocked(w.n) {
+				b.takeLocked(w.n)
+				w.granted = true
+				close(w.ready)
+				continue
+			}
+			kept = append(kept, w)
+		}
+		clear(b.waiters[len(kept):])
+		b.waiters = kept
 	}
-	b.mu.Unlock()
 }
 
 func (b *budget) release(n int64) { b.resize(n, 0) }
