@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -18,7 +19,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
@@ -337,5 +343,119 @@ func TestPoolsDropLargeBuffers(t *testing.T) {
 		if b, ok := s.bufs.Get().(interface{ Cap() int }); ok && b.Cap() > poolableBytes {
 			t.Fatalf("pool kept a %d-byte buffer", b.Cap())
 		}
+	}
+}
+
+// TestSDKRetriesBudgetErrors: aws-sdk-go-v2 reads the budget's answer as a
+// throttle and retries it until the budget has room; the body deadline's
+// answer is one of its retryable codes too.
+func TestSDKRetriesBudgetErrors(t *testing.T) {
+	if _, ok := retry.DefaultThrottleErrorCodes[codeThrottling]; !ok {
+		t.Errorf("%s is not an SDK throttle code", codeThrottling)
+	}
+	if _, ok := retry.DefaultRetryableErrorCodes[codeRequestTimeout]; !ok {
+		t.Errorf("%s is not an SDK retryable code", codeRequestTimeout)
+	}
+	lim := edgeLimits
+	lim.MaxInflightBodyBytes = 16 << 20
+	addr := edgeServer(t, nil, lim)
+	ctx := context.Background()
+	c := dynamodb.New(dynamodb.Options{BaseEndpoint: aws.String("http://" + addr), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 10 })})
+	if _, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String("tbl"), BillingMode: types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A 10 MB body held until its deadline (1 s) fills the large share.
+	holder, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	fmt.Fprintf(holder, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 10<<20)
+	time.Sleep(100 * time.Millisecond)
+	// 100 keys reserve a 16 MB reply: throttled until the holder is cut.
+	var keys []map[string]types.AttributeValue
+	for i := 0; i < 100; i++ {
+		keys = append(keys, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: strconv.Itoa(i)}})
+	}
+	out, err := c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{"tbl": {Keys: keys}}})
+	if err != nil {
+		t.Fatalf("BatchGetItem with retries: %v", err)
+	}
+	attempts, _ := retry.GetAttemptResults(out.ResultMetadata)
+	if len(attempts.Results) < 2 {
+		t.Fatalf("BatchGetItem succeeded in %d attempt(s); expected a throttled first attempt", len(attempts.Results))
+	}
+	var ae smithy.APIError
+	if first := attempts.Results[0].Err; !errors.As(first, &ae) || ae.ErrorCode() != codeThrottling {
+		t.Errorf("first attempt: %v", first)
+	}
+}
+
+// TestBudgetAccounting: reservations grow and shrink, large ones keep a
+// quarter free, waiters are granted in order as room frees up, one
+// request larger than the budget runs alone, and the count of large
+// reservations (which gates the memory release) returns to zero.
+func TestBudgetAccounting(t *testing.T) {
+	ctx := context.Background()
+	b := newBudget(16 << 20) // large share 12 MiB
+	r1 := &reservation{b: b}
+	if !r1.grow(ctx, 10<<20, time.Millisecond) {
+		t.Fatal("10 MiB in an empty budget")
+	}
+	r2 := &reservation{b: b}
+	if r2.grow(ctx, 5<<20, 10*time.Millisecond) {
+		t.Fatal("large share exceeded")
+	}
+	if !r2.grow(ctx, 1<<20, time.Millisecond) || !r2.grow(ctx, 1<<20, time.Millisecond) {
+		t.Fatal("small reservations beside a large one")
+	}
+	if b.inUse() != 12<<20 || b.nLarge != 1 {
+		t.Fatalf("used %d, large %d", b.inUse(), b.nLarge)
+	}
+	// A waiter is granted when room frees up.
+	got := make(chan bool)
+	r3 := &reservation{b: b}
+	go func() { got <- r3.grow(ctx, 8<<20, 5*time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+	r1.done()
+	if !<-got {
+		t.Fatal("waiter not granted after release")
+	}
+	r2.done()
+	r3.done()
+	// Larger than the budget: only alone, growing from its own holding.
+	r4 := &reservation{b: b}
+	if !r4.grow(ctx, 32<<10, time.Millisecond) || !r4.grow(ctx, 40<<20, time.Millisecond) {
+		t.Fatal("an oversized request alone")
+	}
+	r5 := &reservation{b: b}
+	if r5.grow(ctx, 5<<20, 10*time.Millisecond) {
+		t.Fatal("admitted beside an oversized one")
+	}
+	r4.set(1 << 20)
+	r4.done()
+	if b.inUse() != 0 || b.nLarge != 0 || len(b.waiters) != 0 {
+		t.Fatalf("after all: used %d, large %d, waiters %d", b.inUse(), b.nLarge, len(b.waiters))
+	}
+}
+
+// TestPoolsNeverHoldABufferTwice: a buffer given back twice would be
+// handed to two requests at once (one's response written over by the
+// other's).
+func TestPoolsNeverHoldABufferTwice(t *testing.T) {
+	s := newServer(t)
+	do(t, s, "DynamoDB_20120810.ListTables", `{"Limit":5}`)
+	seen := map[any]bool{}
+	for i := 0; i < 8; i++ {
+		b := s.bufs.Get()
+		if seen[b] {
+			t.Fatal("the pool handed out one buffer twice")
+		}
+		seen[b] = true
 	}
 }

@@ -122,7 +122,7 @@ type budget struct {
 }
 
 type waiter struct {
-	n       int64
+	n, own  int64
 	ready   chan struct{}
 	granted bool
 }
@@ -131,32 +131,34 @@ func newBudget(max int64) *budget {
 	return &budget{max: max, large: max - max/4}
 }
 
-// fitsLocked reports whether n bytes may be reserved now. A reservation
-// larger than the whole budget is admitted when nothing else is held.
-func (b *budget) fitsLocked(n int64) bool {
+// fitsLocked reports whether n more bytes may be reserved now by a
+// request that holds own already. A reservation larger than the whole
+// budget is admitted when nothing else is held.
+func (b *budget) fitsLocked(n, own int64) bool {
 	limit := b.max
-	if n > smallReservation {
+	if n+own > smallReservation {
 		limit = b.large
 	}
-	return b.used+n <= limit || b.used == 0
+	return b.used+n <= limit || b.used == own
 }
 
-func (b *budget) takeLocked(n int64) {
+func (b *budget) takeLocked(n, own int64) {
 	b.used += n
-	if n >= largeReservation {
+	if own < largeReservation && own+n >= largeReservation {
 		b.nLarge++
 	}
 }
 
-// acquire reserves n bytes, waiting up to wait for room.
-func (b *budget) acquire(ctx context.Context, n int64, wait time.Duration) bool {
+// acquire reserves n more bytes for a request holding own, waiting up to
+// wait for room.
+func (b *budget) acquire(ctx context.Context, n, own int64, wait time.Duration) bool {
 	b.mu.Lock()
-	if b.fitsLocked(n) {
-		b.takeLocked(n)
+	if b.fitsLocked(n, own) {
+		b.takeLocked(n, own)
 		b.mu.Unlock()
 		return true
 	}
-	w := &waiter{n: n, ready: make(chan struct{})}
+	w := &waiter{n: n, own: own, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.mu.Unlock()
 	timer := time.NewTimer(wait)
@@ -197,8 +199,8 @@ func (b *budget) resize(old, n int64) {
 	if n < old && len(b.waiters) > 0 {
 		kept := b.waiters[:0]
 		for _, w := range b.waiters {
-			if b.fitsLocked(w.n) {
-				b.takeLocked(w.n)
+			if b.fitsLocked(w.n, w.own) {
+				b.takeLocked(w.n, w.own)
 				w.granted = true
 				close(w.ready)
 				continue
@@ -266,8 +268,7 @@ func (r *reservation) set(n int64) {
 }
 
 func (r *reservation) grow(ctx context.Context, by int64, wait time.Duration) bool {
-	// Growing is a fresh acquisition of the difference.
-	if !r.b.acquire(ctx, by, wait) {
+	if !r.b.acquire(ctx, by, r.held, wait) {
 		return false
 	}
 	r.held += by

@@ -222,7 +222,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	stopRead := s.armBodyRead(w)
 	body, releaseBody, err := s.readBody(r, res, reply)
 	stopRead(err == nil)
-	defer releaseBody()
+	defer func() { releaseBody() }() // the variable: it is replaced once the body is decoded
 	if err != nil {
 		s.abandonBody(w, r)
 		s.bodyReadError(w, id, opName, err, start)

@@ -145,6 +145,22 @@ func TestAbuse(t *testing.T) {
 	// Idle: latency of ordinary requests and memory.
 	time.Sleep(7 * time.Second) // the server returns memory after large requests
 	idleRSS := rss(t, pid)
+
+	// Sixteen 15 MB requests, one after the other (refused: an item is
+	// at most 400 KB, but read and decoded in full): memory comes back.
+	huge := signedRaw(t, addr, "PutItem", hugePut(table))
+	for i := 0; i < 16; i++ {
+		if st := exchange(t, addr, huge); st != 400 {
+			t.Fatalf("15 MB PutItem: status %d", st)
+		}
+	}
+	afterHuge := rss(t, pid)
+	time.Sleep(7 * time.Second)
+	if r := rss(t, pid); float64(r) > 1.2*float64(idleRSS) {
+		t.Errorf("RSS %d MiB 7 s after 16 × 15 MB requests (%d MiB right after), idle %d MiB", r>>20, afterHuge>>20, idleRSS>>20)
+	} else {
+		t.Logf("16 × 15 MB requests: RSS %d MiB right after, %d MiB 7 s later (idle %d MiB)", afterHuge>>20, r>>20, idleRSS>>20)
+	}
 	cpu0 := cpuTime(t, pid)
 	idleP99, errs := measure(ctx, c, table, samples)
 	if errs > 0 {
@@ -397,6 +413,32 @@ func batchGetBody(table string, keys []string) []byte {
 		parts = append(parts, `{"pk":{"S":"`+k+`"}}`)
 	}
 	return []byte(`{"RequestItems":{"` + table + `":{"Keys":[` + strings.Join(parts, ",") + `]}}}`)
+}
+
+// hugePut is a 15 MB PutItem body.
+func hugePut(table string) []byte {
+	return []byte(`{"TableName":"` + table + `","Item":{"pk":{"S":"huge"},"v":{"S":"` + strings.Repeat("h", stallBytes) + `"}}}`)
+}
+
+// exchange sends a whole request on a fresh connection and returns the
+// response status.
+func exchange(t *testing.T, addr string, req []byte) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 // signedRaw renders a whole signed request.
