@@ -33,6 +33,11 @@ import (
 // edgeServer is a real HTTP server over the API with the listener wrapper
 // and the http.Server settings of `extenddb serve`, with short deadlines.
 func edgeServer(t *testing.T, keys []AccessKey, lim Limits) (addr string) {
+	addr, _ = edgeServerOf(t, keys, lim)
+	return addr
+}
+
+func edgeServerOf(t *testing.T, keys []AccessKey, lim Limits) (string, *Server) {
 	t.Helper()
 	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
 	if err != nil {
@@ -47,7 +52,7 @@ func edgeServer(t *testing.T, keys []AccessKey, lim Limits) (addr string) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(WrapListener(ln)) }()
 	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), h
 }
 
 var edgeLimits = Limits{BodyReadTimeout: time.Second, WriteTimeout: time.Second, InflightWait: 200 * time.Millisecond}
@@ -457,5 +462,54 @@ func TestPoolsNeverHoldABufferTwice(t *testing.T) {
 			t.Fatal("the pool handed out one buffer twice")
 		}
 		seen[b] = true
+	}
+}
+
+// TestSlowReadersAreCutOff: a client that asks for a large reply and
+// never reads it is disconnected at the write deadline, and the reply's
+// reservation (and memory) is released.
+func TestSlowReadersAreCutOff(t *testing.T) {
+	addr, s := edgeServerOf(t, nil, edgeLimits)
+	mk := `{"TableName":"slow","BillingMode":"PAY_PER_REQUEST","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],` +
+		`"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}]}`
+	post := func(op, body string) {
+		raw := fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: DynamoDB_20120810.%s\r\nContent-Length: %d\r\n\r\n%s", op, len(body), body)
+		if resp, b, _ := rawExchange(t, addr, raw, 5*time.Second); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", op, resp.StatusCode, b)
+		}
+	}
+	post("CreateTable", mk)
+	var keys []string
+	for i := 0; i < 40; i++ {
+		post("PutItem", fmt.Sprintf(`{"TableName":"slow","Item":{"pk":{"S":"k%d"},"v":{"S":"%s"}}}`, i, strings.Repeat("v", 390<<10)))
+		keys = append(keys, fmt.Sprintf(`{"pk":{"S":"k%d"}}`, i))
+	}
+	body := `{"RequestItems":{"slow":{"Keys":[` + strings.Join(keys, ",") + `]}}}`
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: DynamoDB_20120810.BatchGetItem\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// The ~15 MB reply is held while the client does not read...
+	deadline := time.Now().Add(2 * time.Second)
+	for s.budget.inUse() < 8<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reply was never held: %d bytes reserved", s.budget.inUse())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	held := time.Now()
+	// ...until the write deadline (1 s) cuts the client off.
+	for s.budget.inUse() != 0 {
+		if time.Since(held) > edgeLimits.WriteTimeout+2*time.Second {
+			t.Fatalf("slow reader still holds %d bytes after %v", s.budget.inUse(), time.Since(held))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("connection not closed after the cut: %v", err)
 	}
 }
