@@ -3,23 +3,48 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/extenddb
 
-.PHONY: run build test test-go test-wire test-all lint bench clean
+# Version stamping: version, commit and commit date from git (a checkout
+# without git, or a tarball, builds as "dev").
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+# Extra `extenddb serve` arguments for make run, e.g.
+# make run ARGS="--memory --listen 127.0.0.1:9000".
+ARGS ?=
+FUZZTIME ?= 5s
 
-run: ## run the server on embedded SQLite at 127.0.0.1:8000
-	$(GO) run ./cmd/extenddb serve
+.PHONY: run build test test-go test-wire test-scripts test-all lint bench clean fuzz
 
+## run: build bin/extenddb, then exec it (embedded SQLite at
+## 127.0.0.1:8000). The shell execs the server, so Ctrl-C and SIGTERM reach
+## it directly and it shuts down cleanly.
+run: build
+	exec $(BIN) serve $(ARGS)
+
+## build: bin/extenddb stamped with version, commit and date.
 build:
-	$(GO) build -o $(BIN) ./cmd/extenddb
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/extenddb
 
 ## test: everything that needs only this repository (SQLite, fs store,
-## in-process S3, wire suite against a server it starts itself).
-test: lint test-go test-wire
+## in-process S3, script tests, wire suite against a server it starts
+## itself); ends with one summary line per layer and a total.
+test:
+	FUZZTIME=$(FUZZTIME) scripts/test.sh
 
 test-go:
 	scripts/go-test.sh
 
+## fuzz: the denial-of-service fuzz targets (expression parsing stays
+## linear), FUZZTIME each; test-all runs them longer.
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
 test-wire: build
 	EXTENDDB_BIN=$(abspath $(BIN)) tests/wire/run.sh -q
+
+test-scripts: build
+	@for t in tests/scripts/*.sh; do $$t || exit 1; done
 
 ## test-all: adds the server-backed layers (moto S3, ...); scripts/ install
 ## and start each server.

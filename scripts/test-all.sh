@@ -24,8 +24,15 @@ export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
 export EXTENDDB_TEST_BACKENDS="sqlite,postgres"
 echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto at $moto_endpoint; postgres at $pg_dsn)"
 
-# Unit, conformance (sqlite + postgres, all stores) and the wire suite on sqlite.
+# Unit, conformance (sqlite + postgres, all stores), a short fuzz and the
+# wire suite on sqlite; then the fuzz targets for longer.
 make test
+scripts/fuzz.sh 60s
+
+# The browser test: headless Chromium (installed by scripts/chromium.sh
+# when missing) runs the JavaScript SDK v3 from another origin.
+echo "== browser test (headless Chromium, JavaScript SDK v3)"
+EXTENDDB_BIN="$PWD/bin/extenddb" tests/browser/run.sh
 
 # The abuse test: a real server with keys, 200 connections that send
 # 15 MB and stall plus 50 that never read a 16 MB reply; RSS, p99 and

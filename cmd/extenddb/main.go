@@ -7,31 +7,46 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/extenddb/extenddb/internal/bench"
+	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/server"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// Stamped at build time by `make build`:
+// -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
+// Unstamped builds (go install, go build) fall back to what the Go
+// toolchain recorded (internal/buildinfo).
+var version, commit, date string
 
 func main() {
+	build := buildinfo.New(version, commit, date)
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "extenddb", build.String()) }
 	app := &cli.App{
-		Name:  "extenddb",
-		Usage: "a DynamoDB-compatible database server",
+		Name:    "extenddb",
+		Usage:   "a DynamoDB-compatible database server",
+		Version: build.String(),
 		Commands: []*cli.Command{
-			serveCommand(),
+			serveCommand(build),
 			initCommand(),
 			migrateCommand(),
 			statusCommand(),
 			healthcheckCommand(),
-			versionCommand(),
+			versionCommand(build),
 			bench.Command(),
+		},
+		// Only reached when the first argument is not a command.
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return fmt.Errorf("unknown command %q; the commands are: %s (see extenddb help)",
+					c.Args().First(), strings.Join(commandNames(c.App), ", "))
+			}
+			return cli.ShowAppHelp(c)
 		},
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -43,24 +58,20 @@ func main() {
 	}
 }
 
-func buildVersion() string {
-	v := version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
+func commandNames(app *cli.App) []string {
+	var names []string
+	for _, c := range app.VisibleCommands() {
+		names = append(names, c.Name)
 	}
-	return v
+	return names
 }
 
-func versionCommand() *cli.Command {
+func versionCommand(build buildinfo.Info) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the version",
+		Usage: "print the version, commit, build date and Go version",
 		Action: func(c *cli.Context) error {
-			fmt.Println("extenddb", buildVersion())
+			fmt.Println("extenddb", build.String())
 			return nil
 		},
 	}
@@ -76,30 +87,46 @@ func newLogger(cfg config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-// storageFlags select the backend, shared by the commands that open it.
+// storageFlags select the backend, shared by the commands that open it;
+// each storage driver adds its own (server.StorageFlags).
 func storageFlags() []cli.Flag {
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file", EnvVars: []string{"EXTENDDB_CONFIG"}},
-		&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
-		&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
-		&cli.StringFlag{Name: "data-dir", Usage: "directory of the SQLite database (storage.data_dir)"},
+		&cli.StringFlag{Name: "backend", Usage: "storage backend: " + server.BackendNames() + " (storage.backend)"},
+		&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded database (storage.data_dir)"},
 	}
+	for _, f := range server.StorageFlags() {
+		flags = append(flags, &cli.StringFlag{Name: f.Name, Usage: f.Usage})
+	}
+	return flags
+}
+
+// applyStorageFlags applies the storage flags that are set.
+func applyStorageFlags(c *cli.Context, cfg *config.Config) error {
+	if c.IsSet("backend") {
+		cfg.Storage.Backend = c.String("backend")
+	}
+	if c.IsSet("data-dir") {
+		cfg.Storage.DataDir = c.String("data-dir")
+	}
+	for _, f := range server.StorageFlags() {
+		if c.IsSet(f.Name) {
+			if err := cfg.Set(f.Key, c.String(f.Name)); err != nil {
+				return fmt.Errorf("--%s: %w", f.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // loadConfig loads the configuration and applies the storage flags.
 func loadConfig(c *cli.Context) (config.Config, error) {
-	cfg, err := config.LoadDefault(c.String("config"))
+	cfg, err := server.LoadConfig(c.String("config"))
 	if err != nil {
 		return cfg, err
 	}
-	if c.IsSet("backend") {
-		cfg.Storage.Backend = c.String("backend")
-	}
-	if c.IsSet("dsn") {
-		cfg.Storage.Postgres.DSN = c.String("dsn")
-	}
-	if c.IsSet("data-dir") {
-		cfg.Storage.DataDir = c.String("data-dir")
+	if err := applyStorageFlags(c, &cfg); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }
@@ -142,10 +169,15 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			st, err := server.Status(c.Context, cfg)
-			if st != nil {
-				fmt.Printf("backend: %s\napplied: %v\npending: %v\n", st.Backend, st.Applied, st.Pending)
+			if err != nil {
+				return err
 			}
-			return err
+			fmt.Printf("backend: %s\n", st.Backend)
+			if st.Missing != "" {
+				fmt.Printf("database: none at %s (created by `extenddb serve`, `init` or `migrate`)\n", st.Missing)
+			}
+			fmt.Printf("applied: %v\npending: %v\n", st.Applied, st.Pending)
+			return nil
 		},
 	}
 }
@@ -211,46 +243,40 @@ func healthcheckCommand() *cli.Command {
 	}
 }
 
-func serveCommand() *cli.Command {
+func serveCommand(build buildinfo.Info) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the server (embedded SQLite on 127.0.0.1:8000 by default)",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file", EnvVars: []string{"EXTENDDB_CONFIG"}},
+		Flags: append(storageFlags(),
 			&cli.StringFlag{Name: "listen", Usage: "listen address (server.listen)"},
-			&cli.StringFlag{Name: "data-dir", Usage: "directory of the SQLite database (storage.data_dir)"},
 			&cli.BoolFlag{Name: "memory", Usage: "keep no data after exit (storage.memory)"},
-			&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
-			&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (log.level)"},
-		},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (log.level); debug logs every request"},
+			&cli.StringSliceFlag{Name: "cors-allowed-origin", Usage: "allow browser requests from this origin, or * (server.cors_allowed_origins; repeatable)"},
+		),
 		Action: func(c *cli.Context) error {
-			cfg, err := config.LoadDefault(c.String("config"))
+			cfg, err := server.LoadConfig(c.String("config"))
 			if err != nil {
+				return err
+			}
+			if err := applyStorageFlags(c, &cfg); err != nil {
 				return err
 			}
 			if c.IsSet("listen") {
 				cfg.Server.Listen = c.String("listen")
 			}
-			if c.IsSet("data-dir") {
-				cfg.Storage.DataDir = c.String("data-dir")
-			}
 			if c.IsSet("memory") {
 				cfg.Storage.Memory = c.Bool("memory")
-			}
-			if c.IsSet("backend") {
-				cfg.Storage.Backend = c.String("backend")
-			}
-			if c.IsSet("dsn") {
-				cfg.Storage.Postgres.DSN = c.String("dsn")
 			}
 			if c.IsSet("log-level") {
 				cfg.Log.Level = c.String("log-level")
 			}
+			if c.IsSet("cors-allowed-origin") {
+				cfg.Server.CORSAllowedOrigins = c.StringSlice("cors-allowed-origin")
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return server.Run(c.Context, cfg, newLogger(cfg.Log), nil)
+			return server.Serve(c.Context, cfg, server.Options{Logger: newLogger(cfg.Log), Build: build})
 		},
 	}
 }

@@ -116,7 +116,7 @@ func checkShape(t *testing.T, name string, resp *http.Response, body []byte) str
 	return typ
 }
 
-const listTables = "X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Type: application/x-amz-json-1.0\r\n"
+const rawListTables = "X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Type: application/x-amz-json-1.0\r\n"
 
 // TestHTTPEdgesSpeakTheProtocol is the malformed-HTTP corpus: every
 // request the server can still answer is answered with a DynamoDB error
@@ -129,31 +129,31 @@ func TestHTTPEdgesSpeakTheProtocol(t *testing.T) {
 		status    int
 		typ       string
 	}{
-		{"double slash path", "POST // HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 200, ""},
-		{"dot segments path", "POST /a/../ HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 200, ""},
-		{"gzip, chunked", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400, ser},
-		{"identity te", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Transfer-Encoding: identity\r\n\r\n{}", 400, ser},
-		{"bad content-length", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: abc\r\n\r\n{}", 400, ser},
-		{"negative content-length", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: -1\r\n\r\n{}", 400, ser},
-		{"two content-lengths", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, ser},
-		{"content-length and chunked", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 200, ""}, // RFC 9112 6.3: chunked wins
-		{"NUL in header", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "X-Foo: a\x00b\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
-		{"CR in header", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "X-Foo: a\rb\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
-		{"space in header name", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "X Foo: a\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
-		{"header without colon", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "nocolon\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
-		{"missing host", "POST / HTTP/1.1\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
-		{"two hosts", "POST / HTTP/1.1\r\nHost: x\r\nHost: y\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
+		{"double slash path", "POST // HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 200, ""},
+		{"dot segments path", "POST /a/../ HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 200, ""},
+		{"gzip, chunked", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400, ser},
+		{"identity te", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Transfer-Encoding: identity\r\n\r\n{}", 400, ser},
+		{"bad content-length", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: abc\r\n\r\n{}", 400, ser},
+		{"negative content-length", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: -1\r\n\r\n{}", 400, ser},
+		{"two content-lengths", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, ser},
+		{"content-length and chunked", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 200, ""}, // RFC 9112 6.3: chunked wins
+		{"NUL in header", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "X-Foo: a\x00b\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
+		{"CR in header", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "X-Foo: a\rb\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
+		{"space in header name", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "X Foo: a\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
+		{"header without colon", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "nocolon\r\nContent-Length: 2\r\n\r\n{}", 400, ser},
+		{"missing host", "POST / HTTP/1.1\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
+		{"two hosts", "POST / HTTP/1.1\r\nHost: x\r\nHost: y\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
 		{"bad request line", "POST /\r\nHost: x\r\n\r\n", 400, ser},
-		{"bad method", "PO(ST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
-		{"unknown version", "POST / HTTP/9.9\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
-		{"bad chunk size", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400, ser},
+		{"bad method", "PO(ST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
+		{"unknown version", "POST / HTTP/9.9\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 400, ser},
+		{"bad chunk size", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400, ser},
 		{"headers over 1 MB", "POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 1<<20+8192) + "\r\n\r\n", 413, prefixService + codeTooLarge},
-		{"content-length over 16 MB", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 16777217\r\n\r\n{}", 413, prefixService + codeTooLarge},
-		{"content-length larger than body", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 100\r\n\r\n{}", 408, prefixService + codeRequestTimeout},
-		{"chunked body never ends", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n", 408, prefixService + codeRequestTimeout},
-		{"GET with target", "GET / HTTP/1.1\r\nHost: x\r\n" + listTables + "\r\n", 400, prefixService + codeUnknownOperation},
-		{"PUT", "PUT / HTTP/1.1\r\nHost: x\r\n" + listTables + "Content-Length: 2\r\n\r\n{}", 400, prefixService + codeUnknownOperation},
-		{"expect other than 100-continue", "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + "Expect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 417, ser},
+		{"content-length over 16 MB", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 16777217\r\n\r\n{}", 413, prefixService + codeTooLarge},
+		{"content-length larger than body", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 100\r\n\r\n{}", 408, prefixService + codeRequestTimeout},
+		{"chunked body never ends", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n", 408, prefixService + codeRequestTimeout},
+		{"GET with target", "GET / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "\r\n", 400, prefixService + codeUnknownOperation},
+		{"PUT", "PUT / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Content-Length: 2\r\n\r\n{}", 400, prefixService + codeUnknownOperation},
+		{"expect other than 100-continue", "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + "Expect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 417, ser},
 	}
 	limit := edgeLimits.BodyReadTimeout + 2*time.Second
 	for _, c := range cases {
@@ -206,7 +206,7 @@ func TestUnsignedBodiesAreNotRead(t *testing.T) {
 	addr := edgeServer(t, []AccessKey{testKey}, edgeLimits)
 	for _, auth := range []string{"", "Authorization: AWS4-HMAC-SHA256 Credential=AKIDUNKNOWNUNKNOWN01/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=00\r\n"} {
 		// Declare 15 MB, send only the headers: the answer must not wait.
-		raw := "POST / HTTP/1.1\r\nHost: x\r\n" + listTables + auth + "Content-Length: 15728640\r\n\r\n"
+		raw := "POST / HTTP/1.1\r\nHost: x\r\n" + rawListTables + auth + "Content-Length: 15728640\r\n\r\n"
 		resp, body, took := rawExchange(t, addr, raw, 2*time.Second)
 		if resp.StatusCode != 400 || took > time.Second {
 			t.Errorf("unsigned: %d after %v: %s", resp.StatusCode, took, body)
@@ -290,11 +290,11 @@ func TestBodyBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 5<<20)
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", rawListTables, 5<<20)
 		holders = append(holders, c)
 	}
 	time.Sleep(200 * time.Millisecond)
-	raw := fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 5<<20)
+	raw := fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", rawListTables, 5<<20)
 	resp, body, took := rawExchange(t, addr, raw, 2*time.Second)
 	if typ := checkShape(t, "over budget", resp, body); typ != prefixAvailability+codeThrottling || resp.StatusCode != 400 {
 		t.Errorf("over budget: %d %s", resp.StatusCode, body)
@@ -306,7 +306,7 @@ func TestBodyBudget(t *testing.T) {
 		t.Errorf("throttled answer keeps the connection")
 	}
 	// A small request still passes.
-	resp, body, _ = rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\n"+listTables+"Content-Length: 2\r\n\r\n{}", 2*time.Second)
+	resp, body, _ = rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\n"+rawListTables+"Content-Length: 2\r\n\r\n{}", 2*time.Second)
 	if resp.StatusCode != 200 {
 		t.Errorf("small request under a full large share: %d %s", resp.StatusCode, body)
 	}
@@ -325,7 +325,7 @@ func TestBodyBudget(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		c, _ := net.Dial("tcp", addr)
-		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{}%s", listTables, 5<<20, strings.Repeat(" ", 5<<20-2))
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{}%s", rawListTables, 5<<20, strings.Repeat(" ", 5<<20-2))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		c.Close()
 		if err == nil && resp.StatusCode == 200 {
@@ -380,7 +380,7 @@ func TestSDKRetriesBudgetErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	fmt.Fprintf(holder, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", listTables, 10<<20)
+	fmt.Fprintf(holder, "POST / HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n{", rawListTables, 10<<20)
 	time.Sleep(100 * time.Millisecond)
 	// 100 keys reserve a 16 MB reply: throttled until the holder is cut.
 	var keys []map[string]types.AttributeValue

@@ -422,13 +422,9 @@ func (s *Server) abandonBody(w http.ResponseWriter, r *http.Request) {
 }
 
 // armWrite starts the deadline of the response about to be written, so a
-// client that stops reading is cut off and its response freed.
+// client that stops reading is cut off and its response freed. net/http
+// clears it once the response is finished (the final flush included), so
+// it never outlives its response on a kept-alive connection.
 func (s *Server) armWrite(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
-}
-
-// clearWrite removes a write deadline left on a kept-alive connection by
-// the previous response.
-func clearWrite(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/engine"
 )
 
@@ -66,10 +67,16 @@ type Server struct {
 	budget  *budget
 }
 
-// decode decodes a request body; an empty body is an empty object.
+// decode decodes a request body; an empty body is an empty object. The
+// body's text is checked first: encoding/json would replace invalid UTF-8
+// and lone surrogate escapes with U+FFFD in every string (table names,
+// attribute names, keys, ...), so that different inputs would alias.
 func decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
+	}
+	if err := attr.CheckText(body); err != nil {
+		return err
 	}
 	return json.Unmarshal(body, v)
 }
@@ -135,10 +142,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	clearWrite(w)
-	s.router.ServeHTTP(w, r)
-}
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
 func newRequestID() string {
 	var b [18]byte
@@ -197,7 +201,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			s.writeRaw(w, id, http.StatusOK, []byte(`{"status":"healthy"}`))
 			return
 		}
-		st, body := protocolError(codeUnknownOperation, "")
+		st, body := protocolError(codeUnknownOperation, unknownOperationMessage(r.Method, target))
 		s.metrics.observe("unknown", codeUnknownOperation, start)
 		s.abandonBody(w, r)
 		s.writeError(w, id, st, body)
@@ -235,6 +239,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, id, http.StatusBadRequest, errorBody{Type: prefixService + ae.code, Message: ae.msg})
 		return
 	}
+	noteRequest(r.Context(), account, body) // request log (requestlog.go)
 	ctx := context.WithValue(r.Context(), hostKey{}, r.Host)
 	ctx = context.WithValue(ctx, budgetKey{}, &decodedBudget{res: res, wait: s.limits.InflightWait})
 	out, err := s.call(ctx, handler, account, body)
@@ -251,6 +256,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		st, body, internal := mapError(err)
 		if internal {
 			s.log.Error("internal error", "request_id", id, "operation", opName, "err", err)
+		} else if st == http.StatusServiceUnavailable {
+			s.log.Warn("storage unavailable", "request_id", id, "operation", opName, "err", err)
 		}
 		s.metrics.observe(opName, strings.TrimPrefix(body.Type[strings.IndexByte(body.Type, '#')+1:], ""), start)
 		s.writeError(w, id, st, body)

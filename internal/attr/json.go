@@ -14,8 +14,13 @@ const MaxDepth = 32
 
 // DecodeItem parses a DynamoDB-JSON attribute map ({"name":{"S":"x"},...}),
 // validating every value.
-func DecodeItem(data []byte) (Item, error) {
-	p := parser{data: data}
+func DecodeItem(data []byte) (Item, error) { return decodeItem(data, false) }
+
+// decodeItem parses an item; wire is true for request members, whose
+// attribute names are held to DynamoDB's name limits (stored items and
+// backups are read as they were written).
+func decodeItem(data []byte, wire bool) (Item, error) {
+	p := parser{data: data, wire: wire}
 	p.ws()
 	if p.peek() == 'n' && p.lit("null") {
 		p.ws()
@@ -36,8 +41,10 @@ func DecodeItem(data []byte) (Item, error) {
 }
 
 // DecodeValue parses one DynamoDB-JSON AttributeValue ({"S":"x"}).
-func DecodeValue(data []byte) (Value, error) {
-	p := parser{data: data}
+func DecodeValue(data []byte) (Value, error) { return decodeValue(data, false) }
+
+func decodeValue(data []byte, wire bool) (Value, error) {
+	p := parser{data: data, wire: wire}
 	v, err := p.value(0)
 	if err != nil {
 		return Value{}, err
@@ -51,7 +58,7 @@ func DecodeValue(data []byte) (Value, error) {
 
 // UnmarshalJSON lets an Item be a field of a request struct.
 func (it *Item) UnmarshalJSON(data []byte) error {
-	v, err := DecodeItem(data)
+	v, err := decodeItem(data, true)
 	if err != nil {
 		return err
 	}
@@ -64,7 +71,7 @@ func (it Item) MarshalJSON() ([]byte, error) { return AppendItem(nil, it), nil }
 
 // UnmarshalJSON lets a Value be a field of a request struct.
 func (v *Value) UnmarshalJSON(data []byte) error {
-	x, err := DecodeValue(data)
+	x, err := decodeValue(data, true)
 	if err != nil {
 		return err
 	}
@@ -78,6 +85,7 @@ func (v Value) MarshalJSON() ([]byte, error) { return AppendValue(nil, v), nil }
 type parser struct {
 	data []byte
 	i    int
+	wire bool // a request member: attribute names are checked
 }
 
 func (p *parser) syntax() error {
@@ -127,9 +135,14 @@ func (p *parser) str() (string, error) {
 			if simple {
 				s := string(p.data[start+1 : p.i-1])
 				if !utf8.ValidString(s) {
-					s = strings.ToValidUTF8(s, "\uFFFD")
+					return "", checkText(p.data[start:p.i], start)
 				}
 				return s, nil
+			}
+			// encoding/json would turn invalid UTF-8 and lone surrogate
+			// escapes into U+FFFD; they are rejected instead.
+			if err := checkText(p.data[start:p.i], start); err != nil {
+				return "", err
 			}
 			var s string
 			if err := json.Unmarshal(p.data[start:p.i], &s); err != nil {
@@ -265,6 +278,11 @@ func (p *parser) item(depth int) (Item, error) {
 		name, err := p.str()
 		if err != nil {
 			return nil, err
+		}
+		if p.wire {
+			if err := checkName(name); err != nil {
+				return nil, err
+			}
 		}
 		p.ws()
 		if p.peek() != ':' {

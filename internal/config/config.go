@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -86,35 +88,46 @@ type Server struct {
 	// InflightWait is how long a request waits for room in that bound
 	// before it is answered ThrottlingException.
 	InflightWait Duration `toml:"inflight_wait"`
+	// CORSAllowedOrigins are the browser origins allowed to call the API
+	// ("https://app.example.com", or "*" for every origin). Unset: every
+	// origin on the loopback development default (no auth.keys), none
+	// otherwise; an empty list allows none.
+	CORSAllowedOrigins []string `toml:"cors_allowed_origins"`
+}
+
+// CORSOrigins returns the origins CORS allows under this configuration
+// (see Server.CORSAllowedOrigins).
+func (c *Config) CORSOrigins() []string {
+	if c.Server.CORSAllowedOrigins != nil {
+		return c.Server.CORSAllowedOrigins
+	}
+	if len(c.Auth.Keys) == 0 && IsLoopback(c.Server.Listen) {
+		return []string{"*"}
+	}
+	return nil
 }
 
 // Storage selects and configures the backend.
 type Storage struct {
-	// Backend is "sqlite" (more to come).
+	// Backend names the storage driver (internal/server/drivers.go).
 	Backend string `toml:"backend"`
-	// DataDir holds the SQLite database file.
+	// DataDir holds the files of embedded backends.
 	DataDir string `toml:"data_dir"`
-	// Memory keeps SQLite data in a temporary file removed at exit.
+	// Memory keeps no data after exit.
 	Memory bool `toml:"memory"`
-	// SQLite tunes the embedded backend.
-	SQLite SQLite `toml:"sqlite"`
-	// Postgres configures the PostgreSQL backend.
-	Postgres Postgres `toml:"postgres"`
+	// Sections are the backends' own sections, [storage.<name>], each of
+	// the type its driver declares (storage.Driver.NewConfig), decoded
+	// strictly by Load.
+	Sections map[string]any `toml:"-"`
 }
 
-// SQLite tunes the embedded backend.
-type SQLite struct {
-	// ItemCacheMB bounds the in-memory item cache (0 disables it).
-	ItemCacheMB int `toml:"item_cache_mb"`
-}
+// Section returns a backend's section, nil when it has none.
+func (s *Storage) Section(name string) any { return s.Sections[name] }
 
-// Postgres configures the PostgreSQL backend.
-type Postgres struct {
-	// DSN is a postgres:// URL or a libpq connection string.
-	DSN string `toml:"dsn"`
-	// MaxConns bounds the connection pool (0: the driver's default).
-	MaxConns int `toml:"max_conns"`
-}
+// SectionTypes declares the backends' sections: name -> a function
+// returning the section with its defaults (a pointer to a struct with toml
+// tags). The server's driver table provides it.
+type SectionTypes map[string]func() any
 
 // Log configures logging.
 type Log struct {
@@ -122,6 +135,9 @@ type Log struct {
 	Level string `toml:"level"`
 	// Format is text or json.
 	Format string `toml:"format"`
+	// SlowRequestThreshold: requests taking at least this long are logged
+	// at info (0 disables).
+	SlowRequestThreshold Duration `toml:"slow_request_threshold"`
 }
 
 // Duration is a time.Duration written as a string ("30s") in TOML.
@@ -147,8 +163,8 @@ func Default() Config {
 			ReadHeaderTimeout: Duration{10 * time.Second}, BodyReadTimeout: Duration{30 * time.Second},
 			WriteTimeout: Duration{30 * time.Second}, IdleTimeout: Duration{120 * time.Second},
 			MaxInflightBodyBytes: 128 << 20, InflightWait: Duration{time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32}},
-		Log:     Log{Level: "info", Format: "text"},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data"},
+		Log:     Log{Level: "info", Format: "text", SlowRequestThreshold: Duration{time.Second}},
 	}
 }
 
@@ -157,15 +173,17 @@ const EnvPrefix = "EXTENDDB__"
 
 // Load builds the configuration from defaults, the file at path (skipped
 // when path is empty) and the environment (environ as os.Environ gives it).
-func Load(path string, environ []string) (Config, error) {
+// sections declares the backends' sections; a [storage.<name>] section of
+// a backend not declared is an unknown key.
+func Load(path string, environ []string, sections SectionTypes) (Config, error) {
 	c := Default()
+	c.Storage.Sections = map[string]any{}
+	for name, mk := range sections {
+		c.Storage.Sections[name] = mk()
+	}
 	if path != "" {
-		md, err := toml.DecodeFile(path, &c)
-		if err != nil {
-			return c, fmt.Errorf("config %s: %w", path, err)
-		}
-		if und := md.Undecoded(); len(und) > 0 {
-			return c, fmt.Errorf("config %s: unknown key %q", path, und[0].String())
+		if err := c.decodeFile(path); err != nil {
+			return c, err
 		}
 	}
 	if err := applyEnv(&c, environ); err != nil {
@@ -174,8 +192,52 @@ func Load(path string, environ []string) (Config, error) {
 	return c, c.Validate()
 }
 
+// decodeFile decodes the TOML file: the sections of this package's types,
+// then each backend's section into its driver's type. Every key must be
+// decoded by one of them.
+func (c *Config) decodeFile(path string) error {
+	md, err := toml.DecodeFile(path, c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	var raw struct {
+		Storage map[string]toml.Primitive `toml:"storage"`
+	}
+	md2, err := toml.DecodeFile(path, &raw)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	for name, sec := range c.Storage.Sections {
+		if p, ok := raw.Storage[name]; ok {
+			if err := md2.PrimitiveDecode(p, sec); err != nil {
+				return fmt.Errorf("config %s: storage.%s: %w", path, name, err)
+			}
+		}
+	}
+	for _, k := range md.Undecoded() {
+		if len(k) >= 2 && k[0] == "storage" && c.Storage.Sections[k[1]] != nil {
+			continue // a backend's section: checked below
+		}
+		return fmt.Errorf("config %s: unknown key %q", path, k.String())
+	}
+	for _, k := range md2.Undecoded() {
+		if len(k) >= 3 && k[0] == "storage" && c.Storage.Sections[k[1]] != nil {
+			return fmt.Errorf("config %s: unknown key %q", path, k.String())
+		}
+	}
+	return nil
+}
+
 // LoadDefault loads from path and the process environment.
-func LoadDefault(path string) (Config, error) { return Load(path, os.Environ()) }
+func LoadDefault(path string, sections SectionTypes) (Config, error) {
+	return Load(path, os.Environ(), sections)
+}
+
+// Set sets one key ("storage.postgres.dsn", "server.listen") from its text,
+// as an environment override would; command-line flags use it.
+func (c *Config) Set(key, val string) error {
+	return c.setPath(strings.Split(key, "."), val, key)
+}
 
 // Validate checks values; errors name the key.
 func (c *Config) Validate() error {
@@ -201,6 +263,14 @@ func (c *Config) Validate() error {
 	if (c.Server.TLSCertFile == "") != (c.Server.TLSKeyFile == "") {
 		return errors.New("config: server.tls_cert_file and server.tls_key_file must be set together")
 	}
+	for i, o := range c.Server.CORSAllowedOrigins {
+		if err := validOrigin(o); err != nil {
+			return fmt.Errorf("config: server.cors_allowed_origins[%d] %q: %w", i, o, err)
+		}
+	}
+	if c.Log.SlowRequestThreshold.Duration < 0 {
+		return errors.New("config: log.slow_request_threshold must not be negative")
+	}
 	if err := c.Backup.Store.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -220,20 +290,21 @@ func (c *Config) Validate() error {
 		}
 		seen[k.AccessKeyID] = true
 	}
-	switch c.Storage.Backend {
-	case "sqlite":
-		if c.Storage.SQLite.ItemCacheMB < 0 {
-			return fmt.Errorf("config: storage.sqlite.item_cache_mb must not be negative")
+	if len(c.Storage.Sections) > 0 {
+		sec, ok := c.Storage.Sections[c.Storage.Backend]
+		if !ok {
+			names := make([]string, 0, len(c.Storage.Sections))
+			for n := range c.Storage.Sections {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("config: storage.backend %q is not supported (supported: %s)", c.Storage.Backend, strings.Join(names, ", "))
 		}
-	case "postgres":
-		if c.Storage.Postgres.DSN == "" {
-			return errors.New("config: storage.postgres.dsn is required when storage.backend is \"postgres\"")
+		if v, ok := sec.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("config: storage.%s.%w", c.Storage.Backend, err)
+			}
 		}
-		if c.Storage.Postgres.MaxConns < 0 {
-			return errors.New("config: storage.postgres.max_conns must not be negative")
-		}
-	default:
-		return fmt.Errorf("config: storage.backend %q is not supported (supported: sqlite, postgres)", c.Storage.Backend)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -260,11 +331,25 @@ func applyEnv(c *Config, environ []string) error {
 		}
 		name, val := kv[:eq], kv[eq+1:]
 		path := strings.Split(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "__")
-		if err := setPath(reflect.ValueOf(c).Elem(), path, val, strings.Join(path, ".")); err != nil {
+		if err := c.setPath(path, val, strings.Join(path, ".")); err != nil {
 			return fmt.Errorf("environment %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// setPath sets a key of this package's sections or of a backend's section.
+func (c *Config) setPath(path []string, val, full string) error {
+	if len(path) >= 3 && path[0] == "storage" {
+		if sec, ok := c.Storage.Sections[path[1]]; ok {
+			v := reflect.ValueOf(sec)
+			if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+				return fmt.Errorf("unknown key %q", full)
+			}
+			return setPath(v.Elem(), path[2:], val, full)
+		}
+	}
+	return setPath(reflect.ValueOf(c).Elem(), path, val, full)
 }
 
 var textUnmarshaler = reflect.TypeOf((*interface{ UnmarshalText([]byte) error })(nil)).Elem()
@@ -291,6 +376,18 @@ func setPath(v reflect.Value, path []string, val, full string) error {
 			return fv.Addr().Interface().(interface{ UnmarshalText([]byte) error }).UnmarshalText([]byte(val))
 		}
 		switch fv.Kind() {
+		case reflect.Slice:
+			if fv.Type().Elem().Kind() != reflect.String {
+				return fmt.Errorf("key %q cannot be set from the environment", full)
+			}
+			// A comma-separated list; an empty value is an empty list.
+			list := reflect.MakeSlice(fv.Type(), 0, 4)
+			for _, p := range strings.Split(val, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					list = reflect.Append(list, reflect.ValueOf(p))
+				}
+			}
+			fv.Set(list)
 		case reflect.String:
 			fv.SetString(val)
 		case reflect.Bool:
@@ -327,4 +424,18 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validOrigin accepts "*" or a browser origin: scheme://host[:port], no
+// path, query or credentials.
+func validOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New(`must be "*" or an origin such as "https://app.example.com" or "http://localhost:3000"`)
+	}
+	return nil
 }

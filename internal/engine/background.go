@@ -129,7 +129,10 @@ func (e *Engine) startBackfill(ref storage.TableRef, index string) {
 			delete(b.running, key)
 			b.mu.Unlock()
 		}()
-		if err := e.backfill(ctx, ref, index); err != nil && ctx.Err() == nil {
+		pctx, prog := e.beginBackfill(ctx, ref, index) // log lines and metrics (bgmetrics.go)
+		err := e.backfill(pctx, ref, index)
+		prog.end(err, ctx.Err() != nil)
+		if err != nil && ctx.Err() == nil {
 			e.log.Error("index backfill failed", "table", ref.Name, "index", index, "err", err)
 		}
 	}()
@@ -153,12 +156,15 @@ func (e *Engine) currentTable(ctx context.Context, ref storage.TableRef) (*table
 // backfill writes the entries of a new index for every existing item, in
 // batches; each item is rewritten inside the backend's atomic section, so
 // concurrent writes are never lost or doubled.
+//
+// It starts at once: item writes are fenced on the description version
+// (storage.TableRef.Version), so once the UpdateTable that added the
+// index has committed, every write that lands (on any server) was computed
+// from a description that has the index and maintains its entry. An item
+// therefore has either no entry (not written since) or its exact entry,
+// and rewriting the entry computed from its current value is exact. A
+// page refused as computed from a stale description is read again.
 func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index string) error {
-	select {
-	case <-time.After(e.backfillGrace()):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 	var after *storage.Cursor
 	for {
 		t, err := e.currentTable(ctx, ref)
@@ -172,7 +178,7 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 		if ix == nil || ix.Status != "CREATING" {
 			return nil
 		}
-		res, err := e.backend.Scan(ctx, storage.ScanParams{Table: ref, After: after, Limit: 200})
+		res, err := e.backend.Scan(ctx, storage.ScanParams{Table: t.ref, After: after, Limit: 200})
 		if err != nil {
 			if storage.IsKind(err, storage.KindTableNotFound) {
 				return nil
@@ -182,7 +188,7 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 		if len(res.Rows) > 0 {
 			ops := make([]storage.WriteItemParams, len(res.Rows))
 			for i, r := range res.Rows {
-				ops[i] = storage.WriteItemParams{Table: ref, PK: r.PK, SK: r.SK, Fn: func(oldRaw []byte) (storage.Change, error) {
+				ops[i] = storage.WriteItemParams{Table: t.ref, PK: r.PK, SK: r.SK, Fn: func(oldRaw []byte) (storage.Change, error) {
 					if oldRaw == nil {
 						return storage.Change{Op: storage.Keep}, nil
 					}
@@ -205,10 +211,14 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 				if storage.IsKind(err, storage.KindTableNotFound) {
 					return nil
 				}
+				if storage.IsKind(err, storage.KindTableVersion) {
+					continue // the description changed: read it and this page again
+				}
 				return err
 			}
 			last := res.Rows[len(res.Rows)-1]
 			after = &storage.Cursor{PK: last.PK, SK: last.SK}
+			backfillBatch(ctx, len(res.Rows), last.PK)
 		}
 		if !res.More {
 			break
@@ -253,24 +263,32 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 
 var errBackfillObsolete = &Error{Code: CodeInternal, Message: "backfill obsolete"}
 
-// sweepLoop deletes expired items of TTL-enabled tables. A pass that found
-// a full batch of expired items is followed at once by another, so the
-// rate follows the backlog; an idle pass waits SweepInterval.
+// sweepLoop deletes expired items of TTL-enabled tables. A pass that made
+// progress on a full batch is followed at once by another, so the rate
+// follows the backlog; a pass that found nothing to do, or could not
+// change anything, waits SweepInterval (never a busy loop).
 func (e *Engine) sweepLoop(ctx context.Context) {
 	for {
 		busy := false
+		pass := e.beginTTLPass() // log line and metrics (bgmetrics.go)
 		e.forEachTable(ctx, func(t *table) {
 			if ctx.Err() != nil {
 				return
 			}
-			n, err := e.sweepTable(ctx, t)
+			st, err := e.sweepTable(ctx, t)
+			if t.ttl != nil {
+				pass.table(st.deleted, err)
+			}
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("ttl sweep", "table", t.ref.Name, "err", err)
 			}
-			if n >= sweepBatch {
+			if st.more {
 				busy = true
 			}
 		})
+		if ctx.Err() == nil {
+			pass.end()
+		}
 		wait := e.sweepInterval
 		if busy {
 			wait = 0
@@ -285,53 +303,105 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 
 const sweepBatch = 500
 
-// sweepTable deletes up to a few batches of expired items of one table and
-// returns how many it found in the last batch.
-func (e *Engine) sweepTable(ctx context.Context, t *table) (int, error) {
+// sweepStats is what one sweep of a table did.
+type sweepStats struct {
+	deleted  int // expired items deleted
+	repaired int // index hits that did not match their item, removed
+	// more is true when the last batch was full and made progress: more
+	// expired items may be waiting.
+	more bool
+}
+
+// sweepTable deletes up to a few batches of expired items of one table.
+// Each hit of the TTL index is checked against its item inside the
+// backend's atomic section: an expired item is deleted; a hit whose item
+// is gone or no longer expired (an entry that does not match the item) is
+// removed and the item's true entry written, so it is never found again.
+func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
+	var st sweepStats
 	ix := t.ttl
 	if ix == nil || ix.Status != "ACTIVE" {
-		return 0, nil
+		return st, nil
 	}
 	now := e.now()
 	lo, _ := attr.NumberKey(jsonInt(now.Add(-ttlMaxAge).Unix()))
 	hi, _ := attr.NumberKey(jsonInt(now.Unix()))
 	deadline := time.Now().Add(2 * time.Second)
-	n := 0
 	for time.Now().Before(deadline) {
 		res, err := e.backend.Query(ctx, storage.QueryParams{Table: t.ref, Index: ttlIndexName, PK: ttlPartition,
 			Lower: &storage.Bound{Key: lo, Inclusive: true}, Upper: &storage.Bound{Key: hi, Inclusive: true}, Forward: true, Limit: sweepBatch})
 		if err != nil {
-			return 0, err
+			return st, err
 		}
-		n = len(res.Rows)
+		n := len(res.Rows)
 		if n == 0 {
-			return 0, nil
+			return st, nil
 		}
 		ops := make([]storage.WriteItemParams, n)
 		nowSec := now.Unix()
 		for i, r := range res.Rows {
+			hit := storage.IndexKey{Index: ttlIndexName, PK: r.PK, SK: r.SK}
 			ops[i] = storage.WriteItemParams{Table: t.ref, PK: r.BasePK, SK: r.BaseSK, Fn: func(oldRaw []byte) (storage.Change, error) {
-				if oldRaw == nil {
-					return storage.Change{Op: storage.Keep}, nil
-				}
-				old, err := decodeStored(oldRaw)
-				if err != nil {
-					return storage.Change{}, err
-				}
-				if !expired(old, ix.Hash.Name, nowSec) {
-					return storage.Change{Op: storage.Keep}, nil
-				}
-				return t.deleteChange(old), nil
+				return t.sweepChange(ix, hit, oldRaw, nowSec)
 			}}
 		}
-		if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
-			return 0, err
+		tw, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+		if err != nil {
+			if storage.IsKind(err, storage.KindTableVersion) || storage.IsKind(err, storage.KindTableNotFound) {
+				// The description changed (or the table is gone): the
+				// next pass reads it again.
+				return st, nil
+			}
+			return st, err
 		}
-		if n < sweepBatch {
+		progress, deleted := 0, 0
+		for _, r := range tw.Results {
+			switch {
+			case r.Change.Op == storage.Delete && r.Old != nil:
+				st.deleted++
+				deleted++
+				progress++
+			case r.Change.Op != storage.Keep:
+				st.repaired++
+				progress++
+			}
+		}
+		e.ttlDeleted(deleted)
+		st.more = n >= sweepBatch && progress > 0
+		if !st.more {
 			break
 		}
 	}
-	return n, nil
+	return st, nil
+}
+
+// sweepChange decides what the sweeper does with one hit of the TTL index
+// (hit) for the item oldRaw (nil when absent).
+func (t *table) sweepChange(ix *index, hit storage.IndexKey, oldRaw []byte, nowSec int64) (storage.Change, error) {
+	if oldRaw == nil {
+		// An orphan entry: delete it (a Delete of an absent item still
+		// removes the index keys it names).
+		return storage.Change{Op: storage.Delete, DeleteIndex: []storage.IndexKey{hit}}, nil
+	}
+	old, err := decodeStored(oldRaw)
+	if err != nil {
+		return storage.Change{}, err
+	}
+	if expired(old, ix.Hash.Name, nowSec) {
+		ch := t.deleteChange(old)
+		ch.DeleteIndex = append(ch.DeleteIndex, hit)
+		return ch, nil
+	}
+	// Not expired: the hit does not match the item. Remove it and write
+	// the item's true TTL entry (if it has one); the item and its other
+	// index entries stay as they are.
+	ch := storage.Change{Op: storage.Put, Item: oldRaw, DeleteIndex: []storage.IndexKey{hit}}
+	if pk, sk, ok, err := ix.keyOf(old); err == nil && ok {
+		k := storage.IndexKey{Index: ix.Name, PK: pk, SK: sk}
+		ch.DeleteIndex = append(ch.DeleteIndex, k)
+		ch.PutIndex = []storage.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}
+	}
+	return ch, nil
 }
 
 // expired reports whether an item's TTL attribute has passed.

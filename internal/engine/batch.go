@@ -63,10 +63,10 @@ func keyID(t *table, pk, sk []byte) string {
 	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
 }
 
-// BatchWriteItem puts and deletes up to 25 items across tables. Every
+// batchWriteItem puts and deletes up to 25 items across tables. Every
 // request is validated before anything is written; the writes are then
 // applied in one backend transaction, so UnprocessedItems is always empty.
-func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
+func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
 	if in.RequestItems == nil {
 		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
 	}
@@ -94,6 +94,10 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 		return nil, validationf("Too many items requested for the BatchWriteItem call")
 	}
 	var ops []storage.WriteItemParams
+	var opTables []*table // the table of each op
+	var opNames []string  // and its name in the request
+	var opSizes []int     // and the size of the item it puts (0 for a delete)
+	wantCap := wantsCapacity(in.ReturnConsumedCapacity)
 	seen := map[string]bool{}
 	units := map[string]float64{}
 	for _, name := range sortedNames(in.RequestItems) {
@@ -131,9 +135,13 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 				if err != nil {
 					return nil, err
 				}
-				units[name] += writeUnits(size)
+				units[name] = 0
 				tt := t
-				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes(), Fn: func(oldRaw []byte) (storage.Change, error) {
+				opTables = append(opTables, t)
+				opNames = append(opNames, name)
+				opSizes = append(opSizes, size)
+				// Capacity is charged on the larger of the old and new item.
+				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
 					var old attr.Item
 					if tt.hasIndexes() {
 						var err error
@@ -156,8 +164,11 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 					return nil, errDuplicateKeys
 				}
 				seen[id] = true
-				units[name]++
+				units[name] = 0
 				tt := t
+				opTables = append(opTables, t)
+				opNames = append(opNames, name)
+				opSizes = append(opSizes, 0)
 				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 					if oldRaw == nil {
 						return storage.Change{Op: storage.Keep}, nil
@@ -171,7 +182,8 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 			}
 		}
 	}
-	if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+	if err != nil {
 		if storage.IsKind(err, storage.KindTableNotFound) {
 			for name := range in.RequestItems {
 				e.tables.drop(account, name)
@@ -189,8 +201,23 @@ func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWr
 	}
 	out := &BatchWriteItemOutput{UnprocessedItems: map[string][]WriteRequest{}}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		per := map[string]*consumed{}
+		for name := range units {
+			per[name] = &consumed{}
+		}
+		for i, t := range opTables {
+			var r *storage.WriteItemResult
+			if i < len(res.Results) {
+				r = &res.Results[i]
+			}
+			c := per[opNames[i]]
+			c.table += writeUnits(max(opSizes[i], oldSize(r)))
+			if err := c.addWrite(t, r, 1); err != nil {
+				return nil, err
+			}
+		}
 		for _, name := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, name, units[name], true))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *per[name].report(in.ReturnConsumedCapacity, name, splitNone))
 		}
 	}
 	return out, nil

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
@@ -26,6 +28,13 @@ type Options struct {
 	// SweepInterval is the TTL sweeper's pause after a pass that found no
 	// backlog; default 5s.
 	SweepInterval time.Duration
+	// StatsInterval is how old table statistics (DescribeTable's
+	// ItemCount, TableSizeBytes, IndexSizeBytes) may be before a
+	// description recomputes them; default 1s.
+	StatsInterval time.Duration
+	// Registerer receives the background-work metrics (bgmetrics.go); nil
+	// registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // Engine executes DynamoDB operations.
@@ -36,7 +45,9 @@ type Engine struct {
 	tables        tableCache
 	idem          idempotency
 	bg            background
+	bgm           *bgMetrics
 	sweepInterval time.Duration
+	stats         statsCache
 	now           func() time.Time
 }
 
@@ -57,9 +68,14 @@ func New(b storage.Backend, opt Options) *Engine {
 		ttl = time.Second
 	}
 	e.tables = tableCache{m: map[string]*table{}, ttl: ttl}
+	e.bgm = newBGMetrics(opt.Registerer)
 	e.sweepInterval = opt.SweepInterval
 	if e.sweepInterval <= 0 {
 		e.sweepInterval = 5 * time.Second
+	}
+	e.stats.interval = opt.StatsInterval
+	if e.stats.interval <= 0 {
+		e.stats.interval = defaultStatsInterval
 	}
 	return e
 }

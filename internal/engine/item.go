@@ -15,18 +15,6 @@ var (
 	errUpdateItemTooLarge = validationf("Item size to update has exceeded the maximum allowed size")
 )
 
-// noExpressions refuses placeholder maps in a request that has no
-// expression to use them.
-func noExpressions(names map[string]string, values map[string]attr.Value) error {
-	if values != nil {
-		return validationf("ExpressionAttributeValues can only be specified when using expressions")
-	}
-	if names != nil {
-		return validationf("ExpressionAttributeNames can only be specified when using expressions")
-	}
-	return nil
-}
-
 func ccfError(old attr.Item, returnOld bool) *Error {
 	e := newErr(CodeConditionalCheckFailed, "The conditional request failed")
 	if returnOld && old != nil {
@@ -85,14 +73,29 @@ func writeOptions(returnValues string, oldOnly bool, rcc, rim, onCCF string) (bo
 
 // capacity returns the ConsumedCapacity to report, or nil.
 func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
-	if mode == "" || mode == "NONE" {
-		return nil
+	return consumed{table: units}.report(mode, table, splitNone)
+}
+
+// writeCapacity reports a single-item write: on the table, the units of
+// the larger of the item before and after the write (newSize; 0 for a
+// delete), plus what the write cost its secondary indexes.
+func writeCapacity(mode string, t *table, newSize int, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
+	if !wantsCapacity(mode) {
+		return nil, nil
 	}
-	c := &ConsumedCapacity{TableName: table, CapacityUnits: units}
-	if mode == "INDEXES" {
-		c.Table = &Capacity{CapacityUnits: units}
+	c := consumed{table: writeUnits(max(newSize, oldSize(res)))}
+	if err := c.addWrite(t, res, 1); err != nil {
+		return nil, err
 	}
-	return c
+	return c.report(mode, t.name(), splitNone), nil
+}
+
+// oldSize is the item size of a write's old item, 0 when absent.
+func oldSize(res *storage.WriteItemResult) int {
+	if res == nil || res.Old == nil {
+		return 0
+	}
+	return int(statsSize(res.Old))
 }
 
 func writeUnits(size int) float64 {
@@ -126,8 +129,8 @@ func decodeStored(b []byte) (attr.Item, error) {
 	return it, nil
 }
 
-// PutItem writes an item.
-func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
+// putItem writes an item.
+func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -161,7 +164,9 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 		return nil, err
 	}
 	needOld := cond != nil || t.hasIndexes() || in.ReturnValues == "ALL_OLD"
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !needOld, Fn: func(oldRaw []byte) (storage.Change, error) {
+	// Capacity is charged on the larger of the old and new item.
+	readOld := needOld || wantsCapacity(in.ReturnConsumedCapacity)
+	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {
 			var err error
@@ -177,7 +182,10 @@ func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) 
 	if err != nil {
 		return nil, err
 	}
-	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)}
+	out := &ItemOutput{}
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, size, res); err != nil {
+		return nil, err
+	}
 	if in.ReturnValues == "ALL_OLD" && res.Old != nil {
 		if out.Attributes, err = decodeStored(res.Old); err != nil {
 			return nil, err
@@ -200,22 +208,15 @@ func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemPar
 // writeCondition parses a write's condition (expression or legacy).
 func (e *Engine) writeCondition(condExpr *string, expected map[string]ExpectedAttributeValue, condOp string,
 	names map[string]string, values map[string]attr.Value) (*expr.Condition, error) {
-	if expected != nil && condExpr != nil {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {Expected} Expression parameters: {ConditionExpression}")
+	if err := checkExprParams([]param{{"ConditionExpression", condExpr != nil}}, []param{{"Expected", expected != nil}},
+		names != nil, values != nil); err != nil {
+		return nil, err
 	}
 	if expected != nil {
-		if names != nil || values != nil {
-			return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
-		}
 		return legacyExpected(expected, condOp)
 	}
 	if condOp != "" {
 		return nil, validationf("ConditionalOperator can only be used when Expected is specified")
-	}
-	if condExpr == nil {
-		if err := noExpressions(names, values); err != nil {
-			return nil, err
-		}
 	}
 	env, err := expr.NewEnv(names, values)
 	if err != nil {
@@ -295,8 +296,9 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 // nil means the whole item. With env nil a fresh environment over names
 // is used and checked for unused names.
 func (e *Engine) projection(pe *string, toGet []string, names map[string]string, env *expr.Env) (projector, error) {
-	if pe != nil && toGet != nil {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {AttributesToGet} Expression parameters: {ProjectionExpression}")
+	if err := checkExprParams([]param{{"ProjectionExpression", pe != nil}}, []param{{"AttributesToGet", toGet != nil}},
+		env == nil && names != nil, false); err != nil {
+		return nil, err
 	}
 	if toGet != nil {
 		if len(toGet) == 0 {
@@ -304,6 +306,9 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 		}
 		seen := map[string]bool{}
 		for _, n := range toGet {
+			if err := attr.CheckName(n); err != nil {
+				return nil, err
+			}
 			if seen[n] {
 				return nil, validationf("One or more parameter values were invalid: Duplicate value in attribute name: %s", n)
 			}
@@ -337,8 +342,8 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 	return p, nil
 }
 
-// DeleteItem deletes an item.
-func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
+// deleteItem deletes an item.
+func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -379,23 +384,38 @@ func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemI
 		return nil, err
 	}
 	out := &ItemOutput{}
-	size := 0
-	if res.Old != nil {
-		old, err := decodeStored(res.Old)
-		if err != nil {
+	if res.Old != nil && in.ReturnValues == "ALL_OLD" {
+		if out.Attributes, err = decodeStored(res.Old); err != nil {
 			return nil, err
 		}
-		size = attr.ItemSize(old)
-		if in.ReturnValues == "ALL_OLD" {
-			out.Attributes = old
-		}
 	}
-	out.ConsumedCapacity = capacity(in.ReturnConsumedCapacity, name, writeUnits(size), true)
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, 0, res); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
-// UpdateItem updates (or creates) an item.
-func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
+// removesOnly reports whether an update has actions and all of them remove
+// attributes or set elements (REMOVE, DELETE): such an update of a missing
+// item creates nothing.
+func removesOnly(upd *expr.Update) bool {
+	if upd == nil {
+		return false
+	}
+	acts := upd.Actions()
+	if len(acts) == 0 {
+		return false
+	}
+	for _, a := range acts {
+		if a.Kind != expr.ActionRemove && a.Kind != expr.ActionDelete {
+			return false
+		}
+	}
+	return true
+}
+
+// updateItem updates (or creates) an item.
+func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
 	name, err := requireTableName(in.TableName)
 	if err != nil {
 		return nil, err
@@ -409,13 +429,13 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	}
 	var cond *expr.Condition
 	var upd *expr.Update
+	if err := checkExprParams(
+		[]param{{"UpdateExpression", in.UpdateExpression != nil}, {"ConditionExpression", in.ConditionExpression != nil}},
+		[]param{{"AttributeUpdates", in.AttributeUpdates != nil}, {"Expected", in.Expected != nil}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, err
+	}
 	if in.AttributeUpdates != nil || in.Expected != nil {
-		if in.UpdateExpression != nil || in.ConditionExpression != nil {
-			return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {AttributeUpdates, Expected} Expression parameters: {UpdateExpression, ConditionExpression}")
-		}
-		if in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil {
-			return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
-		}
 		if in.Expected != nil {
 			if cond, err = legacyExpected(in.Expected, in.ConditionalOperator); err != nil {
 				return nil, err
@@ -429,11 +449,6 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	} else {
 		if in.ConditionalOperator != "" {
 			return nil, validationf("ConditionalOperator can only be used when Expected is specified")
-		}
-		if in.UpdateExpression == nil && in.ConditionExpression == nil {
-			if err := noExpressions(in.ExpressionAttributeNames, in.ExpressionAttributeValues); err != nil {
-				return nil, err
-			}
 		}
 		env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 		if err != nil {
@@ -478,6 +493,7 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 		if cond != nil && !cond.Eval(old) {
 			return storage.Change{}, ccfError(old, returnOldOnCCF)
 		}
+		newItem = nil
 		base := old
 		if base == nil {
 			base = keyItem.Clone()
@@ -487,6 +503,11 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 			if n, err = upd.Apply(base); err != nil {
 				return storage.Change{}, err
 			}
+		}
+		if old == nil && removesOnly(upd) {
+			// DynamoDB creates no item for an update that only removes
+			// (its paths are still checked, as on an empty item).
+			return storage.Change{Op: storage.Keep}, nil
 		}
 		if attr.ItemSize(n) > attr.MaxItemSize {
 			return storage.Change{}, errUpdateItemTooLarge
@@ -498,7 +519,10 @@ func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemI
 	if err != nil {
 		return nil, err
 	}
-	out := &ItemOutput{ConsumedCapacity: capacity(in.ReturnConsumedCapacity, name, writeUnits(attr.ItemSize(newItem)), true)}
+	out := &ItemOutput{}
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, attr.ItemSize(newItem), res); err != nil {
+		return nil, err
+	}
 	switch in.ReturnValues {
 	case "ALL_OLD":
 		if res.Old != nil {

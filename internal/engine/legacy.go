@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -55,7 +56,7 @@ func (b *legacyBuilder) value(v attr.Value) string {
 var legacyArgCount = map[string][2]int{
 	"EQ": {1, 1}, "NE": {1, 1}, "LE": {1, 1}, "LT": {1, 1}, "GE": {1, 1}, "GT": {1, 1},
 	"NOT_NULL": {0, 0}, "NULL": {0, 0}, "CONTAINS": {1, 1}, "NOT_CONTAINS": {1, 1},
-	"BEGINS_WITH": {1, 1}, "IN": {1, 1 << 30}, "BETWEEN": {2, 2},
+	"BEGINS_WITH": {1, 1}, "IN": {1, expr.MaxInOperands}, "BETWEEN": {2, 2},
 }
 
 // cond renders one legacy comparison.
@@ -66,6 +67,9 @@ func (b *legacyBuilder) cond(attrName, op string, args []attr.Value) (string, er
 	}
 	if len(args) < n[0] || len(args) > n[1] {
 		return "", invalidParam("Invalid number of argument(s) for the %s ComparisonOperator", op)
+	}
+	if err := checkLegacyArgs(op, args); err != nil {
+		return "", err
 	}
 	p := b.name(attrName)
 	vals := make([]string, len(args))
@@ -103,6 +107,61 @@ func (b *legacyBuilder) cond(attrName, op string, args []attr.Value) (string, er
 	return "", validationf("Unsupported ComparisonOperator %s", op)
 }
 
+// checkNames applies the attribute-name limits to the names of a legacy
+// parameter map (they become placeholders, whose own checks would word
+// the error for ExpressionAttributeNames).
+func checkNames[V any](m map[string]V) error {
+	for n := range m {
+		if err := attr.CheckName(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// legacyArgTypes lists the AttributeValue types each ComparisonOperator
+// takes (API reference, Condition): ordering, IN, BETWEEN and CONTAINS
+// take scalars, BEGINS_WITH strings and binaries; EQ and NE take any type.
+var legacyArgTypes = map[string]string{
+	"LE": "S N B", "LT": "S N B", "GE": "S N B", "GT": "S N B", "BETWEEN": "S N B", "IN": "S N B",
+	"CONTAINS": "S N B", "NOT_CONTAINS": "S N B", "BEGINS_WITH": "S B",
+}
+
+// checkLegacyArgs validates a legacy condition's AttributeValueList with
+// the service's legacy wording (not the expression wording the translated
+// condition would otherwise produce).
+func checkLegacyArgs(op string, args []attr.Value) error {
+	for _, a := range args[min(1, len(args)):] {
+		if a.Type != args[0].Type {
+			return invalidParam("AttributeValues inside AttributeValueList must be of same type")
+		}
+	}
+	if allowed, ok := legacyArgTypes[op]; ok {
+		for _, a := range args {
+			if !strings.Contains(" "+allowed+" ", " "+a.Type.String()+" ") {
+				return invalidParam("ComparisonOperator %s is not valid for %s AttributeValue type", op, a.Type)
+			}
+		}
+	}
+	if op == "BETWEEN" && legacyGreater(args[0], args[1]) {
+		return validationf("The BETWEEN condition was provided a range where the lower bound is greater than the upper bound")
+	}
+	return nil
+}
+
+// legacyGreater reports a > b for two scalars of one type.
+func legacyGreater(a, b attr.Value) bool {
+	switch a.Type {
+	case attr.S:
+		return a.Str > b.Str
+	case attr.N:
+		return attr.CompareNumbers(a.Str, b.Str) > 0
+	case attr.B:
+		return bytes.Compare(a.Bin, b.Bin) > 0
+	}
+	return false
+}
+
 func sortedNames[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -126,6 +185,9 @@ func joinOp(op string) (string, error) {
 func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr.Condition, error) {
 	if len(exp) == 0 {
 		return nil, nil
+	}
+	if err := checkNames(exp); err != nil {
+		return nil, err
 	}
 	join, err := joinOp(condOp)
 	if err != nil {
@@ -191,6 +253,9 @@ func legacyFilter(f map[string]Condition, condOp string) (*expr.Condition, error
 	if len(f) == 0 {
 		return nil, nil
 	}
+	if err := checkNames(f); err != nil {
+		return nil, err
+	}
 	join, err := joinOp(condOp)
 	if err != nil {
 		return nil, err
@@ -209,18 +274,21 @@ func legacyFilter(f map[string]Condition, condOp string) (*expr.Condition, error
 
 // legacyKeyConditions translates KeyConditions to a key condition.
 func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
+	if err := checkNames(kc); err != nil {
+		return nil, err
+	}
 	b := newLegacyBuilder()
 	var parts []string
 	for _, n := range sortedNames(kc) {
 		c := kc[n]
-		switch c.ComparisonOperator {
-		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
-		default:
-			return nil, invalidParam("Unsupported operator on KeyCondition: %s", c.ComparisonOperator)
-		}
 		s, err := b.cond(n, c.ComparisonOperator, c.AttributeValueList)
 		if err != nil {
 			return nil, err
+		}
+		switch c.ComparisonOperator {
+		case "EQ", "LE", "LT", "GE", "GT", "BEGINS_WITH", "BETWEEN":
+		default:
+			return nil, validationf("Attempted conditional constraint is not an indexable operation")
 		}
 		parts = append(parts, s)
 	}
@@ -235,6 +303,9 @@ func legacyKeyConditions(kc map[string]Condition) (*expr.KeyCondition, error) {
 func legacyUpdates(u map[string]AttributeValueUpdate) (*expr.Update, error) {
 	if len(u) == 0 {
 		return nil, nil
+	}
+	if err := checkNames(u); err != nil {
+		return nil, err
 	}
 	b := newLegacyBuilder()
 	var set, remove, add, del []string

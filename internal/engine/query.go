@@ -60,7 +60,8 @@ func checkLimit(limit *int64) (int, error) {
 		return 0, validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *limit)
 	}
 	if *limit > 1<<31-1 {
-		return 1<<31 - 1, nil
+		// Limit is a 32-bit integer member of the service's model.
+		return 0, validationf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value less than or equal to 2147483647", *limit)
 	}
 	return int(*limit), nil
 }
@@ -153,32 +154,37 @@ func (s *readSpec) startCursor(esk attr.Item) error {
 	if len(esk) != len(names) {
 		return bad
 	}
-	enc := func(ka keyAttr) ([]byte, error) {
+	enc := func(ka keyAttr, isRange bool) ([]byte, error) {
 		v, ok := esk[ka.Name]
 		if !ok || v.Type != ka.Type {
 			return nil, bad
+		}
+		// The same key limits as every other key (Query applies them
+		// through its key condition; Scan has only this check).
+		if err := checkKeyValue(v, ka, isRange); err != nil {
+			return nil, err
 		}
 		b, _ := attr.KeyBytes(v)
 		return b, nil
 	}
 	c := &storage.Cursor{}
 	var err error
-	if c.PK, err = enc(s.t.Hash); err != nil {
+	if c.PK, err = enc(s.t.Hash, false); err != nil {
 		return err
 	}
 	if s.t.Range != nil {
-		if c.SK, err = enc(*s.t.Range); err != nil {
+		if c.SK, err = enc(*s.t.Range, true); err != nil {
 			return err
 		}
 	}
 	if s.ix != nil {
 		c.BasePK, c.BaseSK = c.PK, c.SK
-		if c.PK, err = enc(s.ix.Hash); err != nil {
+		if c.PK, err = enc(s.ix.Hash, false); err != nil {
 			return err
 		}
 		c.SK = nil
 		if s.ix.Range != nil {
-			if c.SK, err = enc(*s.ix.Range); err != nil {
+			if c.SK, err = enc(*s.ix.Range, true); err != nil {
 				return err
 			}
 		}
@@ -207,6 +213,8 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	out := &QueryOutput{}
 	items := []RawJSON{}
 	scannedBytes := 0
+	entryBytes, fetchedBytes := 0, 0 // index entries read; table items fetched for an LSI
+	fetched := false
 	after := s.after
 	var last attr.Item
 	stopped := false
@@ -215,6 +223,10 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	needDecode := s.filter != nil || s.proj != nil || s.fetchBase
 	var lastRaw []byte
 	for !stopped {
+		// A client that went away cancels ctx: stop between pages.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		want := 256
 		if s.limit > 0 && s.limit-out.ScannedCount < want {
 			want = s.limit - out.ScannedCount
@@ -242,6 +254,8 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 					return nil, err
 				}
 				if s.fetchBase {
+					entryBytes += attr.ItemSize(it)
+					fetched = true
 					res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
 					if err != nil {
 						return nil, err
@@ -254,6 +268,12 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 					}
 				}
 				size = attr.ItemSize(it)
+			}
+			if fetched {
+				fetchedBytes += size
+				fetched = false
+			} else {
+				entryBytes += size
 			}
 			out.ScannedCount++
 			scannedBytes += size
@@ -289,23 +309,32 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	if !s.count {
 		out.Items = &items
 	}
-	units := readUnits(scannedBytes, s.consistent)
-	out.ConsumedCapacity = capacity(s.rcc, s.t.name(), units, false)
+	if wantsCapacity(s.rcc) {
+		var c consumed
+		if s.ix == nil {
+			c.table = readUnits(scannedBytes, s.consistent)
+		} else {
+			// An index read costs the index; fetching attributes an LSI
+			// does not project costs the table.
+			c.addIndex(s.ix, readUnits(entryBytes, s.consistent))
+			if fetchedBytes > 0 {
+				c.table = readUnits(fetchedBytes, s.consistent)
+			}
+		}
+		out.ConsumedCapacity = c.report(s.rcc, s.t.name(), splitNone)
+	}
 	return out, nil
 }
 
 // Query reads items of one partition.
 func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*QueryOutput, error) {
-	if in.KeyConditionExpression != nil && in.KeyConditions != nil {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {KeyConditions} Expression parameters: {KeyConditionExpression}")
-	}
-	usesExpr := in.KeyConditionExpression != nil || in.FilterExpression != nil || in.ProjectionExpression != nil
-	usesLegacy := in.KeyConditions != nil || in.QueryFilter != nil || in.AttributesToGet != nil
-	if usesExpr && usesLegacy {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {KeyConditions, QueryFilter, AttributesToGet} Expression parameters: {KeyConditionExpression, FilterExpression, ProjectionExpression}")
-	}
-	if !usesExpr && (in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil) {
-		return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+	if err := checkExprParams(
+		[]param{{"ProjectionExpression", in.ProjectionExpression != nil}, {"FilterExpression", in.FilterExpression != nil},
+			{"KeyConditionExpression", in.KeyConditionExpression != nil}},
+		[]param{{"AttributesToGet", in.AttributesToGet != nil}, {"QueryFilter", in.QueryFilter != nil},
+			{"ConditionalOperator", in.ConditionalOperator != ""}, {"KeyConditions", in.KeyConditions != nil}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, err
 	}
 	env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if err != nil {
@@ -468,13 +497,12 @@ func valueText(v attr.Value) string {
 
 // Scan reads a table or index, optionally one segment of it.
 func (e *Engine) Scan(ctx context.Context, account string, in *ScanInput) (*QueryOutput, error) {
-	usesExpr := in.FilterExpression != nil || in.ProjectionExpression != nil
-	usesLegacy := in.ScanFilter != nil || in.AttributesToGet != nil
-	if usesExpr && usesLegacy {
-		return nil, validationf("Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {ScanFilter, AttributesToGet} Expression parameters: {FilterExpression, ProjectionExpression}")
-	}
-	if !usesExpr && (in.ExpressionAttributeNames != nil || in.ExpressionAttributeValues != nil) {
-		return nil, validationf("ExpressionAttributeNames and ExpressionAttributeValues can only be specified when using expressions")
+	if err := checkExprParams(
+		[]param{{"ProjectionExpression", in.ProjectionExpression != nil}, {"FilterExpression", in.FilterExpression != nil}},
+		[]param{{"AttributesToGet", in.AttributesToGet != nil}, {"ScanFilter", in.ScanFilter != nil},
+			{"ConditionalOperator", in.ConditionalOperator != ""}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, err
 	}
 	seg, total := 0, 0
 	if in.Segment != nil || in.TotalSegments != nil {

@@ -97,7 +97,7 @@ func (t *table) isKeyAttr(name string) bool {
 }
 
 func parseTable(st *storage.Table) (*table, error) {
-	t := &table{ref: storage.TableRef{Account: st.Account, Name: st.Name, ID: st.ID}, version: st.Version, loaded: time.Now()}
+	t := &table{ref: st.Ref(), version: st.Version, loaded: time.Now()}
 	if err := json.Unmarshal(st.Desc, &t.stored); err != nil {
 		return nil, fmt.Errorf("table %s: corrupt description: %w", st.Name, err)
 	}
@@ -175,9 +175,14 @@ func (c *tableCache) get(account, name string) *table {
 	return t
 }
 
+// put caches t unless a newer description of the same incarnation is
+// cached already (a slow reader must not bring back an old version).
 func (c *tableCache) put(t *table) {
+	k := cacheKey(t.ref.Account, t.ref.Name)
 	c.mu.Lock()
-	c.m[cacheKey(t.ref.Account, t.ref.Name)] = t
+	if old := c.m[k]; old == nil || old.ref.ID != t.ref.ID || old.version <= t.version {
+		c.m[k] = t
+	}
 	c.mu.Unlock()
 }
 
@@ -206,10 +211,14 @@ func (e *Engine) loadTableForTableOp(ctx context.Context, account, name string) 
 	return t, err
 }
 
-// loadTable returns the parsed table, from the cache when fresh.
+// loadTable returns the parsed table, from the cache when fresh (and
+// always from the backend when ctx comes from a write being recomputed
+// after a version refusal, see fenced).
 func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, error) {
-	if t := e.tables.get(account, name); t != nil {
-		return t, nil
+	if ctx.Value(reloadTables{}) == nil {
+		if t := e.tables.get(account, name); t != nil {
+			return t, nil
+		}
 	}
 	res, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
 	if err != nil {
@@ -603,20 +612,7 @@ func (e *Engine) newGSI(g GlobalSecondaryIndex, defs map[string]string, used map
 	}, nil
 }
 
-func checkTags(tags []Tag) error {
-	if len(tags) > 50 {
-		return validationf("One or more parameter values were invalid: The number of tags exceeds the limit of 50")
-	}
-	for _, t := range tags {
-		if t.Key == nil || len(*t.Key) < 1 || len(*t.Key) > 128 {
-			return validationf("One or more parameter values were invalid: Tag key must be between 1 and 128 characters")
-		}
-		if t.Value == nil || len(*t.Value) > 256 {
-			return validationf("One or more parameter values were invalid: Tag value must be between 0 and 256 characters")
-		}
-	}
-	return nil
-}
+func checkTags(tags []Tag) error { return checkTagList(tags) }
 
 // describe returns the table's description as DescribeTable answers it.
 func (t *table) describe() *TableDescription {
@@ -641,7 +637,7 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 	if err != nil {
 		return nil, err
 	}
-	return &DescribeTableOutput{Table: t.describe()}, nil
+	return &DescribeTableOutput{Table: withStats(t.describe(), e.tableStats(ctx, t))}, nil
 }
 
 // DeleteTable deletes a table and its items.
@@ -666,9 +662,14 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err != nil {
 		return nil, err
 	}
-	d := dt.describe()
-	d.TableStatus = "DELETING"
-	return &DeleteTableOutput{TableDescription: d}, nil
+	d := withStats(dt.describe(), e.peekStats(dt.ref.ID))
+	e.forgetStats(dt.ref.ID)
+	return &DeleteTableOutput{TableDescription: &DeletedTableDescription{
+		TableName: d.TableName, TableId: d.TableId, TableArn: d.TableArn, TableStatus: "DELETING",
+		ProvisionedThroughput: d.ProvisionedThroughput, BillingModeSummary: d.BillingModeSummary,
+		TableSizeBytes: d.TableSizeBytes, ItemCount: d.ItemCount,
+		DeletionProtectionEnabled: d.DeletionProtectionEnabled,
+	}}, nil
 }
 
 // ListTables lists table names.

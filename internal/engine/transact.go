@@ -212,7 +212,7 @@ func (e *Engine) TransactWriteItems(ctx context.Context, account string, in *Tra
 			return out, nil
 		}
 	}
-	out, err := e.transactWrite(ctx, account, in)
+	out, err := fenced(ctx, func(ctx context.Context) (*TransactWriteItemsOutput, error) { return e.transactWrite(ctx, account, in) })
 	if tokenKey != "" {
 		e.idem.finish(tokenKey, out, err == nil)
 	}
@@ -348,6 +348,9 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				if err != nil {
 					return storage.Change{}, err
 				}
+				if old == nil && removesOnly(op.upd) {
+					return storage.Change{Op: storage.Keep}, nil
+				}
 				if attr.ItemSize(n) > attr.MaxItemSize {
 					return storage.Change{}, errItemTooLarge
 				}
@@ -355,7 +358,7 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 			}
 		}}
 	}
-	_, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
 	if err != nil {
 		var se *storage.Error
 		if asStorage(err, &se) {
@@ -372,12 +375,31 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	}
 	out := &TransactWriteItemsOutput{}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		units := map[string]float64{}
-		for _, op := range ops {
-			units[op.t.ref.Name] += 2 * writeUnits(attr.ItemSize(op.item))
+		// A transactional write costs twice a plain one, on the table and
+		// on each index it changes.
+		units := map[string]*consumed{}
+		for i, op := range ops {
+			c := units[op.t.ref.Name]
+			if c == nil {
+				c = &consumed{}
+				units[op.t.ref.Name] = c
+			}
+			size := attr.ItemSize(op.item)
+			if i < len(res.Results) && op.kind != "check" {
+				// the larger of the item before and after the write
+				r := &res.Results[i]
+				if r.Change.Op == storage.Put {
+					size = max(size, int(statsSize(r.Change.Item)))
+				}
+				size = max(size, oldSize(r))
+				if err := c.addWrite(op.t, r, 2); err != nil {
+					return nil, err
+				}
+			}
+			c.table += 2 * writeUnits(size)
 		}
 		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], true))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *units[n].report(in.ReturnConsumedCapacity, n, splitWrite))
 		}
 	}
 	return out, nil
@@ -495,7 +517,7 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
 		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
+			out.ConsumedCapacity = append(out.ConsumedCapacity, *consumed{table: units[n]}.report(in.ReturnConsumedCapacity, n, splitRead))
 		}
 	}
 	return out, nil

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -59,27 +61,45 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 	}
 	enable := *spec.Enabled
 	attrName := *spec.AttributeName
-	res, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
-		var st storedTable
-		if err := json.Unmarshal(old.Desc, &st); err != nil {
-			return nil, err
-		}
+	var createVersion int64
+	var res *storage.UpdateTableResult
+	for attempt := 1; ; attempt++ {
 		if enable {
-			if st.TTL != nil {
-				return nil, validationf("TimeToLive is already enabled")
+			if createVersion, err = e.clearIndex(ctx, account, name, ttlIndexName, func(t *table) bool { return t.ttl != nil }); err != nil {
+				return nil, err
 			}
-			st.TTL = &ttlSetting{AttributeName: attrName, Status: "ENABLING"}
-		} else {
-			if st.TTL == nil {
-				return nil, validationf("TimeToLive is already disabled")
-			}
-			if st.TTL.AttributeName != attrName {
-				return nil, validationf("TimeToLive attribute name does not match the enabled attribute: %s", st.TTL.AttributeName)
-			}
-			st.TTL = nil
 		}
-		return json.Marshal(&st)
-	}})
+		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+			if createVersion != 0 && old.Version != createVersion {
+				return nil, errDescriptionMoved
+			}
+			var st storedTable
+			if err := json.Unmarshal(old.Desc, &st); err != nil {
+				return nil, err
+			}
+			if enable {
+				if st.TTL != nil {
+					return nil, validationf("TimeToLive is already enabled")
+				}
+				st.TTL = &ttlSetting{AttributeName: attrName, Status: "ENABLING"}
+			} else {
+				if st.TTL == nil {
+					return nil, validationf("TimeToLive is already disabled")
+				}
+				if st.TTL.AttributeName != attrName {
+					return nil, validationf("TimeToLive attribute name does not match the enabled attribute: %s", st.TTL.AttributeName)
+				}
+				st.TTL = nil
+			}
+			return json.Marshal(&st)
+		}})
+		if err != errDescriptionMoved {
+			break
+		}
+		if attempt >= maxVersionAttempts {
+			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while TTL was being enabled", name)
+		}
+	}
 	if err != nil {
 		if storage.IsKind(err, storage.KindTableNotFound) {
 			return nil, tableNotFound(name)
@@ -87,10 +107,10 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	ref := storage.TableRef{Account: account, Name: name, ID: res.Table.ID}
+	ref := res.Table.Ref()
 	if enable {
 		e.startBackfill(ref, ttlIndexName)
-	} else if _, err := e.backend.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: ttlIndexName}); err != nil {
+	} else if err := e.dropIndexEntries(ctx, ref, ttlIndexName); err != nil {
 		e.log.Error("dropping TTL index", "table", name, "err", err)
 	}
 	return &UpdateTimeToLiveOutput{TimeToLiveSpecification: spec}, nil
@@ -133,6 +153,10 @@ type ListTagsOfResourceOutput struct {
 
 type Empty struct{}
 
+// AppendJSON writes nothing: DynamoDB answers TagResource and UntagResource
+// with an empty body (HTTP 200, Content-Length 0), which every SDK accepts.
+func (Empty) AppendJSON(b []byte) ([]byte, error) { return b, nil }
+
 var tableArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})$`)
 
 // tableFromArn resolves a table ARN of this account and region.
@@ -148,6 +172,8 @@ func (e *Engine) tableFromArn(account string, arn *string) (string, error) {
 		return "", validationf("Invalid TableArn: Invalid ResourceArn provided as input %s", *arn)
 	}
 	if m[1] != e.region || m[2] != account {
+		// "ResourcArn" is DynamoDB's own spelling in this message (clients
+		// and conformance suites match the text), not a typo to fix.
 		return "", newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *arn)
 	}
 	return m[3], nil
@@ -179,21 +205,74 @@ func (e *Engine) updateTags(ctx context.Context, account string, arn *string, fn
 	return err
 }
 
+// maxTags is DynamoDB's limit on user tags per table.
+const maxTags = 50
+
+// tagCharsRE is DynamoDB's tagging restriction: letters, white space and
+// numbers (any script), plus + - = . _ : /.
+var tagCharsRE = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}+\-=._:/]*$`)
+
+// checkTagList validates the Tags of TagResource and CreateTable: the
+// member lengths first (counted in characters, as DynamoDB counts them,
+// not bytes), then the allowed characters, the reserved aws: prefix and
+// duplicate keys.
+func checkTagList(tags []Tag) error {
+	var c constraintErrors
+	for i, t := range tags {
+		switch {
+		case t.Key == nil:
+			c.add(nil, fmt.Sprintf("tags.%d.member.key", i+1), "Member must not be null")
+		case utf8.RuneCountInString(*t.Key) < 1:
+			c.add(*t.Key, fmt.Sprintf("tags.%d.member.key", i+1), "Member must have length greater than or equal to 1")
+		case utf8.RuneCountInString(*t.Key) > 128:
+			c.add(*t.Key, fmt.Sprintf("tags.%d.member.key", i+1), "Member must have length less than or equal to 128")
+		}
+		if t.Value != nil && utf8.RuneCountInString(*t.Value) > 256 {
+			c.add(*t.Value, fmt.Sprintf("tags.%d.member.value", i+1), "Member must have length less than or equal to 256")
+		}
+	}
+	if err := c.err(); err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(tags))
+	for _, t := range tags {
+		if !tagCharsRE.MatchString(*t.Key) {
+			return validationf("The Tag Key provided is invalid, Key: %s", *t.Key)
+		}
+		if t.Value == nil {
+			// The service answers a missing value this way, not with a
+			// "Member must not be null" constraint error.
+			return validationf("The Tag Value provided is invalid, Value: null")
+		}
+		if !tagCharsRE.MatchString(*t.Value) {
+			return validationf("The Tag Value provided is invalid, Value: %s", *t.Value)
+		}
+		if strings.HasPrefix(*t.Key, "aws:") {
+			return validationf("Tag Key cannot be prefixed with aws:, Key: %s", *t.Key)
+		}
+		if seen[*t.Key] {
+			return validationf("Duplicate Tag Keys provided as input: Duplicate Tag Key found %s", *t.Key)
+		}
+		seen[*t.Key] = true
+	}
+	if len(tags) > maxTags {
+		return errTooManyTags
+	}
+	return nil
+}
+
+var errTooManyTags = validationf("Number of Tags exceed the current limit for the provided ResourceArn")
+
 // TagResource adds or replaces tags of a table.
 func (e *Engine) TagResource(ctx context.Context, account string, in *TagResourceInput) (*Empty, error) {
 	if in.Tags == nil {
 		return nil, validationf("1 validation error detected: Value null at 'tags' failed to satisfy constraint: Member must not be null")
 	}
-	for _, t := range in.Tags {
-		if t.Key == nil || len(*t.Key) < 1 || len(*t.Key) > 128 {
-			return nil, validationf("1 validation error detected: Value at 'tags.member.key' failed to satisfy constraint: Member must have length between 1 and 128")
-		}
-		if t.Value == nil || len(*t.Value) > 256 {
-			return nil, validationf("1 validation error detected: Value at 'tags.member.value' failed to satisfy constraint: Member must have length between 0 and 256")
-		}
-		if strings.HasPrefix(*t.Key, "aws:") {
-			return nil, validationf("One or more parameter values were invalid: Tag keys with the prefix aws: are reserved")
-		}
+	if len(in.Tags) == 0 {
+		return nil, validationf("Atleast one Tag needs to be provided as Input.")
+	}
+	if err := checkTagList(in.Tags); err != nil {
+		return nil, err
 	}
 	err := e.updateTags(ctx, account, in.ResourceArn, func(tags []Tag) ([]Tag, error) {
 		m := map[string]string{}
@@ -203,8 +282,8 @@ func (e *Engine) TagResource(ctx context.Context, account string, in *TagResourc
 		for _, t := range in.Tags {
 			m[*t.Key] = *t.Value
 		}
-		if len(m) > 50 {
-			return nil, newErr(CodeLimitExceeded, "One or more parameter values were invalid: The number of tags exceeds the limit of 50 for this resource")
+		if len(m) > maxTags {
+			return nil, errTooManyTags
 		}
 		return tagList(m), nil
 	})
@@ -218,6 +297,28 @@ func (e *Engine) TagResource(ctx context.Context, account string, in *TagResourc
 func (e *Engine) UntagResource(ctx context.Context, account string, in *UntagResourceInput) (*Empty, error) {
 	if in.TagKeys == nil {
 		return nil, validationf("1 validation error detected: Value null at 'tagKeys' failed to satisfy constraint: Member must not be null")
+	}
+	if len(in.TagKeys) == 0 {
+		return nil, validationf("Atleast one Tag Key needs to be provided as Input.")
+	}
+	var c constraintErrors
+	for i, k := range in.TagKeys {
+		if n := utf8.RuneCountInString(k); n < 1 {
+			c.add(k, fmt.Sprintf("tagKeys.%d.member", i+1), "Member must have length greater than or equal to 1")
+		} else if n > 128 {
+			c.add(k, fmt.Sprintf("tagKeys.%d.member", i+1), "Member must have length less than or equal to 128")
+		}
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	for _, k := range in.TagKeys {
+		if !tagCharsRE.MatchString(k) {
+			return nil, validationf("The Tag Key provided is invalid, Key: %s", k)
+		}
+	}
+	if len(in.TagKeys) > maxTags {
+		return nil, errTooManyTags
 	}
 	err := e.updateTags(ctx, account, in.ResourceArn, func(tags []Tag) ([]Tag, error) {
 		m := map[string]string{}

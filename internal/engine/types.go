@@ -154,7 +154,22 @@ type DescribeTableOutput struct {
 }
 
 type DeleteTableOutput struct {
-	TableDescription *TableDescription `json:"TableDescription"`
+	TableDescription *DeletedTableDescription `json:"TableDescription"`
+}
+
+// DeletedTableDescription is the part of a table's description that
+// DeleteTable answers with: DynamoDB leaves out the key schema, attribute
+// definitions, creation time and index descriptions.
+type DeletedTableDescription struct {
+	TableName                 string                            `json:"TableName"`
+	TableId                   string                            `json:"TableId"`
+	TableArn                  string                            `json:"TableArn"`
+	TableStatus               string                            `json:"TableStatus"`
+	ProvisionedThroughput     *ProvisionedThroughputDescription `json:"ProvisionedThroughput,omitempty"`
+	BillingModeSummary        *BillingModeSummary               `json:"BillingModeSummary,omitempty"`
+	TableSizeBytes            int64                             `json:"TableSizeBytes"`
+	ItemCount                 int64                             `json:"ItemCount"`
+	DeletionProtectionEnabled bool                              `json:"DeletionProtectionEnabled"`
 }
 
 type ListTablesInput struct {

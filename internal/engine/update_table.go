@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -97,229 +96,254 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	now := e.now()
 	var backfill string
 	var dropped string
-	res, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
-		t, err := parseTable(old)
-		if err != nil {
-			return nil, err
+	createName := ""
+	for _, u := range in.GlobalSecondaryIndexUpdates {
+		if u.Create != nil {
+			createName = u.Create.IndexName
 		}
-		st := t.stored
-		d := &st.Desc
-		d.GlobalSecondaryIndexes = append([]GlobalSecondaryIndexDescription(nil), d.GlobalSecondaryIndexes...)
-		if d.TableStatus != "ACTIVE" {
-			return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
-		}
-		for _, g := range d.GlobalSecondaryIndexes {
-			if g.IndexStatus != "ACTIVE" && len(in.GlobalSecondaryIndexUpdates) > 0 {
-				return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
+	}
+	var createVersion int64
+	var res *storage.UpdateTableResult
+	for attempt := 1; ; attempt++ {
+		if createName != "" {
+			if createVersion, err = e.clearIndex(ctx, account, name, createName, func(t *table) bool { return t.index(createName) != nil }); err != nil {
+				return nil, err
 			}
 		}
-		billing := "PROVISIONED"
-		if d.BillingModeSummary != nil {
-			billing = d.BillingModeSummary.BillingMode
-		}
-		if in.BillingMode != "" && in.BillingMode != billing {
-			billing = in.BillingMode
-			if billing == "PAY_PER_REQUEST" {
-				if in.ProvisionedThroughput != nil {
-					return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
-				}
-				d.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
-				d.ProvisionedThroughput = &ProvisionedThroughputDescription{}
-				for i := range d.GlobalSecondaryIndexes {
-					d.GlobalSecondaryIndexes[i].ProvisionedThroughput = &ProvisionedThroughputDescription{}
-				}
-			} else {
-				if in.ProvisionedThroughput == nil {
-					return nil, invalidParam("ProvisionedThroughput must be specified when BillingMode is PROVISIONED")
-				}
-				d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
-				for i := range d.GlobalSecondaryIndexes {
-					g := &d.GlobalSecondaryIndexes[i]
-					found := false
-					for _, u := range in.GlobalSecondaryIndexUpdates {
-						if u.Update != nil && u.Update.IndexName == g.IndexName {
-							found = true
-						}
-					}
-					if !found {
-						return nil, invalidParam("ProvisionedThroughput must be specified for index: %s", g.IndexName)
-					}
-				}
+		backfill, dropped = "", ""
+		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+			if createVersion != 0 && old.Version != createVersion {
+				return nil, errDescriptionMoved
 			}
-		}
-		if in.ProvisionedThroughput != nil {
-			if billing == "PAY_PER_REQUEST" {
-				return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
-			}
-			pt, err := billingThroughput(billing, in.ProvisionedThroughput, "")
+			t, err := parseTable(old)
 			if err != nil {
 				return nil, err
 			}
-			if old := d.ProvisionedThroughput; old != nil && in.BillingMode == "" &&
-				old.ReadCapacityUnits == pt.ReadCapacityUnits && old.WriteCapacityUnits == pt.WriteCapacityUnits {
-				return nil, validationf("The provisioned throughput for the table will not change. The requested value equals the current value. Current ReadCapacityUnits provisioned for the table: %d. Requested ReadCapacityUnits: %d. Current WriteCapacityUnits provisioned for the table: %d. Requested WriteCapacityUnits: %d. Refer to the Amazon DynamoDB Developer Guide for current limits and how to request higher limits.",
-					old.ReadCapacityUnits, pt.ReadCapacityUnits, old.WriteCapacityUnits, pt.WriteCapacityUnits)
+			st := t.stored
+			d := &st.Desc
+			d.GlobalSecondaryIndexes = append([]GlobalSecondaryIndexDescription(nil), d.GlobalSecondaryIndexes...)
+			if d.TableStatus != "ACTIVE" {
+				return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
 			}
-			if old := d.ProvisionedThroughput; old != nil {
-				pt.NumberOfDecreasesToday = old.NumberOfDecreasesToday
-				if pt.ReadCapacityUnits > old.ReadCapacityUnits || pt.WriteCapacityUnits > old.WriteCapacityUnits {
-					pt.LastIncreaseDateTime = ptrFloat(epochSeconds(now))
-				}
-				if pt.ReadCapacityUnits < old.ReadCapacityUnits || pt.WriteCapacityUnits < old.WriteCapacityUnits {
-					pt.LastDecreaseDateTime = ptrFloat(epochSeconds(now))
-					pt.NumberOfDecreasesToday++
+			for _, g := range d.GlobalSecondaryIndexes {
+				if g.IndexStatus != "ACTIVE" && len(in.GlobalSecondaryIndexUpdates) > 0 {
+					return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
 				}
 			}
-			d.ProvisionedThroughput = pt
-		}
-		// Attribute definitions: merge, then every definition must be used.
-		defs := map[string]string{}
-		for _, ad := range d.AttributeDefinitions {
-			defs[ad.AttributeName] = ad.AttributeType
-		}
-		for _, ad := range in.AttributeDefinitions {
-			if t, ok := defs[ad.AttributeName]; ok && t != ad.AttributeType {
-				return nil, invalidParam("Cannot change the type of an existing key attribute: %s", ad.AttributeName)
+			billing := "PROVISIONED"
+			if d.BillingModeSummary != nil {
+				billing = d.BillingModeSummary.BillingMode
 			}
-			defs[ad.AttributeName] = ad.AttributeType
-		}
-		for _, u := range in.GlobalSecondaryIndexUpdates {
-			switch {
-			case u.Create != nil:
-				names := map[string]bool{}
-				for _, g := range d.GlobalSecondaryIndexes {
-					names[g.IndexName] = true
+			if in.BillingMode != "" && in.BillingMode != billing {
+				billing = in.BillingMode
+				if billing == "PAY_PER_REQUEST" {
+					if in.ProvisionedThroughput != nil {
+						return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+					}
+					d.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
+					d.ProvisionedThroughput = &ProvisionedThroughputDescription{}
+					for i := range d.GlobalSecondaryIndexes {
+						d.GlobalSecondaryIndexes[i].ProvisionedThroughput = &ProvisionedThroughputDescription{}
+					}
+				} else {
+					if in.ProvisionedThroughput == nil {
+						return nil, invalidParam("ProvisionedThroughput must be specified when BillingMode is PROVISIONED")
+					}
+					d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
+					for i := range d.GlobalSecondaryIndexes {
+						g := &d.GlobalSecondaryIndexes[i]
+						found := false
+						for _, u := range in.GlobalSecondaryIndexUpdates {
+							if u.Update != nil && u.Update.IndexName == g.IndexName {
+								found = true
+							}
+						}
+						if !found {
+							return nil, invalidParam("ProvisionedThroughput must be specified for index: %s", g.IndexName)
+						}
+					}
 				}
-				for _, l := range d.LocalSecondaryIndexes {
-					names[l.IndexName] = true
+			}
+			if in.ProvisionedThroughput != nil {
+				if billing == "PAY_PER_REQUEST" {
+					return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
 				}
-				if names[u.Create.IndexName] {
-					return nil, validationf("One or more parameter values were invalid: Index with name %s already exists", u.Create.IndexName)
-				}
-				if len(d.GlobalSecondaryIndexes) >= 20 {
-					return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
-				}
-				used := map[string]bool{}
-				gd, err := e.newGSI(GlobalSecondaryIndex{IndexName: u.Create.IndexName, KeySchema: u.Create.KeySchema,
-					Projection: u.Create.Projection, ProvisionedThroughput: u.Create.ProvisionedThroughput}, defs, used, names, billing, d.TableArn)
+				pt, err := billingThroughput(billing, in.ProvisionedThroughput, "")
 				if err != nil {
 					return nil, err
 				}
-				gd.IndexStatus = "CREATING"
-				gd.Backfilling = ptrBool(true)
-				d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, *gd)
-				d.TableStatus = "UPDATING"
-				backfill = gd.IndexName
-			case u.Delete != nil:
-				idx := -1
-				for i, g := range d.GlobalSecondaryIndexes {
-					if g.IndexName == u.Delete.IndexName {
-						idx = i
+				if old := d.ProvisionedThroughput; old != nil && in.BillingMode == "" &&
+					old.ReadCapacityUnits == pt.ReadCapacityUnits && old.WriteCapacityUnits == pt.WriteCapacityUnits {
+					return nil, validationf("The provisioned throughput for the table will not change. The requested value equals the current value. Current ReadCapacityUnits provisioned for the table: %d. Requested ReadCapacityUnits: %d. Current WriteCapacityUnits provisioned for the table: %d. Requested WriteCapacityUnits: %d. Refer to the Amazon DynamoDB Developer Guide for current limits and how to request higher limits.",
+						old.ReadCapacityUnits, pt.ReadCapacityUnits, old.WriteCapacityUnits, pt.WriteCapacityUnits)
+				}
+				if old := d.ProvisionedThroughput; old != nil {
+					pt.NumberOfDecreasesToday = old.NumberOfDecreasesToday
+					if pt.ReadCapacityUnits > old.ReadCapacityUnits || pt.WriteCapacityUnits > old.WriteCapacityUnits {
+						pt.LastIncreaseDateTime = ptrFloat(epochSeconds(now))
+					}
+					if pt.ReadCapacityUnits < old.ReadCapacityUnits || pt.WriteCapacityUnits < old.WriteCapacityUnits {
+						pt.LastDecreaseDateTime = ptrFloat(epochSeconds(now))
+						pt.NumberOfDecreasesToday++
 					}
 				}
-				if idx < 0 {
-					return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Delete.IndexName)
+				d.ProvisionedThroughput = pt
+			}
+			// Attribute definitions: merge, then every definition must be used.
+			defs := map[string]string{}
+			for _, ad := range d.AttributeDefinitions {
+				defs[ad.AttributeName] = ad.AttributeType
+			}
+			for _, ad := range in.AttributeDefinitions {
+				if t, ok := defs[ad.AttributeName]; ok && t != ad.AttributeType {
+					return nil, invalidParam("Cannot change the type of an existing key attribute: %s", ad.AttributeName)
 				}
-				d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes[:idx], d.GlobalSecondaryIndexes[idx+1:]...)
-				dropped = u.Delete.IndexName
-			case u.Update != nil:
-				found := false
-				for i := range d.GlobalSecondaryIndexes {
-					g := &d.GlobalSecondaryIndexes[i]
-					if g.IndexName != u.Update.IndexName {
-						continue
+				defs[ad.AttributeName] = ad.AttributeType
+			}
+			for _, u := range in.GlobalSecondaryIndexUpdates {
+				switch {
+				case u.Create != nil:
+					names := map[string]bool{}
+					for _, g := range d.GlobalSecondaryIndexes {
+						names[g.IndexName] = true
 					}
-					found = true
-					if billing == "PAY_PER_REQUEST" {
-						return nil, invalidParam("ProvisionedThroughput should not be specified for index: %s when BillingMode is PAY_PER_REQUEST", g.IndexName)
+					for _, l := range d.LocalSecondaryIndexes {
+						names[l.IndexName] = true
 					}
-					pt, err := billingThroughput(billing, u.Update.ProvisionedThroughput, g.IndexName)
+					if names[u.Create.IndexName] {
+						return nil, validationf("One or more parameter values were invalid: Index with name %s already exists", u.Create.IndexName)
+					}
+					if len(d.GlobalSecondaryIndexes) >= 20 {
+						return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
+					}
+					used := map[string]bool{}
+					gd, err := e.newGSI(GlobalSecondaryIndex{IndexName: u.Create.IndexName, KeySchema: u.Create.KeySchema,
+						Projection: u.Create.Projection, ProvisionedThroughput: u.Create.ProvisionedThroughput}, defs, used, names, billing, d.TableArn)
 					if err != nil {
 						return nil, err
 					}
-					g.ProvisionedThroughput = pt
-				}
-				if !found {
-					return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Update.IndexName)
+					gd.IndexStatus = "CREATING"
+					gd.Backfilling = ptrBool(true)
+					d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, *gd)
+					d.TableStatus = "UPDATING"
+					backfill = gd.IndexName
+				case u.Delete != nil:
+					idx := -1
+					for i, g := range d.GlobalSecondaryIndexes {
+						if g.IndexName == u.Delete.IndexName {
+							idx = i
+						}
+					}
+					if idx < 0 {
+						return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Delete.IndexName)
+					}
+					d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes[:idx], d.GlobalSecondaryIndexes[idx+1:]...)
+					dropped = u.Delete.IndexName
+				case u.Update != nil:
+					found := false
+					for i := range d.GlobalSecondaryIndexes {
+						g := &d.GlobalSecondaryIndexes[i]
+						if g.IndexName != u.Update.IndexName {
+							continue
+						}
+						found = true
+						if billing == "PAY_PER_REQUEST" {
+							return nil, invalidParam("ProvisionedThroughput should not be specified for index: %s when BillingMode is PAY_PER_REQUEST", g.IndexName)
+						}
+						pt, err := billingThroughput(billing, u.Update.ProvisionedThroughput, g.IndexName)
+						if err != nil {
+							return nil, err
+						}
+						g.ProvisionedThroughput = pt
+					}
+					if !found {
+						return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Update.IndexName)
+					}
 				}
 			}
-		}
-		// Keep only the attribute definitions that some key schema uses.
-		used := map[string]bool{}
-		for _, k := range d.KeySchema {
-			used[k.AttributeName] = true
-		}
-		for _, g := range d.GlobalSecondaryIndexes {
-			for _, k := range g.KeySchema {
+			// Keep only the attribute definitions that some key schema uses.
+			used := map[string]bool{}
+			for _, k := range d.KeySchema {
 				used[k.AttributeName] = true
 			}
-		}
-		for _, l := range d.LocalSecondaryIndexes {
-			for _, k := range l.KeySchema {
-				used[k.AttributeName] = true
-			}
-		}
-		for _, ad := range in.AttributeDefinitions {
-			if !used[ad.AttributeName] {
-				return nil, invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
-			}
-		}
-		var newDefs []AttributeDefinition
-		for _, n := range sortedNames(defs) {
-			if used[n] {
-				newDefs = append(newDefs, AttributeDefinition{AttributeName: n, AttributeType: defs[n]})
-			}
-		}
-		d.AttributeDefinitions = newDefs
-		if in.StreamSpecification != nil {
-			ss := in.StreamSpecification
-			if ss.StreamEnabled == nil {
-				return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
-			}
-			enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
-			if *ss.StreamEnabled {
-				if enabled {
-					return nil, validationf("Table already has an enabled stream: %s", d.LatestStreamArn)
+			for _, g := range d.GlobalSecondaryIndexes {
+				for _, k := range g.KeySchema {
+					used[k.AttributeName] = true
 				}
-				switch ss.StreamViewType {
-				case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
-				default:
-					return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
-				}
-				d.StreamSpecification = ss
-				label := now.UTC().Format("2006-01-02T15:04:05.000")
-				d.LatestStreamLabel = label
-				d.LatestStreamArn = d.TableArn + "/stream/" + label
-			} else {
-				if !enabled {
-					return nil, validationf("Table already has no stream enabled")
-				}
-				d.StreamSpecification = nil
 			}
-		}
-		if in.SSESpecification != nil && in.SSESpecification.Enabled != nil {
-			if *in.SSESpecification.Enabled {
-				t := in.SSESpecification.SSEType
-				if t == "" {
-					t = "KMS"
+			for _, l := range d.LocalSecondaryIndexes {
+				for _, k := range l.KeySchema {
+					used[k.AttributeName] = true
 				}
-				d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
-					KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
-			} else {
-				d.SSEDescription = nil
 			}
-		}
-		if in.TableClass != "" {
-			if in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
-				return nil, validationf("1 validation error detected: Value '%s' at 'tableClass' failed to satisfy constraint: Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]", in.TableClass)
+			for _, ad := range in.AttributeDefinitions {
+				if !used[ad.AttributeName] {
+					return nil, invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+				}
 			}
-			d.TableClassSummary = &TableClassSummary{TableClass: in.TableClass}
+			var newDefs []AttributeDefinition
+			for _, n := range sortedNames(defs) {
+				if used[n] {
+					newDefs = append(newDefs, AttributeDefinition{AttributeName: n, AttributeType: defs[n]})
+				}
+			}
+			d.AttributeDefinitions = newDefs
+			if in.StreamSpecification != nil {
+				ss := in.StreamSpecification
+				if ss.StreamEnabled == nil {
+					return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
+				}
+				enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
+				if *ss.StreamEnabled {
+					if enabled {
+						return nil, validationf("Table already has an enabled stream: %s", d.LatestStreamArn)
+					}
+					switch ss.StreamViewType {
+					case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
+					default:
+						return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
+					}
+					d.StreamSpecification = ss
+					label := now.UTC().Format("2006-01-02T15:04:05.000")
+					d.LatestStreamLabel = label
+					d.LatestStreamArn = d.TableArn + "/stream/" + label
+				} else {
+					if !enabled {
+						return nil, validationf("Table already has no stream enabled")
+					}
+					d.StreamSpecification = nil
+				}
+			}
+			if in.SSESpecification != nil && in.SSESpecification.Enabled != nil {
+				if *in.SSESpecification.Enabled {
+					t := in.SSESpecification.SSEType
+					if t == "" {
+						t = "KMS"
+					}
+					d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
+						KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
+				} else {
+					d.SSEDescription = nil
+				}
+			}
+			if in.TableClass != "" {
+				if in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
+					return nil, validationf("1 validation error detected: Value '%s' at 'tableClass' failed to satisfy constraint: Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]", in.TableClass)
+				}
+				d.TableClassSummary = &TableClassSummary{TableClass: in.TableClass}
+			}
+			if in.DeletionProtectionEnabled != nil {
+				d.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
+			}
+			return json.Marshal(&st)
+		}})
+		if err != errDescriptionMoved {
+			break
 		}
-		if in.DeletionProtectionEnabled != nil {
-			d.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
+		if attempt >= maxVersionAttempts {
+			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while index %s was prepared", name, createName)
 		}
-		return json.Marshal(&st)
-	}})
+	}
 	if err != nil {
 		if storage.IsKind(err, storage.KindTableNotFound) {
 			return nil, tableNotFound(name)
@@ -332,14 +356,14 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		return nil, err
 	}
 	if dropped != "" {
-		if _, err := e.backend.DropIndex(ctx, storage.DropIndexParams{Table: t.ref, Index: dropped}); err != nil {
+		if err := e.dropIndexEntries(ctx, t.ref, dropped); err != nil {
 			e.log.Error("dropping index entries", "table", name, "index", dropped, "err", err)
 		}
 	}
 	if backfill != "" {
 		e.startBackfill(t.ref, backfill)
 	}
-	return &UpdateTableOutput{TableDescription: t.describe()}, nil
+	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
 }
 
 func ptrBool(b bool) *bool { return &b }
@@ -350,8 +374,3 @@ func jsonInt(i int64) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
-
-// backfillGrace is how long a backfill waits before it starts, so that
-// every writer (on this and on other servers) has reloaded the table
-// description and maintains the new index itself.
-func (e *Engine) backfillGrace() time.Duration { return 3 * e.tables.ttl }

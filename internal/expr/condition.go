@@ -53,7 +53,7 @@ func ParseCondition(kind Kind, s string, env *Env) (*Condition, error) {
 		return nil, err
 	}
 	p := newParser(kind, s, env)
-	root, _, serr := p.parseOr()
+	root, _, serr := p.parseOr(false)
 	if serr == nil && p.peekKind() != tEOF {
 		serr = p.syntax()
 	}
@@ -71,15 +71,35 @@ func ParseCondition(kind Kind, s string, env *Env) (*Condition, error) {
 
 // The parse functions return the node and whether it was a parenthesized
 // condition (for the redundant-parentheses rule).
+//
+// The grammar is parsed in one pass, without backtracking, so that time is
+// linear in the expression: "(" may open a parenthesized condition or a
+// parenthesized operand ("(a) = :v", "(size(a)) > :n"), and the two are
+// told apart after the closing parenthesis. Inside parentheses the parse
+// functions accept a bare operand (bareOK) and return it as a *cBare, which
+// the enclosing parsePrimary turns into the left side of a comparison or
+// rejects.
 
-func (p *parser) parseOr() (cnode, bool, *syntaxError) {
-	l, paren, err := p.parseAnd()
+// cBare is an operand met where a condition may start; it never appears in
+// a finished tree.
+type cBare struct{ o *operand }
+
+func (cBare) isCond() {}
+
+func (p *parser) parseOr(bareOK bool) (cnode, bool, *syntaxError) {
+	l, paren, err := p.parseAnd(bareOK)
 	if err != nil {
 		return nil, false, err
 	}
 	for isKeyword(p.peek(), "OR") {
+		if _, bare := l.(*cBare); bare {
+			return nil, false, p.syntax()
+		}
+		if err := p.countOperator(); err != nil {
+			return nil, false, err
+		}
 		p.next()
-		r, _, err := p.parseAnd()
+		r, _, err := p.parseAnd(false)
 		if err != nil {
 			return nil, false, err
 		}
@@ -91,14 +111,20 @@ func (p *parser) parseOr() (cnode, bool, *syntaxError) {
 	return l, paren, nil
 }
 
-func (p *parser) parseAnd() (cnode, bool, *syntaxError) {
-	l, paren, err := p.parseNot()
+func (p *parser) parseAnd(bareOK bool) (cnode, bool, *syntaxError) {
+	l, paren, err := p.parseNot(bareOK)
 	if err != nil {
 		return nil, false, err
 	}
 	for isKeyword(p.peek(), "AND") {
+		if _, bare := l.(*cBare); bare {
+			return nil, false, p.syntax()
+		}
+		if err := p.countOperator(); err != nil {
+			return nil, false, err
+		}
 		p.next()
-		r, _, err := p.parseNot()
+		r, _, err := p.parseNot(false)
 		if err != nil {
 			return nil, false, err
 		}
@@ -110,17 +136,20 @@ func (p *parser) parseAnd() (cnode, bool, *syntaxError) {
 	return l, paren, nil
 }
 
-func (p *parser) parseNot() (cnode, bool, *syntaxError) {
+func (p *parser) parseNot(bareOK bool) (cnode, bool, *syntaxError) {
 	if isKeyword(p.peek(), "NOT") {
+		if err := p.countOperator(); err != nil {
+			return nil, false, err
+		}
 		p.next()
-		x, _, err := p.parseNot()
+		x, _, err := p.parseNot(false)
 		if err != nil {
 			return nil, false, err
 		}
 		p.checkSizeAsCondition(x)
 		return &cNot{x}, false, nil
 	}
-	return p.parsePrimary()
+	return p.parsePrimary(bareOK)
 }
 
 func (p *parser) checkSizeAsCondition(n cnode) {
@@ -142,47 +171,74 @@ func (p *parser) followsOperand() bool {
 	return isComparator(t.kind) || isKeyword(t, "BETWEEN") || isKeyword(t, "IN")
 }
 
-func (p *parser) parsePrimary() (cnode, bool, *syntaxError) {
+func (p *parser) parsePrimary(bareOK bool) (cnode, bool, *syntaxError) {
+	p.steps++
 	if p.peekKind() != tLParen {
-		n, err := p.parseSimple()
+		n, err := p.parseSimple(bareOK)
 		return n, false, err
 	}
-	// "(" starts either a parenthesized condition or a parenthesized
-	// operand of a comparison; try the condition first.
-	save, saveErrs := p.i, p.errs
 	p.next()
-	inner, innerParen, err1 := p.parseOr()
-	if err1 == nil {
-		err1 = p.expect(tRParen)
+	inner, innerParen, err := p.parseOr(true)
+	if err != nil {
+		return nil, false, err
 	}
-	if err1 == nil && !p.followsOperand() {
+	if err := p.expect(tRParen); err != nil {
+		return nil, false, err
+	}
+	// A parenthesized operand, or a function call that turns out to be
+	// the left operand of a comparison.
+	var o *operand
+	switch n := inner.(type) {
+	case *cBare:
+		o = n.o
+	case *cFunc:
+		o = n.o
+	}
+	if o != nil && p.followsOperand() {
 		if innerParen {
 			p.fail(catParens, "The expression has redundant parentheses;")
 		}
-		return inner, true, nil
+		n, err := p.parseComparison(o)
+		return n, false, err
 	}
-	failAt := p.i
-	if err1 != nil {
-		failAt = err1.at
+	if _, bare := inner.(*cBare); bare {
+		if bareOK {
+			return inner, true, nil
+		}
+		return nil, false, p.syntax()
 	}
-	p.i, p.errs = save, saveErrs
-	n, err2 := p.parseSimple()
-	if err2 == nil {
-		return n, false, nil
+	if innerParen {
+		p.fail(catParens, "The expression has redundant parentheses;")
 	}
-	if err1 != nil && failAt > err2.at {
-		return nil, false, err1
-	}
-	return nil, false, err2
+	return inner, true, nil
 }
 
-// parseSimple parses a comparison, BETWEEN, IN or a function call.
-func (p *parser) parseSimple() (cnode, *syntaxError) {
+// parseSimple parses a comparison, BETWEEN, IN or a function call, or
+// (when bareOK) a lone operand.
+func (p *parser) parseSimple(bareOK bool) (cnode, *syntaxError) {
 	x, err := p.parseOperand()
 	if err != nil {
 		return nil, err
 	}
+	if p.followsOperand() {
+		return p.parseComparison(x)
+	}
+	if x.kind == opFunc {
+		return &cFunc{o: x}, nil
+	}
+	if bareOK {
+		return &cBare{o: x}, nil
+	}
+	return nil, p.syntax()
+}
+
+// parseComparison parses what follows the left operand x of a comparison,
+// BETWEEN or IN.
+func (p *parser) parseComparison(x *operand) (cnode, *syntaxError) {
 	t := p.peek()
+	if err := p.countOperator(); err != nil {
+		return nil, err
+	}
 	switch {
 	case isComparator(t.kind):
 		p.next()
@@ -191,6 +247,9 @@ func (p *parser) parseSimple() (cnode, *syntaxError) {
 			return nil, err
 		}
 		p.checkMisused(x, y)
+		if t.kind != tEq && t.kind != tNe {
+			p.checkOrderable(t.text, x, y)
+		}
 		p.checkDistinct(t.text, []*operand{x, y})
 		return &cCmp{op: t.text, l: x, r: y}, nil
 	case isKeyword(t, "BETWEEN"):
@@ -208,9 +267,10 @@ func (p *parser) parseSimple() (cnode, *syntaxError) {
 			return nil, err
 		}
 		p.checkMisused(x, lo, hi)
+		p.checkOrderable("BETWEEN", x, lo, hi)
 		p.checkBetween(lo, hi)
 		return &cBetween{x: x, lo: lo, hi: hi}, nil
-	case isKeyword(t, "IN"):
+	default: // IN
 		p.next()
 		if err := p.expect(tLParen); err != nil {
 			return nil, err
@@ -225,10 +285,6 @@ func (p *parser) parseSimple() (cnode, *syntaxError) {
 		}
 		return &cIn{x: x, list: list}, nil
 	}
-	if x.kind != opFunc {
-		return nil, p.syntax()
-	}
-	return &cFunc{o: x}, nil
 }
 
 // checkMisused rejects condition functions used as operands.
@@ -236,6 +292,17 @@ func (p *parser) checkMisused(ops ...*operand) {
 	for _, o := range ops {
 		if o.kind == opFunc && o.fn != "size" {
 			p.fail(catMisusedFunction, "The function is not allowed to be used this way in an expression; function: "+o.fn)
+		}
+	}
+}
+
+// checkOrderable rejects constant operands of an ordering operator (<,
+// <=, >, >=, BETWEEN) whose type has no order: only S, N and B compare.
+func (p *parser) checkOrderable(op string, ops ...*operand) {
+	for _, o := range ops {
+		if t, ok := o.staticType(); ok && t != attr.S && t != attr.N && t != attr.B {
+			p.fail(catFunction, operandTypeMsg(op, t))
+			return
 		}
 	}
 }
@@ -383,7 +450,7 @@ func evalCondFunc(o *operand, item attr.Item) bool {
 		_, ok := o.args[0].path.Resolve(item)
 		return !ok
 	case "attribute_type":
-		v, ok := o.args[0].path.Resolve(item)
+		v, ok := evalOperand(o.args[0], item)
 		if !ok {
 			return false
 		}

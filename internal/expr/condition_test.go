@@ -54,9 +54,20 @@ func TestConditionEval(t *testing.T) {
 		{"s > :pre", true},
 		{"b > :bpre", true},
 		{"b < :bpre", false},
-		{"n < :s", false},   // cross-type ordering is false
-		{"t < :t", false},   // BOOL has no order
-		{"ss < :ss", false}, // sets have no order
+		{"n < :s", false},  // cross-type ordering is false
+		{"t < nul", false}, // BOOL has no order (paths: no static check)
+		{strings.Repeat("NOT ", 299) + "nope = :s", true}, // 300 operators: the limit
+		{"ss < bs", false}, // sets have no order
+		// Functions whose operands are values, not paths.
+		{"size(:s) = :n1", false},
+		{"size(:l) < :n5", true},
+		{"size(:ss) = s", false},
+		{"attribute_type(:s, :tS)", true},
+		{"attribute_type(:m, :tS)", false},
+		{"begins_with(:s, :pre)", true},
+		{"begins_with(:pre, s)", false},
+		{"contains(:l, :s)", false},
+		{"contains(:ss, s)", false},
 		// BETWEEN.
 		{"n BETWEEN :n5 AND :n15", true},
 		{"n between :n10 and :n10", true},
@@ -140,7 +151,7 @@ func TestConditionEval(t *testing.T) {
 		{"m.nest.deep = m.nest.deep", true},
 		{"l[0] = :s OR l[1] = :n1", true},
 		{"m.arr[0] > :n5", true},
-		{"_u = :s OR attribute_not_exists(_u)", true},
+		{"u_ = :s OR attribute_not_exists(u_1)", true},
 	}
 	item := mustItem(t, testItem)
 	for _, tc := range tests {
@@ -186,19 +197,23 @@ func TestConditionErrors(t *testing.T) {
 		{"foo", nil, p + `Syntax error; token: "<EOF>", near: "foo"`},
 		{"a =", nil, p + `Syntax error; token: "<EOF>", near: "="`},
 		{"a = ", nil, p + `Syntax error; token: "<EOF>", near: "= "`},
-		{"a == :s", nil, p + `Syntax error; token: "=", near: "=="`},
+		{"a == :s", nil, p + `Syntax error; token: "=", near: "== :s"`},
 		{":s a", nil, p + `Syntax error; token: "a", near: ":s a"`},
 		{"a = :s b", nil, p + `Syntax error; token: "b", near: ":s b"`},
-		{"a ! :s", nil, p + `Syntax error; token: "!", near: "a !"`},
+		// A name starts with a letter: "_" is a token of its own.
+		{"_u = :s", nil, p + `Syntax error; token: "_", near: "_u"`},
+		{"a = :s AND _u = :s", nil, p + `Syntax error; token: "_", near: "AND _u"`},
+		{"a-b", nil, p + `Syntax error; token: "-", near: "a-b"`},
+		{"a ! :s", nil, p + `Syntax error; token: "!", near: "a ! :s"`},
 		{"a = :s AND", nil, p + `Syntax error; token: "<EOF>", near: "AND"`},
 		{"(a = :s", nil, p + `Syntax error; token: "<EOF>", near: ":s"`},
 		{"a = :s)", nil, p + `Syntax error; token: ")", near: ":s)"`},
-		{"a[x] = :s", nil, p + `Syntax error; token: "x", near: "[x"`},
-		{"a.1 = :s", nil, p + `Syntax error; token: "1", near: ".1"`},
+		{"a[x] = :s", nil, p + `Syntax error; token: "x", near: "[x]"`},
+		{"a.1 = :s", nil, p + `Syntax error; token: "1", near: ".1 ="`},
 		{"a BETWEEN :n1 :n5", nil, p + `Syntax error; token: ":n5", near: ":n1 :n5"`},
 		{"a IN :s", nil, p + `Syntax error; token: ":s", near: "IN :s"`},
-		{"a + :n1 = :n5", nil, p + `Syntax error; token: "+", near: "a +"`},
-		{"# = :s", nil, p + `Syntax error; token: "#", near: "#"`},
+		{"a + :n1 = :n5", nil, p + `Syntax error; token: "+", near: "a + :n1"`},
+		{"# = :s", nil, p + `Syntax error; token: "#", near: "# ="`},
 		{"a = é", nil, p + `Syntax error; token: "é", near: "= é"`},
 		{strings.Repeat("a", 4097), nil, p + "Expression size has exceeded the maximum allowed size; expression size: 4097"},
 		{"name = :s", nil, p + "Attribute name is a reserved keyword; reserved keyword: name"},
@@ -222,6 +237,17 @@ func TestConditionErrors(t *testing.T) {
 		{"attribute_exists(a) = :t", nil, p + "The function is not allowed to be used this way in an expression; function: attribute_exists"},
 		{"contains(attribute_exists(a), :s)", nil, p + "The function is not allowed to be used this way in an expression; function: attribute_exists"},
 		{"size(:n1) = :n1", nil, p + "Incorrect operand type for operator or function; operator or function: size, operand type: N"},
+		{"size(size(a)) = :n1", nil, p + "Incorrect operand type for operator or function; operator or function: size, operand type: N"},
+		{"size(:t) = :n1", nil, p + "Incorrect operand type for operator or function; operator or function: size, operand type: BOOL"},
+		// Ordering operators take only S, N and B constants.
+		{"a < :l", nil, p + "Incorrect operand type for operator or function; operator or function: <, operand type: L"},
+		{"a >= :t", nil, p + "Incorrect operand type for operator or function; operator or function: >=, operand type: BOOL"},
+		{":ss > a", nil, p + "Incorrect operand type for operator or function; operator or function: >, operand type: SS"},
+		{"a <= :null", nil, p + "Incorrect operand type for operator or function; operator or function: <=, operand type: NULL"},
+		{"a BETWEEN :m AND :m", nil, p + "Incorrect operand type for operator or function; operator or function: BETWEEN, operand type: M"},
+		// The operator limit: the parse stops at the 301st.
+		{"a < b" + strings.Repeat(" OR a < b", 150), nil, p + "The expression contains too many operators; operator count: 301"},
+		{strings.Repeat("NOT ", 301) + "a = :s", nil, p + "The expression contains too many operators; operator count: 301"},
 		{"a = a", nil, p + "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [a]"},
 		{"a.b[1] < a.b[1]", nil, p + "The first operand must be distinct from the remaining operands for this operator or function; operator: <, first operand: [a, b, [1]]"},
 		{"contains(a, a)", nil, p + "The first operand must be distinct from the remaining operands for this operator or function; operator: contains, first operand: [a]"},

@@ -24,6 +24,17 @@ const MaxExpressionLength = 4096
 // MaxPathDepth is DynamoDB's nesting limit for a document path.
 const MaxPathDepth = 32
 
+// MaxPlaceholderLength is the longest expression attribute name or value
+// placeholder ("#name", ":val", sigil included), in bytes.
+const MaxPlaceholderLength = 255
+
+// MaxAttributeNameLength is the longest attribute name, in bytes.
+const MaxAttributeNameLength = attr.MaxNameBytes
+
+// MaxOperators is the most operators (comparators, logical operators,
+// BETWEEN, IN, + and -) one expression may contain.
+const MaxOperators = 300
+
 // MaxInOperands is the most operands the right side of IN accepts.
 const MaxInOperands = 100
 
@@ -76,8 +87,17 @@ func NewEnv(names map[string]string, values map[string]attr.Value) (*Env, error)
 			return nil, attr.Validation("ExpressionAttributeNames must not be empty")
 		}
 		for _, k := range sortedKeys(names) {
+			if len(k) > MaxPlaceholderLength {
+				return nil, attr.Validation("ExpressionAttributeNames contains invalid key: The key is too long; key length: " + strconv.Itoa(len(k)) + ", maximum: " + strconv.Itoa(MaxPlaceholderLength))
+			}
 			if !validPlaceholder(k, '#') {
 				return nil, attr.Validation("ExpressionAttributeNames contains invalid key: Syntax error; key: \"" + k + "\"")
+			}
+			if names[k] == "" {
+				return nil, attr.Validation("ExpressionAttributeNames contains invalid value: Empty attribute name for key " + k)
+			}
+			if len(names[k]) > MaxAttributeNameLength {
+				return nil, attr.Validation("1 validation error detected: Attribute name is too large, must be less than " + strconv.Itoa(MaxAttributeNameLength+1) + " bytes")
 			}
 		}
 	}
@@ -86,6 +106,9 @@ func NewEnv(names map[string]string, values map[string]attr.Value) (*Env, error)
 			return nil, attr.Validation("ExpressionAttributeValues must not be empty")
 		}
 		for _, k := range sortedKeys(values) {
+			if len(k) > MaxPlaceholderLength {
+				return nil, attr.Validation("ExpressionAttributeValues contains invalid key: The key is too long; key length: " + strconv.Itoa(len(k)) + ", maximum: " + strconv.Itoa(MaxPlaceholderLength))
+			}
 			if !validPlaceholder(k, ':') {
 				return nil, attr.Validation("ExpressionAttributeValues contains invalid key: Syntax error; key: \"" + k + "\"")
 			}

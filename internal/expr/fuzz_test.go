@@ -25,7 +25,7 @@ func addSeeds(f *testing.F) {
 	}
 }
 
-func fuzzItem(t *testing.T) attr.Item {
+func fuzzItem(t testing.TB) attr.Item {
 	return mustItem(t, `{"a":{"N":"1"},"b":{"L":[{"S":"x"}]},"c":{"L":[{"N":"1"},{"N":"2"},{"N":"3"}]},"e":{"SS":["x","q"]},
 		"Name":{"S":"n"},"m":{"M":{"k":{"L":[{"S":"v"}]},"x":{"N":"2"}}},"l":{"L":[{"N":"0"}]}}`)
 }

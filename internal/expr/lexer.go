@@ -39,13 +39,16 @@ type token struct {
 	text  string
 }
 
+// isIdentStart: a name in an expression starts with a letter. An
+// underscore may follow but not start one ("_a" is a syntax error at "_"),
+// as in DynamoDB's tokenizer.
 func isIdentStart(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-func isIdentPart(c byte) bool { return isIdentStart(c) || isDigit(c) }
+func isIdentPart(c byte) bool { return isIdentStart(c) || isDigit(c) || c == '_' }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -174,11 +177,26 @@ type parser struct {
 	update bool
 	// proj: a projection expression has no keywords.
 	proj bool
+	// ops counts operators (comparators, AND, OR, NOT, BETWEEN, IN, and
+	// + and - in update expressions; function calls do not count) for
+	// the service's limit of MaxOperators per expression.
+	ops int
+	// steps counts parse work (tokens consumed, operands and primaries
+	// started); tests check it stays linear in the number of tokens.
+	steps int
 }
 
 func newParser(kind Kind, src string, env *Env) *parser {
-	return &parser{kind: kind, src: src, toks: lex(src), env: env}
+	p := &parser{kind: kind, src: src, toks: lex(src), env: env}
+	if newParserHook != nil {
+		newParserHook(p)
+	}
+	return p
 }
+
+// newParserHook, when set (by tests only), sees every parser created, so a
+// test can read its work counter after the parse.
+var newParserHook func(*parser)
 
 // prelude checks the length and emptiness rules every expression shares.
 func prelude(kind Kind, s string) error {
@@ -202,11 +220,23 @@ func (p *parser) peek() token       { return p.toks[p.i] }
 func (p *parser) peekKind() tokKind { return p.toks[p.i].kind }
 
 func (p *parser) next() token {
+	p.steps++
 	t := p.toks[p.i]
 	if t.kind != tEOF {
 		p.i++
 	}
 	return t
+}
+
+// countOperator counts one operator and aborts the parse when the
+// expression has more than MaxOperators, as the service does (its message
+// reports the count at which it stopped: MaxOperators+1).
+func (p *parser) countOperator() *syntaxError {
+	p.ops++
+	if p.ops > MaxOperators {
+		return &syntaxError{at: p.i, msg: "The expression contains too many operators; operator count: " + strconv.Itoa(p.ops)}
+	}
+	return nil
 }
 
 // fail records a semantic error; the first of each category wins.
@@ -226,14 +256,19 @@ func (p *parser) semanticError() error {
 	return nil
 }
 
-// syntax returns a syntax error at the current token.
+// syntax returns a syntax error at the current token. Its "near" text runs
+// from the previous token to the next one, as the service quotes it
+// ("a-b" for the "-" in "a-b").
 func (p *parser) syntax() *syntaxError {
 	t := p.toks[p.i]
-	nearStart := t.start
+	nearStart, nearEnd := t.start, t.end
 	if p.i > 0 {
 		nearStart = p.toks[p.i-1].start
 	}
-	near := p.src[nearStart:t.end]
+	if t.kind != tEOF && p.toks[p.i+1].kind != tEOF {
+		nearEnd = p.toks[p.i+1].end
+	}
+	near := p.src[nearStart:nearEnd]
 	return &syntaxError{at: p.i, msg: "Syntax error; token: \"" + t.text + "\", near: \"" + near + "\""}
 }
 
@@ -403,60 +438,58 @@ func (o *operand) staticType() (attr.Type, bool) {
 // parseOperand parses a path, value or function call, with optional
 // surrounding parentheses.
 func (p *parser) parseOperand() (*operand, *syntaxError) {
+	o, _, err := p.parseOperandParen()
+	return o, err
+}
+
+// parseOperandParen is parseOperand that also tells whether the operand was
+// parenthesized, for the redundant-parentheses rule: "((a))" is redundant
+// outside update expressions. One pass, no backtracking.
+func (p *parser) parseOperandParen() (*operand, bool, *syntaxError) {
+	p.steps++
 	t := p.peek()
 	switch t.kind {
 	case tLParen:
 		p.next()
-		if p.peekKind() == tLParen && !p.update {
-			// ((x)) around an operand is redundant.
-			save := p.i
-			p.next()
-			inner, err := p.parseOperand()
-			if err == nil && p.peekKind() == tRParen {
-				p.next()
-				if p.peekKind() == tRParen {
-					p.next()
-					p.fail(catParens, "The expression has redundant parentheses;")
-					return inner, nil
-				}
-			}
-			p.i = save
-		}
-		o, err := p.parseOperand()
+		o, innerParen, err := p.parseOperandParen()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := p.expect(tRParen); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return o, nil
+		if innerParen && !p.update {
+			p.fail(catParens, "The expression has redundant parentheses;")
+		}
+		return o, true, nil
 	case tValue:
 		p.next()
 		v, ok := p.env.value(t.text)
 		if !ok {
 			p.fail(catUndefined, "An expression attribute value used in expression is not defined; attribute value: "+t.text)
 		}
-		return &operand{kind: opValue, val: v, defined: ok}, nil
+		return &operand{kind: opValue, val: v, defined: ok}, false, nil
 	case tName:
 		path, err := p.parsePath()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return &operand{kind: opPath, path: path, defined: true}, nil
+		return &operand{kind: opPath, path: path, defined: true}, false, nil
 	case tIdent:
 		if !p.pathWord(t) {
-			return nil, p.syntax()
+			return nil, false, p.syntax()
 		}
 		if p.toks[p.i+1].kind == tLParen {
-			return p.parseFuncCall()
+			o, err := p.parseFuncCall()
+			return o, false, err
 		}
 		path, err := p.parsePath()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return &operand{kind: opPath, path: path, defined: true}, nil
+		return &operand{kind: opPath, path: path, defined: true}, false, nil
 	}
-	return nil, p.syntax()
+	return nil, false, p.syntax()
 }
 
 // parseFuncCall parses name(arg, ...) and validates it.
@@ -516,19 +549,19 @@ func (p *parser) checkConditionFunc(o *operand) {
 	}
 	p.checkDistinct(o.fn, o.args)
 	switch o.fn {
-	case "attribute_exists", "attribute_not_exists", "size":
-		if t, ok := o.args[0].staticType(); ok && o.fn == "size" && (t == attr.N || t == attr.BOOL || t == attr.NULL) {
-			p.fail(catFunction, operandTypeMsg(o.fn, t))
-			return
-		}
+	case "attribute_exists", "attribute_not_exists":
 		if o.args[0].kind != opPath {
 			p.fail(catFunction, "Operator or function requires a document path; operator or function: "+o.fn)
+		}
+	case "size":
+		// size takes any operand (a path, a value, size of something)
+		// whose type has a size.
+		if t, ok := o.args[0].staticType(); ok && (t == attr.N || t == attr.BOOL || t == attr.NULL) {
+			p.fail(catFunction, operandTypeMsg(o.fn, t))
 		}
 	case "attribute_type":
-		if o.args[0].kind != opPath {
-			p.fail(catFunction, "Operator or function requires a document path; operator or function: "+o.fn)
-			return
-		}
+		// The first operand may be a path or a value; the second is the
+		// type name, a string value.
 		t, ok := o.args[1].staticType()
 		if !ok {
 			if o.args[1].kind == opValue {
@@ -574,9 +607,11 @@ func (p *parser) checkUpdateFunc(o *operand) {
 			p.fail(catFunction, "Operator or function requires a document path; operator or function: "+o.fn)
 		}
 	case "list_append":
+		// Every operand whose type is known before evaluation (a value,
+		// a nested list_append, an arithmetic result) must be a list.
 		for _, a := range o.args {
-			if a.kind == opValue && a.defined && a.val.Type != attr.L {
-				p.fail(catFunction, operandTypeMsg(o.fn, a.val.Type))
+			if t, ok := a.staticType(); ok && t != attr.L {
+				p.fail(catFunction, operandTypeMsg(o.fn, t))
 				return
 			}
 		}

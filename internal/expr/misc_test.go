@@ -163,9 +163,9 @@ func TestProjectionErrors(t *testing.T) {
 		{"", p + "The expression can not be empty;"},
 		{"a,", p + `Syntax error; token: "<EOF>", near: ","`},
 		{"a b", p + `Syntax error; token: "b", near: "a b"`},
-		{"a = b", p + `Syntax error; token: "=", near: "a ="`},
+		{"a = b", p + `Syntax error; token: "=", near: "a = b"`},
 		{":a", p + `Syntax error; token: ":a", near: ":a"`},
-		{"(a)", p + `Syntax error; token: "(", near: "("`},
+		{"(a)", p + `Syntax error; token: "(", near: "(a"`},
 		{"name", p + "Attribute name is a reserved keyword; reserved keyword: name"},
 		{"a, AND", p + "Attribute name is a reserved keyword; reserved keyword: AND"},
 		{"#x", p + "An expression attribute name used in the document path is not defined; attribute name: #x"},
@@ -296,5 +296,28 @@ func TestConditionTopLevelNames(t *testing.T) {
 	got := c.TopLevelNames()
 	if len(got) != 3 || got[0] != "sk" || got[1] != "m" || got[2] != "l" {
 		t.Fatalf("TopLevelNames = %v", got)
+	}
+}
+
+func TestEnvLimits(t *testing.T) {
+	long := "#" + strings.Repeat("a", MaxPlaceholderLength)
+	ok := "#" + strings.Repeat("a", MaxPlaceholderLength-1)
+	tests := []struct {
+		names  map[string]string
+		values map[string]attr.Value
+		want   string
+	}{
+		{map[string]string{ok: "a"}, nil, ""},
+		{map[string]string{long: "a"}, nil, "ExpressionAttributeNames contains invalid key: The key is too long; key length: 256, maximum: 255"},
+		{nil, map[string]attr.Value{":" + long[1:]: {Type: attr.S, Str: "x"}}, "ExpressionAttributeValues contains invalid key: The key is too long; key length: 256, maximum: 255"},
+		{map[string]string{"#a": ""}, nil, "ExpressionAttributeNames contains invalid value: Empty attribute name for key #a"},
+		{map[string]string{"#a": strings.Repeat("x", 65535)}, nil, ""},
+		{map[string]string{"#a": strings.Repeat("x", 65536)}, nil, "1 validation error detected: Attribute name is too large, must be less than 65536 bytes"},
+	}
+	for _, tc := range tests {
+		_, err := NewEnv(tc.names, tc.values)
+		if got := errText(err); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package expr
 
 import (
 	"bytes"
+	"cmp"
 	"sort"
+	"strings"
 
 	"github.com/extenddb/extenddb/internal/attr"
 )
@@ -149,26 +151,40 @@ func (p *parser) parseAction(ak ActionKind) (action, *syntaxError) {
 	return a, nil
 }
 
-// parseSetValue parses operand [+|- operand], optionally parenthesized.
+// parseSetValue parses operand [+|- operand], optionally parenthesized:
+// "(a + b)" and "(a) + b" are both set values. One pass, no backtracking:
+// a parenthesized set value followed by + or - becomes the left operand.
 func (p *parser) parseSetValue() (*operand, *syntaxError) {
+	p.steps++
+	var x *operand
 	if p.peekKind() == tLParen {
-		save, saveErrs := p.i, p.errs
 		p.next()
 		v, err := p.parseSetValue()
-		if err == nil {
-			if err = p.expect(tRParen); err == nil && p.peekKind() != tPlus && p.peekKind() != tMinus {
-				return v, nil
-			}
+		if err != nil {
+			return nil, err
 		}
-		p.i, p.errs = save, saveErrs
-	}
-	x, err := p.parseOperand()
-	if err != nil {
-		return nil, err
+		if err := p.expect(tRParen); err != nil {
+			return nil, err
+		}
+		if t := p.peekKind(); t != tPlus && t != tMinus {
+			return v, nil
+		}
+		if v.kind == opFunc && (v.fn == "+" || v.fn == "-") {
+			return nil, p.syntax() // (a + b) + c: one operator only
+		}
+		x = v
+	} else {
+		var err *syntaxError
+		if x, err = p.parseOperand(); err != nil {
+			return nil, err
+		}
 	}
 	t := p.peek()
 	if t.kind != tPlus && t.kind != tMinus {
 		return x, nil
+	}
+	if err := p.countOperator(); err != nil {
+		return nil, err
 	}
 	p.next()
 	y, err := p.parseOperand()
@@ -176,8 +192,8 @@ func (p *parser) parseSetValue() (*operand, *syntaxError) {
 		return nil, err
 	}
 	for _, o := range []*operand{x, y} {
-		if o.kind == opValue && o.defined && o.val.Type != attr.N {
-			p.fail(catFunction, operandTypeMsg(t.text, o.val.Type))
+		if typ, ok := o.staticType(); ok && typ != attr.N {
+			p.fail(catFunction, operandTypeMsg(t.text, typ))
 			break
 		}
 	}
@@ -233,6 +249,9 @@ func (u *Update) Apply(old attr.Item) (attr.Item, error) {
 	if root.Map == nil {
 		root.Map = map[string]attr.Value{}
 	}
+	// Several SETs past the end of one list append in ascending index
+	// order, whatever their order in the expression.
+	sort.SliceStable(sets, func(i, j int) bool { return comparePaths(sets[i].a.path, sets[j].a.path) < 0 })
 	var err error
 	for _, s := range sets {
 		root, err = setAt(root, s.a.path, s.val)
@@ -281,7 +300,7 @@ func (u *Update) Apply(old attr.Item) (attr.Item, error) {
 			removes = append(removes, a.path)
 		}
 	}
-	sort.SliceStable(removes, func(i, j int) bool { return pathAfter(removes[i], removes[j]) })
+	sort.SliceStable(removes, func(i, j int) bool { return comparePaths(removes[i], removes[j]) > 0 })
 	for _, path := range removes {
 		if root, err = removeAt(root, path); err != nil {
 			return nil, err
@@ -290,19 +309,27 @@ func (u *Update) Apply(old attr.Item) (attr.Item, error) {
 	return attr.Item(root.Map), nil
 }
 
-// pathAfter orders paths so that, among paths through the same list, the
-// higher index comes first.
-func pathAfter(a, b Path) bool {
+// comparePaths is a total order on paths in which paths through the same
+// list compare by index, numerically (names compare as strings, a name
+// before an index).
+func comparePaths(a, b Path) int {
 	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i] == b[i] {
-			continue
+		x, y := a[i], b[i]
+		switch {
+		case x.IsIndex && y.IsIndex:
+			if x.Index != y.Index {
+				return cmp.Compare(x.Index, y.Index)
+			}
+		case x.IsIndex != y.IsIndex:
+			if x.IsIndex {
+				return 1
+			}
+			return -1
+		case x.Name != y.Name:
+			return strings.Compare(x.Name, y.Name)
 		}
-		if a[i].IsIndex && b[i].IsIndex {
-			return a[i].Index > b[i].Index
-		}
-		return false
 	}
-	return false
+	return cmp.Compare(len(a), len(b))
 }
 
 func evalUpdateOperand(o *operand, item attr.Item) (attr.Value, error) {

@@ -1,5 +1,5 @@
 // Package format is the on-store format of extenddb backups, version 1, as
-// specified in docs/BACKUP.md section 1: zstd line-delimited DynamoDB-JSON
+// specified in docs/backup-design.md section 1: zstd line-delimited DynamoDB-JSON
 // data files, the extenddb manifest, its sha256sum-form sidecar, the AWS
 // export manifests (manifest-summary.json, manifest-files.json), backup ids,
 // ARNs and object key names.

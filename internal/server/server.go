@@ -11,57 +11,72 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/extenddb/extenddb/internal/api"
+	"github.com/extenddb/extenddb/internal/backup"
+	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
-// OpenBackend opens the configured storage backend. The embedded SQLite
-// database is migrated on open; a PostgreSQL database must have been
-// migrated with `extenddb migrate` (serve refuses an unmigrated or newer
-// schema and says what to run).
-func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
-	switch cfg.Storage.Backend {
-	case "sqlite":
-		opt := sqlite.Options{Memory: cfg.Storage.Memory, ItemCacheBytes: cfg.Storage.SQLite.ItemCacheMB << 20}
-		if cfg.Storage.SQLite.ItemCacheMB == 0 {
-			opt.ItemCacheBytes = -1
-		}
-		if !cfg.Storage.Memory {
-			if err := os.MkdirAll(cfg.Storage.DataDir, 0o700); err != nil {
-				return nil, fmt.Errorf("storage.data_dir: %w", err)
-			}
-			opt.Path = sqlitePath(cfg)
-		}
-		return sqlite.Open(ctx, opt)
-	case "postgres":
-		return postgres.Open(ctx, postgres.Options{DSN: cfg.Storage.Postgres.DSN,
-			MaxConns: int32(cfg.Storage.Postgres.MaxConns), RequireMigrated: true})
-	}
-	return nil, fmt.Errorf("storage.backend %q is not supported", cfg.Storage.Backend)
+// The restore job loads items through the engine's index rules without
+// importing the engine: the server hands the engine over as a
+// backup.Indexer.
+var _ backup.Indexer = (*engine.Engine)(nil)
+
+// Options are the process-wide things a server is given rather than
+// building itself.
+type Options struct {
+	// Logger receives every log line (nil: discard).
+	Logger *slog.Logger
+	// Build identifies the binary (startup log, extenddb_build_info).
+	Build buildinfo.Info
+	// Ready, when not nil, receives the bound address once the listener
+	// accepts.
+	Ready func(addr net.Addr)
 }
 
-// Run serves until ctx is cancelled, then finishes in-flight requests
-// (bounded by server.shutdown_timeout) and closes the backend. ready, when
-// not nil, receives the bound address once the listener accepts.
+// Run serves until ctx is cancelled (see Serve).
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(addr net.Addr)) error {
+	return Serve(ctx, cfg, Options{Logger: log, Ready: ready, Build: buildinfo.New("", "", "")})
+}
+
+// Serve serves until ctx is cancelled, then finishes in-flight requests
+// (bounded by server.shutdown_timeout), stops background work and closes
+// the backend.
+func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
+	log, ready := opt.Logger, opt.Ready
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	backend, err := OpenBackend(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer backend.Close()
+	// raw is the backend itself: it closes, and it reports statistics (the
+	// Checked wrapper does not forward optional interfaces).
+	raw := backend
+	defer func() {
+		if cerr := raw.Close(); cerr != nil {
+			log.Warn("closing storage", "err", cerr)
+		}
+		log.Info("extenddb stopped")
+	}()
+	// Every backend runs under the contract checks (storage.Checked): a
+	// broken promise is an internal error in the log, never a crash.
+	backend = storage.Checked(backend, func(err error) { log.Error("storage contract violation", "err", err) })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log})
+	registerBuildInfo(reg, opt.Build)
+	registerStorageMetrics(reg, raw)
+	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg})
 	accounts := []string{api.DefaultAccount}
 	var keys []api.AccessKey
 	for _, k := range cfg.Auth.Keys {
@@ -70,10 +85,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 			accounts = append(accounts, k.Account)
 		}
 	}
+	reg.MustRegister(newTablesCollector(backend, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
 	readiness := backend.Ping
+	storeDesc := "disabled"
 	if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
 		// The backup store is part of readiness: /ready answers 503 while it
 		// is unreachable (the server still serves tables).
@@ -81,6 +98,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		if err != nil {
 			return fmt.Errorf("backup.store: %w", err)
 		}
+		storeDesc = st.String()
 		if err := st.Validate(ctx); err != nil {
 			log.Warn("backup store not reachable", "store", st.String(), "err", err)
 		}
@@ -110,8 +128,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 	if err != nil {
 		return fmt.Errorf("server.listen: %w", err)
 	}
+	// Request log outermost, so preflights answered by CORS are logged too.
+	cors := cfg.CORSOrigins()
+	var h http.Handler = api.WithCORS(handler, cors)
+	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
 	srv := &http.Server{
-		Handler: handler,
+		Handler: h,
 		// The body deadline and the write deadline are set per request by
 		// the handler (api.Limits); these bound the headers and idle
 		// kept-alive connections.
@@ -133,8 +155,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		// rewritten into DynamoDB errors (api.WrapListener).
 		go func() { errc <- srv.Serve(api.WrapListener(ln)) }()
 	}
-	log.Info("extenddb serving", "addr", ln.Addr().String(), "backend", backend.Name(), "memory", cfg.Storage.Memory,
-		"data_dir", cfg.Storage.DataDir, "signatures_verified", auth.Enabled(), "tls", cfg.Server.TLSCertFile != "")
+	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
+	attrs = append(attrs, storageAttrs(cfg)...)
+	if sr, ok := raw.(storage.StatsReporter); ok && sr.Stats().PoolMax > 0 {
+		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
+	}
+	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,
+		"cors", corsDesc(cors))
+	log.Info("extenddb serving", attrs...)
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -143,14 +171,32 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
+	log.Info("shutting down: refusing new connections, finishing in-flight requests", "timeout", cfg.Server.ShutdownTimeout.Duration.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	log.Info("in-flight requests finished; stopping background work")
 	return nil
 }
+
+func corsDesc(origins []string) string {
+	if len(origins) == 0 {
+		return "off"
+	}
+	return strings.Join(origins, ",")
+}
+
+func authDesc(verified bool, keys int) string {
+	if !verified {
+		return "none (any credentials accepted as account " + api.DefaultAccount + ")"
+	}
+	return fmt.Sprintf("sigv4 (%d access keys)", keys)
+}
+
+// RedactDSN removes the password from a PostgreSQL DSN.
+func RedactDSN(dsn string) string { return postgres.RedactDSN(dsn) }
 
 // servePprof serves the runtime profiles on a loopback address.
 func servePprof(addr string, log *slog.Logger) error {

@@ -30,11 +30,15 @@ const (
 	KindUnsupported
 	// KindSchema: the database schema is missing, old or newer than this build.
 	KindSchema
+	// KindTableVersion: an item write was computed from a table
+	// description version that is no longer current (TableRef.Version);
+	// nothing was written. Read the table again and recompute the write.
+	KindTableVersion
 	kindCount
 )
 
 var kindNames = [...]string{"internal", "table not found", "table exists", "transaction canceled",
-	"transaction conflict", "limit exceeded", "unavailable", "snapshot expired", "unsupported", "schema"}
+	"transaction conflict", "limit exceeded", "unavailable", "snapshot expired", "unsupported", "schema", "table version changed"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -99,4 +103,11 @@ func KindOf(err error) (Kind, bool) {
 func IsKind(err error, k Kind) bool {
 	kk, ok := KindOf(err)
 	return ok && kk == k
+}
+
+// VersionChanged is the KindTableVersion error for a write computed from
+// ref.Version when the table's description is at version current.
+func VersionChanged(ref TableRef, current int64) *Error {
+	return Errorf(KindTableVersion, "table %q (id %d): write computed from description version %d, current version %d",
+		ref.Name, ref.ID, ref.Version, current)
 }

@@ -45,11 +45,21 @@ type Backend interface {
 	// same atomic write. Fn may be called more than once (optimistic
 	// backends retry), so it must have no side effects. An error returned by
 	// Fn aborts the write and is returned unchanged.
+	//
+	// The write is fenced on Table.Version (see TableRef): when the
+	// table's current description version differs, nothing is written, Fn
+	// is not called and the answer is KindTableVersion. The check is
+	// atomic with the write: an UpdateTable never commits between the
+	// check and the write (a write that passed the check is ordered
+	// before the UpdateTable, one that did not is refused).
 	WriteItem(ctx context.Context, p WriteItemParams) (*WriteItemResult, error)
 	// TransactWrite applies several WriteItem operations all-or-nothing.
 	// When any Fn fails, nothing is written and the result is a
 	// KindTransactionCanceled error whose Reasons hold, per operation in
-	// order, the error of the failing Fns (nil for the others).
+	// order, the error of the failing Fns (nil for the others). Every
+	// operation is fenced on its Table.Version as in WriteItem; one stale
+	// version refuses the whole transaction with KindTableVersion (not
+	// KindTransactionCanceled) and writes nothing.
 	TransactWrite(ctx context.Context, p TransactWriteParams) (*TransactWriteResult, error)
 	// TransactGet reads several items from one consistent instant.
 	TransactGet(ctx context.Context, p TransactGetParams) (*TransactGetResult, error)
@@ -60,8 +70,19 @@ type Backend interface {
 	// optionally restricted to one segment.
 	Scan(ctx context.Context, p ScanParams) (*ScanResult, error)
 	// DropIndex removes every entry of one secondary index of a table
-	// (after the engine removed the index from the description).
+	// (after the engine removed the index from the description, or before
+	// it adds an index of that name). It is fenced on Table.Version like
+	// an item write: KindTableVersion, removing nothing, when the table's
+	// description changed since, so a drop decided on an old description
+	// never removes the entries of an index created since.
 	DropIndex(ctx context.Context, p DropIndexParams) (*DropIndexResult, error)
+
+	// TableStats counts a table's items and each secondary index's
+	// entries, and sums Size over their stored bytes, all from one
+	// consistent instant. It reads the whole table: the engine calls it in
+	// the background, not on a request's path. KindTableNotFound when the
+	// table is not live.
+	TableStats(ctx context.Context, p TableStatsParams) (*TableStatsResult, error)
 
 	// Ping checks that the backend answers (readiness).
 	Ping(ctx context.Context) error
@@ -88,10 +109,30 @@ type Table struct {
 // TableRef names a table incarnation for item operations. Every item
 // operation (reads included) on an ID that is not a live table answers
 // KindTableNotFound, also after a table of the same name was created again.
+//
+// Version is the description version (Table.Version) that an item write
+// was computed from: which indexes it maintains, their key schemas and
+// projections, the TTL attribute. Item writes (WriteItem, TransactWrite)
+// are fenced on it: the backend compares it with the table's current
+// version atomically with the write and answers KindTableVersion, writing
+// nothing, when they differ. The caller then reads the table again and
+// recomputes the write from the fresh description (write functions are
+// pure, so running the computation again is safe). This is what keeps
+// index entries exact when several servers share a backend and one of
+// them caches a description that another has just changed: a write
+// computed without a new index can never land after the index exists.
+// DropIndex is fenced the same way. Reads and the catalog operations
+// ignore Version.
 type TableRef struct {
 	Account string
 	Name    string
 	ID      int64
+	Version int64
+}
+
+// Ref is the table's TableRef at its current description version.
+func (t *Table) Ref() TableRef {
+	return TableRef{Account: t.Account, Name: t.Name, ID: t.ID, Version: t.Version}
 }
 
 type CreateTableParams struct {
@@ -164,9 +205,33 @@ type DropIndexParams struct {
 
 type DropIndexResult struct{}
 
+type TableStatsParams struct {
+	Table TableRef
+	// Size returns what one stored item or index entry counts towards
+	// SizeBytes; nil counts its length in bytes. It must not retain its
+	// argument.
+	Size func(item []byte) int64
+}
+
+type TableStatsResult struct {
+	ItemCount int64
+	SizeBytes int64
+	// Indexes holds, per index name, the entries of every index that has
+	// at least one.
+	Indexes map[string]IndexStats
+}
+
+// IndexStats counts the entries of one secondary index.
+type IndexStats struct {
+	ItemCount int64
+	SizeBytes int64
+}
+
 // Change is what a write function decides. A backend applies DeleteIndex
 // before PutIndex, so an entry may be deleted and written again in one
-// change.
+// change. A Delete of an absent item still removes the index keys it
+// names (how an orphan index entry is cleaned up); a Keep changes
+// nothing, index entries included.
 type Change struct {
 	// Op is the action: Put the new item, Delete the current one, or
 	// Keep (change nothing, e.g. a condition check).

@@ -26,7 +26,7 @@ var ErrUnsafe = errors.New("store: unsafe filesystem path")
 // FS is the filesystem store. Objects live at root/<key>, one file per key,
 // in directories that mirror the key's components.
 //
-// Rules (docs/BACKUP.md section 2):
+// Rules (docs/backup-design.md section 2):
 //   - the root and every directory the store creates are 0700, objects 0600;
 //   - the root must be a directory owned by the server's effective user and
 //     not accessible by group or others; every operation re-opens the root

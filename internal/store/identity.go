@@ -116,7 +116,7 @@ func (h Health) Err() error {
 	return fmt.Errorf("%w: %s", ErrUnhealthy, strings.Join(h.Problems, "; "))
 }
 
-// EvaluateHealth applies the health rules of docs/BACKUP.md section 2 to
+// EvaluateHealth applies the health rules of docs/backup-design.md section 2 to
 // what is known, without I/O:
 //
 //   - id is the store's identity (nil when the file is missing);

@@ -171,7 +171,7 @@ func TestS3MultipartFaults(t *testing.T) {
 
 // TestS3PutIfAbsentCompleteRace: the key appears after the multipart
 // PutIfAbsent checked for it; CompleteMultipartUpload with If-None-Match
-// must refuse. gofakes3 is known to let it overwrite (TESTING.md), so there
+// must refuse. gofakes3 is known to let it overwrite (docs/testing.md), so there
 // the test only reports.
 func TestS3PutIfAbsentCompleteRace(t *testing.T) {
 	for _, srv := range s3Servers(t) {

@@ -1,7 +1,7 @@
 // Package store is where backups live: a small blob-store contract with a
 // filesystem implementation (FS) and an S3 implementation (S3), the
 // `[backup.store]` configuration, and the store identity file with the
-// health rules of docs/BACKUP.md section 2.
+// health rules of docs/backup-design.md section 2.
 //
 // A store moves bytes; it never decides key layout. Key names are chosen by
 // internal/format alone; the store only enforces the key rule (see

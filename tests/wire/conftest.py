@@ -134,6 +134,15 @@ def _stop(proc):
         proc.wait(timeout=10)
 
 
+def _check_server_log(log):
+    """The server logs a broken storage contract (storage.Checked) as an
+    internal error instead of failing the request loudly; the suite fails
+    on any such line."""
+    text = Path(log).read_text(errors="replace") if Path(log).exists() else ""
+    bad = [line for line in text.splitlines() if "storage contract violation" in line]
+    assert not bad, "server log has storage contract violations:\n" + "\n".join(bad[:20])
+
+
 @pytest.fixture(scope="session")
 def endpoint(request, tmp_path_factory):
     ep = os.environ.get("EXTENDDB_ENDPOINT")
@@ -157,7 +166,7 @@ def endpoint(request, tmp_path_factory):
     os.environ.setdefault("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "5s")
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO)
     _server.update(endpoint=ep, proc=proc, log=str(log))
-    request.addfinalizer(lambda: (_stop(proc), logf.close()))
+    request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)
     if err:
         _stop(proc)

@@ -638,3 +638,44 @@ def test_update_return_values_with_nested_projection_unchanged(ddb, item_table):
     a = ddb.update_item(TableName=item_table, Key=K, UpdateExpression="SET m.a = :v",
                         ExpressionAttributeValues={":v": N(2)}, ReturnValues="UPDATED_OLD")["Attributes"]
     assert a == {"m": {"M": {"a": N(1)}}}
+
+
+# ------------------------------------------------ parsing stays linear-time
+# A few dozen unmatched "(" once took time doubling every two parentheses
+# (100 of them pinned a core for minutes). Every expression kind must be
+# rejected at once; the client's read timeout (60 s) bounds a regression.
+
+DEEP = ["(" * n for n in (40, 100, 4000)] + ["(" * 2000 + "a = :v" + ")" * 2000]
+
+
+@pytest.mark.parametrize("expr", DEEP, ids=lambda e: f"{len(e)}B")
+def test_deep_parentheses_condition_rejected_quickly(ddb, item_table, expr):
+    validation(ddb.put_item, TableName=item_table, Item=ITEM, ConditionExpression=expr,
+               ExpressionAttributeValues={":v": S("x")}, match="Invalid ConditionExpression")
+
+
+@pytest.mark.parametrize("expr", DEEP, ids=lambda e: f"{len(e)}B")
+def test_deep_parentheses_filter_and_key_condition_rejected_quickly(ddb, item_table, expr):
+    validation(ddb.scan, TableName=item_table, FilterExpression=expr,
+               ExpressionAttributeValues={":v": S("x")}, match="Invalid FilterExpression")
+    validation(ddb.query, TableName=item_table, KeyConditionExpression=expr,
+               ExpressionAttributeValues={":v": S("x")}, match="Invalid KeyConditionExpression")
+
+
+@pytest.mark.parametrize("expr", ["SET a = " + "(" * n for n in (40, 100, 4000)], ids=lambda e: f"{len(e)}B")
+def test_deep_parentheses_update_rejected_quickly(ddb, item_table, expr):
+    validation(ddb.update_item, TableName=item_table, Key=K, UpdateExpression=expr,
+               match="Invalid UpdateExpression")
+
+
+def test_nested_parentheses_still_parse(ddb, item_table):
+    # Parenthesized conditions and operands keep working after the rewrite.
+    assert cond(ddb, item_table, "((s) = :v) AND (n = :n OR (size(s) > :n))", {":v": S("hello"), ":n": N(5)})
+    assert not cond(ddb, item_table, "(size(s)) = :n", {":n": N(6)})
+    assert cond(ddb, item_table, "(size(s)) = :n", {":n": N(5)})
+    validation(ddb.put_item, TableName=item_table, Item=ITEM, ConditionExpression="((s)) = :v",
+               ExpressionAttributeValues={":v": S("hello")},
+               message="Invalid ConditionExpression: The expression has redundant parentheses;")
+    update(ddb, item_table, "SET n = (:a) + :b, c = (:a + :b)", {":a": N(2), ":b": N(3)})
+    got = get(ddb, item_table)
+    assert got["n"] == N(5) and got["c"] == N(5)

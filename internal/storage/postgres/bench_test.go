@@ -44,3 +44,11 @@ func BenchmarkQuery25(b *testing.B) {
 	be, ref := benchBackend(b)
 	storagetest.BenchQuery25(b, be, ref)
 }
+
+// BenchmarkScanPages: Scan page time by page number (first, second,
+// middle, last) over ScanBenchItems() items, table and index, whole and
+// one segment.
+func BenchmarkScanPages(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchScanPages(b, be, ref)
+}

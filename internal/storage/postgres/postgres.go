@@ -60,6 +60,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -92,6 +93,9 @@ type Options struct {
 	// RequireMigrated refuses (KindSchema) a database with pending
 	// migrations instead of applying them on open.
 	RequireMigrated bool
+	// MaxSnapshots bounds the table snapshots open at once (default
+	// storage.DefaultMaxSnapshots); each holds a pooled connection.
+	MaxSnapshots int
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
@@ -102,6 +106,9 @@ type Backend struct {
 
 	// retries counts transparent re-runs (tests and metrics).
 	retries atomic.Int64
+
+	snapOnce sync.Once
+	snaps    *storage.SnapshotLimiter
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -167,10 +174,26 @@ func (b *Backend) migrate(ctx context.Context) error {
 	db := stdlib.OpenDBFromPool(b.pool)
 	defer db.Close()
 	if b.opts.RequireMigrated {
-		return migrations.Check(ctx, db, migrations.Postgres)
+		return mapMigration(migrations.Check(ctx, db, migrations.Postgres))
 	}
 	_, err := migrations.Apply(ctx, db, migrations.Postgres)
-	return err
+	return mapMigration(err)
+}
+
+// mapMigration translates a migration error to its storage kind.
+func mapMigration(err error) error {
+	var me *migrations.Error
+	if !errors.As(err, &me) {
+		return mapErr(err, "postgres: schema")
+	}
+	kind := storage.KindUnavailable
+	switch {
+	case me.Schema:
+		kind = storage.KindSchema
+	case me.Internal:
+		kind = storage.KindInternal
+	}
+	return storage.Wrap(kind, err, "")
 }
 
 // Name implements storage.Backend.
@@ -194,6 +217,14 @@ func (b *Backend) Close() error {
 
 // Stat returns the pool's statistics.
 func (b *Backend) Stat() *pgxpool.Stat { return b.pool.Stat() }
+
+// Stats reports the connection pool (storage.StatsReporter).
+func (b *Backend) Stats() storage.Stats {
+	ps := b.pool.Stat()
+	return storage.Stats{HasPool: true, PoolMax: int64(ps.MaxConns()), PoolInUse: int64(ps.AcquiredConns()),
+		PoolIdle: int64(ps.IdleConns()), PoolWaits: ps.EmptyAcquireCount(), PoolWaitTime: ps.EmptyAcquireWaitTime(),
+		Retries: b.retries.Load()}
+}
 
 // Retries returns how many operation runs were retried transparently.
 func (b *Backend) Retries() int64 { return b.retries.Load() }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if !requested {
-		fmt.Println("storage backends exercised: none — postgres NOT exercised (EXTENDDB_TEST_BACKENDS does not name postgres)")
+		fmt.Println("storage backends: postgres not requested (the default; make test-all or EXTENDDB_TEST_BACKENDS=sqlite,postgres runs it)")
 		os.Exit(m.Run())
 	}
 	adminDSN = os.Getenv("EXTENDDB_TEST_POSTGRES_DSN")
@@ -189,7 +190,7 @@ func createTable(t testing.TB, b *Backend, name string) storage.TableRef {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return storage.TableRef{Account: acct, Name: name, ID: cr.Table.ID}
+	return cr.Table.Ref()
 }
 
 var errExists = errors.New("item exists")
@@ -584,48 +585,37 @@ func TestKeysAreBytea(t *testing.T) {
 		}
 	}
 	defer conn.Exec(context.Background(), "RESET ALL")
-	for kind := kTableQuery; kind <= kIndexScan; kind++ {
-		for lo := bNone; lo <= bExcl; lo++ {
-			for hi := bNone; hi <= bExcl; hi++ {
-				for _, cursor := range []bool{false, true} {
-					for _, desc := range []bool{false, true} {
-						if kind >= kTableScan && (lo != bNone || hi != bNone || desc) {
-							continue
-						}
-						q := variantSQL(kind, lo, hi, cursor, desc)
-						nargs := strings.Count(q, "$")
-						args := make([]any, nargs)
-						args[0] = ref.ID
-						for i := 1; i < nargs; i++ {
-							args[i] = []byte{1}
-						}
-						args[nargs-1] = int64(26)
-						if kind == kIndexQuery || kind == kIndexScan {
-							args[1] = "g"
-						}
-						plan := explain(t, conn.Conn(), q, kind, args)
-						if strings.Contains(plan, "Sort") || !strings.Contains(plan, "Index") {
-							t.Errorf("%s\n  plan: %s", q, plan)
-						}
-					}
-				}
-			}
+	for _, sh := range storage.SQLShapes() {
+		q := variant(sh)
+		nargs := strings.Count(q, "$")
+		args := make([]any, nargs)
+		args[0] = ref.ID
+		for i := 1; i < nargs; i++ {
+			args[i] = []byte{1}
+		}
+		args[nargs-1] = int64(26)
+		if sh.Index() {
+			args[1] = "g"
+		}
+		plan := explain(t, conn.Conn(), q, sh.Kind, args)
+		if strings.Contains(plan, "Sort") || !strings.Contains(plan, "Index") {
+			t.Errorf("%s\n  plan: %s", q, plan)
 		}
 	}
 }
 
 // explain returns the generic plan of a Query/Scan statement.
-func explain(t *testing.T, c *pgx.Conn, q string, kind int, args []any) string {
+func explain(t *testing.T, c *pgx.Conn, q string, kind storage.SQLKind, args []any) string {
 	t.Helper()
 	// Hash arguments are bigint.
 	switch kind {
-	case kTableQuery:
+	case storage.SQLTableQuery:
 		args[1] = int64(1)
-	case kIndexQuery:
+	case storage.SQLIndexQuery:
 		args[2] = int64(1)
-	case kTableScan:
+	case storage.SQLTableScan:
 		args[1], args[2] = int64(0), int64(1<<32-1)
-	case kIndexScan:
+	case storage.SQLIndexScan:
 		args[2], args[3] = int64(0), int64(1<<32-1)
 	}
 	rows, err := c.Query(t.Context(), "EXPLAIN "+q, fixCursorHash(q, args)...)
@@ -649,4 +639,34 @@ func fixCursorHash(q string, args []any) []any {
 	fmt.Sscanf(q[i+len(") > ($"):], "%d", &n)
 	args[n-1] = int64(5)
 	return args
+}
+
+// TestSnapshotMarker: the snapshot's marker is the exported snapshot id,
+// which another session could import (SET TRANSACTION SNAPSHOT) while the
+// snapshot is open.
+func TestSnapshotMarker(t *testing.T) {
+	need(t)
+	b := openT(t, Options{DSN: testDSN})
+	ref := createTable(t, b, "snapmarker")
+	s, err := b.OpenTableSnapshot(t.Context(), storage.OpenSnapshotParams{Account: ref.Account, Name: ref.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Items.Close()
+	if s.Descriptor.Kind != SnapshotKind || !regexp.MustCompile(`^[0-9A-F]+-[0-9A-F]+-[0-9]+$`).MatchString(s.Descriptor.Marker) {
+		t.Fatalf("descriptor %+v", s.Descriptor)
+	}
+	c, err := b.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	tx, err := c.BeginTx(t.Context(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), "SET TRANSACTION SNAPSHOT '"+s.Descriptor.Marker+"'"); err != nil {
+		t.Fatalf("importing the marker: %v", err)
+	}
 }

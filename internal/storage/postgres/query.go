@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"strconv"
 	"strings"
@@ -12,174 +11,54 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// Statement variants of Query and Scan, built once per shape; pgx prepares
-// each on first use per connection (statement cache).
-const (
-	kTableQuery = iota
-	kIndexQuery
-	kTableScan
-	kIndexScan
-)
-
-const (
-	bNone = iota
-	bIncl
-	bExcl
-)
+// Statements of Query and Scan pages come from the shared SQL planning
+// (storage.PlanQuery, storage.PlanScan), built once per shape; pgx
+// prepares each on first use per connection (statement cache).
 
 var variants sync.Map // int -> string
 
-func variantKey(kind, lower, upper int, cursor, desc bool) int {
-	k := kind | lower<<2 | upper<<4
-	if cursor {
-		k |= 1 << 6
-	}
-	if desc {
-		k |= 1 << 7
-	}
-	return k
-}
-
-// variantSQL builds a Query/Scan statement. The rows come from a LATERAL
-// subquery joined to the table's catalog row, so one statement (one
-// snapshot) answers both "does the table exist" (no row at all) and the
-// page: a live table yields at least one row, whose `ok` is NULL when the
-// page is empty. The subquery is an ordered range scan of the primary key.
-func variantSQL(kind, lower, upper int, cursor, desc bool) string {
-	var sb strings.Builder
-	n := 1
-	arg := func() string {
-		s := "$" + strconv.Itoa(n)
-		n++
-		return s
-	}
-	col := "sk"
-	var cols string
-	var order []string
-	sb.WriteString("SELECT x.ok")
-	switch kind {
-	case kTableQuery:
-		cols = "sk, item"
-		order = []string{"sk"}
-	case kIndexQuery:
-		cols = "isk, pk, sk, item"
-		col = "isk"
-		order = []string{"isk", "pk", "sk"}
-	case kTableScan:
-		cols = "pk, sk, item"
-		order = []string{"h", "pk", "sk"}
-	case kIndexScan:
-		cols = "ipk, isk, pk, sk, item"
-		order = []string{"h", "ipk", "isk", "pk", "sk"}
-	}
-	for _, c := range strings.Split(cols, ", ") {
-		sb.WriteString(", x." + c)
-	}
-	tid := arg()
-	sb.WriteString(" FROM tables tb LEFT JOIN LATERAL (SELECT true AS ok, " + cols)
-	switch kind {
-	case kTableQuery:
-		sb.WriteString(" FROM items WHERE t = tb.id AND h = " + arg() + " AND pk = " + arg())
-	case kIndexQuery:
-		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg() + " AND h = " + arg() + " AND ipk = " + arg())
-	case kTableScan:
-		sb.WriteString(" FROM items WHERE t = tb.id AND h >= " + arg() + " AND h <= " + arg())
-	case kIndexScan:
-		sb.WriteString(" FROM idx WHERE t = tb.id AND ix = " + arg() + " AND h >= " + arg() + " AND h <= " + arg())
-	}
-	switch lower {
-	case bIncl:
-		sb.WriteString(" AND " + col + " >= " + arg())
-	case bExcl:
-		sb.WriteString(" AND " + col + " > " + arg())
-	}
-	switch upper {
-	case bIncl:
-		sb.WriteString(" AND " + col + " <= " + arg())
-	case bExcl:
-		sb.WriteString(" AND " + col + " < " + arg())
-	}
-	if cursor {
-		op := " > "
-		if desc {
-			op = " < "
-		}
-		ps := make([]string, len(order))
-		for i := range ps {
-			ps[i] = arg()
-		}
-		sb.WriteString(" AND (" + strings.Join(order, ", ") + ")" + op + "(" + strings.Join(ps, ", ") + ")")
-	}
-	sb.WriteString(" ORDER BY ")
-	for i, c := range order {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(c)
-		if desc {
-			sb.WriteString(" DESC")
-		}
-	}
-	sb.WriteString(" LIMIT " + arg() + ") x ON true WHERE tb.id = " + tid)
-	return sb.String()
-}
-
-func variant(kind, lower, upper int, cursor, desc bool) string {
-	key := variantKey(kind, lower, upper, cursor, desc)
+// variant wraps the planned page in a LATERAL subquery joined to the
+// table's catalog row, so one statement (one snapshot) answers both "does
+// the table exist" (no row at all) and the page: a live table yields at
+// least one row, whose `ok` is NULL when the page is empty.
+func variant(sh storage.SQLShape) string {
+	key := sh.Key()
 	if s, ok := variants.Load(key); ok {
 		return s.(string)
 	}
-	s := variantSQL(kind, lower, upper, cursor, desc)
+	n := 1
+	ph := func() string {
+		n++
+		return "$" + strconv.Itoa(n)
+	}
+	cols := sh.Columns()
+	for i, c := range cols {
+		cols[i] = "x." + c
+	}
+	s := "SELECT x.ok, " + strings.Join(cols, ", ") + " FROM tables tb LEFT JOIN LATERAL (" +
+		sh.Select("true AS ok, ", "tb.id", ph) + ") x ON true WHERE tb.id = $1"
 	variants.Store(key, s)
 	return s
 }
 
-func boundOp(bd *storage.Bound, incl, excl int) int {
-	switch {
-	case bd == nil:
-		return bNone
-	case bd.Inclusive:
-		return incl
-	default:
-		return excl
-	}
+// queryStmt returns the statement of a Query page, its arguments but the
+// LIMIT, and whether it reads an index.
+func queryStmt(p storage.QueryParams) (string, []any, bool) {
+	plan := storage.PlanQuery(p)
+	return variant(plan.Shape), append([]any{p.Table.ID}, plan.Args...), plan.Shape.Index()
+}
+
+// scanStmt returns the statement of a Scan page, its arguments but the
+// LIMIT, and whether it reads an index.
+func scanStmt(p storage.ScanParams) (string, []any, bool) {
+	plan := storage.PlanScan(p)
+	return variant(plan.Shape), append([]any{p.Table.ID}, plan.Args...), plan.Shape.Index()
 }
 
 // Query implements storage.Backend.
 func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
-	pk := nz(p.PK)
-	lower, upper := p.Lower, p.Upper
-	kind := kTableQuery
-	cursor := false
-	args := make([]any, 0, 10)
-	args = append(args, p.Table.ID)
-	if p.Index != "" {
-		kind = kIndexQuery
-		args = append(args, p.Index)
-		cursor = p.After != nil
-	} else if p.After != nil {
-		// On the table the cursor is one more bound on the sort key.
-		c := &storage.Bound{Key: nz(p.After.SK)}
-		if p.Forward {
-			if lower == nil || bytes.Compare(c.Key, lower.Key) >= 0 {
-				lower = c
-			}
-		} else if upper == nil || bytes.Compare(c.Key, upper.Key) <= 0 {
-			upper = c
-		}
-	}
-	args = append(args, hashOf(pk), pk)
-	lo, hi := boundOp(lower, bIncl, bExcl), boundOp(upper, bIncl, bExcl)
-	if lower != nil {
-		args = append(args, nz(lower.Key))
-	}
-	if upper != nil {
-		args = append(args, nz(upper.Key))
-	}
-	if cursor {
-		args = append(args, nz(p.After.SK), nz(p.After.BasePK), nz(p.After.BaseSK))
-	}
-	rows, more, err := b.collect(ctx, p.Table, variant(kind, lo, hi, cursor, !p.Forward), args, kind, pk, p.Limit)
+	sql, args, index := queryStmt(p)
+	rows, more, err := b.collect(ctx, p.Table, sql, args, index, nz(p.PK), p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -188,27 +67,11 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 
 // Scan implements storage.Backend.
 func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
-	if p.TotalSegments > 1 && (p.Segment < 0 || p.Segment >= p.TotalSegments) {
+	if !storage.ValidSegment(p) {
 		return nil, storage.Errorf(storage.KindInternal, "postgres: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
 	}
-	segLo, segHi := storage.SegmentRange(p.Segment, p.TotalSegments)
-	kind := kTableScan
-	args := make([]any, 0, 11)
-	args = append(args, p.Table.ID)
-	if p.Index != "" {
-		kind = kIndexScan
-		args = append(args, p.Index)
-	}
-	args = append(args, int64(segLo), int64(segHi))
-	cursor := p.After != nil
-	if cursor {
-		cpk := nz(p.After.PK)
-		args = append(args, hashOf(cpk), cpk, nz(p.After.SK))
-		if kind == kIndexScan {
-			args = append(args, nz(p.After.BasePK), nz(p.After.BaseSK))
-		}
-	}
-	rows, more, err := b.collect(ctx, p.Table, variant(kind, bNone, bNone, cursor, false), args, kind, nil, p.Limit)
+	sql, args, index := scanStmt(p)
+	rows, more, err := b.collect(ctx, p.Table, sql, args, index, nil, p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +81,7 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 // collect runs a Query/Scan statement for limit+1 rows and returns at most
 // limit of them (More when there was one more). The key and item bytes of
 // all rows are copied into one buffer.
-func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string, args []any, kind int, pk []byte, limit int) ([]storage.Row, bool, error) {
+func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string, args []any, index bool, pk []byte, limit int) ([]storage.Row, bool, error) {
 	var lim any // NULL: LIMIT ALL
 	if limit > 0 {
 		lim = int64(limit) + 1
@@ -232,7 +95,7 @@ func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string,
 			return err
 		}
 		defer rs.Close()
-		rb := storage.NewRowBuffer(pk, kind == kIndexQuery || kind == kIndexScan, limit)
+		rb := storage.NewRowBuffer(pk, index, limit)
 		seen := false
 		more = false
 		for rs.Next() {

@@ -14,7 +14,7 @@ import (
 
 const (
 	sqlLockKey    = `SELECT pg_advisory_xact_lock($1)`
-	sqlShareTabs  = `SELECT id FROM tables WHERE id = ANY($1) FOR KEY SHARE`
+	sqlFenceTabs  = `SELECT id, version FROM tables WHERE id = ANY($1) FOR SHARE`
 	sqlLiveTabs   = `SELECT id FROM tables WHERE id = ANY($1)`
 	sqlReadItem   = `SELECT item FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
 	sqlInsItem    = `INSERT INTO items(t, h, pk, sk, item) VALUES ($1, $2, $3, $4, $5)`
@@ -96,19 +96,21 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	err = b.write(ctx, msg, func(x *txn) error {
 		results, reasons = make([]storage.WriteItemResult, len(ops)), nil
 		olds := make([][]byte, len(ops))
-		live := make(map[int64]bool, len(tabs))
+		live := make(map[int64]int64, len(tabs))
 		bt := &pgx.Batch{}
 		bt.Queue("BEGIN")
 		for _, k := range locks {
 			bt.Queue(sqlLockKey, k)
 		}
-		bt.Queue(sqlShareTabs, tabs).Query(func(rows pgx.Rows) error {
+		// FOR SHARE conflicts with UpdateTable's FOR NO KEY UPDATE: the
+		// version read here stays current until this transaction ends.
+		bt.Queue(sqlFenceTabs, tabs).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
+				var id, version int64
+				if err := rows.Scan(&id, &version); err != nil {
 					return err
 				}
-				live[id] = true
+				live[id] = version
 			}
 			return rows.Err()
 		})
@@ -128,8 +130,13 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 			return err
 		}
 		for i := range ops {
-			if !live[ops[i].Table.ID] {
-				return tableNotFound(ops[i].Table)
+			ref := ops[i].Table
+			version, ok := live[ref.ID]
+			if !ok {
+				return tableNotFound(ref)
+			}
+			if version != ref.Version {
+				return storage.VersionChanged(ref, version)
 			}
 		}
 
@@ -148,7 +155,9 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 			pk, sk := nz(o.PK), nz(o.SK)
 			k := opKey{o.Table.ID, string(pk), string(sk)}
 			old := exists(k, i)
-			ch, err := callFn(o.Fn, old)
+			// storage.Checked recovers a panic of the function and
+			// validates the Change it returns (it wraps every backend).
+			ch, err := o.Fn(old)
 			if err != nil {
 				if reasons == nil {
 					reasons = make([]error, len(ops))
@@ -201,38 +210,18 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	return results, reasons, nil
 }
 
-// callFn runs a write function and checks what it returned. A panic is
-// the function's failure (KindInternal).
-func callFn(fn storage.WriteFunc, old []byte) (ch storage.Change, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "postgres: write function panicked: %v", r)
-		}
-	}()
-	ch, err = fn(old)
-	if err != nil {
-		return storage.Change{}, err
-	}
-	switch ch.Op {
-	case storage.Keep, storage.Delete:
-	case storage.Put:
-		if ch.Item == nil {
-			return storage.Change{}, storage.Errorf(storage.KindInternal, "postgres: write function returned Put without an item")
-		}
-	default:
-		return storage.Change{}, storage.Errorf(storage.KindInternal, "postgres: write function returned unknown op %d", ch.Op)
-	}
-	return ch, nil
-}
-
 // DropIndex implements storage.Backend.
 func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
 	err := b.write(ctx, "postgres: drop index", func(x *txn) error {
 		found := false
+		var version int64
 		bt := &pgx.Batch{}
 		bt.Queue("BEGIN")
-		bt.Queue(sqlShareTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
+		bt.Queue(sqlFenceTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
+				if err := rows.Scan(new(int64), &version); err != nil {
+					return err
+				}
 				found = true
 			}
 			return rows.Err()
@@ -242,6 +231,9 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 		}
 		if !found {
 			return tableNotFound(p.Table)
+		}
+		if version != p.Table.Version {
+			return storage.VersionChanged(p.Table, version)
 		}
 		bt = &pgx.Batch{}
 		bt.Queue(sqlDropIdx, p.Table.ID, p.Index)

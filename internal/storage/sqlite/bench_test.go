@@ -2,8 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/storagetest"
@@ -17,7 +21,7 @@ func benchBackend(b *testing.B) (*Backend, storage.TableRef) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return be, storage.TableRef{Account: "bench", Name: "t", ID: cr.Table.ID}
+	return be, cr.Table.Ref()
 }
 
 // benchWrite also reports the group commit factor (writes per commit).
@@ -49,4 +53,56 @@ func BenchmarkGetItemParallel(b *testing.B) {
 func BenchmarkQuery25(b *testing.B) {
 	be, ref := benchBackend(b)
 	storagetest.BenchQuery25(b, be, ref)
+}
+
+// BenchmarkScanPages: Scan page time by page number (first, second,
+// middle, last) over ScanBenchItems() items, table and index, whole and
+// one segment.
+func BenchmarkScanPages(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchScanPages(b, be, ref)
+}
+
+// BenchmarkWALBatchLoad: a batch load (TransactWrite of 25 × 1 KiB
+// random-key items from 8 goroutines; EXTENDDB_BENCH_WAL_ITEMS items,
+// default 200,000) with the WAL bound off (the behaviour before it) and
+// at its default, in one run. Metrics: items/s, process CPU per item
+// (user+system, the background checkpointer included), the largest WAL
+// file seen, the database size, and the writer's checkpoints.
+func BenchmarkWALBatchLoad(b *testing.B) {
+	items := 200_000
+	if s := os.Getenv("EXTENDDB_BENCH_WAL_ITEMS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			items = n
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		limit int64
+	}{{"bound=off", -1}, {"bound=default", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				path := filepath.Join(b.TempDir(), "load.db")
+				be := openT(b, Options{Path: path, WALLimitBytes: c.limit})
+				var ru0, ru1 syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				t0 := time.Now()
+				maxWAL := walLoad(b, be, path, items, 8, 0)
+				el := time.Since(t0)
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
+				var dbSize int64
+				if st, err := os.Stat(path); err == nil {
+					dbSize = st.Size()
+				}
+				b.ReportMetric(float64(items)/el.Seconds(), "items/s")
+				b.ReportMetric(float64(cpu.Microseconds())/float64(items), "cpu-µs/item")
+				b.ReportMetric(float64(maxWAL)/(1<<20), "max-wal-MiB")
+				b.ReportMetric(float64(dbSize)/(1<<20), "db-MiB")
+				b.ReportMetric(float64(be.walTruncates.Load()), "truncates")
+				b.ReportMetric(float64(be.walBusy.Load()), "busy")
+				be.Close()
+			}
+		})
+	}
 }

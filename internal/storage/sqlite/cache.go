@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+
+	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // itemCache keeps recently written and read items in memory so that
@@ -25,10 +27,11 @@ type itemCache struct {
 const cacheShards = 16
 
 type cacheShard struct {
-	mu         sync.Mutex
-	m          map[string]*centry
-	head, tail *centry // LRU list, head most recent
-	bytes, max int
+	mu           sync.Mutex
+	m            map[string]*centry
+	head, tail   *centry // LRU list, head most recent
+	bytes, max   int
+	hits, misses int64 // lookups, for metrics (under mu)
 }
 
 type centry struct {
@@ -104,6 +107,11 @@ func (c *itemCache) get(key string) ([]byte, bool) {
 		s.unlink(e)
 		s.pushFront(e)
 	}
+	if ok {
+		s.hits++
+	} else {
+		s.misses++
+	}
 	s.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -156,6 +164,21 @@ func (c *itemCache) fill(key string, item []byte, gen0 uint64) {
 	s.mu.Unlock()
 }
 
+// stats sums the shards' counters and content.
+func (c *itemCache) stats() (hits, misses, bytes, entries, max int64) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		hits += s.hits
+		misses += s.misses
+		bytes += int64(s.bytes)
+		entries += int64(len(s.m))
+		max += int64(s.max)
+		s.mu.Unlock()
+	}
+	return
+}
+
 // clear drops everything.
 func (c *itemCache) clear() {
 	c.gen.Add(1)
@@ -173,4 +196,20 @@ func (c *itemCache) clear() {
 type cacheChange struct {
 	key  string
 	item []byte
+}
+
+// Stats reports the reader pool and the item cache (storage.StatsReporter).
+func (b *Backend) Stats() storage.Stats {
+	st := storage.Stats{Retries: -1}
+	if b.rdb != nil {
+		ds := b.rdb.Stats()
+		st.HasPool = true
+		st.PoolMax, st.PoolInUse, st.PoolIdle = int64(ds.MaxOpenConnections), int64(ds.InUse), int64(ds.Idle)
+		st.PoolWaits, st.PoolWaitTime = ds.WaitCount, ds.WaitDuration
+	}
+	if b.cache != nil {
+		st.HasCache = true
+		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = b.cache.stats()
+	}
+	return st
 }

@@ -82,9 +82,17 @@ type Options struct {
 	// ItemCacheBytes bounds the in-memory item cache (see itemCache);
 	// default 32 MiB, negative disables it.
 	ItemCacheBytes int
+	// WALLimitBytes bounds the write-ahead log: when the -wal file reaches
+	// it, the writer runs a TRUNCATE checkpoint between two batches
+	// (default 32 MiB; negative: never, the WAL then grows without bound
+	// under sustained writes). See checkpoint.go.
+	WALLimitBytes int64
 	// RequireMigrated refuses (KindSchema) a database with pending
 	// migrations instead of applying them on open.
 	RequireMigrated bool
+	// MaxSnapshots bounds the table snapshots open at once (default
+	// storage.DefaultMaxSnapshots); each holds a reader connection.
+	MaxSnapshots int
 }
 
 // Backend is the SQLite storage backend. It is safe for concurrent use.
@@ -111,12 +119,27 @@ type Backend struct {
 	// a miss is confirmed with SQL.
 	tables atomic.Pointer[map[int64]struct{}]
 
+	// The WAL bound (checkpoint.go): walPath is the -wal file; ckptMu
+	// serializes the checkpointer's PASSIVE checkpoints and the writer's
+	// TRUNCATE ones; walRetryAt (writer goroutine only) delays the next
+	// attempt after one that readers kept busy, by walBackoff;
+	// walTruncates and walBusy count the writer's checkpoints and the
+	// busy ones.
+	walPath               string
+	ckptMu                sync.Mutex
+	walRetryAt            time.Time
+	walBackoff            time.Duration
+	walTruncates, walBusy atomic.Int64
+
 	// batches and batchedOps count the writer's transactions and the
 	// operations they carried (group commit factor = batchedOps/batches).
 	batches, batchedOps atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
 	variants                                 sync.Map // int -> *sql.Stmt
+
+	snapOnce sync.Once
+	snaps    *storage.SnapshotLimiter
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -152,6 +175,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if opts.MmapBytes < 0 {
 		opts.MmapBytes = 0
+	}
+	if opts.WALLimitBytes == 0 {
+		opts.WALLimitBytes = DefaultWALLimitBytes
 	}
 	b := &Backend{opts: opts}
 	path := opts.Path
@@ -208,9 +234,10 @@ func lockFile(path string) (*os.File, error) {
 func (b *Backend) open(ctx context.Context, path string) error {
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_pragma=mmap_size(%d)&_pragma=temp_store(MEMORY)",
 		b.opts.BusyTimeout.Milliseconds(), b.opts.MmapBytes)
-	// The writer does not checkpoint (wal_autocheckpoint=0): a background
-	// goroutine does, so that copying pages back and fsyncing the database
-	// file stay off the commit path.
+	// The writer does not checkpoint automatically (wal_autocheckpoint=0):
+	// a background goroutine does, so that copying pages back and fsyncing
+	// the database file stay off the commit path; the writer only steps in
+	// when the WAL passes its limit (checkpoint.go).
 	wdsn := fmt.Sprintf("%s?%s&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(0)",
 		path, common, -b.opts.CacheKiB)
 	cdsn := fmt.Sprintf("%s?%s&_pragma=synchronous(NORMAL)", path, common)
@@ -236,14 +263,14 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		_, err = migrations.Apply(ctx, b.wdb, migrations.SQLite)
 	}
 	if err != nil {
-		return err
+		return mapErr(err, "sqlite: schema")
 	}
 	conn, err := b.wdb.Conn(ctx)
 	if err != nil {
 		return mapErr(err, "sqlite: writer connection")
 	}
 	b.cache = newItemCache(b.opts.ItemCacheBytes)
-	b.w = &writer{conn: conn, live: map[int64]struct{}{}, pend: map[int64]bool{}, cache: b.cache, pendIdx: map[string]int{}}
+	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{}}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}
@@ -278,6 +305,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	b.cdb.SetMaxOpenConns(1)
 	b.cdb.SetMaxIdleConns(1)
 	b.cdb.SetConnMaxIdleTime(0)
+	b.walPath = path + "-wal"
 	b.stopCkpt = make(chan struct{})
 	b.ckptDone = make(chan struct{})
 	go b.checkpointLoop()
@@ -286,28 +314,6 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	go b.writeLoop()
 	return nil
 }
-
-// checkpointLoop copies WAL frames back into the database file every
-// CheckpointEvery with a PASSIVE checkpoint, which never blocks the writer
-// or readers. Once the whole WAL is checkpointed and no reader needs it,
-// the writer starts the WAL over.
-func (b *Backend) checkpointLoop() {
-	defer close(b.ckptDone)
-	t := time.NewTicker(checkpointEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stopCkpt:
-			return
-		case <-t.C:
-			// Errors (SQLITE_BUSY while another checkpoint runs) are
-			// retried at the next tick.
-			b.cdb.Exec("PRAGMA wal_checkpoint(PASSIVE)")
-		}
-	}
-}
-
-const checkpointEvery = 100 * time.Millisecond
 
 func (b *Backend) closeDBs() {
 	if b.stopCkpt != nil {
@@ -390,6 +396,17 @@ func (b *Backend) publish() {
 	b.tables.Store(&m)
 }
 
+// migrationKind is the storage kind of a migration error.
+func migrationKind(e *migrations.Error) storage.Kind {
+	switch {
+	case e.Schema:
+		return storage.KindSchema
+	case e.Internal:
+		return storage.KindInternal
+	}
+	return storage.KindUnavailable
+}
+
 // mapErr translates an error at the backend's edge: storage errors pass,
 // context errors and lock/IO conditions are KindUnavailable, everything
 // else KindInternal with the cause.
@@ -400,6 +417,10 @@ func mapErr(err error, msg string) error {
 	var se *storage.Error
 	if errors.As(err, &se) {
 		return se
+	}
+	var me *migrations.Error
+	if errors.As(err, &me) {
+		return storage.Wrap(migrationKind(me), err, "")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) {
 		return storage.Wrap(storage.KindUnavailable, err, msg)

@@ -75,6 +75,7 @@ func (b *Backend) writeLoop() {
 		b.batchedOps.Add(int64(len(batch)))
 		b.runBatch(batch)
 		clear(batch)
+		b.boundWAL()
 	}
 }
 
@@ -98,7 +99,9 @@ func (b *Backend) runBatch(batch []*wop) {
 			op.run = nil
 			continue
 		}
-		err := safeRun(op, w)
+		// storage.Checked recovers a panic of a write function and
+		// validates its Change (it wraps every backend).
+		err := op.run(w)
 		var f *fatal
 		if errors.As(err, &f) {
 			w.rollback()
@@ -133,17 +136,6 @@ func (b *Backend) runBatch(batch []*wop) {
 	}
 }
 
-// safeRun runs an operation, turning a panic (of a write function) into
-// an operation error; write functions run before anything is written.
-func safeRun(op *wop, w *writer) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "sqlite: write function panicked: %v", r)
-		}
-	}()
-	return op.run(w)
-}
-
 // writer owns the single write connection. Only the writer goroutine (and
 // Open/Close around it) touches it.
 type writer struct {
@@ -155,10 +147,12 @@ type writer struct {
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
 	dataVersion                                              *sql.Stmt
 
-	// live is the set of table IDs as of the last commit; pend holds this
-	// transaction's catalog changes (true created, false deleted).
-	live           map[int64]struct{}
-	pend           map[int64]bool
+	// live maps the live table IDs to their description versions as of
+	// the last commit; pend holds this transaction's catalog changes (the
+	// new version, 0 for deleted). Item writes are fenced against them
+	// without a query (storage.TableRef.Version).
+	live           map[int64]int64
+	pend           map[int64]int64
 	catalogChanged bool
 	version        int64 // PRAGMA data_version at the last check
 
@@ -215,7 +209,7 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.delTableStmt, `DELETE FROM tables WHERE id = ?`},
 		{&w.deleteItems, `DELETE FROM items WHERE t = ?`},
 		{&w.deleteIdx, `DELETE FROM idx WHERE t = ?`},
-		{&w.allTables, `SELECT id FROM tables`},
+		{&w.allTables, `SELECT id, version FROM tables`},
 		{&w.dropIdx, `DELETE FROM idx WHERE t = ? AND ix = ?`},
 		{&w.begin_, `BEGIN IMMEDIATE`},
 		{&w.commit_, `COMMIT`},
@@ -246,7 +240,7 @@ func (w *writer) close() {
 	}
 }
 
-// loadTables reads the live table IDs and the data version.
+// loadTables reads the live table IDs and versions and the data version.
 func (w *writer) loadTables(ctx context.Context) error {
 	rows, err := w.allTables.QueryContext(ctx)
 	if err != nil {
@@ -255,11 +249,11 @@ func (w *writer) loadTables(ctx context.Context) error {
 	defer rows.Close()
 	clear(w.live)
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var id, version int64
+		if err := rows.Scan(&id, &version); err != nil {
 			return mapErr(err, "sqlite: load catalog")
 		}
-		w.live[id] = struct{}{}
+		w.live[id] = version
 	}
 	if err := rows.Err(); err != nil {
 		return mapErr(err, "sqlite: load catalog")
@@ -304,9 +298,9 @@ func (w *writer) commit() error {
 		w.rollback()
 		return mapErr(err, "sqlite: commit")
 	}
-	for id, live := range w.pend {
-		if live {
-			w.live[id] = struct{}{}
+	for id, version := range w.pend {
+		if version != 0 {
+			w.live[id] = version
 		} else {
 			delete(w.live, id)
 		}
@@ -333,11 +327,18 @@ func (w *writer) rollback() {
 }
 
 func (w *writer) exists(id int64) bool {
-	if live, ok := w.pend[id]; ok {
-		return live
-	}
-	_, ok := w.live[id]
+	_, ok := w.tableVersion(id)
 	return ok
+}
+
+// tableVersion is a live table's description version inside this
+// transaction (its own catalog changes included).
+func (w *writer) tableVersion(id int64) (int64, bool) {
+	if v, ok := w.pend[id]; ok {
+		return v, v != 0
+	}
+	v, ok := w.live[id]
+	return v, ok
 }
 
 func (w *writer) readTable(account, name string) (*storage.Table, error) {
@@ -365,7 +366,7 @@ func (w *writer) createTable(p storage.CreateTableParams) (*storage.Table, error
 	if err := w.insertTable.QueryRowContext(bg, p.Account, p.Name, t.Desc, now.UnixNano()).Scan(&t.ID); err != nil {
 		return nil, fail(err, "sqlite: create table")
 	}
-	w.pend[t.ID] = true
+	w.pend[t.ID] = t.Version
 	w.catalogChanged = true
 	return t, nil
 }
@@ -393,6 +394,7 @@ func (w *writer) updateTable(p storage.UpdateTableParams) (*storage.Table, error
 	nt := *old
 	nt.Desc = append([]byte{}, desc...)
 	nt.Version++
+	w.pend[old.ID] = nt.Version
 	return &nt, nil
 }
 
@@ -409,7 +411,7 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 			return nil, fail(err, "sqlite: delete table")
 		}
 	}
-	w.pend[old.ID] = false
+	w.pend[old.ID] = 0
 	w.catalogChanged = true
 	return old, nil
 }
@@ -418,8 +420,12 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 // is the write function's error (nothing written); err is a storage error
 // (nothing written) or a *fatal.
 func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemResult) (fnErr, err error) {
-	if !w.exists(p.Table.ID) {
+	version, ok := w.tableVersion(p.Table.ID)
+	if !ok {
 		return nil, tableNotFound(p.Table)
+	}
+	if version != p.Table.Version {
+		return nil, storage.VersionChanged(p.Table, version)
 	}
 	pk, sk := nz(p.PK), nz(p.SK)
 	h := int64(storage.KeyHash(pk))
@@ -492,6 +498,17 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 // earlier operations' writes. When any Fn fails the savepoint is rolled
 // back and the result is KindTransactionCanceled with per-op Reasons.
 func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteItemResult, error) {
+	// Fence every operation before running any write function.
+	for i := range ops {
+		ref := ops[i].Table
+		version, ok := w.tableVersion(ref.ID)
+		if !ok {
+			return nil, tableNotFound(ref)
+		}
+		if version != ref.Version {
+			return nil, storage.VersionChanged(ref, version)
+		}
+	}
 	if _, err := w.savepoint.ExecContext(bg); err != nil {
 		return nil, fail(err, "sqlite: savepoint")
 	}
@@ -548,8 +565,12 @@ func (w *writer) undoSavepoint() error {
 }
 
 func (w *writer) dropIndex(p storage.DropIndexParams) error {
-	if !w.exists(p.Table.ID) {
+	version, ok := w.tableVersion(p.Table.ID)
+	if !ok {
 		return tableNotFound(p.Table)
+	}
+	if version != p.Table.Version {
+		return storage.VersionChanged(p.Table, version)
 	}
 	if _, err := w.dropIdx.ExecContext(bg, p.Table.ID, p.Index); err != nil {
 		return fail(err, "sqlite: drop index")

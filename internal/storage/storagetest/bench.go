@@ -1,11 +1,17 @@
 package storagetest
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -131,5 +137,134 @@ func BenchQuery25(b *testing.B, be storage.Backend, ref storage.TableRef) {
 			b.Fatal(len(res.Rows), err)
 		}
 		i++
+	}
+}
+
+// ScanBenchItems is the table size of BenchScanPages: 200,000 items, or
+// EXTENDDB_BENCH_SCAN_ITEMS when set (a smaller figure for a quick run).
+func ScanBenchItems() int {
+	if s := os.Getenv("EXTENDDB_BENCH_SCAN_ITEMS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 200_000
+}
+
+// BenchScanPages measures Scan pages of Limit 100 by their position in a
+// table of ScanBenchItems() items (64-byte items, each with one entry in
+// index "gsi"): per iteration it reads the first page, the second, one
+// in the middle and the last of the table, of the index, and of a
+// parallel-scan segment of each (4 segments, segment 2), each page
+// starting from a cursor as a client would send it. A Scan that seeks
+// from the cursor costs the same on every page; one that walks from the
+// start of the range grows with the page number. Metrics: µs/page per
+// position and last/first (the last page's time over the first's).
+func BenchScanPages(b *testing.B, be storage.Backend, ref storage.TableRef) {
+	const limit = 100
+	n := ScanBenchItems()
+	ctx := context.Background()
+	item := make([]byte, 64)
+	for i := range item {
+		item[i] = byte('a' + i%26)
+	}
+	type row struct{ pk, sk, ipk, isk []byte }
+	rows := make([]row, n)
+	ops := make([]storage.WriteItemParams, 0, 100)
+	for i := range n {
+		r := row{pk: fmt.Appendf(nil, "p%08d", i), sk: []byte("s"), ipk: fmt.Appendf(nil, "g%04d", i%1000)}
+		r.isk = r.pk
+		rows[i] = r
+		ch := storage.Change{Op: storage.Put, Item: item, PutIndex: []storage.IndexEntry{
+			{IndexKey: storage.IndexKey{Index: "gsi", PK: r.ipk, SK: r.isk}, Item: item}}}
+		ops = append(ops, storage.WriteItemParams{Table: ref, PK: r.pk, SK: r.sk, Blind: true,
+			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
+		if len(ops) == cap(ops) || i == n-1 {
+			if _, err := be.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	// The scan orders, computed here: (KeyHash(pk), pk, sk) for the
+	// table, (KeyHash(ipk), ipk, isk, pk, sk) for the index.
+	table := slices.Clone(rows)
+	slices.SortFunc(table, func(x, y row) int {
+		return cmp.Or(cmp.Compare(storage.KeyHash(x.pk), storage.KeyHash(y.pk)), bytes.Compare(x.pk, y.pk), bytes.Compare(x.sk, y.sk))
+	})
+	index := slices.Clone(rows)
+	slices.SortFunc(index, func(x, y row) int {
+		return cmp.Or(cmp.Compare(storage.KeyHash(x.ipk), storage.KeyHash(y.ipk)), bytes.Compare(x.ipk, y.ipk),
+			bytes.Compare(x.isk, y.isk), bytes.Compare(x.pk, y.pk), bytes.Compare(x.sk, y.sk))
+	})
+	for _, c := range []struct {
+		name  string
+		index string
+		seg   int // -1: the whole table
+		order []row
+	}{
+		{"table", "", -1, table},
+		{"table-segment", "", 2, table},
+		{"index", "gsi", -1, index},
+		{"index-segment", "gsi", 2, index},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p := storage.ScanParams{Table: ref, Index: c.index, Limit: limit}
+			order := c.order
+			if c.seg >= 0 {
+				p.Segment, p.TotalSegments = c.seg, 4
+				lo, hi := storage.SegmentRange(c.seg, 4)
+				hash := func(r row) uint32 { return storage.KeyHash(r.pk) }
+				if c.index != "" {
+					hash = func(r row) uint32 { return storage.KeyHash(r.ipk) }
+				}
+				i := slices.IndexFunc(order, func(r row) bool { return hash(r) >= lo })
+				j := slices.IndexFunc(order, func(r row) bool { return hash(r) > hi })
+				if j < 0 {
+					j = len(order)
+				}
+				order = order[i:j]
+			}
+			if len(order) < 3*limit {
+				b.Skipf("%d rows: too few for first/second/last pages", len(order))
+			}
+			// A page's cursor is the row before it; the last page holds
+			// the last limit rows.
+			pages := []struct {
+				name string
+				at   int // index of the page's first row
+			}{{"first", 0}, {"second", limit}, {"middle", len(order) / 2}, {"last", len(order) - limit}}
+			cursor := func(at int) *storage.Cursor {
+				if at == 0 {
+					return nil
+				}
+				r := order[at-1]
+				if c.index == "" {
+					return &storage.Cursor{PK: r.pk, SK: r.sk, BasePK: r.pk, BaseSK: r.sk}
+				}
+				return &storage.Cursor{PK: r.ipk, SK: r.isk, BasePK: r.pk, BaseSK: r.sk}
+			}
+			spent := make([]time.Duration, len(pages))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for k, pg := range pages {
+					p.After = cursor(pg.at)
+					t0 := time.Now()
+					res, err := be.Scan(ctx, p)
+					spent[k] += time.Since(t0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(res.Rows) != limit || !bytes.Equal(res.Rows[0].BasePK, order[pg.at].pk) {
+						b.Fatalf("%s page: %d rows, want %d starting at %q", pg.name, len(res.Rows), limit, order[pg.at].pk)
+					}
+				}
+			}
+			for k, pg := range pages {
+				b.ReportMetric(float64(spent[k].Microseconds())/float64(b.N), "µs/"+pg.name)
+			}
+			b.ReportMetric(float64(spent[len(pages)-1])/float64(spent[0]), "last/first")
+		})
 	}
 }

@@ -285,7 +285,7 @@ func testDeletedTable(e *env) {
 		t.Fatal("new incarnation reused the ID")
 	}
 	check("re-created", ref)
-	nref := storage.TableRef{Account: ref.Account, Name: ref.Name, ID: again.Table.ID}
+	nref := again.Table.Ref()
 	if got := e.get(nref, pk, nil); got != nil {
 		t.Fatal("new incarnation sees the old item")
 	}

@@ -212,3 +212,81 @@ func testDropIndex(e *env) {
 	_, err := b.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: "kept"})
 	wantKind(t, "DropIndex on a deleted table", err, storage.KindTableNotFound)
 }
+
+// testCursorBesideBounds: a cursor resumes strictly after its position
+// and the bounds still hold, whichever of the two is the tighter start:
+// an index Query whose cursor lies before, on or after the start-side
+// sort key bound (inclusive or exclusive), in both directions, and a
+// Scan segment whose cursor's partition hash lies before, inside or
+// after the segment.
+func testCursorBesideBounds(e *env) {
+	t := e.t
+	ref := e.createTable("cursorbounds")
+	g := strKey("g")
+	var all []ixRow // index partition g, in index order
+	for i := range 12 {
+		bpk := strKey(fmt.Sprintf("b%02d", i))
+		isk := strKey(string("abcd"[i%4]))
+		item := fmt.Sprintf("i%d", i)
+		e.write(ref, bpk, nil, storage.Change{Op: storage.Put, Item: []byte(item), PutIndex: []storage.IndexEntry{ixe("gsi", g, isk, item)}})
+		all = append(all, ixRow{string(g), string(isk), string(bpk), "", item})
+	}
+	slices.SortFunc(all, cmpIx)
+	bd := func(k string, incl bool) *storage.Bound { return &storage.Bound{Key: strKey(k), Inclusive: incl} }
+	in := func(r ixRow, lo, hi *storage.Bound) bool { return inBounds([]byte(r.sk), lo, hi) }
+	for _, lo := range []*storage.Bound{nil, bd("b", true), bd("b", false), bd("c", true)} {
+		for _, hi := range []*storage.Bound{nil, bd("c", true), bd("c", false), bd("b", true)} {
+			for _, fwd := range []bool{true, false} {
+				order := all
+				if !fwd {
+					order = reversed(all)
+				}
+				for ci, c := range order {
+					after := &storage.Cursor{PK: []byte(c.pk), SK: []byte(c.sk), BasePK: []byte(c.bpk), BaseSK: []byte(c.bsk)}
+					var want []ixRow
+					for _, r := range order[ci+1:] {
+						if in(r, lo, hi) {
+							want = append(want, r)
+						}
+					}
+					for _, page := range []int{2, 100} {
+						got := e.queryAll(storage.QueryParams{Table: ref, Index: "gsi", PK: g, Lower: lo, Upper: hi, Forward: fwd, After: after}, page)
+						e.wantIx(fmt.Sprintf("query %s..%s forward=%v after %q/%q page %d", fmtBound(lo), fmtBound(hi), fwd, c.sk, c.bpk, page), got, want)
+					}
+				}
+			}
+		}
+	}
+
+	// Scan: cursors taken from the whole table's order, used on every
+	// segment of 3.
+	sref := e.createTable("cursorsegs")
+	for i := range 60 {
+		pk := strKey(fmt.Sprintf("k%02d", i))
+		e.put(sref, pk, nil, itemOf(pk, nil, ""))
+	}
+	whole := e.scanAll(storage.ScanParams{Table: sref}, 1000)
+	if len(whole) != 60 {
+		t.Fatalf("scan: %d rows, want 60", len(whole))
+	}
+	for seg := range 3 {
+		lo, hi := storage.SegmentRange(seg, 3)
+		for ci := -1; ci < len(whole); ci += 7 {
+			var after *storage.Cursor
+			var want []kv
+			for i, r := range whole {
+				if h := storage.KeyHash(r.PK); i > ci && h >= lo && h <= hi {
+					want = append(want, kv{r.PK, r.SK})
+				}
+			}
+			if ci >= 0 {
+				c := whole[ci]
+				after = &storage.Cursor{PK: c.PK, SK: c.SK, BasePK: c.BasePK, BaseSK: c.BaseSK}
+			}
+			for _, page := range []int{3, 100} {
+				got := e.scanAll(storage.ScanParams{Table: sref, Segment: seg, TotalSegments: 3, After: after}, page)
+				e.wantKeys(fmt.Sprintf("segment %d after row %d page %d", seg, ci, page), got, want)
+			}
+		}
+	}
+}

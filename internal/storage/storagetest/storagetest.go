@@ -48,7 +48,9 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"ScanSegmentsPaging", testScanSegments},
 		{"IndexEntries", testIndex},
 		{"IndexPaging", testIndexPaging},
+		{"CursorBesideBounds", testCursorBesideBounds},
 		{"DropIndex", testDropIndex},
+		{"TableStats", testTableStats},
 		{"IndexUnderConcurrentWrites", testIndexUnderConcurrentWrites},
 		{"ConditionalPutRace", testConditionalRace},
 		{"ConcurrentIncrements", testIncrements},
@@ -56,13 +58,19 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"TransactWriteAtomic", testTransactWrite},
 		{"TransactGetConsistent", testTransactGetConsistent},
 		{"DeletedTable", testDeletedTable},
+		{"Snapshot", testSnapshot},
+		{"FenceStaleWrite", testFenceStaleWrite},
+		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
+		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				b := open(t)
+				// Every backend runs under the contract checks; a
+				// violation fails the test that met it.
+				b := storage.Checked(open(t), func(err error) { t.Errorf("%v", err) })
 				tc.fn(newEnv(t, b))
 			})
 		}
@@ -99,7 +107,7 @@ func (e *env) createTable(base string) storage.TableRef {
 	if err != nil {
 		e.t.Fatalf("CreateTable %s: %v", name, err)
 	}
-	return storage.TableRef{Account: e.account, Name: name, ID: res.Table.ID}
+	return res.Table.Ref()
 }
 
 func putFn(item []byte, idx ...storage.IndexEntry) storage.WriteFunc {

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Consumed capacity, as DynamoDB reports it: CapacityUnits is the total of
+// the table's units and every secondary index's; with
+// ReturnConsumedCapacity INDEXES the response breaks it down into Table,
+// GlobalSecondaryIndexes and LocalSecondaryIndexes. Transactions also
+// split the units into ReadCapacityUnits or WriteCapacityUnits (single-item
+// operations, Query, Scan and batches report CapacityUnits alone).
+//
+// A write costs an index (developer guide, "Provisioned throughput
+// considerations for Global Secondary Indexes"; the same holds for local
+// ones): one write of the new entry's size when the item enters the index,
+// one of the old entry's size when it leaves it, both when the index key
+// changes, one of the new entry's size when only projected attributes
+// change, nothing when the entry stays as it was or the item is in the
+// index neither before nor after.
+
+type capSplit uint8
+
+const (
+	splitNone capSplit = iota
+	splitRead
+	splitWrite
+)
+
+// consumed accumulates the units an operation consumed on one table.
+type consumed struct {
+	table    float64
+	gsi, lsi map[string]float64
+}
+
+func (c *consumed) addIndex(ix *index, units float64) {
+	if units == 0 {
+		return
+	}
+	m := &c.lsi
+	if ix.Global {
+		m = &c.gsi
+	}
+	if *m == nil {
+		*m = map[string]float64{}
+	}
+	(*m)[ix.Name] += units
+}
+
+// addIndexWrites adds what replacing old by new (either may be nil) costs
+// the table's secondary indexes, times factor (2 in transactions).
+func (c *consumed) addIndexWrites(t *table, old, new attr.Item, factor float64) {
+	for _, ix := range t.indexes {
+		if ix.ttl {
+			continue
+		}
+		var opk, osk, npk, nsk, oraw, nraw []byte
+		var oin, nin bool
+		if old != nil {
+			if pk, sk, ok, err := ix.keyOf(old); err == nil && ok {
+				opk, osk, oin = pk, sk, true
+				oraw = ix.project(t, old, nil)
+			}
+		}
+		if new != nil {
+			if pk, sk, ok, err := ix.keyOf(new); err == nil && ok {
+				npk, nsk, nin = pk, sk, true
+				nraw = ix.project(t, new, nil)
+			}
+		}
+		var u float64
+		switch {
+		case oin && nin:
+			if !bytes.Equal(opk, npk) || !bytes.Equal(osk, nsk) {
+				u = writeUnits(int(statsSize(oraw))) + writeUnits(int(statsSize(nraw)))
+			} else if !bytes.Equal(oraw, nraw) {
+				u = writeUnits(int(statsSize(nraw)))
+			}
+		case oin:
+			u = writeUnits(int(statsSize(oraw)))
+		case nin:
+			u = writeUnits(int(statsSize(nraw)))
+		}
+		c.addIndex(ix, factor*u)
+	}
+}
+
+// add merges another table's worth of units.
+func (c *consumed) add(o consumed) {
+	c.table += o.table
+	for n, u := range o.gsi {
+		if c.gsi == nil {
+			c.gsi = map[string]float64{}
+		}
+		c.gsi[n] += u
+	}
+	for n, u := range o.lsi {
+		if c.lsi == nil {
+			c.lsi = map[string]float64{}
+		}
+		c.lsi[n] += u
+	}
+}
+
+// report builds the ConsumedCapacity of one table for the requested mode,
+// or nil for NONE.
+func (c consumed) report(mode, tableName string, split capSplit) *ConsumedCapacity {
+	if mode == "" || mode == "NONE" {
+		return nil
+	}
+	total := c.table
+	for _, u := range sortedUnits(c.gsi) {
+		total += u
+	}
+	for _, u := range sortedUnits(c.lsi) {
+		total += u
+	}
+	out := &ConsumedCapacity{TableName: tableName, CapacityUnits: total}
+	out.ReadCapacityUnits, out.WriteCapacityUnits = splitUnits(total, split)
+	if mode != "INDEXES" {
+		return out
+	}
+	capOf := func(u float64) Capacity {
+		r, w := splitUnits(u, split)
+		return Capacity{CapacityUnits: u, ReadCapacityUnits: r, WriteCapacityUnits: w}
+	}
+	tc := capOf(c.table)
+	out.Table = &tc
+	if len(c.gsi) > 0 {
+		out.GlobalSecondaryIndexes = map[string]Capacity{}
+		for n, u := range c.gsi {
+			out.GlobalSecondaryIndexes[n] = capOf(u)
+		}
+	}
+	if len(c.lsi) > 0 {
+		out.LocalSecondaryIndexes = map[string]Capacity{}
+		for n, u := range c.lsi {
+			out.LocalSecondaryIndexes[n] = capOf(u)
+		}
+	}
+	return out
+}
+
+func splitUnits(u float64, split capSplit) (r, w *float64) {
+	switch split {
+	case splitRead:
+		return &u, nil
+	case splitWrite:
+		return nil, &u
+	}
+	return nil, nil
+}
+
+// sortedUnits lists a map's values in name order, so that float sums do
+// not depend on map iteration order.
+func sortedUnits(m map[string]float64) []float64 {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]float64, len(names))
+	for i, n := range names {
+		out[i] = m[n]
+	}
+	return out
+}
+
+// wantsCapacity reports whether a ReturnConsumedCapacity mode asks for it.
+func wantsCapacity(mode string) bool { return mode != "" && mode != "NONE" }
+
+// addWrite adds what one applied write cost the table's secondary
+// indexes, from the backend's result (the old item and the change).
+func (c *consumed) addWrite(t *table, r *storage.WriteItemResult, factor float64) error {
+	if len(t.indexes) == 0 || r == nil {
+		return nil
+	}
+	old, err := decodeStored(r.Old)
+	if err != nil {
+		return err
+	}
+	var n attr.Item
+	switch r.Change.Op {
+	case storage.Put:
+		if n, err = decodeStored(r.Change.Item); err != nil {
+			return err
+		}
+	case storage.Delete:
+	default:
+		return nil
+	}
+	c.addIndexWrites(t, old, n, factor)
+	return nil
+}

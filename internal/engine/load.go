@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// ItemLoader returns, for one stored table, a function that turns a
+// canonical item into the storage write that puts it with every index
+// entry the table's indexes (and TTL) call for: the encoded key and the
+// Change. Code outside the engine that loads items (the restore job in
+// internal/backup) declares the interface it needs and the server hands
+// it the engine, so DynamoDB's index rules stay in one place and the
+// loader never imports the engine (docs/architecture.md).
+//
+// The Change puts the item and its entries and deletes none: a restore
+// writes into a new table, and re-applying the same item after a crash
+// writes the same entries again. The writes are computed from st's
+// description, so they must be fenced on it: write with st.Ref() and,
+// on KindTableVersion, read the table again and make a new loader (ADR
+// 0007).
+func (e *Engine) ItemLoader(st *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error) {
+	t, err := parseTable(st)
+	if err != nil {
+		return nil, err
+	}
+	return func(raw []byte) ([]byte, []byte, storage.Change, error) {
+		it, err := decodeStored(raw)
+		if err != nil {
+			return nil, nil, storage.Change{}, err
+		}
+		if it == nil {
+			return nil, nil, storage.Change{}, errors.New("empty item")
+		}
+		pk, sk, err := t.itemKey(it)
+		if err != nil {
+			return nil, nil, storage.Change{}, err
+		}
+		entries, err := t.indexEntries(it, raw)
+		if err != nil {
+			return nil, nil, storage.Change{}, err
+		}
+		return pk, sk, storage.Change{Op: storage.Put, Item: raw, PutIndex: entries}, nil
+	}, nil
+}

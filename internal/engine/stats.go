@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Table statistics: DescribeTable's ItemCount and TableSizeBytes and each
+// index's ItemCount and IndexSizeBytes. DynamoDB refreshes them about every
+// six hours; the engine recomputes them (storage.Backend.TableStats, a
+// read of the whole table off the request path) when a description asks
+// for them and the last computation is older than the refresh interval,
+// stretched to 20 times that computation's duration, so that a large
+// table costs at most about 5% of one reader. The request that finds them
+// stale answers the previous figures and starts the recomputation; the
+// first request for a table waits up to statsFirstWait for it.
+
+const (
+	defaultStatsInterval = time.Second
+	statsFirstWait       = 250 * time.Millisecond
+	statsTimeout         = 10 * time.Minute
+)
+
+type statsCache struct {
+	mu       sync.Mutex
+	m        map[int64]*statsEntry
+	interval time.Duration
+}
+
+type statsEntry struct {
+	res     *storage.TableStatsResult
+	at      time.Time     // start of the last computation
+	cost    time.Duration // duration of the last computation
+	running chan struct{} // closed when the running computation ends
+}
+
+// statsSize is what one stored item or index entry counts: its DynamoDB
+// item size.
+func statsSize(raw []byte) int64 {
+	if n, err := attr.RawItemSize(raw); err == nil {
+		return int64(n)
+	}
+	it, err := attr.DecodeItem(raw)
+	if err != nil {
+		return int64(len(raw))
+	}
+	return int64(attr.ItemSize(it))
+}
+
+// peekStats returns the last computed statistics of a table, or nil.
+func (e *Engine) peekStats(id int64) *storage.TableStatsResult {
+	e.stats.mu.Lock()
+	defer e.stats.mu.Unlock()
+	if s := e.stats.m[id]; s != nil {
+		return s.res
+	}
+	return nil
+}
+
+func (e *Engine) forgetStats(id int64) {
+	e.stats.mu.Lock()
+	delete(e.stats.m, id)
+	e.stats.mu.Unlock()
+}
+
+// tableStats returns a table's statistics, starting a recomputation when
+// they are stale; nil when none were computed yet.
+func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsResult {
+	c := &e.stats
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[int64]*statsEntry{}
+	}
+	s := c.m[t.ref.ID]
+	if s == nil {
+		s = &statsEntry{}
+		c.m[t.ref.ID] = s
+	}
+	now := time.Now()
+	if s.res != nil && now.Sub(s.at) < max(c.interval, 20*s.cost) {
+		res := s.res
+		c.mu.Unlock()
+		return res
+	}
+	if s.running == nil {
+		done := make(chan struct{})
+		s.running = done
+		s.at = now
+		go e.computeStats(t.ref, s, done)
+	}
+	res, running := s.res, s.running
+	c.mu.Unlock()
+	if res != nil {
+		return res
+	}
+	timer := time.NewTimer(statsFirstWait)
+	defer timer.Stop()
+	select {
+	case <-running:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.res
+}
+
+func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan struct{}) {
+	// Not the request's context (the request does not wait for the
+	// result), but the background one when running, so Stop ends it.
+	base := context.Background()
+	e.bg.mu.Lock()
+	if e.bg.ctx != nil {
+		base = e.bg.ctx
+	}
+	e.bg.mu.Unlock()
+	ctx, cancel := context.WithTimeout(base, statsTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := e.backend.TableStats(ctx, storage.TableStatsParams{Table: ref, Size: statsSize})
+	if err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+		e.log.Warn("table statistics", "table", ref.Name, "err", err)
+	}
+	e.stats.mu.Lock()
+	if err == nil {
+		s.res = res
+	}
+	s.cost = time.Since(start)
+	s.running = nil
+	e.stats.mu.Unlock()
+	close(done)
+}
+
+// withStats returns a copy of a description with the statistics filled in
+// (the description's index slices are shared with the table cache).
+func withStats(d *TableDescription, st *storage.TableStatsResult) *TableDescription {
+	if st == nil {
+		return d
+	}
+	out := *d
+	out.ItemCount, out.TableSizeBytes = st.ItemCount, st.SizeBytes
+	if len(d.GlobalSecondaryIndexes) > 0 {
+		out.GlobalSecondaryIndexes = append([]GlobalSecondaryIndexDescription(nil), d.GlobalSecondaryIndexes...)
+		for i := range out.GlobalSecondaryIndexes {
+			g := &out.GlobalSecondaryIndexes[i]
+			ix := st.Indexes[g.IndexName]
+			g.ItemCount, g.IndexSizeBytes = ix.ItemCount, ix.SizeBytes
+		}
+	}
+	if len(d.LocalSecondaryIndexes) > 0 {
+		out.LocalSecondaryIndexes = append([]LocalSecondaryIndexDescription(nil), d.LocalSecondaryIndexes...)
+		for i := range out.LocalSecondaryIndexes {
+			l := &out.LocalSecondaryIndexes[i]
+			ix := st.Indexes[l.IndexName]
+			l.ItemCount, l.IndexSizeBytes = ix.ItemCount, ix.SizeBytes
+		}
+	}
+	return &out
+}

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/extenddb/extenddb/internal/buildinfo"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// registerBuildInfo adds extenddb_build_info{version,commit,go} = 1.
+func registerBuildInfo(reg prometheus.Registerer, b buildinfo.Info) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "extenddb_build_info",
+		Help:        "The running build: always 1, labelled with version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.Commit, "go": b.Go},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+}
+
+// registerStorageMetrics exports a backend's Stats (pool, item cache,
+// retries), read on every scrape. Backends without Stats export nothing.
+func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
+	sr, ok := backend.(storage.StatsReporter)
+	if !ok {
+		return
+	}
+	first := sr.Stats()
+	labels := prometheus.Labels{"backend": backend.Name()}
+	gauge := func(name, help string, f func(storage.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return f(sr.Stats()) })
+	}
+	counter := func(name, help string, f func(storage.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return f(sr.Stats()) })
+	}
+	if first.HasPool {
+		reg.MustRegister(
+			gauge("extenddb_storage_pool_max_connections", "Bound of the storage connection pool (PostgreSQL pool; SQLite reader pool).",
+				func(s storage.Stats) float64 { return float64(s.PoolMax) }),
+			gauge("extenddb_storage_pool_in_use_connections", "Storage connections lent out now.",
+				func(s storage.Stats) float64 { return float64(s.PoolInUse) }),
+			gauge("extenddb_storage_pool_idle_connections", "Open idle storage connections.",
+				func(s storage.Stats) float64 { return float64(s.PoolIdle) }),
+			counter("extenddb_storage_pool_waits_total", "Acquisitions that waited for a storage connection (pool saturated).",
+				func(s storage.Stats) float64 { return float64(s.PoolWaits) }),
+			counter("extenddb_storage_pool_wait_seconds_total", "Total time spent waiting for a storage connection.",
+				func(s storage.Stats) float64 { return s.PoolWaitTime.Seconds() }),
+		)
+	}
+	if first.HasCache {
+		reg.MustRegister(
+			counter("extenddb_item_cache_hits_total", "Item reads answered by the in-memory item cache.",
+				func(s storage.Stats) float64 { return float64(s.CacheHits) }),
+			counter("extenddb_item_cache_misses_total", "Item reads the item cache could not answer.",
+				func(s storage.Stats) float64 { return float64(s.CacheMisses) }),
+			gauge("extenddb_item_cache_bytes", "Bytes held by the item cache.",
+				func(s storage.Stats) float64 { return float64(s.CacheBytes) }),
+			gauge("extenddb_item_cache_entries", "Items held by the item cache.",
+				func(s storage.Stats) float64 { return float64(s.CacheEntries) }),
+			gauge("extenddb_item_cache_max_bytes", "Bound of the item cache (storage.sqlite.item_cache_mb).",
+				func(s storage.Stats) float64 { return float64(s.CacheMaxBytes) }),
+		)
+	}
+	if first.Retries >= 0 {
+		reg.MustRegister(counter("extenddb_storage_retries_total", "Storage operations run again after a transient failure (nothing committed).",
+			func(s storage.Stats) float64 { return float64(s.Retries) }))
+	}
+}
+
+// tablesCollector exports extenddb_tables{account}: the number of tables
+// of each configured account, listed on every scrape (one catalog read per
+// account; accounts are bounded by the configuration).
+type tablesCollector struct {
+	backend  storage.Backend
+	accounts []string
+	desc     *prometheus.Desc
+}
+
+func newTablesCollector(b storage.Backend, accounts []string) *tablesCollector {
+	seen := map[string]bool{}
+	var uniq []string
+	for _, a := range accounts {
+		if !seen[a] {
+			seen[a] = true
+			uniq = append(uniq, a)
+		}
+	}
+	return &tablesCollector{backend: b, accounts: uniq,
+		desc: prometheus.NewDesc("extenddb_tables", "Tables per account (configured accounts only).", []string{"account"}, nil)}
+}
+
+func (c *tablesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *tablesCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, a := range c.accounts {
+		res, err := c.backend.ListTables(ctx, storage.ListTablesParams{Account: a})
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(c.desc, err)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(res.Names)), a)
+	}
+}

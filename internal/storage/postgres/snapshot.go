@@ -1,0 +1,120 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+var _ storage.SnapshotEngine = (*Backend)(nil)
+
+// SnapshotKind names the PostgreSQL snapshot mechanism in backup manifests.
+const SnapshotKind = "postgres_repeatable_read"
+
+const (
+	// The first statement of a REPEATABLE READ transaction takes its
+	// snapshot; exporting it names the instant (the marker).
+	sqlSnapshotPin   = `SELECT pg_export_snapshot(), now()`
+	sqlSnapshotFirst = `SELECT pk, sk, item FROM items WHERE t = $1 ORDER BY h, pk, sk LIMIT $2`
+	sqlSnapshotAfter = `SELECT pk, sk, item FROM items WHERE t = $1 AND (h, pk, sk) > ($2, $3, $4) ORDER BY h, pk, sk LIMIT $5`
+)
+
+// OpenTableSnapshot implements storage.SnapshotEngine with a REPEATABLE
+// READ, READ ONLY transaction on a dedicated pooled connection. Its first
+// statement pins the snapshot and exports it (the marker); the table's
+// catalog row and every page of items are then read in that snapshot. A
+// long snapshot holds back vacuum on the whole database, so callers should
+// drain it fast (docs/backup-design.md section 3).
+func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotParams) (*storage.TableSnapshot, error) {
+	b.snapOnce.Do(func() {
+		// Never every pooled connection: requests go on beside snapshots.
+		n := b.opts.MaxSnapshots
+		if n <= 0 {
+			n = storage.DefaultMaxSnapshots
+		}
+		b.snaps = storage.NewSnapshotLimiter(max(1, min(n, int(b.pool.Config().MaxConns)-1)))
+	})
+	release, err := b.snaps.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := b.acquire(ctx)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	// The transaction outlives the request that opened it.
+	bg := context.WithoutCancel(ctx)
+	tx, err := conn.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		conn.Release()
+		release()
+		return nil, mapErr(err, "postgres: snapshot begin")
+	}
+	end := func() error {
+		err := tx.Rollback(bg)
+		conn.Release()
+		release()
+		if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			return mapErr(err, "postgres: snapshot end")
+		}
+		return nil
+	}
+	var marker string
+	var at time.Time
+	if err := tx.QueryRow(ctx, sqlSnapshotPin).Scan(&marker, &at); err != nil {
+		end()
+		return nil, mapErr(err, "postgres: snapshot pin")
+	}
+	t, err := scanTable(tx.QueryRow(ctx, sqlGetTable, p.Account, p.Name), p.Account, p.Name)
+	if err != nil {
+		end()
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, notFoundByName(p.Account, p.Name)
+		}
+		return nil, mapErr(err, "postgres: snapshot table")
+	}
+	if p.AfterPin != nil {
+		p.AfterPin()
+	}
+	id := t.ID
+	fetch := func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+		var rs pgx.Rows
+		var err error
+		if after == nil {
+			rs, err = tx.Query(ctx, sqlSnapshotFirst, id, limit+1)
+		} else {
+			pk := nz(after.PK)
+			rs, err = tx.Query(ctx, sqlSnapshotAfter, id, hashOf(pk), pk, nz(after.SK), limit+1)
+		}
+		if err != nil {
+			return nil, false, mapErr(err, "postgres: snapshot read")
+		}
+		defer rs.Close()
+		rb := storage.NewRowBuffer(nil, false, limit)
+		more := false
+		for rs.Next() {
+			if rb.Len() == limit {
+				more = true
+				break
+			}
+			raw := rs.RawValues()
+			rb.Add(raw[0], raw[1], raw[2])
+		}
+		if err := rs.Err(); err != nil {
+			return nil, false, mapErr(err, "postgres: snapshot read")
+		}
+		return rb.Rows(), more, nil
+	}
+	return &storage.TableSnapshot{
+		Table:      t,
+		At:         at.UTC(),
+		Descriptor: storage.SnapshotDescriptor{Kind: SnapshotKind, Marker: marker},
+		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
+		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
+	}, nil
+}

@@ -1,0 +1,37 @@
+package storage
+
+import "time"
+
+// Stats are a backend's operational statistics, read by the metrics
+// collector on each scrape. A backend that has them implements
+// StatsReporter; fields a backend does not have stay zero and the
+// matching Has* flag false.
+type Stats struct {
+	// HasPool: the connection pool fields are set (PostgreSQL pool; the
+	// SQLite reader pool).
+	HasPool bool
+	// PoolMax is the pool's bound; PoolInUse the connections lent out;
+	// PoolIdle the open idle ones.
+	PoolMax, PoolInUse, PoolIdle int64
+	// PoolWaits counts acquisitions that had to wait for a connection;
+	// PoolWaitTime is their total wait.
+	PoolWaits    int64
+	PoolWaitTime time.Duration
+
+	// HasCache: the item cache fields are set (SQLite with
+	// storage.sqlite.item_cache_mb > 0).
+	HasCache bool
+	// CacheHits and CacheMisses count lookups; CacheBytes and
+	// CacheEntries are the current content; CacheMaxBytes the bound.
+	CacheHits, CacheMisses, CacheBytes, CacheEntries, CacheMaxBytes int64
+
+	// Retries counts operations run again after a transient failure
+	// (PostgreSQL), -1 when the backend does not retry.
+	Retries int64
+}
+
+// StatsReporter is implemented by backends that report Stats. It is not
+// part of Backend: metrics are optional, storage semantics are not.
+type StatsReporter interface {
+	Stats() Stats
+}
