@@ -86,6 +86,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		}
 	}
 	reg.MustRegister(newTablesCollector(backend, accounts))
+	reg.MustRegister(newTableStatsCollector(eng, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
