@@ -41,6 +41,13 @@ EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE_
 echo "== browser test (headless Chromium, JavaScript SDK v3)"
 EXTENDDB_BIN="$PWD/bin/extenddb" tests/browser/run.sh
 
+# The abuse test: a real server with keys, 200 connections that send
+# 15 MB and stall plus 50 that never read a 16 MB reply; RSS, p99 and
+# memory after the attack are checked (about a minute).
+echo "== abuse test"
+EXTENDDB_TEST_ABUSE=1 EXTENDDB_BIN="$PWD/bin/extenddb" go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/ 2>&1 \
+  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|abuse_test.go"
+
 # The wire suite on PostgreSQL: migrate a fresh database, then the harness
 # starts one server per worker on it (so two servers share the database).
 db="extenddb_wire_$$"

@@ -49,6 +49,7 @@ var allowed = map[string][]string{
 	"internal/store/internal/s3test": {"internal/store"},
 	"internal/backup":                {"internal/attr", "internal/format", "internal/storage", "internal/store"},
 	"tests/sdk":                      {},
+	"tests/abuse":                    {},
 }
 
 // testSupport are packages any test may import besides its package's own

@@ -72,6 +72,22 @@ type Server struct {
 	// request signatures are not verified yet (every request is accepted
 	// as the default account). Off by default.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// BodyReadTimeout bounds how long a client may take to send a
+	// request's body once its headers are read.
+	BodyReadTimeout Duration `toml:"body_read_timeout"`
+	// WriteTimeout bounds how long a client may take to read a response.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout closes kept-alive connections idle for this long.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxInflightBodyBytes bounds the request and response bodies held
+	// in memory at once, server-wide.
+	MaxInflightBodyBytes int64 `toml:"max_inflight_body_bytes"`
+	// InflightWait is how long a request waits for room in that bound
+	// before it is answered ThrottlingException.
+	InflightWait Duration `toml:"inflight_wait"`
 	// CORSAllowedOrigins are the browser origins allowed to call the API
 	// ("https://app.example.com", or "*" for every origin). Unset: every
 	// origin on the loopback development default (no auth.keys), none
@@ -158,7 +174,10 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 // Default returns the built-in defaults.
 func Default() Config {
 	return Config{
-		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
+		Server: Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second},
+			ReadHeaderTimeout: Duration{10 * time.Second}, BodyReadTimeout: Duration{30 * time.Second},
+			WriteTimeout: Duration{30 * time.Second}, IdleTimeout: Duration{120 * time.Second},
+			MaxInflightBodyBytes: 128 << 20, InflightWait: Duration{time.Second}},
 		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", MemoryEngine: MemoryNative},
 		Log:     Log{Level: "info", Format: "text", SlowRequestThreshold: Duration{time.Second}},
 	}
@@ -243,6 +262,18 @@ func (c *Config) Validate() error {
 	if !IsLoopback(c.Server.Listen) && len(c.Auth.Keys) == 0 && !c.Server.AllowUnauthenticated {
 		return fmt.Errorf("config: server.listen %q is not a loopback address and no [[auth.keys]] are configured: "+
 			"add access keys (extenddb init --generate-key), listen on 127.0.0.1, or set server.allow_unauthenticated = true", c.Server.Listen)
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"read_header_timeout", c.Server.ReadHeaderTimeout}, {"body_read_timeout", c.Server.BodyReadTimeout},
+		{"write_timeout", c.Server.WriteTimeout}, {"idle_timeout", c.Server.IdleTimeout}, {"inflight_wait", c.Server.InflightWait}} {
+		if d.v.Duration <= 0 {
+			return fmt.Errorf("config: server.%s must be a positive duration", d.key)
+		}
+	}
+	if c.Server.MaxInflightBodyBytes < 1<<20 {
+		return fmt.Errorf("config: server.max_inflight_body_bytes must be at least 1048576 (1 MiB)")
 	}
 	if (c.Server.TLSCertFile == "") != (c.Server.TLSKeyFile == "") {
 		return errors.New("config: server.tls_cert_file and server.tls_key_file must be set together")

@@ -87,6 +87,39 @@ func TestBackupStoreSection(t *testing.T) {
 	}
 }
 
+func TestConnectionBudgetKeys(t *testing.T) {
+	c, err := Load("", nil, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.ReadHeaderTimeout.Duration != 10*time.Second || c.Server.BodyReadTimeout.Duration != 30*time.Second ||
+		c.Server.WriteTimeout.Duration != 30*time.Second || c.Server.IdleTimeout.Duration != 120*time.Second ||
+		c.Server.MaxInflightBodyBytes != 128<<20 || c.Server.InflightWait.Duration != time.Second {
+		t.Fatalf("defaults: %+v", c.Server)
+	}
+	p := filepath.Join(t.TempDir(), "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[server]\nbody_read_timeout = \"3s\"\nmax_inflight_body_bytes = 67108864\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(p, []string{"EXTENDDB__SERVER__WRITE_TIMEOUT=4s", "EXTENDDB__SERVER__INFLIGHT_WAIT=250ms"}, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.BodyReadTimeout.Duration != 3*time.Second || c.Server.MaxInflightBodyBytes != 64<<20 ||
+		c.Server.WriteTimeout.Duration != 4*time.Second || c.Server.InflightWait.Duration != 250*time.Millisecond {
+		t.Fatalf("file and env: %+v", c.Server)
+	}
+	for env, key := range map[string]string{
+		"EXTENDDB__SERVER__MAX_INFLIGHT_BODY_BYTES=1000": "server.max_inflight_body_bytes",
+		"EXTENDDB__SERVER__BODY_READ_TIMEOUT=0s":         "server.body_read_timeout",
+		"EXTENDDB__SERVER__READ_HEADER_TIMEOUT=-1s":      "server.read_header_timeout",
+	} {
+		if _, err := Load("", []string{env}, testSections); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", env, err)
+		}
+	}
+}
+
 // testSQLite stands for a backend's section, declared by its driver.
 type testSQLite struct {
 	ItemCacheMB int `toml:"item_cache_mb"`

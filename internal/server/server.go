@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -87,6 +86,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		}
 	}
 	reg.MustRegister(newTablesCollector(backend, accounts))
+	reg.MustRegister(newTableStatsCollector(eng, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
@@ -113,7 +113,13 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 			return nil
 		}
 	}
-	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth})
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth,
+		Limits: api.Limits{
+			MaxInflightBodyBytes: cfg.Server.MaxInflightBodyBytes,
+			InflightWait:         cfg.Server.InflightWait.Duration,
+			BodyReadTimeout:      cfg.Server.BodyReadTimeout.Duration,
+			WriteTimeout:         cfg.Server.WriteTimeout.Duration,
+		}})
 	if cfg.Server.PprofListen != "" {
 		if err := servePprof(cfg.Server.PprofListen, log); err != nil {
 			return err
@@ -128,9 +134,12 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	var h http.Handler = api.WithCORS(handler, cors)
 	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: h,
+		// The body deadline and the write deadline are set per request by
+		// the handler (api.Limits); these bound the headers and idle
+		// kept-alive connections.
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.Duration,
+		IdleTimeout:       cfg.Server.IdleTimeout.Duration,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -143,7 +152,9 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	} else {
-		go func() { errc <- srv.Serve(ln) }()
+		// Plain HTTP: net/http's own answers to unparseable requests are
+		// rewritten into DynamoDB errors (api.WrapListener).
+		go func() { errc <- srv.Serve(api.WrapListener(ln)) }()
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)

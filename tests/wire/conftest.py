@@ -162,6 +162,9 @@ def endpoint(request, tmp_path_factory):
     cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}"]
     cmd += shlex.split(extra) if extra else ["--memory"]
     logf = open(log, "wb")
+    # A short body deadline, so that the tests of clients that stop
+    # sending (test_protocol.py) finish quickly; they read the same value.
+    os.environ.setdefault("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "5s")
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO)
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
