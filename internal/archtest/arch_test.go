@@ -20,6 +20,7 @@ const mod = "github.com/extenddb/extenddb/"
 // import. Keep it in step with the dependency picture in
 // docs/architecture.md.
 var allowed = map[string][]string{
+	"cmd/benchfloor":     {},
 	"cmd/extenddb":       {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
 	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/memory", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
 	"internal/api":       {"internal/attr", "internal/engine"},
