@@ -59,7 +59,9 @@ func (c *framingConn) Write(p []byte) (int, error) {
 // rewriteHTTPError turns one of net/http's plain-text error answers into
 // a DynamoDB error response.
 func rewriteHTTPError(p []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
+	// Successful answers (every response the API writes on the hot path)
+	// never need a look: net/http's own answers are 4xx and 5xx.
+	if !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) || bytes.HasPrefix(p, []byte("HTTP/1.1 2")) {
 		return nil, false
 	}
 	if bytes.HasPrefix(p, []byte(expectationFailed)) && !bytes.Contains(p, []byte("\r\nX-Amzn-Requestid:")) {
