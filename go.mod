@@ -16,6 +16,7 @@ require (
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/klauspost/compress v1.20.4
 	github.com/prometheus/client_golang v1.25.0
+	github.com/tidwall/btree v1.8.2
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.62.0

@@ -29,8 +29,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // files holds every dialect's migrations (one pattern per dialect).
@@ -133,11 +131,11 @@ func Load(d Dialect) ([]Migration, error) {
 // version order.
 func AppliedList(ctx context.Context, db *sql.DB) ([]Applied, error) {
 	if _, err := db.ExecContext(ctx, createTable); err != nil {
-		return nil, storage.Wrap(storage.KindUnavailable, err, "migrations: create schema_migrations")
+		return nil, &Error{Msg: "migrations: create schema_migrations", Cause: err}
 	}
 	rows, err := db.QueryContext(ctx, `SELECT version, name, sha256, applied_at FROM schema_migrations ORDER BY version`)
 	if err != nil {
-		return nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+		return nil, &Error{Msg: "migrations: read schema_migrations", Cause: err}
 	}
 	defer rows.Close()
 	var out []Applied
@@ -145,13 +143,13 @@ func AppliedList(ctx context.Context, db *sql.DB) ([]Applied, error) {
 		var a Applied
 		var at int64
 		if err := rows.Scan(&a.Version, &a.Name, &a.SHA256, &at); err != nil {
-			return nil, storage.Wrap(storage.KindInternal, err, "migrations: read schema_migrations")
+			return nil, &Error{Internal: true, Msg: "migrations: read schema_migrations", Cause: err}
 		}
 		a.AppliedAt = time.Unix(0, at).UTC()
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+		return nil, &Error{Msg: "migrations: read schema_migrations", Cause: err}
 	}
 	return out, nil
 }
@@ -168,12 +166,12 @@ func verify(d Dialect, shipped []Migration, applied []Applied) ([]Migration, err
 	for _, a := range applied {
 		m, ok := byVersion[a.Version]
 		if !ok {
-			return nil, storage.Errorf(storage.KindSchema,
+			return nil, schemaErrorf(
 				"the %s database has schema version %d (%s), newer than this build knows (latest %d); upgrade extenddb",
 				d.Name, a.Version, a.Name, len(shipped))
 		}
 		if m.SHA256 != a.SHA256 {
-			return nil, storage.Errorf(storage.KindSchema,
+			return nil, schemaErrorf(
 				"%s migration %04d_%s differs from the one applied to this database (sha256 %s, applied %s); shipped migrations must never be edited",
 				d.Name, m.Version, m.Name, m.SHA256, a.SHA256)
 		}
@@ -193,7 +191,7 @@ func verify(d Dialect, shipped []Migration, applied []Applied) ([]Migration, err
 func Pending(ctx context.Context, db *sql.DB, d Dialect) ([]Migration, error) {
 	shipped, err := Load(d)
 	if err != nil {
-		return nil, storage.Wrap(storage.KindSchema, err, "")
+		return nil, &Error{Schema: true, Msg: "", Cause: err}
 	}
 	applied, err := AppliedList(ctx, db)
 	if err != nil {
@@ -215,7 +213,7 @@ func Check(ctx context.Context, db *sql.DB, d Dialect) error {
 		for i, m := range pending {
 			names[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
 		}
-		return storage.Errorf(storage.KindSchema,
+		return schemaErrorf(
 			"the %s database has %d pending migration(s) (%s); run `extenddb migrate`",
 			d.Name, len(pending), strings.Join(names, ", "))
 	}
@@ -246,31 +244,31 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect) ([]Migration, error) {
 func applyOne(ctx context.Context, db *sql.DB, d Dialect, m Migration, insert string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return storage.Wrap(storage.KindUnavailable, err, "migrations: begin")
+		return &Error{Msg: "migrations: begin", Cause: err}
 	}
 	defer tx.Rollback()
 	if d.Lock != "" {
 		if _, err := tx.ExecContext(ctx, d.Lock); err != nil {
-			return storage.Wrap(storage.KindUnavailable, err, "migrations: lock")
+			return &Error{Msg: "migrations: lock", Cause: err}
 		}
 		// Another migrator may have applied it while we waited.
 		var n int
 		q := fmt.Sprintf(`SELECT COUNT(*) FROM schema_migrations WHERE version = %s`, d.Placeholder(1))
 		if err := tx.QueryRowContext(ctx, q, m.Version).Scan(&n); err != nil {
-			return storage.Wrap(storage.KindUnavailable, err, "migrations: recheck")
+			return &Error{Msg: "migrations: recheck", Cause: err}
 		}
 		if n > 0 {
 			return nil
 		}
 	}
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-		return storage.Wrap(storage.KindSchema, err, fmt.Sprintf("migrations: apply %s %04d_%s", d.Name, m.Version, m.Name))
+		return &Error{Schema: true, Msg: fmt.Sprintf("migrations: apply %s %04d_%s", d.Name, m.Version, m.Name), Cause: err}
 	}
 	if _, err := tx.ExecContext(ctx, insert, m.Version, m.Name, m.SHA256, time.Now().UnixNano()); err != nil {
-		return storage.Wrap(storage.KindUnavailable, err, fmt.Sprintf("migrations: record %s %04d_%s", d.Name, m.Version, m.Name))
+		return &Error{Msg: fmt.Sprintf("migrations: record %s %04d_%s", d.Name, m.Version, m.Name), Cause: err}
 	}
 	if err := tx.Commit(); err != nil {
-		return storage.Wrap(storage.KindUnavailable, err, fmt.Sprintf("migrations: commit %s %04d_%s", d.Name, m.Version, m.Name))
+		return &Error{Msg: fmt.Sprintf("migrations: commit %s %04d_%s", d.Name, m.Version, m.Name), Cause: err}
 	}
 	return nil
 }
@@ -281,7 +279,7 @@ func applyOne(ctx context.Context, db *sql.DB, d Dialect, m Migration, insert st
 func Inspect(ctx context.Context, db *sql.DB, d Dialect) ([]Applied, []Migration, error) {
 	shipped, err := Load(d)
 	if err != nil {
-		return nil, nil, storage.Wrap(storage.KindSchema, err, "")
+		return nil, nil, &Error{Schema: true, Msg: "", Cause: err}
 	}
 	q := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`
 	if d.Name == "postgres" {
@@ -289,14 +287,14 @@ func Inspect(ctx context.Context, db *sql.DB, d Dialect) ([]Applied, []Migration
 	}
 	var n int
 	if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
-		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "migrations: look for schema_migrations")
+		return nil, nil, &Error{Msg: "migrations: look for schema_migrations", Cause: err}
 	}
 	if n == 0 {
 		return nil, shipped, nil
 	}
 	rows, err := db.QueryContext(ctx, `SELECT version, name, sha256, applied_at FROM schema_migrations ORDER BY version`)
 	if err != nil {
-		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+		return nil, nil, &Error{Msg: "migrations: read schema_migrations", Cause: err}
 	}
 	defer rows.Close()
 	var applied []Applied
@@ -304,14 +302,66 @@ func Inspect(ctx context.Context, db *sql.DB, d Dialect) ([]Applied, []Migration
 		var a Applied
 		var at int64
 		if err := rows.Scan(&a.Version, &a.Name, &a.SHA256, &at); err != nil {
-			return nil, nil, storage.Wrap(storage.KindInternal, err, "migrations: read schema_migrations")
+			return nil, nil, &Error{Internal: true, Msg: "migrations: read schema_migrations", Cause: err}
 		}
 		a.AppliedAt = time.Unix(0, at).UTC()
 		applied = append(applied, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "migrations: read schema_migrations")
+		return nil, nil, &Error{Msg: "migrations: read schema_migrations", Cause: err}
 	}
 	pending, err := verify(d, shipped, applied)
 	return applied, pending, err
+}
+
+// Names formats migrations as "0001_name".
+func Names(ms []Migration) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
+	}
+	return out
+}
+
+// Status reports a database's applied and pending migrations without
+// changing anything (see Inspect).
+func Status(ctx context.Context, db *sql.DB, d Dialect) (applied, pending []string, err error) {
+	done, todo, err := Inspect(ctx, db, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, a := range done {
+		applied = append(applied, fmt.Sprintf("%04d_%s", a.Version, a.Name))
+	}
+	return applied, Names(todo), nil
+}
+
+// Error is a migration error. Schema: the database's schema is the
+// problem (an edited or unknown migration, a newer schema, a failing
+// migration statement); Internal: the bookkeeping table is unreadable;
+// otherwise the database could not be reached. Backends translate it to
+// their storage error kinds at their edge (this package knows nothing of
+// storage).
+type Error struct {
+	Schema   bool
+	Internal bool
+	Msg      string
+	Cause    error
+}
+
+func (e *Error) Error() string {
+	msg := e.Msg
+	if e.Cause != nil {
+		if msg != "" {
+			msg += ": "
+		}
+		msg += e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+func schemaErrorf(format string, args ...any) *Error {
+	return &Error{Schema: true, Msg: fmt.Sprintf(format, args...)}
 }

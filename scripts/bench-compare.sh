@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# scripts/bench-compare.sh — compare extenddb with dynalite under `extenddb bench`.
+# scripts/bench-compare.sh — compare extenddb with dynalite and with the
+# floor under `extenddb bench`.
 #
-# Installs dynalite (npm, cached outside the repository), builds bin/extenddb,
-# starts `extenddb serve` and dynalite on free loopback ports, then runs every
-# workload on the two servers in alternation (extenddb, dynalite, extenddb,
-# dynalite, ... for N rounds) with `extenddb bench --server-pid`, and prints
-# per workload: ops/s, p99 and server CPU per request of each server, the
-# extenddb/dynalite ratios of CPU per request and of p99, and each server's
-# peak RSS. Both servers are stopped by PID on exit.
+# Servers (--servers, any of): floor (cmd/benchfloor: a net/http server that
+# answers fixed responses and does no work — what the HTTP layer alone
+# costs), dynalite (in memory), dynalite-path (on LevelDB, --path),
+# extenddb-memory (`serve --memory`), extenddb (`serve` on SQLite in a data
+# directory). Installs dynalite (npm, cached outside the repository), builds
+# bin/extenddb and the floor, starts the servers on free loopback ports,
+# then runs every workload on the servers in alternation (one after the
+# other, for N rounds) with `extenddb bench --server-pid`, and prints per
+# workload and server: ops/s, p99, server CPU per request, CPU above the
+# floor, CPU per item, and the CPU ratios to dynalite in memory and on
+# LevelDB; then each server's peak RSS. Servers are stopped by PID on exit.
 #
 #   scripts/bench-compare.sh [options]
-#     -w, --workloads LIST   comma list (default: all six workloads)
+#     -w, --workloads LIST   comma list (default: every workload but transact,
+#                            which dynalite lacks)
 #     -r, --rounds N         alternation rounds (default 2)
 #     -d, --duration D       measured window per run (default 10s)
 #         --warmup D         warm-up per run (default 2s)
 #     -c, --concurrency N    closed-loop workers (default 16)
-#         --servers LIST     servers to run, "extenddb,dynalite" (default both)
+#         --servers LIST     servers to run (default: floor,dynalite,dynalite-path,
+#                            extenddb-memory,extenddb)
 #         --out DIR          keep the per-run JSON and server logs in DIR
 #
 # Environment:
@@ -34,12 +41,12 @@ CACHE="${EXTENDDB_CACHE:-$HOME/.cache/extenddb}"
 DYNALITE_DIR="$CACHE/dynalite"
 DYNALITE_VERSION=4.0.0
 
-WORKLOADS="putitem-1kb,getitem-1kb,updateitem-1kb,query,batchwrite,gsi-query"
+WORKLOADS="putitem-1kb,getitem-1kb,updateitem-1kb,query,batchwrite,gsi-query,mixed"
 ROUNDS=2
 DURATION=10s
 WARMUP=2s
 CONCURRENCY=16
-SERVERS="extenddb,dynalite"
+SERVERS="floor,dynalite,dynalite-path,extenddb-memory,extenddb"
 OUT=""
 
 log() { echo "bench-compare: $*" >&2; }
@@ -62,7 +69,7 @@ done
 IFS=', ' read -r -a SERVER_LIST <<<"$SERVERS"
 IFS=', ' read -r -a WORKLOAD_LIST <<<"$WORKLOADS"
 for s in "${SERVER_LIST[@]}"; do
-	[[ "$s" == extenddb || "$s" == dynalite ]] || die "unknown server $s"
+	case "$s" in floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;; *) die "unknown server $s" ;; esac
 done
 command -v node >/dev/null || die "node is required (dynalite runs on it)"
 
@@ -136,11 +143,23 @@ start_server() {
 	case "$s" in
 	extenddb)
 		mkdir -p "$WORK/extenddb-data"
-		"$BIN" serve --listen "127.0.0.1:$port" --data-dir "$WORK/extenddb-data" >"$WORK/extenddb.log" 2>&1 &
+		"$BIN" serve --listen "127.0.0.1:$port" --data-dir "$WORK/extenddb-data" >"$WORK/$s.log" 2>&1 &
+		;;
+	extenddb-memory)
+		"$BIN" serve --listen "127.0.0.1:$port" --memory >"$WORK/$s.log" 2>&1 &
 		;;
 	dynalite)
 		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
-			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/dynalite.log" 2>&1 &
+			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/$s.log" 2>&1 &
+		;;
+	dynalite-path)
+		mkdir -p "$WORK/dynalite-data"
+		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" --path "$WORK/dynalite-data" \
+			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/$s.log" 2>&1 &
+		;;
+	floor)
+		(cd "$ROOT" && go build -o "$WORK/benchfloor" ./cmd/benchfloor)
+		"$WORK/benchfloor" -listen "127.0.0.1:$port" >"$WORK/$s.log" 2>&1 &
 		;;
 	esac
 	PID[$s]=$!
@@ -150,7 +169,7 @@ start_server() {
 }
 
 for s in "${SERVER_LIST[@]}"; do
-	[[ "$s" == dynalite ]] && install_dynalite
+	[[ "$s" == dynalite* ]] && install_dynalite
 done
 for s in "${SERVER_LIST[@]}"; do
 	start_server "$s"
@@ -183,10 +202,10 @@ echo
 echo "extenddb bench comparison: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(uname -sr)"
 echo "concurrency $CONCURRENCY, duration $DURATION, warm-up $WARMUP, rounds $ROUNDS (medians); servers: ${SERVER_LIST[*]}"
 echo
-node - "$RESULTS" "$WORKLOADS" <<'JS'
+node - "$RESULTS" "$WORKLOADS" "$SERVERS" <<'JS'
 const fs = require("fs"), path = require("path");
-const [dir, wls] = process.argv.slice(2);
-const servers = ["extenddb", "dynalite"];
+const [dir, wls, srvs] = process.argv.slice(2);
+const servers = srvs.split(",").map((s) => s.trim()).filter(Boolean);
 const runs = {}; // workload -> server -> [result]
 const last = {}; // server -> timestamp of its latest run
 for (const f of fs.readdirSync(dir).filter((f) => f.endsWith(".json"))) {
@@ -210,7 +229,7 @@ const cpu = (x) => (Number.isFinite(x) && x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "�
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) + "x" : "-");
 const mib = (b) => (Number.isFinite(b) ? (b / 1048576).toFixed(1) + "MiB" : "-");
 
-const head = ["workload", "ext ops/s", "dyn ops/s", "ext p99", "dyn p99", "p99 e/d", "ext cpu/req", "dyn cpu/req", "cpu e/d", "ext cpu/item", "dyn cpu/item", "errors e/d"];
+const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "errors"];
 const rows = [head];
 const peak = {}, rss = {};
 for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
@@ -232,13 +251,15 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
       }
     }
   }
-  const e = v.extenddb, d = v.dynalite;
-  const perItem = wl === "batchwrite" || wl.includes("query");
-  rows.push([wl, num(e.ops), num(d.ops), us(e.p99), us(d.p99), ratio(e.p99, d.p99), cpu(e.cpu), cpu(d.cpu), ratio(e.cpu, d.cpu),
-    perItem ? cpu(e.item) : "", perItem ? cpu(d.item) : "", `${num(e.errs)}/${num(d.errs)}`]);
+  const floor = v.floor?.cpu, dyn = v.dynalite?.cpu, dynp = v["dynalite-path"]?.cpu;
+  for (const s of servers) {
+    const x = v[s];
+    rows.push([wl, s, num(x.ops), us(x.p99), cpu(x.cpu), s === "floor" ? "" : cpu(x.cpu - floor), cpu(x.item),
+      s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "", num(x.errs)]);
+  }
 }
 const width = head.map((_, i) => Math.max(...rows.map((r) => [...r[i]].length)));
-for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(width[i]) : c.padStart(width[i]))).join("  "));
+for (const r of rows) console.log(r.map((c, i) => (i <= 1 ? c.padEnd(width[i]) : c.padStart(width[i]))).join("  "));
 console.log();
 for (const s of servers) {
   if (peak[s] !== undefined) console.log(`${s} server: peak RSS ${mib(peak[s])}, RSS at the end ${mib(rss[s])}`);

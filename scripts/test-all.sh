@@ -24,15 +24,29 @@ export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
 export EXTENDDB_TEST_BACKENDS="sqlite,postgres"
 echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto at $moto_endpoint; postgres at $pg_dsn)"
 
-# Unit, conformance (sqlite + postgres, all stores), a short fuzz and the
-# wire suite on sqlite; then the fuzz targets for longer.
+# Unit, conformance (memory + sqlite + postgres, all stores), a short fuzz
+# and the wire suite on the memory backend; then the fuzz targets for longer.
 make test
 scripts/fuzz.sh 60s
+
+# The wire suite on SQLite (make test ran it on the native memory backend
+# that --memory opens): --memory on the SQLite engine, a temporary database
+# file per server.
+echo "== wire suite on sqlite"
+EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite \
+  EXTENDDB_SERVE_ARGS="--memory" tests/wire/run.sh -q -n 2
 
 # The browser test: headless Chromium (installed by scripts/chromium.sh
 # when missing) runs the JavaScript SDK v3 from another origin.
 echo "== browser test (headless Chromium, JavaScript SDK v3)"
 EXTENDDB_BIN="$PWD/bin/extenddb" tests/browser/run.sh
+
+# The abuse test: a real server with keys, 200 connections that send
+# 15 MB and stall plus 50 that never read a 16 MB reply; RSS, p99 and
+# memory after the attack are checked (about a minute).
+echo "== abuse test"
+EXTENDDB_TEST_ABUSE=1 EXTENDDB_BIN="$PWD/bin/extenddb" go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/ 2>&1 \
+  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|abuse_test.go"
 
 # The wire suite on PostgreSQL: migrate a fresh database, then the harness
 # starts one server per worker on it (so two servers share the database).

@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/server"
 )
 
@@ -23,7 +22,7 @@ func backupCommand() *cli.Command {
 		&cli.StringFlag{Name: "endpoint", Value: "http://127.0.0.1:8000", Usage: "the server's DynamoDB endpoint", EnvVars: []string{"EXTENDDB_ENDPOINT"}},
 	}
 	client := func(c *cli.Context) (*server.Client, error) {
-		cfg, err := config.LoadDefault(c.String("config"))
+		cfg, err := server.LoadConfig(c.String("config"))
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +142,7 @@ func backupCommand() *cli.Command {
 				Name: "verify", Usage: "check a backup in the configured store offline (hashes, sizes, item counts, every format rule)", ArgsUsage: "ARN",
 				Flags: common[:1],
 				Action: func(c *cli.Context) error {
-					cfg, err := config.LoadDefault(c.String("config"))
+					cfg, err := server.LoadConfig(c.String("config"))
 					if err != nil {
 						return err
 					}
@@ -264,13 +263,13 @@ func compareCommand() *cli.Command {
 			if c.NArg() < 1 || c.NArg() > 2 {
 				return fmt.Errorf("table-compare takes one or two table names")
 			}
-			cfgA, err := config.LoadDefault(c.String("config"))
+			cfgA, err := server.LoadConfig(c.String("config"))
 			if err != nil {
 				return err
 			}
 			cfgB := cfgA
 			if c.IsSet("config-b") {
-				if cfgB, err = config.LoadDefault(c.String("config-b")); err != nil {
+				if cfgB, err = server.LoadConfig(c.String("config-b")); err != nil {
 					return err
 				}
 			}

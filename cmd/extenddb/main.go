@@ -89,30 +89,46 @@ func newLogger(cfg config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-// storageFlags select the backend, shared by the commands that open it.
+// storageFlags select the backend, shared by the commands that open it;
+// each storage driver adds its own (server.StorageFlags).
 func storageFlags() []cli.Flag {
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file", EnvVars: []string{"EXTENDDB_CONFIG"}},
-		&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
-		&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
-		&cli.StringFlag{Name: "data-dir", Usage: "directory of the SQLite database (storage.data_dir)"},
+		&cli.StringFlag{Name: "backend", Usage: "storage backend: " + server.BackendNames() + " (storage.backend)"},
+		&cli.StringFlag{Name: "data-dir", Usage: "directory of the embedded database (storage.data_dir)"},
 	}
+	for _, f := range server.StorageFlags() {
+		flags = append(flags, &cli.StringFlag{Name: f.Name, Usage: f.Usage})
+	}
+	return flags
+}
+
+// applyStorageFlags applies the storage flags that are set.
+func applyStorageFlags(c *cli.Context, cfg *config.Config) error {
+	if c.IsSet("backend") {
+		cfg.Storage.Backend = c.String("backend")
+	}
+	if c.IsSet("data-dir") {
+		cfg.Storage.DataDir = c.String("data-dir")
+	}
+	for _, f := range server.StorageFlags() {
+		if c.IsSet(f.Name) {
+			if err := cfg.Set(f.Key, c.String(f.Name)); err != nil {
+				return fmt.Errorf("--%s: %w", f.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // loadConfig loads the configuration and applies the storage flags.
 func loadConfig(c *cli.Context) (config.Config, error) {
-	cfg, err := config.LoadDefault(c.String("config"))
+	cfg, err := server.LoadConfig(c.String("config"))
 	if err != nil {
 		return cfg, err
 	}
-	if c.IsSet("backend") {
-		cfg.Storage.Backend = c.String("backend")
-	}
-	if c.IsSet("dsn") {
-		cfg.Storage.Postgres.DSN = c.String("dsn")
-	}
-	if c.IsSet("data-dir") {
-		cfg.Storage.DataDir = c.String("data-dir")
+	if err := applyStorageFlags(c, &cfg); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }
@@ -233,35 +249,25 @@ func serveCommand(build buildinfo.Info) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the server (embedded SQLite on 127.0.0.1:8000 by default)",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file", EnvVars: []string{"EXTENDDB_CONFIG"}},
+		Flags: append(storageFlags(),
 			&cli.StringFlag{Name: "listen", Usage: "listen address (server.listen)"},
-			&cli.StringFlag{Name: "data-dir", Usage: "directory of the SQLite database (storage.data_dir)"},
 			&cli.BoolFlag{Name: "memory", Usage: "keep no data after exit (storage.memory)"},
-			&cli.StringFlag{Name: "backend", Usage: "sqlite or postgres (storage.backend)"},
-			&cli.StringFlag{Name: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (log.level); debug logs every request"},
 			&cli.StringSliceFlag{Name: "cors-allowed-origin", Usage: "allow browser requests from this origin, or * (server.cors_allowed_origins; repeatable)"},
-		},
+		),
 		Action: func(c *cli.Context) error {
-			cfg, err := config.LoadDefault(c.String("config"))
+			cfg, err := server.LoadConfig(c.String("config"))
 			if err != nil {
+				return err
+			}
+			if err := applyStorageFlags(c, &cfg); err != nil {
 				return err
 			}
 			if c.IsSet("listen") {
 				cfg.Server.Listen = c.String("listen")
 			}
-			if c.IsSet("data-dir") {
-				cfg.Storage.DataDir = c.String("data-dir")
-			}
 			if c.IsSet("memory") {
 				cfg.Storage.Memory = c.Bool("memory")
-			}
-			if c.IsSet("backend") {
-				cfg.Storage.Backend = c.String("backend")
-			}
-			if c.IsSet("dsn") {
-				cfg.Storage.Postgres.DSN = c.String("dsn")
 			}
 			if c.IsSet("log-level") {
 				cfg.Log.Level = c.String("log-level")

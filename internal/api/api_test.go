@@ -40,11 +40,12 @@ func TestErrorTableCoversEveryKind(t *testing.T) {
 		}
 	}
 	for _, k := range storage.Kinds() {
-		code, ok := storageKindCodes[k]
+		ee, ok := engine.FromStorage(&storage.Error{Kind: k}).(*engine.Error)
 		if !ok {
 			t.Errorf("storage kind %s has no mapping", k)
 			continue
 		}
+		code := ee.Code
 		st, body, internal := mapError(&storage.Error{Kind: k, Message: "secret detail", Cause: errors.New("driver says x")})
 		if !strings.HasSuffix(body.Type, "#"+string(code)) {
 			t.Errorf("kind %s: __type %s, want %s", k, body.Type, code)

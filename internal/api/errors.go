@@ -3,12 +3,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // Wire error type prefixes.
@@ -58,24 +56,6 @@ const (
 	codeTooLarge         = "RequestEntityTooLargeException"
 )
 
-// storageKindCodes maps storage kinds that reach the api unchanged (the
-// engine translates the context-dependent ones itself).
-var storageKindCodes = map[storage.Kind]engine.Code{
-	storage.KindInternal:            engine.CodeInternal,
-	storage.KindTableNotFound:       engine.CodeResourceNotFound,
-	storage.KindTableExists:         engine.CodeResourceInUse,
-	storage.KindTransactionCanceled: engine.CodeTransactionCanceled,
-	storage.KindTransactionConflict: engine.CodeTransactionConflict,
-	storage.KindLimitExceeded:       engine.CodeLimitExceeded,
-	storage.KindUnavailable:         engine.CodeServiceUnavailable,
-	storage.KindSnapshotExpired:     engine.CodeInternal,
-	storage.KindUnsupported:         engine.CodeValidation,
-	storage.KindSchema:              engine.CodeServiceUnavailable,
-	// The engine recomputes a write refused as computed from a stale table
-	// description; one still refused after its attempts is retryable.
-	storage.KindTableVersion: engine.CodeServiceUnavailable,
-}
-
 // errorBody is the wire error document.
 type errorBody struct {
 	Type                string                      `json:"__type"`
@@ -87,9 +67,9 @@ type errorBody struct {
 // mapError turns any error into its wire status and body. internal is true
 // when the cause must be logged and hidden from the client.
 func mapError(err error) (status int, body errorBody, internal bool) {
+	err = engine.FromStorage(err)
 	var ee *engine.Error
 	var ae *attr.Error
-	var se *storage.Error
 	var syn *json.SyntaxError
 	var ute *json.UnmarshalTypeError
 	switch {
@@ -117,35 +97,6 @@ func mapError(err error) (status int, body errorBody, internal bool) {
 			msg = "Unexpected value type for member " + ute.Field + ": expected " + ute.Type.String() + ", got " + ute.Value
 		}
 		return w.status, errorBody{Type: w.prefix + string(engine.CodeSerialization), Message: msg}, false
-	case errors.As(err, &se):
-		code, ok := storageKindCodes[se.Kind]
-		if !ok {
-			code = engine.CodeInternal
-		}
-		w := errorTable[code]
-		msg := se.Message
-		internal = code == engine.CodeInternal
-		if internal {
-			msg = "Internal server error"
-		}
-		switch se.Kind {
-		case storage.KindUnavailable:
-			// The backend's own words (which operation, pool bounds); the
-			// driver's cause goes to the server log only.
-			what := "unavailable"
-			var ne net.Error
-			if errors.As(se.Cause, &ne) {
-				what = "unreachable" // the connection failed: down, refused, timed out
-			}
-			msg = "Storage backend " + what + ": " + se.Message + " (retryable; the server log has the cause under this request id)"
-		case storage.KindSchema:
-			msg = "Storage schema not ready: " + se.Message
-		case storage.KindTableVersion:
-			// Every retry met a description changed again by another
-			// server: the client retries.
-			msg = "The table's description kept changing while the write was computed; retry"
-		}
-		return w.status, errorBody{Type: w.prefix + string(code), Message: msg}, internal
 	}
 	w := errorTable[engine.CodeInternal]
 	return w.status, errorBody{Type: w.prefix + string(engine.CodeInternal), Message: "Internal server error"}, true

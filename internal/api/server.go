@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -46,6 +45,9 @@ type Options struct {
 	// Auth verifies request signatures; nil accepts every request as
 	// DefaultAccount.
 	Auth *Authenticator
+	// Limits bound the memory and time each request may hold (see
+	// limits.go); zero fields take the defaults.
+	Limits Limits
 }
 
 type handlerFunc func(ctx context.Context, account string, body []byte) (any, error)
@@ -61,6 +63,8 @@ type Server struct {
 	metrics *metrics
 	bufs    sync.Pool // *bytes.Buffer for request bodies and encoding
 	outBufs sync.Pool // *[]byte for responses that append their JSON
+	limits  Limits
+	budget  *budget
 }
 
 // decode decodes a request body; an empty body is an empty object. The
@@ -83,13 +87,17 @@ func op[In any, Out any](fn func(context.Context, string, *In) (Out, error)) han
 		if err := decode(body, &in); err != nil {
 			return nil, err
 		}
+		if err := reserveDecoded(ctx, &in); err != nil {
+			return nil, err
+		}
 		return fn(ctx, account, &in)
 	}
 }
 
 // New builds the server's handler.
 func New(eng *engine.Engine, opt Options) *Server {
-	s := &Server{eng: eng, log: opt.Logger, ready: opt.Ready, auth: opt.Auth}
+	s := &Server{eng: eng, log: opt.Logger, ready: opt.Ready, auth: opt.Auth, limits: opt.Limits.withDefaults()}
+	s.budget = newBudget(s.limits.MaxInflightBodyBytes)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +138,8 @@ func New(eng *engine.Engine, opt Options) *Server {
 	}
 	s.metrics = newMetrics(opt.Registry)
 	r := mux.NewRouter()
+	// A DynamoDB client may send any path ("//" included): no redirects.
+	r.SkipClean(true)
 	r.HandleFunc("/health", s.health).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/ready", s.readyHandler).Methods(http.MethodGet, http.MethodHead)
 	if opt.Gatherer != nil {
@@ -174,6 +184,7 @@ func (s *Server) writeRaw(w http.ResponseWriter, requestID string, status int, b
 	h.Set("x-amzn-RequestId", requestID)
 	h.Set("x-amz-crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	s.armWrite(w)
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -201,35 +212,55 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		st, body := protocolError(codeUnknownOperation, unknownOperationMessage(r.Method, target))
 		s.metrics.observe("unknown", codeUnknownOperation, start)
+		s.abandonBody(w, r)
 		s.writeError(w, id, st, body)
 		return
 	}
-	buf := s.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer s.bufs.Put(buf)
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, MaxBodyBytes+1))
+	// Everything the headers can prove is checked before the body is
+	// read, so an unsigned client cannot make the server hold its body.
+	sc, aerr := s.auth.CheckHeaders(r)
+	if aerr != nil {
+		ae := aerr.(*authError)
+		s.metrics.observe(opName, ae.code, start)
+		s.abandonBody(w, r)
+		s.writeError(w, id, http.StatusBadRequest, errorBody{Type: prefixService + ae.code, Message: ae.msg})
+		return
+	}
+	res := &reservation{b: s.budget}
+	defer res.done()
+	reply, ok := replyReserve[opName]
+	if !ok {
+		reply = defaultReplyReserve
+	}
+	stopRead := s.armBodyRead(w)
+	body, releaseBody, err := s.readBody(r, res, reply)
+	stopRead(err == nil)
+	defer func() { releaseBody() }() // the variable: it is replaced once the body is decoded
 	if err != nil {
-		st, body := protocolError("SerializationException", "Unable to read request body")
-		s.writeError(w, id, st, body)
+		s.abandonBody(w, r)
+		s.bodyReadError(w, id, opName, err, start)
 		return
 	}
-	if buf.Len() > MaxBodyBytes {
-		st, body := protocolError(codeTooLarge, "Request payload size exceeds the limit of 16 MB")
-		s.metrics.observe(opName, codeTooLarge, start)
-		w.Header().Set("Connection", "close")
-		s.writeError(w, id, st, body)
-		return
-	}
-	account, aerr := s.auth.Authenticate(r, buf.Bytes())
+	account, aerr := sc.VerifyBody(r, body)
 	if aerr != nil {
 		ae := aerr.(*authError)
 		s.metrics.observe(opName, ae.code, start)
 		s.writeError(w, id, http.StatusBadRequest, errorBody{Type: prefixService + ae.code, Message: ae.msg})
 		return
 	}
-	noteRequest(r.Context(), account, buf.Bytes()) // request log (requestlog.go)
+	noteRequest(r.Context(), account, body) // request log (requestlog.go)
 	ctx := context.WithValue(r.Context(), hostKey{}, r.Host)
-	out, err := s.call(ctx, handler, account, buf.Bytes())
+	ctx = context.WithValue(ctx, budgetKey{}, &decodedBudget{res: res, wait: s.limits.InflightWait})
+	out, err := s.call(ctx, handler, account, body)
+	// The body is decoded: its buffer and reservation are no longer needed.
+	releaseBody()
+	releaseBody = func() {}
+	body = nil
+	res.set(reply)
+	if errors.Is(err, errThrottled) {
+		s.bodyReadError(w, id, opName, err, start)
+		return
+	}
 	if err != nil {
 		st, body, internal := mapError(err)
 		if internal {
@@ -243,12 +274,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	enc := s.bufs.Get().(*bytes.Buffer)
 	enc.Reset()
-	defer s.bufs.Put(enc)
+	defer s.putBuf(enc)
 	var b []byte
-	if a, ok := out.(engine.Appender); ok {
+	if lb, ok, lerr := appendReply(nil, out); ok {
+		b, err = lb, lerr
+	} else if a, ok := out.(engine.Appender); ok {
 		bp := s.outBufs.Get().(*[]byte)
 		defer func() {
-			if cap(b) <= 1<<20 {
+			if cap(b) <= poolableBytes {
 				*bp = b[:0]
 			}
 			s.outBufs.Put(bp)
@@ -266,6 +299,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, id, st, body)
 		return
 	}
+	// Only the encoded response is held while the client takes it.
+	out = nil
+	res.set(int64(len(b)))
 	s.metrics.observe(opName, "", start)
 	s.writeRaw(w, id, http.StatusOK, b)
 }

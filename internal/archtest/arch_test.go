@@ -20,9 +20,10 @@ const mod = "github.com/extenddb/extenddb/"
 // import. Keep it in step with the dependency picture in
 // docs/architecture.md.
 var allowed = map[string][]string{
+	"cmd/benchfloor":     {},
 	"cmd/extenddb":       {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
-	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
-	"internal/api":       {"internal/attr", "internal/engine", "internal/storage"},
+	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/memory", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/api":       {"internal/attr", "internal/engine"},
 	"internal/engine":    {"internal/attr", "internal/expr", "internal/storage"},
 	"internal/expr":      {"internal/attr"},
 	"internal/attr":      {},
@@ -36,7 +37,8 @@ var allowed = map[string][]string{
 	"internal/storage/storagetest": {"internal/attr", "internal/storage"},
 	"internal/storage/sqlite":      {"internal/storage", "migrations"},
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
-	"migrations":                   {"internal/storage"},
+	"internal/storage/memory":      {"internal/storage"},
+	"migrations":                   {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
@@ -48,6 +50,7 @@ var allowed = map[string][]string{
 	"internal/store/internal/s3test": {"internal/store"},
 	"internal/backup":                {"internal/attr", "internal/format", "internal/storage", "internal/store"},
 	"tests/sdk":                      {},
+	"tests/abuse":                    {},
 
 	// The wire suite's in-memory S3 server (test-only command).
 	"internal/store/internal/s3test/fakes3": {},
@@ -58,9 +61,8 @@ var allowed = map[string][]string{
 // real storage under engine and api tests (PostgreSQL for the engine's
 // multi-server tests: several servers on one database).
 var testSupport = []string{
-	"internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
+	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
-	"internal/storage/postgres",
 	"internal/config", "internal/server",
 }
 

@@ -85,6 +85,9 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "PutItem":
 		f.written.Add(1)
 		reply(200, map[string]any{})
+	case "TransactWriteItems":
+		f.written.Add(int64(len(in["TransactItems"].([]any))))
+		reply(200, map[string]any{})
 	case "GetItem":
 		if n := f.gets.Add(1); f.throttleMod > 0 && n%f.throttleMod == 0 {
 			fail("com.amazonaws.dynamodb.v20120810#ThrottlingException")
@@ -194,6 +197,26 @@ func TestRunBatchPreloadQueryAndKeep(t *testing.T) {
 	}
 	if f.calls["PutItem"] != 0 {
 		t.Errorf("PutItem used with BatchWriteItem available")
+	}
+}
+
+// TestRunMixedAndTransact: mixed reads and writes half and half; transact
+// writes 4 items per TransactWriteItems.
+func TestRunMixedAndTransact(t *testing.T) {
+	f := &fakeServer{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	opt := quickOptions(srv.URL)
+	opt.Workloads = []string{WorkloadMixed, WorkloadTransact}
+	res, err := Run(context.Background(), opt, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Ops == 0 || res[0].Errors != 0 || res[1].Items != 4*res[1].Ops || res[1].Ops == 0 || res[1].Errors != 0 {
+		t.Fatalf("results %+v", res)
+	}
+	if f.calls["GetItem"] == 0 || f.calls["PutItem"] == 0 || f.calls["TransactWriteItems"] == 0 {
+		t.Fatalf("calls %v", f.calls)
 	}
 }
 

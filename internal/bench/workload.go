@@ -19,13 +19,16 @@ const (
 	WorkloadQuery      = "query"
 	WorkloadBatchWrite = "batchwrite"
 	WorkloadGSIQuery   = "gsi-query"
+	WorkloadMixed      = "mixed"
+	WorkloadTransact   = "transact"
 )
 
 // DefaultWorkloads are run when Options.Workloads is empty.
 var DefaultWorkloads = []string{WorkloadPutItem, WorkloadGetItem, WorkloadUpdateItem, WorkloadQuery}
 
 // AllWorkloads lists every workload in its canonical order.
-var AllWorkloads = []string{WorkloadPutItem, WorkloadGetItem, WorkloadUpdateItem, WorkloadQuery, WorkloadBatchWrite, WorkloadGSIQuery}
+var AllWorkloads = []string{WorkloadPutItem, WorkloadGetItem, WorkloadUpdateItem, WorkloadQuery, WorkloadBatchWrite, WorkloadGSIQuery,
+	WorkloadMixed, WorkloadTransact}
 
 // Table layout. Every table has a string partition key pk, a string sort key
 // sk and one GSI (gsi1: gpk/gsk, projection ALL). Preloaded items carry the
@@ -45,6 +48,7 @@ const (
 	itemsPerPartition = 100
 	queryLimit        = 25
 	batchSize         = 25
+	transactSize      = 4
 )
 
 type workload struct {
@@ -85,6 +89,16 @@ var workloads = map[string]workload{
 		name: WorkloadGSIQuery, preload: true, itemsPerOp: queryLimit,
 		description: "Query Limit 25 on gsi1, a random preloaded 100-item GSI partition",
 		op:          opGSIQuery,
+	},
+	WorkloadMixed: {
+		name: WorkloadMixed, preload: true, itemsPerOp: 1,
+		description: "50% GetItem of a random preloaded item, 50% PutItem of a new ItemSize item",
+		op:          opMixed,
+	},
+	WorkloadTransact: {
+		name: WorkloadTransact, itemsPerOp: transactSize,
+		description: "TransactWriteItems of 4 new ItemSize items (each put conditional on its absence)",
+		op:          opTransact,
 	},
 }
 
@@ -259,4 +273,27 @@ func opBatchWrite(ctx context.Context, w *worker) (int, string, error) {
 		return 0, "", err
 	}
 	return batchSize - len(out.UnprocessedItems[*w.table]), "", nil
+}
+
+// opMixed alternates reads and writes at random, half and half.
+func opMixed(ctx context.Context, w *worker) (int, string, error) {
+	if w.rng.IntN(2) == 0 {
+		return opGetItem(ctx, w)
+	}
+	return opPutItem(ctx, w)
+}
+
+var absent = aws.String("attribute_not_exists(" + attrPK + ")")
+
+// opTransact writes 4 new items in one TransactWriteItems, each put
+// conditional on the item being absent (the conditions always hold).
+func opTransact(ctx context.Context, w *worker) (int, string, error) {
+	items := make([]types.TransactWriteItem, transactSize)
+	for i := range items {
+		items[i] = types.TransactWriteItem{Put: &types.Put{TableName: w.table, Item: w.newItem('t'), ConditionExpression: absent}}
+	}
+	if _, err := w.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+		return 0, "", err
+	}
+	return transactSize, "", nil
 }

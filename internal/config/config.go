@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -88,6 +89,22 @@ type Server struct {
 	// request signatures are not verified yet (every request is accepted
 	// as the default account). Off by default.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// BodyReadTimeout bounds how long a client may take to send a
+	// request's body once its headers are read.
+	BodyReadTimeout Duration `toml:"body_read_timeout"`
+	// WriteTimeout bounds how long a client may take to read a response.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout closes kept-alive connections idle for this long.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxInflightBodyBytes bounds the request and response bodies held
+	// in memory at once, server-wide.
+	MaxInflightBodyBytes int64 `toml:"max_inflight_body_bytes"`
+	// InflightWait is how long a request waits for room in that bound
+	// before it is answered ThrottlingException.
+	InflightWait Duration `toml:"inflight_wait"`
 	// CORSAllowedOrigins are the browser origins allowed to call the API
 	// ("https://app.example.com", or "*" for every origin). Unset: every
 	// origin on the loopback development default (no auth.keys), none
@@ -109,34 +126,40 @@ func (c *Config) CORSOrigins() []string {
 
 // Storage selects and configures the backend.
 type Storage struct {
-	// Backend is "sqlite" (more to come).
+	// Backend names the storage driver (internal/server/drivers.go).
 	Backend string `toml:"backend"`
-	// DataDir holds the SQLite database file.
+	// DataDir holds the files of embedded backends.
 	DataDir string `toml:"data_dir"`
-	// Memory keeps SQLite data in a temporary file removed at exit.
+	// Memory keeps no data after exit: the native in-memory backend
+	// (storage.memory_engine = "native", the default) or the configured
+	// backend's own memory mode ("sqlite": SQLite in a temporary file
+	// removed at exit).
 	Memory bool `toml:"memory"`
-	// SQLite tunes the embedded backend.
-	SQLite SQLite `toml:"sqlite"`
-	// Postgres configures the PostgreSQL backend.
-	Postgres Postgres `toml:"postgres"`
+	// MemoryEngine chooses what Memory runs on: "native" or "sqlite".
+	MemoryEngine string `toml:"memory_engine"`
+	// Sections are the backends' own sections, [storage.<name>], each of
+	// the type its driver declares (storage.Driver.NewConfig), decoded
+	// strictly by Load.
+	Sections map[string]any `toml:"-"`
 }
 
-// SQLite tunes the embedded backend.
-type SQLite struct {
-	// ItemCacheMB bounds the in-memory item cache (0 disables it).
-	ItemCacheMB int `toml:"item_cache_mb"`
-	// WALLimitMB is the write-ahead log size at which the writer
-	// checkpoints and empties it (at least 1).
-	WALLimitMB int `toml:"wal_limit_mb"`
-}
+// The engines of storage.memory.
+const (
+	// MemoryNative is the in-memory backend (the "memory" driver,
+	// internal/storage/memory).
+	MemoryNative = "native"
+	// MemorySQLite is the configured backend's own memory mode: for
+	// SQLite, a database in a temporary file removed at exit.
+	MemorySQLite = "sqlite"
+)
 
-// Postgres configures the PostgreSQL backend.
-type Postgres struct {
-	// DSN is a postgres:// URL or a libpq connection string.
-	DSN string `toml:"dsn"`
-	// MaxConns bounds the connection pool (0: the driver's default).
-	MaxConns int `toml:"max_conns"`
-}
+// Section returns a backend's section, nil when it has none.
+func (s *Storage) Section(name string) any { return s.Sections[name] }
+
+// SectionTypes declares the backends' sections: name -> a function
+// returning the section with its defaults (a pointer to a struct with toml
+// tags). The server's driver table provides it.
+type SectionTypes map[string]func() any
 
 // Log configures logging.
 type Log struct {
@@ -168,8 +191,11 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 // Default returns the built-in defaults.
 func Default() Config {
 	return Config{
-		Server:  Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second}},
-		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", SQLite: SQLite{ItemCacheMB: 32, WALLimitMB: 32}},
+		Server: Server{Listen: "127.0.0.1:8000", Region: "us-east-1", ShutdownTimeout: Duration{30 * time.Second},
+			ReadHeaderTimeout: Duration{10 * time.Second}, BodyReadTimeout: Duration{30 * time.Second},
+			WriteTimeout: Duration{30 * time.Second}, IdleTimeout: Duration{120 * time.Second},
+			MaxInflightBodyBytes: 128 << 20, InflightWait: Duration{time.Second}},
+		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", MemoryEngine: MemoryNative},
 		Log:     Log{Level: "info", Format: "text", SlowRequestThreshold: Duration{time.Second}},
 	}
 }
@@ -179,15 +205,17 @@ const EnvPrefix = "EXTENDDB__"
 
 // Load builds the configuration from defaults, the file at path (skipped
 // when path is empty) and the environment (environ as os.Environ gives it).
-func Load(path string, environ []string) (Config, error) {
+// sections declares the backends' sections; a [storage.<name>] section of
+// a backend not declared is an unknown key.
+func Load(path string, environ []string, sections SectionTypes) (Config, error) {
 	c := Default()
+	c.Storage.Sections = map[string]any{}
+	for name, mk := range sections {
+		c.Storage.Sections[name] = mk()
+	}
 	if path != "" {
-		md, err := toml.DecodeFile(path, &c)
-		if err != nil {
-			return c, fmt.Errorf("config %s: %w", path, err)
-		}
-		if und := md.Undecoded(); len(und) > 0 {
-			return c, fmt.Errorf("config %s: unknown key %q", path, und[0].String())
+		if err := c.decodeFile(path); err != nil {
+			return c, err
 		}
 	}
 	if err := applyEnv(&c, environ); err != nil {
@@ -196,8 +224,52 @@ func Load(path string, environ []string) (Config, error) {
 	return c, c.Validate()
 }
 
+// decodeFile decodes the TOML file: the sections of this package's types,
+// then each backend's section into its driver's type. Every key must be
+// decoded by one of them.
+func (c *Config) decodeFile(path string) error {
+	md, err := toml.DecodeFile(path, c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	var raw struct {
+		Storage map[string]toml.Primitive `toml:"storage"`
+	}
+	md2, err := toml.DecodeFile(path, &raw)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	for name, sec := range c.Storage.Sections {
+		if p, ok := raw.Storage[name]; ok {
+			if err := md2.PrimitiveDecode(p, sec); err != nil {
+				return fmt.Errorf("config %s: storage.%s: %w", path, name, err)
+			}
+		}
+	}
+	for _, k := range md.Undecoded() {
+		if len(k) >= 2 && k[0] == "storage" && c.Storage.Sections[k[1]] != nil {
+			continue // a backend's section: checked below
+		}
+		return fmt.Errorf("config %s: unknown key %q", path, k.String())
+	}
+	for _, k := range md2.Undecoded() {
+		if len(k) >= 3 && k[0] == "storage" && c.Storage.Sections[k[1]] != nil {
+			return fmt.Errorf("config %s: unknown key %q", path, k.String())
+		}
+	}
+	return nil
+}
+
 // LoadDefault loads from path and the process environment.
-func LoadDefault(path string) (Config, error) { return Load(path, os.Environ()) }
+func LoadDefault(path string, sections SectionTypes) (Config, error) {
+	return Load(path, os.Environ(), sections)
+}
+
+// Set sets one key ("storage.postgres.dsn", "server.listen") from its text,
+// as an environment override would; command-line flags use it.
+func (c *Config) Set(key, val string) error {
+	return c.setPath(strings.Split(key, "."), val, key)
+}
 
 // Validate checks values; errors name the key.
 func (c *Config) Validate() error {
@@ -207,6 +279,18 @@ func (c *Config) Validate() error {
 	if !IsLoopback(c.Server.Listen) && len(c.Auth.Keys) == 0 && !c.Server.AllowUnauthenticated {
 		return fmt.Errorf("config: server.listen %q is not a loopback address and no [[auth.keys]] are configured: "+
 			"add access keys (extenddb init --generate-key), listen on 127.0.0.1, or set server.allow_unauthenticated = true", c.Server.Listen)
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"read_header_timeout", c.Server.ReadHeaderTimeout}, {"body_read_timeout", c.Server.BodyReadTimeout},
+		{"write_timeout", c.Server.WriteTimeout}, {"idle_timeout", c.Server.IdleTimeout}, {"inflight_wait", c.Server.InflightWait}} {
+		if d.v.Duration <= 0 {
+			return fmt.Errorf("config: server.%s must be a positive duration", d.key)
+		}
+	}
+	if c.Server.MaxInflightBodyBytes < 1<<20 {
+		return fmt.Errorf("config: server.max_inflight_body_bytes must be at least 1048576 (1 MiB)")
 	}
 	if (c.Server.TLSCertFile == "") != (c.Server.TLSKeyFile == "") {
 		return errors.New("config: server.tls_cert_file and server.tls_key_file must be set together")
@@ -265,23 +349,26 @@ func (c *Config) Validate() error {
 		}
 		seen[k.AccessKeyID] = true
 	}
-	switch c.Storage.Backend {
-	case "sqlite":
-		if c.Storage.SQLite.ItemCacheMB < 0 {
-			return fmt.Errorf("config: storage.sqlite.item_cache_mb must not be negative")
-		}
-		if c.Storage.SQLite.WALLimitMB < 1 {
-			return fmt.Errorf("config: storage.sqlite.wal_limit_mb must be at least 1")
-		}
-	case "postgres":
-		if c.Storage.Postgres.DSN == "" {
-			return errors.New("config: storage.postgres.dsn is required when storage.backend is \"postgres\"")
-		}
-		if c.Storage.Postgres.MaxConns < 0 {
-			return errors.New("config: storage.postgres.max_conns must not be negative")
-		}
+	switch c.Storage.MemoryEngine {
+	case "", MemoryNative, MemorySQLite: // "": the default, native
 	default:
-		return fmt.Errorf("config: storage.backend %q is not supported (supported: sqlite, postgres)", c.Storage.Backend)
+		return fmt.Errorf("config: storage.memory_engine %q must be %q or %q", c.Storage.MemoryEngine, MemoryNative, MemorySQLite)
+	}
+	if len(c.Storage.Sections) > 0 {
+		sec, ok := c.Storage.Sections[c.Storage.Backend]
+		if !ok {
+			names := make([]string, 0, len(c.Storage.Sections))
+			for n := range c.Storage.Sections {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("config: storage.backend %q is not supported (supported: %s)", c.Storage.Backend, strings.Join(names, ", "))
+		}
+		if v, ok := sec.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("config: storage.%s.%w", c.Storage.Backend, err)
+			}
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -308,11 +395,25 @@ func applyEnv(c *Config, environ []string) error {
 		}
 		name, val := kv[:eq], kv[eq+1:]
 		path := strings.Split(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "__")
-		if err := setPath(reflect.ValueOf(c).Elem(), path, val, strings.Join(path, ".")); err != nil {
+		if err := c.setPath(path, val, strings.Join(path, ".")); err != nil {
 			return fmt.Errorf("environment %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// setPath sets a key of this package's sections or of a backend's section.
+func (c *Config) setPath(path []string, val, full string) error {
+	if len(path) >= 3 && path[0] == "storage" {
+		if sec, ok := c.Storage.Sections[path[1]]; ok {
+			v := reflect.ValueOf(sec)
+			if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+				return fmt.Errorf("unknown key %q", full)
+			}
+			return setPath(v.Elem(), path[2:], val, full)
+		}
+	}
+	return setPath(reflect.ValueOf(c).Elem(), path, val, full)
 }
 
 var textUnmarshaler = reflect.TypeOf((*interface{ UnmarshalText([]byte) error })(nil)).Elem()

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ func TestLoadFileEnvAndUnknownKeys(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[server]\nlisten = \"127.0.0.1:9000\"\nshutdown_timeout = \"5s\"\n[storage]\nmemory = true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(p, []string{"EXTENDDB__SERVER__REGION=eu-west-1", "EXTENDDB__LOG__LEVEL=debug", "OTHER=1"})
+	c, err := Load(p, []string{"EXTENDDB__SERVER__REGION=eu-west-1", "EXTENDDB__LOG__LEVEL=debug", "OTHER=1"}, testSections)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,36 +25,36 @@ func TestLoadFileEnvAndUnknownKeys(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[server]\nlisten_addr = \"x\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(p, nil); err == nil || !strings.Contains(err.Error(), "server.listen_addr") {
+	if _, err := Load(p, nil, testSections); err == nil || !strings.Contains(err.Error(), "server.listen_addr") {
 		t.Fatalf("unknown file key: %v", err)
 	}
-	if _, err := Load("", []string{"EXTENDDB__SERVER__NOPE=1"}); err == nil || !strings.Contains(err.Error(), "server.nope") {
+	if _, err := Load("", []string{"EXTENDDB__SERVER__NOPE=1"}, testSections); err == nil || !strings.Contains(err.Error(), "server.nope") {
 		t.Fatalf("unknown env key: %v", err)
 	}
-	if _, err := Load("", []string{"EXTENDDB__STORAGE__BACKEND=oracle"}); err == nil || !strings.Contains(err.Error(), "storage.backend") {
+	if _, err := Load("", []string{"EXTENDDB__STORAGE__BACKEND=oracle"}, testSections); err == nil || !strings.Contains(err.Error(), "storage.backend") {
 		t.Fatalf("bad backend: %v", err)
 	}
 }
 
 func TestSQLiteWALLimit(t *testing.T) {
-	c, err := Load("", nil)
-	if err != nil || c.Storage.SQLite.WALLimitMB != 32 {
-		t.Fatalf("default wal_limit_mb: %d %v", c.Storage.SQLite.WALLimitMB, err)
+	c, err := Load("", nil, testSections)
+	if err != nil || c.Storage.Section("sqlite").(*testSQLite).WALLimitMB != 32 {
+		t.Fatalf("default wal_limit_mb: %d %v", c.Storage.Section("sqlite").(*testSQLite).WALLimitMB, err)
 	}
-	c, err = Load("", []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=8"})
-	if err != nil || c.Storage.SQLite.WALLimitMB != 8 {
-		t.Fatalf("wal_limit_mb from env: %d %v", c.Storage.SQLite.WALLimitMB, err)
+	c, err = Load("", []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=8"}, testSections)
+	if err != nil || c.Storage.Section("sqlite").(*testSQLite).WALLimitMB != 8 {
+		t.Fatalf("wal_limit_mb from env: %d %v", c.Storage.Section("sqlite").(*testSQLite).WALLimitMB, err)
 	}
-	if _, err := Load("", []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=0"}); err == nil || !strings.Contains(err.Error(), "storage.sqlite.wal_limit_mb") {
+	if _, err := Load("", []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=0"}, testSections); err == nil || !strings.Contains(err.Error(), "storage.sqlite.wal_limit_mb") {
 		t.Fatalf("wal_limit_mb 0 accepted: %v", err)
 	}
 }
 
 func TestNonLoopbackNeedsExplicitOptIn(t *testing.T) {
-	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000"}); err == nil || !strings.Contains(err.Error(), "allow_unauthenticated") {
+	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000"}, testSections); err == nil || !strings.Contains(err.Error(), "allow_unauthenticated") {
 		t.Fatalf("0.0.0.0 accepted without opt-in: %v", err)
 	}
-	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000", "EXTENDDB__SERVER__ALLOW_UNAUTHENTICATED=true"}); err != nil {
+	if _, err := Load("", []string{"EXTENDDB__SERVER__LISTEN=0.0.0.0:8000", "EXTENDDB__SERVER__ALLOW_UNAUTHENTICATED=true"}, testSections); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []string{"127.0.0.1:8000", "localhost:1", "[::1]:8000", "127.0.0.1:0"} {
@@ -74,14 +75,120 @@ func TestBackupStoreSection(t *testing.T) {
 	if err := os.WriteFile(p, []byte("[backup.store]\nkind = \"filesystem\"\nroot = \"/var/backups/extenddb\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(p, nil)
+	c, err := Load(p, nil, testSections)
 	if err != nil || c.Backup.Store.Kind != "filesystem" || c.Backup.Store.Root != "/var/backups/extenddb" {
 		t.Fatalf("%+v %v", c.Backup, err)
 	}
-	if _, err := Load(p, []string{"EXTENDDB__BACKUP__STORE__ROOT=relative"}); err == nil || !strings.Contains(err.Error(), "backup.store.root") {
+	if _, err := Load(p, []string{"EXTENDDB__BACKUP__STORE__ROOT=relative"}, testSections); err == nil || !strings.Contains(err.Error(), "backup.store.root") {
 		t.Fatalf("relative root: %v", err)
 	}
-	if _, err := Load("", []string{"EXTENDDB__BACKUP__STORE__KIND=s3"}); err == nil || !strings.Contains(err.Error(), "backup.store.bucket") {
+	if _, err := Load("", []string{"EXTENDDB__BACKUP__STORE__KIND=s3"}, testSections); err == nil || !strings.Contains(err.Error(), "backup.store.bucket") {
 		t.Fatalf("s3 without bucket: %v", err)
+	}
+}
+
+func TestConnectionBudgetKeys(t *testing.T) {
+	c, err := Load("", nil, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.ReadHeaderTimeout.Duration != 10*time.Second || c.Server.BodyReadTimeout.Duration != 30*time.Second ||
+		c.Server.WriteTimeout.Duration != 30*time.Second || c.Server.IdleTimeout.Duration != 120*time.Second ||
+		c.Server.MaxInflightBodyBytes != 128<<20 || c.Server.InflightWait.Duration != time.Second {
+		t.Fatalf("defaults: %+v", c.Server)
+	}
+	p := filepath.Join(t.TempDir(), "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[server]\nbody_read_timeout = \"3s\"\nmax_inflight_body_bytes = 67108864\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(p, []string{"EXTENDDB__SERVER__WRITE_TIMEOUT=4s", "EXTENDDB__SERVER__INFLIGHT_WAIT=250ms"}, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.BodyReadTimeout.Duration != 3*time.Second || c.Server.MaxInflightBodyBytes != 64<<20 ||
+		c.Server.WriteTimeout.Duration != 4*time.Second || c.Server.InflightWait.Duration != 250*time.Millisecond {
+		t.Fatalf("file and env: %+v", c.Server)
+	}
+	for env, key := range map[string]string{
+		"EXTENDDB__SERVER__MAX_INFLIGHT_BODY_BYTES=1000": "server.max_inflight_body_bytes",
+		"EXTENDDB__SERVER__BODY_READ_TIMEOUT=0s":         "server.body_read_timeout",
+		"EXTENDDB__SERVER__READ_HEADER_TIMEOUT=-1s":      "server.read_header_timeout",
+	} {
+		if _, err := Load("", []string{env}, testSections); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", env, err)
+		}
+	}
+}
+
+// testSQLite stands for a backend's section, declared by its driver.
+type testSQLite struct {
+	ItemCacheMB int `toml:"item_cache_mb"`
+	WALLimitMB  int `toml:"wal_limit_mb"`
+}
+
+func (c *testSQLite) Validate() error {
+	if c.WALLimitMB < 1 {
+		return errors.New("wal_limit_mb must be at least 1")
+	}
+	return nil
+}
+
+var testSections = SectionTypes{
+	"sqlite": func() any { return &testSQLite{ItemCacheMB: 32, WALLimitMB: 32} },
+	"postgres": func() any {
+		return &struct {
+			DSN string `toml:"dsn"`
+		}{}
+	},
+}
+
+// TestBackendSections: a backend's section is decoded into its driver's
+// type, strictly; its keys come from the file and the environment.
+func TestBackendSections(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[storage.sqlite]\nitem_cache_mb = 7\n[storage.postgres]\ndsn = \"postgres://x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p, []string{"EXTENDDB__STORAGE__SQLITE__WAL_LIMIT_MB=9"}, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Storage.Section("sqlite").(*testSQLite); s.ItemCacheMB != 7 || s.WALLimitMB != 9 {
+		t.Fatalf("sqlite section %+v", s)
+	}
+	if err := os.WriteFile(p, []byte("[storage.sqlite]\nitem_cache = 7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p, nil, testSections); err == nil || !strings.Contains(err.Error(), "storage.sqlite.item_cache") {
+		t.Fatalf("unknown key in a backend section: %v", err)
+	}
+	if err := os.WriteFile(p, []byte("[storage.oracle]\nx = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p, nil, testSections); err == nil || !strings.Contains(err.Error(), "storage.oracle") {
+		t.Fatalf("section of an unknown backend: %v", err)
+	}
+	c = Default()
+	c.Storage.Sections = map[string]any{"sqlite": &testSQLite{WALLimitMB: 1}}
+	if err := c.Set("storage.sqlite.item_cache_mb", "3"); err != nil || c.Storage.Section("sqlite").(*testSQLite).ItemCacheMB != 3 {
+		t.Fatalf("Set: %v", err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__STORAGE__BACKEND=oracle"}, testSections); err == nil || !strings.Contains(err.Error(), "supported: postgres, sqlite") {
+		t.Fatalf("unknown backend: %v", err)
+	}
+}
+
+func TestMemoryEngine(t *testing.T) {
+	c, err := Load("", nil, testSections)
+	if err != nil || c.Storage.MemoryEngine != MemoryNative {
+		t.Fatalf("default memory engine %q %v", c.Storage.MemoryEngine, err)
+	}
+	c, err = Load("", []string{"EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite"}, testSections)
+	if err != nil || c.Storage.MemoryEngine != MemorySQLite {
+		t.Fatalf("env memory engine %q %v", c.Storage.MemoryEngine, err)
+	}
+	_, err = Load("", []string{"EXTENDDB__STORAGE__MEMORY_ENGINE=btree"}, testSections)
+	if err == nil || !strings.Contains(err.Error(), "storage.memory_engine") {
+		t.Fatalf("bad memory engine: %v", err)
 	}
 }

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/extenddb/extenddb/internal/attr"
@@ -184,13 +187,10 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	}
 	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			for name := range in.RequestItems {
-				e.tables.drop(account, name)
-			}
-			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		if e.missing(err, account, slices.Collect(maps.Keys(in.RequestItems))...) {
+			return nil, notFound("")
 		}
-		if se, ok := err.(*storage.Error); ok && se.Kind == storage.KindTransactionCanceled {
+		if se, ok := errors.AsType[*storage.Error](err); ok && se.Kind == storage.KindTransactionCanceled {
 			for _, r := range se.Reasons {
 				if r != nil {
 					return nil, r
@@ -291,11 +291,8 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 	}
 	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			for _, n := range names {
-				e.tables.drop(account, n)
-			}
-			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		if e.missing(err, account, names...) {
+			return nil, notFound("")
 		}
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/expr"
+	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
@@ -128,5 +129,22 @@ func TestTableCacheSeesRecreatedTable(t *testing.T) {
 	out, err := e.Scan(ctx, acct, &ScanInput{TableName: ptr("cache-t")})
 	if err != nil || out.Count != 0 {
 		t.Fatalf("new incarnation is not empty: %+v %v", out, err)
+	}
+}
+
+// TestEveryStorageKindMapped: every storage kind has its code, and an
+// internal one shows the client nothing of its cause.
+func TestEveryStorageKindMapped(t *testing.T) {
+	for _, k := range storage.Kinds() {
+		if _, ok := storageKindCodes[k]; !ok {
+			t.Errorf("storage kind %s has no code", k)
+		}
+		ee := FromStorage(&storage.Error{Kind: k, Message: "secret", Cause: errors.New("driver")}).(*Error)
+		if ee.Code == CodeInternal && (ee.Message != "Internal server error" || ee.Cause == nil) {
+			t.Errorf("kind %s: %+v", k, ee)
+		}
+	}
+	if err := errors.New("x"); FromStorage(err) != err {
+		t.Error("a non-storage error was changed")
 	}
 }

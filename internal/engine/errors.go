@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // Code is a DynamoDB error name. The api package maps each code to its
@@ -62,9 +65,73 @@ type Error struct {
 	Item attr.Item
 	// Reasons are the CancellationReasons of TransactionCanceledException.
 	Reasons []CancellationReason
+	// Cause is the error behind an internal or unavailable one: logged
+	// under the request id, never sent to the client.
+	Cause error
 }
 
-func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return string(e.Code) + ": " + e.Message + ": " + e.Cause.Error()
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// storageKindCodes maps the storage kinds that leave the engine unchanged
+// (the engine translates the context-dependent ones where they happen).
+var storageKindCodes = map[storage.Kind]Code{
+	storage.KindInternal:            CodeInternal,
+	storage.KindTableNotFound:       CodeResourceNotFound,
+	storage.KindTableExists:         CodeResourceInUse,
+	storage.KindTransactionCanceled: CodeTransactionCanceled,
+	storage.KindTransactionConflict: CodeTransactionConflict,
+	storage.KindLimitExceeded:       CodeLimitExceeded,
+	storage.KindUnavailable:         CodeServiceUnavailable,
+	storage.KindSnapshotExpired:     CodeInternal,
+	storage.KindUnsupported:         CodeValidation,
+	storage.KindSchema:              CodeServiceUnavailable,
+	// The engine recomputes a write refused as computed from a stale table
+	// description; one still refused after its attempts is retryable.
+	storage.KindTableVersion: CodeServiceUnavailable,
+}
+
+// FromStorage translates a storage error into the engine's error, with
+// the message a client may see (the cause is kept for the log); any other
+// error is returned unchanged. The api applies it to every error it
+// answers, so storage kinds are mapped here, once.
+func FromStorage(err error) error {
+	var se *storage.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	code, ok := storageKindCodes[se.Kind]
+	if !ok {
+		code = CodeInternal
+	}
+	msg := se.Message
+	switch se.Kind {
+	case storage.KindUnavailable:
+		// The backend's own words (which operation, pool bounds); the
+		// driver's cause goes to the server log only.
+		what := "unavailable"
+		var ne net.Error
+		if errors.As(se.Cause, &ne) {
+			what = "unreachable" // the connection failed: down, refused, timed out
+		}
+		msg = "Storage backend " + what + ": " + se.Message + " (retryable; the server log has the cause under this request id)"
+	case storage.KindSchema:
+		msg = "Storage schema not ready: " + se.Message
+	case storage.KindTableVersion:
+		// Every retry met a description changed again by another server.
+		msg = "The table's description kept changing while the write was computed; retry"
+	}
+	if code == CodeInternal {
+		msg = "Internal server error"
+	}
+	return &Error{Code: code, Message: msg, Cause: err}
+}
 
 func newErr(code Code, format string, args ...any) *Error {
 	if len(args) == 0 {

@@ -13,7 +13,7 @@ import (
 // description that another server (or this one) has changed since. The
 // engine then reads the description again and recomputes the whole
 // operation from the request, so a write never lands with the index set,
-// key schemas or TTL attribute of an older description. See ADR 0007.
+// key schemas or TTL attribute of an older description. See ADR 0010.
 
 // maxVersionAttempts bounds how often one request is computed: a request
 // refused that many times in a row (each time another UpdateTable

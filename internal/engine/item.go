@@ -198,8 +198,7 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 // the cached table incarnation was deleted meanwhile.
 func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
 	res, err := e.backend.WriteItem(ctx, p)
-	if err != nil && storage.IsKind(err, storage.KindTableNotFound) {
-		e.tables.drop(t.ref.Account, t.ref.Name)
+	if e.missing(err, t.ref.Account, t.ref.Name) {
 		return nil, notFound(t.ref.Name)
 	}
 	return res, err
@@ -260,8 +259,7 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 	}
 	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			e.tables.drop(account, name)
+		if e.missing(err, account, name) {
 			return nil, notFound(name)
 		}
 		return nil, err
@@ -484,7 +482,6 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		}
 	}
 	keyItem := attr.Item(in.Key)
-	var newItem attr.Item
 	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {
@@ -493,7 +490,6 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		if cond != nil && !cond.Eval(old) {
 			return storage.Change{}, ccfError(old, returnOldOnCCF)
 		}
-		newItem = nil
 		base := old
 		if base == nil {
 			base = keyItem.Clone()
@@ -512,15 +508,28 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		if attr.ItemSize(n) > attr.MaxItemSize {
 			return storage.Change{}, errUpdateItemTooLarge
 		}
-		newItem = n
 		raw := attr.EncodeItem(n)
 		return t.putChange(old, n, raw)
 	}})
 	if err != nil {
 		return nil, err
 	}
+	// The write function returns what it decided; the new item is read
+	// back from the applied Change, decoded only when the answer needs it.
+	var newItem attr.Item
+	newSize := 0
+	if res.Change.Op == storage.Put {
+		if in.ReturnValues == "ALL_NEW" || in.ReturnValues == "UPDATED_NEW" {
+			if newItem, err = decodeStored(res.Change.Item); err != nil {
+				return nil, err
+			}
+		}
+		if wantsCapacity(in.ReturnConsumedCapacity) {
+			newSize = int(statsSize(res.Change.Item))
+		}
+	}
 	out := &ItemOutput{}
-	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, attr.ItemSize(newItem), res); err != nil {
+	if out.ConsumedCapacity, err = writeCapacity(in.ReturnConsumedCapacity, t, newSize, res); err != nil {
 		return nil, err
 	}
 	switch in.ReturnValues {

@@ -233,8 +233,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 		}
 		rows, more, err := fetch(ctx, after, want)
 		if err != nil {
-			if storage.IsKind(err, storage.KindTableNotFound) {
-				e.tables.drop(s.t.ref.Account, s.t.ref.Name)
+			if e.missing(err, s.t.ref.Account, s.t.ref.Name) {
 				return nil, notFound(s.t.ref.Name)
 			}
 			return nil, err

@@ -68,33 +68,11 @@ func (e *Engine) forgetStats(id int64) {
 }
 
 // tableStats returns a table's statistics, starting a recomputation when
-// they are stale; nil when none were computed yet.
+// they are stale; nil when none were computed yet (the first request for
+// a table waits up to statsFirstWait).
 func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsResult {
-	c := &e.stats
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[int64]*statsEntry{}
-	}
-	s := c.m[t.ref.ID]
-	if s == nil {
-		s = &statsEntry{}
-		c.m[t.ref.ID] = s
-	}
-	now := time.Now()
-	if s.res != nil && now.Sub(s.at) < max(c.interval, 20*s.cost) {
-		res := s.res
-		c.mu.Unlock()
-		return res
-	}
-	if s.running == nil {
-		done := make(chan struct{})
-		s.running = done
-		s.at = now
-		go e.computeStats(t.ref, s, done)
-	}
-	res, running := s.res, s.running
-	c.mu.Unlock()
-	if res != nil {
+	s, res, running := e.refreshStats(t.ref)
+	if res != nil || running == nil {
 		return res
 	}
 	timer := time.NewTimer(statsFirstWait)
@@ -104,9 +82,71 @@ func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsRe
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	e.stats.mu.Lock()
+	defer e.stats.mu.Unlock()
+	return s.res
+}
+
+// refreshStats returns a table's last statistics and starts their
+// recomputation when they are stale (running is its end, nil when none
+// runs). It never waits.
+func (e *Engine) refreshStats(ref storage.TableRef) (s *statsEntry, res *storage.TableStatsResult, running chan struct{}) {
+	c := &e.stats
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return s.res
+	if c.m == nil {
+		c.m = map[int64]*statsEntry{}
+	}
+	s = c.m[ref.ID]
+	if s == nil {
+		s = &statsEntry{}
+		c.m[ref.ID] = s
+	}
+	now := time.Now()
+	if s.res != nil && now.Sub(s.at) < max(c.interval, 20*s.cost) {
+		return s, s.res, nil
+	}
+	if s.running == nil {
+		done := make(chan struct{})
+		s.running = done
+		s.at = now
+		go e.computeStats(ref, s, done)
+	}
+	return s, s.res, s.running
+}
+
+// TableMetric is one table's statistics for /metrics.
+type TableMetric struct {
+	Account, Table string
+	ItemCount      int64
+	SizeBytes      int64
+}
+
+// TableMetrics lists the statistics of the tables of accounts (the figures
+// DescribeTable reports, refreshed the same way: a scrape starts the
+// recomputation of stale figures and reports the previous ones; a table
+// not counted yet is left out until its first count ends). At most limit
+// tables are listed; truncated tells that more exist.
+func (e *Engine) TableMetrics(ctx context.Context, accounts []string, limit int) (out []TableMetric, truncated bool, err error) {
+	for _, a := range accounts {
+		res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: a})
+		if err != nil {
+			return out, false, err
+		}
+		for _, name := range res.Names {
+			if len(out) >= limit {
+				return out, true, nil
+			}
+			t, err := e.loadTable(ctx, a, name)
+			if err != nil {
+				continue // deleted meanwhile
+			}
+			if _, st, _ := e.refreshStats(t.ref); st != nil {
+				out = append(out, TableMetric{Account: a, Table: name, ItemCount: st.ItemCount, SizeBytes: st.SizeBytes})
+			}
+		}
+	}
+	return out, false, nil
 }
 
 func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan struct{}) {

@@ -197,6 +197,20 @@ func notFound(name string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found")
 }
 
+// missing reports whether err is the backend's "table not found" (the
+// table, or the incarnation a cached description named, is gone); when it
+// is, the cached descriptions of names are forgotten. Every place that
+// meets a missing table answers through it.
+func (e *Engine) missing(err error, account string, names ...string) bool {
+	if !storage.IsKind(err, storage.KindTableNotFound) {
+		return false
+	}
+	for _, n := range names {
+		e.tables.drop(account, n)
+	}
+	return true
+}
+
 // tableNotFound is the table operations' ResourceNotFoundException.
 func tableNotFound(name string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found: Table: %s not found", name)
@@ -222,7 +236,7 @@ func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, e
 	}
 	res, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, notFound(name)
 		}
 		return nil, err
@@ -277,6 +291,37 @@ func epochSeconds(t time.Time) float64 {
 
 // CreateTable creates a table.
 func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTableInput) (*CreateTableOutput, error) {
+	if err := checkCreateTable(in); err != nil {
+		return nil, err
+	}
+	st, err := e.newTable(account, in, e.now())
+	if err != nil {
+		return nil, err
+	}
+	desc := st.Desc
+	name := desc.TableName
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw}); err != nil {
+		if storage.IsKind(err, storage.KindTableExists) {
+			return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
+		}
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	out := desc
+	out.TableStatus = "CREATING"
+	for i := range out.GlobalSecondaryIndexes {
+		out.GlobalSecondaryIndexes[i].IndexStatus = "CREATING"
+	}
+	return &CreateTableOutput{TableDescription: &out}, nil
+}
+
+// checkCreateTable validates the members of a CreateTable request, with
+// the service's "1 validation error detected" wording.
+func checkCreateTable(in *CreateTableInput) error {
 	var c constraintErrors
 	checkTableName(&c, "tableName", in.TableName)
 	if in.KeySchema == nil {
@@ -314,9 +359,13 @@ func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTabl
 	if in.TableClass != "" && in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
 		c.add(in.TableClass, "tableClass", "Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]")
 	}
-	if err := c.err(); err != nil {
-		return nil, err
-	}
+	return c.err()
+}
+
+// newTable builds the stored description of the table a (checked)
+// CreateTable request creates, or the error it answers. It reads and
+// writes nothing.
+func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (*storedTable, error) {
 	name := *in.TableName
 
 	// Attribute definitions.
@@ -335,7 +384,6 @@ func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTabl
 	if billing == "" {
 		billing = "PROVISIONED"
 	}
-	now := e.now()
 	desc := TableDescription{
 		TableName:            name,
 		TableId:              newUUID(),
@@ -452,23 +500,7 @@ func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTabl
 		}
 		st.Tags = in.Tags
 	}
-	raw, err := json.Marshal(&st)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw}); err != nil {
-		if storage.IsKind(err, storage.KindTableExists) {
-			return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
-		}
-		return nil, err
-	}
-	e.tables.drop(account, name)
-	out := desc
-	out.TableStatus = "CREATING"
-	for i := range out.GlobalSecondaryIndexes {
-		out.GlobalSecondaryIndexes[i].IndexStatus = "CREATING"
-	}
-	return &CreateTableOutput{TableDescription: &out}, nil
+	return &st, nil
 }
 
 func ptrFloat(f float64) *float64 { return &f }
@@ -656,7 +688,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err

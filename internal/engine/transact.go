@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -360,13 +361,18 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	}
 	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
 	if err != nil {
+		names := make([]string, len(ops))
+		for i, op := range ops {
+			names[i] = op.t.ref.Name
+		}
+		if e.missing(err, account, names...) {
+			return nil, notFound("")
+		}
 		var se *storage.Error
-		if asStorage(err, &se) {
+		if errors.As(err, &se) {
 			switch se.Kind {
 			case storage.KindTransactionCanceled:
 				return nil, cancellation(se.Reasons)
-			case storage.KindTableNotFound:
-				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
 			case storage.KindTransactionConflict:
 				return nil, newErr(CodeTransactionConflict, "Transaction is ongoing for the item")
 			}
@@ -403,14 +409,6 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 		}
 	}
 	return out, nil
-}
-
-func asStorage(err error, se **storage.Error) bool {
-	x, ok := err.(*storage.Error)
-	if ok {
-		*se = x
-	}
-	return ok
 }
 
 // cancellation builds TransactionCanceledException from per-op errors.
@@ -494,8 +492,8 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	}
 	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			return nil, newErr(CodeResourceNotFound, "Requested resource not found")
+		if e.missing(err, account, tables...) {
+			return nil, notFound("")
 		}
 		return nil, err
 	}

@@ -101,7 +101,7 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 		}
 	}
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err
@@ -196,7 +196,7 @@ func (e *Engine) updateTags(ctx context.Context, account string, arn *string, fn
 		st.Tags = tags
 		return json.Marshal(&st)
 	}})
-	if storage.IsKind(err, storage.KindTableNotFound) {
+	if e.missing(err, account, name) {
 		return newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *arn)
 	}
 	if err == nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -94,14 +95,7 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: Only 1 online index can be created or deleted simultaneously per table")
 	}
 	now := e.now()
-	var backfill string
-	var dropped string
-	createName := ""
-	for _, u := range in.GlobalSecondaryIndexUpdates {
-		if u.Create != nil {
-			createName = u.Create.IndexName
-		}
-	}
+	createName, deleteName := in.indexChanges()
 	var createVersion int64
 	var res *storage.UpdateTableResult
 	for attempt := 1; ; attempt++ {
@@ -110,232 +104,15 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 				return nil, err
 			}
 		}
-		backfill, dropped = "", ""
 		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
 			if createVersion != 0 && old.Version != createVersion {
 				return nil, errDescriptionMoved
 			}
-			t, err := parseTable(old)
+			st, err := e.updatedTable(old, account, name, in, now)
 			if err != nil {
 				return nil, err
 			}
-			st := t.stored
-			d := &st.Desc
-			d.GlobalSecondaryIndexes = append([]GlobalSecondaryIndexDescription(nil), d.GlobalSecondaryIndexes...)
-			if d.TableStatus != "ACTIVE" {
-				return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
-			}
-			for _, g := range d.GlobalSecondaryIndexes {
-				if g.IndexStatus != "ACTIVE" && len(in.GlobalSecondaryIndexUpdates) > 0 {
-					return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
-				}
-			}
-			billing := "PROVISIONED"
-			if d.BillingModeSummary != nil {
-				billing = d.BillingModeSummary.BillingMode
-			}
-			if in.BillingMode != "" && in.BillingMode != billing {
-				billing = in.BillingMode
-				if billing == "PAY_PER_REQUEST" {
-					if in.ProvisionedThroughput != nil {
-						return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
-					}
-					d.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
-					d.ProvisionedThroughput = &ProvisionedThroughputDescription{}
-					for i := range d.GlobalSecondaryIndexes {
-						d.GlobalSecondaryIndexes[i].ProvisionedThroughput = &ProvisionedThroughputDescription{}
-					}
-				} else {
-					if in.ProvisionedThroughput == nil {
-						return nil, invalidParam("ProvisionedThroughput must be specified when BillingMode is PROVISIONED")
-					}
-					d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
-					for i := range d.GlobalSecondaryIndexes {
-						g := &d.GlobalSecondaryIndexes[i]
-						found := false
-						for _, u := range in.GlobalSecondaryIndexUpdates {
-							if u.Update != nil && u.Update.IndexName == g.IndexName {
-								found = true
-							}
-						}
-						if !found {
-							return nil, invalidParam("ProvisionedThroughput must be specified for index: %s", g.IndexName)
-						}
-					}
-				}
-			}
-			if in.ProvisionedThroughput != nil {
-				if billing == "PAY_PER_REQUEST" {
-					return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
-				}
-				pt, err := billingThroughput(billing, in.ProvisionedThroughput, "")
-				if err != nil {
-					return nil, err
-				}
-				if old := d.ProvisionedThroughput; old != nil && in.BillingMode == "" &&
-					old.ReadCapacityUnits == pt.ReadCapacityUnits && old.WriteCapacityUnits == pt.WriteCapacityUnits {
-					return nil, validationf("The provisioned throughput for the table will not change. The requested value equals the current value. Current ReadCapacityUnits provisioned for the table: %d. Requested ReadCapacityUnits: %d. Current WriteCapacityUnits provisioned for the table: %d. Requested WriteCapacityUnits: %d. Refer to the Amazon DynamoDB Developer Guide for current limits and how to request higher limits.",
-						old.ReadCapacityUnits, pt.ReadCapacityUnits, old.WriteCapacityUnits, pt.WriteCapacityUnits)
-				}
-				if old := d.ProvisionedThroughput; old != nil {
-					pt.NumberOfDecreasesToday = old.NumberOfDecreasesToday
-					if pt.ReadCapacityUnits > old.ReadCapacityUnits || pt.WriteCapacityUnits > old.WriteCapacityUnits {
-						pt.LastIncreaseDateTime = ptrFloat(epochSeconds(now))
-					}
-					if pt.ReadCapacityUnits < old.ReadCapacityUnits || pt.WriteCapacityUnits < old.WriteCapacityUnits {
-						pt.LastDecreaseDateTime = ptrFloat(epochSeconds(now))
-						pt.NumberOfDecreasesToday++
-					}
-				}
-				d.ProvisionedThroughput = pt
-			}
-			// Attribute definitions: merge, then every definition must be used.
-			defs := map[string]string{}
-			for _, ad := range d.AttributeDefinitions {
-				defs[ad.AttributeName] = ad.AttributeType
-			}
-			for _, ad := range in.AttributeDefinitions {
-				if t, ok := defs[ad.AttributeName]; ok && t != ad.AttributeType {
-					return nil, invalidParam("Cannot change the type of an existing key attribute: %s", ad.AttributeName)
-				}
-				defs[ad.AttributeName] = ad.AttributeType
-			}
-			for _, u := range in.GlobalSecondaryIndexUpdates {
-				switch {
-				case u.Create != nil:
-					names := map[string]bool{}
-					for _, g := range d.GlobalSecondaryIndexes {
-						names[g.IndexName] = true
-					}
-					for _, l := range d.LocalSecondaryIndexes {
-						names[l.IndexName] = true
-					}
-					if names[u.Create.IndexName] {
-						return nil, validationf("One or more parameter values were invalid: Index with name %s already exists", u.Create.IndexName)
-					}
-					if len(d.GlobalSecondaryIndexes) >= 20 {
-						return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
-					}
-					used := map[string]bool{}
-					gd, err := e.newGSI(GlobalSecondaryIndex{IndexName: u.Create.IndexName, KeySchema: u.Create.KeySchema,
-						Projection: u.Create.Projection, ProvisionedThroughput: u.Create.ProvisionedThroughput}, defs, used, names, billing, d.TableArn)
-					if err != nil {
-						return nil, err
-					}
-					gd.IndexStatus = "CREATING"
-					gd.Backfilling = ptrBool(true)
-					d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, *gd)
-					d.TableStatus = "UPDATING"
-					backfill = gd.IndexName
-				case u.Delete != nil:
-					idx := -1
-					for i, g := range d.GlobalSecondaryIndexes {
-						if g.IndexName == u.Delete.IndexName {
-							idx = i
-						}
-					}
-					if idx < 0 {
-						return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Delete.IndexName)
-					}
-					d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes[:idx], d.GlobalSecondaryIndexes[idx+1:]...)
-					dropped = u.Delete.IndexName
-				case u.Update != nil:
-					found := false
-					for i := range d.GlobalSecondaryIndexes {
-						g := &d.GlobalSecondaryIndexes[i]
-						if g.IndexName != u.Update.IndexName {
-							continue
-						}
-						found = true
-						if billing == "PAY_PER_REQUEST" {
-							return nil, invalidParam("ProvisionedThroughput should not be specified for index: %s when BillingMode is PAY_PER_REQUEST", g.IndexName)
-						}
-						pt, err := billingThroughput(billing, u.Update.ProvisionedThroughput, g.IndexName)
-						if err != nil {
-							return nil, err
-						}
-						g.ProvisionedThroughput = pt
-					}
-					if !found {
-						return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Update.IndexName)
-					}
-				}
-			}
-			// Keep only the attribute definitions that some key schema uses.
-			used := map[string]bool{}
-			for _, k := range d.KeySchema {
-				used[k.AttributeName] = true
-			}
-			for _, g := range d.GlobalSecondaryIndexes {
-				for _, k := range g.KeySchema {
-					used[k.AttributeName] = true
-				}
-			}
-			for _, l := range d.LocalSecondaryIndexes {
-				for _, k := range l.KeySchema {
-					used[k.AttributeName] = true
-				}
-			}
-			for _, ad := range in.AttributeDefinitions {
-				if !used[ad.AttributeName] {
-					return nil, invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
-				}
-			}
-			var newDefs []AttributeDefinition
-			for _, n := range sortedNames(defs) {
-				if used[n] {
-					newDefs = append(newDefs, AttributeDefinition{AttributeName: n, AttributeType: defs[n]})
-				}
-			}
-			d.AttributeDefinitions = newDefs
-			if in.StreamSpecification != nil {
-				ss := in.StreamSpecification
-				if ss.StreamEnabled == nil {
-					return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
-				}
-				enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
-				if *ss.StreamEnabled {
-					if enabled {
-						return nil, validationf("Table already has an enabled stream: %s", d.LatestStreamArn)
-					}
-					switch ss.StreamViewType {
-					case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
-					default:
-						return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
-					}
-					d.StreamSpecification = ss
-					label := now.UTC().Format("2006-01-02T15:04:05.000")
-					d.LatestStreamLabel = label
-					d.LatestStreamArn = d.TableArn + "/stream/" + label
-				} else {
-					if !enabled {
-						return nil, validationf("Table already has no stream enabled")
-					}
-					d.StreamSpecification = nil
-				}
-			}
-			if in.SSESpecification != nil && in.SSESpecification.Enabled != nil {
-				if *in.SSESpecification.Enabled {
-					t := in.SSESpecification.SSEType
-					if t == "" {
-						t = "KMS"
-					}
-					d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
-						KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
-				} else {
-					d.SSEDescription = nil
-				}
-			}
-			if in.TableClass != "" {
-				if in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
-					return nil, validationf("1 validation error detected: Value '%s' at 'tableClass' failed to satisfy constraint: Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]", in.TableClass)
-				}
-				d.TableClassSummary = &TableClassSummary{TableClass: in.TableClass}
-			}
-			if in.DeletionProtectionEnabled != nil {
-				d.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
-			}
-			return json.Marshal(&st)
+			return json.Marshal(st)
 		}})
 		if err != errDescriptionMoved {
 			break
@@ -345,7 +122,7 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		}
 	}
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if e.missing(err, account, name) {
 			return nil, tableNotFound(name)
 		}
 		return nil, err
@@ -355,15 +132,256 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	if err != nil {
 		return nil, err
 	}
-	if dropped != "" {
-		if err := e.dropIndexEntries(ctx, t.ref, dropped); err != nil {
-			e.log.Error("dropping index entries", "table", name, "index", dropped, "err", err)
+	// The effects of the committed update: a committed update applied every
+	// requested change, so they follow from the request alone.
+	if deleteName != "" {
+		if err := e.dropIndexEntries(ctx, t.ref, deleteName); err != nil {
+			e.log.Error("dropping index entries", "table", name, "index", deleteName, "err", err)
 		}
 	}
-	if backfill != "" {
-		e.startBackfill(t.ref, backfill)
+	if createName != "" {
+		e.startBackfill(t.ref, createName)
 	}
 	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
+}
+
+// indexChanges names the GSI the request creates and the one it deletes
+// ("" for none; validation allows at most one of them).
+func (in *UpdateTableInput) indexChanges() (create, del string) {
+	for _, u := range in.GlobalSecondaryIndexUpdates {
+		if u.Create != nil {
+			create = u.Create.IndexName
+		}
+		if u.Delete != nil {
+			del = u.Delete.IndexName
+		}
+	}
+	return create, del
+}
+
+// updatedTable is the pure part of UpdateTable: the stored table as the
+// request leaves it, or the error the request answers. It reads and
+// writes nothing, so the backend may run it more than once.
+func (e *Engine) updatedTable(old *storage.Table, account, name string, in *UpdateTableInput, now time.Time) (*storedTable, error) {
+	t, err := parseTable(old)
+	if err != nil {
+		return nil, err
+	}
+	st := t.stored
+	d := &st.Desc
+	d.GlobalSecondaryIndexes = append([]GlobalSecondaryIndexDescription(nil), d.GlobalSecondaryIndexes...)
+	if d.TableStatus != "ACTIVE" {
+		return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
+	}
+	for _, g := range d.GlobalSecondaryIndexes {
+		if g.IndexStatus != "ACTIVE" && len(in.GlobalSecondaryIndexUpdates) > 0 {
+			return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
+		}
+	}
+	billing := "PROVISIONED"
+	if d.BillingModeSummary != nil {
+		billing = d.BillingModeSummary.BillingMode
+	}
+	if in.BillingMode != "" && in.BillingMode != billing {
+		billing = in.BillingMode
+		if billing == "PAY_PER_REQUEST" {
+			if in.ProvisionedThroughput != nil {
+				return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+			}
+			d.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
+			d.ProvisionedThroughput = &ProvisionedThroughputDescription{}
+			for i := range d.GlobalSecondaryIndexes {
+				d.GlobalSecondaryIndexes[i].ProvisionedThroughput = &ProvisionedThroughputDescription{}
+			}
+		} else {
+			if in.ProvisionedThroughput == nil {
+				return nil, invalidParam("ProvisionedThroughput must be specified when BillingMode is PROVISIONED")
+			}
+			d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
+			for i := range d.GlobalSecondaryIndexes {
+				g := &d.GlobalSecondaryIndexes[i]
+				found := false
+				for _, u := range in.GlobalSecondaryIndexUpdates {
+					if u.Update != nil && u.Update.IndexName == g.IndexName {
+						found = true
+					}
+				}
+				if !found {
+					return nil, invalidParam("ProvisionedThroughput must be specified for index: %s", g.IndexName)
+				}
+			}
+		}
+	}
+	if in.ProvisionedThroughput != nil {
+		if billing == "PAY_PER_REQUEST" {
+			return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+		}
+		pt, err := billingThroughput(billing, in.ProvisionedThroughput, "")
+		if err != nil {
+			return nil, err
+		}
+		if old := d.ProvisionedThroughput; old != nil && in.BillingMode == "" &&
+			old.ReadCapacityUnits == pt.ReadCapacityUnits && old.WriteCapacityUnits == pt.WriteCapacityUnits {
+			return nil, validationf("The provisioned throughput for the table will not change. The requested value equals the current value. Current ReadCapacityUnits provisioned for the table: %d. Requested ReadCapacityUnits: %d. Current WriteCapacityUnits provisioned for the table: %d. Requested WriteCapacityUnits: %d. Refer to the Amazon DynamoDB Developer Guide for current limits and how to request higher limits.",
+				old.ReadCapacityUnits, pt.ReadCapacityUnits, old.WriteCapacityUnits, pt.WriteCapacityUnits)
+		}
+		if old := d.ProvisionedThroughput; old != nil {
+			pt.NumberOfDecreasesToday = old.NumberOfDecreasesToday
+			if pt.ReadCapacityUnits > old.ReadCapacityUnits || pt.WriteCapacityUnits > old.WriteCapacityUnits {
+				pt.LastIncreaseDateTime = ptrFloat(epochSeconds(now))
+			}
+			if pt.ReadCapacityUnits < old.ReadCapacityUnits || pt.WriteCapacityUnits < old.WriteCapacityUnits {
+				pt.LastDecreaseDateTime = ptrFloat(epochSeconds(now))
+				pt.NumberOfDecreasesToday++
+			}
+		}
+		d.ProvisionedThroughput = pt
+	}
+	// Attribute definitions: merge, then every definition must be used.
+	defs := map[string]string{}
+	for _, ad := range d.AttributeDefinitions {
+		defs[ad.AttributeName] = ad.AttributeType
+	}
+	for _, ad := range in.AttributeDefinitions {
+		if t, ok := defs[ad.AttributeName]; ok && t != ad.AttributeType {
+			return nil, invalidParam("Cannot change the type of an existing key attribute: %s", ad.AttributeName)
+		}
+		defs[ad.AttributeName] = ad.AttributeType
+	}
+	for _, u := range in.GlobalSecondaryIndexUpdates {
+		switch {
+		case u.Create != nil:
+			names := map[string]bool{}
+			for _, g := range d.GlobalSecondaryIndexes {
+				names[g.IndexName] = true
+			}
+			for _, l := range d.LocalSecondaryIndexes {
+				names[l.IndexName] = true
+			}
+			if names[u.Create.IndexName] {
+				return nil, validationf("One or more parameter values were invalid: Index with name %s already exists", u.Create.IndexName)
+			}
+			if len(d.GlobalSecondaryIndexes) >= 20 {
+				return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
+			}
+			used := map[string]bool{}
+			gd, err := e.newGSI(GlobalSecondaryIndex{IndexName: u.Create.IndexName, KeySchema: u.Create.KeySchema,
+				Projection: u.Create.Projection, ProvisionedThroughput: u.Create.ProvisionedThroughput}, defs, used, names, billing, d.TableArn)
+			if err != nil {
+				return nil, err
+			}
+			gd.IndexStatus = "CREATING"
+			gd.Backfilling = ptrBool(true)
+			d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, *gd)
+			d.TableStatus = "UPDATING"
+		case u.Delete != nil:
+			idx := -1
+			for i, g := range d.GlobalSecondaryIndexes {
+				if g.IndexName == u.Delete.IndexName {
+					idx = i
+				}
+			}
+			if idx < 0 {
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Delete.IndexName)
+			}
+			d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes[:idx], d.GlobalSecondaryIndexes[idx+1:]...)
+		case u.Update != nil:
+			found := false
+			for i := range d.GlobalSecondaryIndexes {
+				g := &d.GlobalSecondaryIndexes[i]
+				if g.IndexName != u.Update.IndexName {
+					continue
+				}
+				found = true
+				if billing == "PAY_PER_REQUEST" {
+					return nil, invalidParam("ProvisionedThroughput should not be specified for index: %s when BillingMode is PAY_PER_REQUEST", g.IndexName)
+				}
+				pt, err := billingThroughput(billing, u.Update.ProvisionedThroughput, g.IndexName)
+				if err != nil {
+					return nil, err
+				}
+				g.ProvisionedThroughput = pt
+			}
+			if !found {
+				return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Update.IndexName)
+			}
+		}
+	}
+	// Keep only the attribute definitions that some key schema uses.
+	used := map[string]bool{}
+	for _, k := range d.KeySchema {
+		used[k.AttributeName] = true
+	}
+	for _, g := range d.GlobalSecondaryIndexes {
+		for _, k := range g.KeySchema {
+			used[k.AttributeName] = true
+		}
+	}
+	for _, l := range d.LocalSecondaryIndexes {
+		for _, k := range l.KeySchema {
+			used[k.AttributeName] = true
+		}
+	}
+	for _, ad := range in.AttributeDefinitions {
+		if !used[ad.AttributeName] {
+			return nil, invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+		}
+	}
+	var newDefs []AttributeDefinition
+	for _, n := range sortedNames(defs) {
+		if used[n] {
+			newDefs = append(newDefs, AttributeDefinition{AttributeName: n, AttributeType: defs[n]})
+		}
+	}
+	d.AttributeDefinitions = newDefs
+	if in.StreamSpecification != nil {
+		ss := in.StreamSpecification
+		if ss.StreamEnabled == nil {
+			return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
+		}
+		enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
+		if *ss.StreamEnabled {
+			if enabled {
+				return nil, validationf("Table already has an enabled stream: %s", d.LatestStreamArn)
+			}
+			switch ss.StreamViewType {
+			case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
+			default:
+				return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
+			}
+			d.StreamSpecification = ss
+			label := now.UTC().Format("2006-01-02T15:04:05.000")
+			d.LatestStreamLabel = label
+			d.LatestStreamArn = d.TableArn + "/stream/" + label
+		} else {
+			if !enabled {
+				return nil, validationf("Table already has no stream enabled")
+			}
+			d.StreamSpecification = nil
+		}
+	}
+	if in.SSESpecification != nil && in.SSESpecification.Enabled != nil {
+		if *in.SSESpecification.Enabled {
+			t := in.SSESpecification.SSEType
+			if t == "" {
+				t = "KMS"
+			}
+			d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
+				KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
+		} else {
+			d.SSEDescription = nil
+		}
+	}
+	if in.TableClass != "" {
+		if in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
+			return nil, validationf("1 validation error detected: Value '%s' at 'tableClass' failed to satisfy constraint: Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]", in.TableClass)
+		}
+		d.TableClassSummary = &TableClassSummary{TableClass: in.TableClass}
+	}
+	if in.DeletionProtectionEnabled != nil {
+		d.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
+	}
+	return &st, nil
 }
 
 func ptrBool(b bool) *bool { return &b }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/storage/postgres"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -35,24 +37,28 @@ func TestRedactDSN(t *testing.T) {
 // data directory in memory mode, the database path on SQLite, the DSN
 // without its password on PostgreSQL.
 func TestStartupLogIsTruthful(t *testing.T) {
-	cfg := config.Default()
-	cfg.Storage.Memory = true
-	line := startupLine(t, cfg)
-	for _, want := range []string{"backend=sqlite", "memory=true", "version=v1.2.3", "commit=0123456789ab", "auth=", "tls=false", "backup_store=disabled"} {
-		if !strings.Contains(line, want) {
-			t.Errorf("memory: %q lacks %q", line, want)
+	for _, c := range []struct{ engine, backend string }{{config.MemoryNative, "memory"}, {config.MemorySQLite, "sqlite"}} {
+		cfg := config.Default()
+		cfg.Storage.Memory = true
+		cfg.Storage.MemoryEngine = c.engine
+		line := startupLine(t, cfg)
+		for _, want := range []string{"backend=" + c.backend, "memory=true", "version=v1.2.3", "commit=0123456789ab", "auth=", "tls=false", "backup_store=disabled"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("memory (%s): %q lacks %q", c.engine, line, want)
+			}
+		}
+		if strings.Contains(line, "data_dir") || strings.Contains(line, "path=") {
+			t.Errorf("memory mode (%s) logs a data directory: %q", c.engine, line)
 		}
 	}
-	if strings.Contains(line, "data_dir") || strings.Contains(line, "path=") {
-		t.Errorf("memory mode logs a data directory: %q", line)
-	}
-	cfg = config.Default()
+	cfg := config.Default()
 	cfg.Storage.DataDir = t.TempDir()
-	line = startupLine(t, cfg)
+	line := startupLine(t, cfg)
 	if !strings.Contains(line, "path="+cfg.Storage.DataDir+"/extenddb.sqlite") || strings.Contains(line, "memory=") {
 		t.Errorf("file: %q", line)
 	}
-	a := fmt.Sprint(storageAttrs(config.Config{Storage: config.Storage{Backend: "postgres", Postgres: config.Postgres{DSN: "postgres://u:pw@h/x"}}}))
+	a := fmt.Sprint(storageAttrs(config.Config{Storage: config.Storage{Backend: "postgres",
+		Sections: map[string]any{"postgres": &postgres.Config{DSN: "postgres://u:pw@h/x"}}}}))
 	if !strings.Contains(a, "postgres://u:xxxxx@h/x") || strings.Contains(a, ":pw@") || strings.Contains(a, "data_dir") {
 		t.Errorf("postgres: %s", a)
 	}
@@ -117,6 +123,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Storage.Memory = true
+	cfg.Storage.MemoryEngine = config.MemorySQLite // the SQLite pool and item cache metrics
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -154,4 +161,131 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+// TestWriteDeadlineEndsWithItsResponse (net/http clears a write deadline
+// once its response is finished): a kept-alive connection whose
+// last API response armed a write deadline still gets answers after that
+// deadline has passed, from every handler (a CORS preflight included),
+// and a framing error on the plain listener is a DynamoDB error.
+func TestWriteDeadlineEndsWithItsResponse(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Memory = true
+	cfg.Server.WriteTimeout = config.Duration{Duration: 300 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, Options{Ready: func(a net.Addr) { addrc <- a }})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	roundTrip := func(req string) *http.Response {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp
+	}
+	list := "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 2\r\n\r\n{}"
+	if r := roundTrip(list); r.StatusCode != 200 {
+		t.Fatalf("ListTables: %d", r.StatusCode)
+	}
+	time.Sleep(500 * time.Millisecond) // past the first response's deadline
+	preflight := "OPTIONS / HTTP/1.1\r\nHost: x\r\nOrigin: http://localhost:3000\r\nAccess-Control-Request-Method: POST\r\n\r\n"
+	if r := roundTrip(preflight); r.StatusCode >= 300 {
+		t.Fatalf("preflight: %d", r.StatusCode)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if r := roundTrip(list); r.StatusCode != 200 {
+		t.Fatalf("ListTables again: %d", r.StatusCode)
+	}
+	if r := roundTrip("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n"); r.StatusCode != 400 || r.Header.Get("x-amzn-RequestId") == "" {
+		t.Fatalf("framing error: %d %v", r.StatusCode, r.Header)
+	}
+}
+
+// TestTableMetrics: /metrics reports each table's item count and size, the
+// figures DescribeTable reports.
+func TestTableMetrics(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Memory = true
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, cfg, Options{Ready: func(a net.Addr) { addrc <- a }}) }()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+	call := func(op, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr.String()+"/", strings.NewReader(body))
+		req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
+		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", op, resp.StatusCode, b)
+		}
+	}
+	call("CreateTable", `{"TableName":"metered","AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}],`+
+		`"KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"BillingMode":"PAY_PER_REQUEST"}`)
+	for _, k := range []string{"a", "b", "c"} {
+		call("PutItem", `{"TableName":"metered","Item":{"pk":{"S":"`+k+`"},"v":{"S":"0123456789"}}}`)
+	}
+	want := `extenddb_table_items{account="000000000000",table="metered"} 3`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr.String() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), want) && strings.Contains(string(b), `extenddb_table_size_bytes{account="000000000000",table="metered"} 42`) &&
+			strings.Contains(string(b), "extenddb_table_metrics_truncated 0") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %s:\n%s", want, grepLines(string(b), "extenddb_table"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

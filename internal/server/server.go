@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +26,6 @@ import (
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
@@ -36,48 +33,6 @@ import (
 // importing the engine: the server hands the engine over as a
 // backup.Indexer.
 var _ backup.Indexer = (*engine.Engine)(nil)
-
-// OpenBackend opens the configured storage backend. The embedded SQLite
-// database is migrated on open; a PostgreSQL database must have been
-// migrated with `extenddb migrate` (serve refuses an unmigrated or newer
-// schema and says what to run).
-func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
-	switch cfg.Storage.Backend {
-	case "sqlite":
-		opt := sqlite.Options{Memory: cfg.Storage.Memory, ItemCacheBytes: cfg.Storage.SQLite.ItemCacheMB << 20,
-			WALLimitBytes: int64(cfg.Storage.SQLite.WALLimitMB) << 20}
-		if cfg.Storage.SQLite.ItemCacheMB == 0 {
-			opt.ItemCacheBytes = -1
-		}
-		var pending []string
-		if !cfg.Storage.Memory {
-			if st, err := Status(ctx, cfg); err == nil {
-				pending = st.Pending
-			}
-			if err := os.MkdirAll(cfg.Storage.DataDir, 0o700); err != nil {
-				return nil, fmt.Errorf("storage.data_dir: %w", err)
-			}
-			opt.Path = sqlitePath(cfg)
-		}
-		if len(pending) > 0 {
-			log.Info("applying schema migrations", "backend", "sqlite", "path", opt.Path, "pending", strings.Join(pending, ","))
-		}
-		start := time.Now()
-		b, err := sqlite.Open(ctx, opt)
-		if err == nil && len(pending) > 0 {
-			log.Info("schema migrations applied", "backend", "sqlite", "applied", len(pending), "duration", time.Since(start).Round(time.Millisecond).String())
-		}
-		return b, err
-	case "postgres":
-		b, err := postgres.Open(ctx, postgres.Options{DSN: cfg.Storage.Postgres.DSN,
-			MaxConns: int32(cfg.Storage.Postgres.MaxConns), RequireMigrated: true})
-		if storage.IsKind(err, storage.KindUnavailable) {
-			return nil, fmt.Errorf("storage backend unreachable: postgres at %s: %w", RedactDSN(cfg.Storage.Postgres.DSN), err)
-		}
-		return b, err
-	}
-	return nil, fmt.Errorf("storage.backend %q is not supported", cfg.Storage.Backend)
-}
 
 // Options are the process-wide things a server is given rather than
 // building itself.
@@ -134,6 +89,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		}
 	}
 	reg.MustRegister(newTablesCollector(backend, accounts))
+	reg.MustRegister(newTableStatsCollector(eng, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
 	auth := api.NewAuthenticator(keys)
@@ -163,7 +119,13 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 			return jobs.Healthy(ctx)
 		}
 	}
-	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth})
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth,
+		Limits: api.Limits{
+			MaxInflightBodyBytes: cfg.Server.MaxInflightBodyBytes,
+			InflightWait:         cfg.Server.InflightWait.Duration,
+			BodyReadTimeout:      cfg.Server.BodyReadTimeout.Duration,
+			WriteTimeout:         cfg.Server.WriteTimeout.Duration,
+		}})
 	if cfg.Server.PprofListen != "" {
 		if err := servePprof(cfg.Server.PprofListen, log); err != nil {
 			return err
@@ -178,9 +140,12 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	var h http.Handler = api.WithCORS(handler, cors)
 	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: h,
+		// The body deadline and the write deadline are set per request by
+		// the handler (api.Limits); these bound the headers and idle
+		// kept-alive connections.
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.Duration,
+		IdleTimeout:       cfg.Server.IdleTimeout.Duration,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -193,11 +158,13 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	} else {
-		go func() { errc <- srv.Serve(ln) }()
+		// Plain HTTP: net/http's own answers to unparseable requests are
+		// rewritten into DynamoDB errors (api.WrapListener).
+		go func() { errc <- srv.Serve(api.WrapListener(ln)) }()
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)
-	if sr, ok := raw.(storage.StatsReporter); ok && cfg.Storage.Backend == "postgres" {
+	if sr, ok := raw.(storage.StatsReporter); ok && sr.Stats().PoolMax > 0 {
 		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
 	}
 	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,
@@ -273,20 +240,6 @@ func killHook(log *slog.Logger) func(string) {
 	}
 }
 
-// storageAttrs describe the storage really in use, for the startup log.
-func storageAttrs(cfg config.Config) []any {
-	switch cfg.Storage.Backend {
-	case "sqlite":
-		if cfg.Storage.Memory {
-			return []any{"backend", "sqlite", "memory", true}
-		}
-		return []any{"backend", "sqlite", "path", sqlitePath(cfg), "item_cache_mb", cfg.Storage.SQLite.ItemCacheMB}
-	case "postgres":
-		return []any{"backend", "postgres", "dsn", RedactDSN(cfg.Storage.Postgres.DSN)}
-	}
-	return []any{"backend", cfg.Storage.Backend}
-}
-
 func corsDesc(origins []string) string {
 	if len(origins) == 0 {
 		return "off"
@@ -301,25 +254,8 @@ func authDesc(verified bool, keys int) string {
 	return fmt.Sprintf("sigv4 (%d access keys)", keys)
 }
 
-// RedactDSN removes the password from a postgres:// URL or a libpq
-// key=value connection string.
-func RedactDSN(dsn string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "(unparsable DSN)"
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.Redacted()
-	}
-	return libpqPassword.ReplaceAllString(dsn, "${1}xxxxx")
-}
-
-var libpqPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
+// RedactDSN removes the password from a PostgreSQL DSN.
+func RedactDSN(dsn string) string { return postgres.RedactDSN(dsn) }
 
 // servePprof serves the runtime profiles on a loopback address.
 func servePprof(addr string, log *slog.Logger) error {

@@ -82,3 +82,43 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 	}
 	return c
 }
+
+// TestOpenBackendMemory: storage.memory opens the native in-memory
+// backend; storage.memory_engine = "sqlite" keeps SQLite in a temporary
+// file; without memory the data directory's SQLite database.
+func TestOpenBackendMemory(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		memory  bool
+		engine  string
+		backend string
+		want    string
+	}{
+		{true, "", "", "memory"},
+		{true, config.MemoryNative, "", "memory"},
+		{true, config.MemorySQLite, "", "sqlite"},
+		{false, config.MemoryNative, "", "sqlite"},
+		{false, config.MemoryNative, "memory", "memory"},
+	} {
+		cfg := config.Default()
+		if c.backend != "" {
+			cfg.Storage.Backend = c.backend
+		}
+		cfg.Storage.Memory = c.memory
+		if c.engine != "" {
+			cfg.Storage.MemoryEngine = c.engine
+		}
+		cfg.Storage.DataDir = t.TempDir()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := OpenBackend(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Name() != c.want {
+			t.Errorf("memory=%v engine=%q: backend %s, want %s", c.memory, c.engine, b.Name(), c.want)
+		}
+		b.Close()
+	}
+}

@@ -8,9 +8,10 @@ The suite talks to a DynamoDB-compatible endpoint with boto3 and raw HTTP.
   the end of the session. Under pytest-xdist every worker starts its own
   server (they share nothing, so there is nothing to coordinate).
 
-EXTENDDB_TEST_BACKEND names the backend under test (default ``sqlite``). A
-backend other than sqlite needs EXTENDDB_ENDPOINT or EXTENDDB_SERVE_ARGS; the
-suite fails rather than silently testing sqlite instead.
+EXTENDDB_TEST_BACKEND names the backend under test (default ``memory``, the
+native in-memory backend that ``--memory`` opens). Any other backend needs
+EXTENDDB_ENDPOINT or EXTENDDB_SERVE_ARGS; the suite fails rather than
+silently testing the memory backend instead.
 """
 
 import fcntl
@@ -35,7 +36,7 @@ from botocore.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
 from wire_helpers import ACCESS_KEY, REGION, SECRET_KEY
-BACKEND = os.environ.get("EXTENDDB_TEST_BACKEND", "sqlite")
+BACKEND = os.environ.get("EXTENDDB_TEST_BACKEND", "memory")
 
 _server = {"endpoint": None, "proc": None, "log": None}
 
@@ -168,9 +169,9 @@ def endpoint(request, tmp_path_factory):
         _server["endpoint"] = ep.rstrip("/")
         return _server["endpoint"]
     extra = os.environ.get("EXTENDDB_SERVE_ARGS")
-    if BACKEND != "sqlite" and not extra:
+    if BACKEND != "memory" and not extra:
         pytest.fail(f"EXTENDDB_TEST_BACKEND={BACKEND} needs EXTENDDB_ENDPOINT or "
-                    f"EXTENDDB_SERVE_ARGS; refusing to test sqlite instead", pytrace=False)
+                    f"EXTENDDB_SERVE_ARGS; refusing to test the memory backend instead", pytrace=False)
     binary = _build_binary()
     port = _free_port()
     ep = f"http://127.0.0.1:{port}"
@@ -179,10 +180,14 @@ def endpoint(request, tmp_path_factory):
     cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}"]
     cmd += shlex.split(extra) if extra else ["--memory"]
     logf = open(log, "wb")
+    # A short body deadline, so that the tests of clients that stop
+    # sending (test_protocol.py) finish quickly; they read the same value.
+    os.environ.setdefault("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "5s")
     # One catalog binds one store: the servers of xdist workers that share
-    # one database (EXTENDDB_SERVE_ARGS) share one store of this run.
+    # one database (PostgreSQL in EXTENDDB_SERVE_ARGS) share one store of
+    # this run; servers with a database each have a store each.
     store_root = None
-    if extra and os.environ.get("PYTEST_XDIST_WORKER"):
+    if extra and "postgres" in extra and os.environ.get("PYTEST_XDIST_WORKER"):
         store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
                             env=server_env(logdir, store_root))

@@ -1,8 +1,13 @@
 """The DynamoDB JSON wire protocol, spoken with raw HTTP (no SDK)."""
 
+import http.client
 import json
+import os
 import random
+import socket
+import time
 import zlib
+from urllib.parse import urlparse
 
 import pytest
 
@@ -297,3 +302,76 @@ def test_pathological_bodies_never_5xx(endpoint, body):
     r = raw_post(endpoint, body, target=T + "GetItem")
     assert 400 <= r.status < 500, r
     check_crc(r)
+
+
+# ------------------------------------------------------------- HTTP edges
+#
+# Requests the HTTP layer cannot parse or that stop half-way: each one the
+# server can still answer gets a DynamoDB error (JSON __type and message,
+# x-amzn-RequestId, x-amz-crc32), never a plain-text answer, a redirect or
+# a hang past the body deadline (server.body_read_timeout).
+
+
+def _body_deadline():
+    v = os.environ.get("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "30s")
+    return float(v[:-1]) * (60 if v.endswith("m") else 1)
+
+
+def raw_exchange(endpoint, data, timeout):
+    """Send raw bytes on a fresh connection, read one response (status,
+    lower-case headers, body) within timeout seconds."""
+    u = urlparse(endpoint)
+    sock = socket.create_connection((u.hostname, u.port), timeout=timeout)
+    start = time.monotonic()
+    try:
+        try:
+            sock.sendall(data)
+        except OSError:
+            pass  # the server may answer and close before taking it all
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        body = resp.read()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body, time.monotonic() - start
+    finally:
+        sock.close()
+
+
+_LT = (b"X-Amz-Target: DynamoDB_20120810.ListTables\r\n"
+       b"Content-Type: application/x-amz-json-1.0\r\n")
+
+_HTTP_EDGES = [
+    # (name, raw request, status, __type or None for success)
+    ("double slash", b"POST // HTTP/1.1\r\nHost: x\r\n" + _LT + b"Content-Length: 2\r\n\r\n{}", 200, None),
+    ("gzip, chunked", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 400, SERIALIZATION),
+    ("bad content-length", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Content-Length: 1x\r\n\r\n{}", 400, SERIALIZATION),
+    ("two content-lengths", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Content-Length: 2\r\nContent-Length: 5\r\n\r\n{}", 400, SERIALIZATION),
+    ("NUL in header", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"X-A: a\x00b\r\nContent-Length: 2\r\n\r\n{}", 400, SERIALIZATION),
+    ("CR in header", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"X-A: a\rb\r\nContent-Length: 2\r\n\r\n{}", 400, SERIALIZATION),
+    ("missing host", b"POST / HTTP/1.1\r\n" + _LT + b"Content-Length: 2\r\n\r\n{}", 400, SERIALIZATION),
+    ("bad chunk", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, SERIALIZATION),
+    ("headers over 1 MB", b"POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * ((1 << 20) + 8192) + b"\r\n\r\n", 413,
+     "com.amazon.coral.service#RequestEntityTooLargeException"),
+    ("declared over 16 MB", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Content-Length: 16777217\r\n\r\n{}", 413,
+     "com.amazon.coral.service#RequestEntityTooLargeException"),
+    ("content-length larger than body", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Content-Length: 50\r\n\r\n{}", 408,
+     "com.amazon.coral.service#RequestTimeoutException"),
+    ("chunked body never ends", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n", 408,
+     "com.amazon.coral.service#RequestTimeoutException"),
+    ("unsupported Expect", b"POST / HTTP/1.1\r\nHost: x\r\n" + _LT + b"Expect: x\r\nContent-Length: 2\r\n\r\n{}", 417, SERIALIZATION),
+]
+
+
+@pytest.mark.parametrize("name,raw,status,type_", _HTTP_EDGES, ids=[c[0] for c in _HTTP_EDGES])
+def test_http_edges_answer_in_protocol(endpoint, name, raw, status, type_):
+    limit = _body_deadline() + 5
+    st, headers, body, took = raw_exchange(endpoint, raw, timeout=limit)
+    assert took < limit, (name, took)
+    assert st == status, (name, st, body)
+    assert headers.get("x-amzn-requestid"), headers
+    assert int(headers["x-amz-crc32"]) == zlib.crc32(body), headers
+    doc = json.loads(body)
+    if type_ is None:
+        assert "__type" not in doc, doc
+        return
+    assert doc["__type"] == type_, doc
+    assert isinstance(doc.get("message"), str) and doc["message"], doc

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -107,71 +106,6 @@ func (b *Backend) ListTables(ctx context.Context, p storage.ListTablesParams) (*
 	return res, nil
 }
 
-// txn is one run of a write transaction on one connection.
-type txn struct {
-	ctx context.Context
-	c   *pgxpool.Conn
-	// commitSent is set once a batch holding COMMIT was sent: a
-	// connection failure from then on leaves the outcome unknown.
-	commitSent bool
-}
-
-// send sends a batch and runs its callbacks; the first error is returned.
-func (x *txn) send(bt *pgx.Batch) error {
-	return x.c.SendBatch(x.ctx, bt).Close()
-}
-
-// fail classifies an error of this run after rolling back what is open.
-func (x *txn) fail(err error) *attemptErr {
-	x.rollback()
-	var se *storage.Error
-	if errors.As(err, &se) {
-		return &attemptErr{err: err}
-	}
-	if isConflict(err) {
-		// The server aborted the transaction: nothing was committed.
-		return &attemptErr{err: err, retry: true}
-	}
-	var pe *pgconn.PgError
-	if x.commitSent {
-		if errors.As(err, &pe) && pe.Severity == "ERROR" {
-			// A statement failed: the COMMIT behind it did not run.
-			return &attemptErr{err: err}
-		}
-		return &attemptErr{err: storage.Wrap(storage.KindUnavailable, err,
-			"postgres: connection lost while committing; the write may or may not have been applied")}
-	}
-	return &attemptErr{err: err, retry: isConnErr(err)}
-}
-
-func (x *txn) rollback() {
-	if x.c.Conn().IsClosed() || x.c.Conn().PgConn().TxStatus() == 'I' {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 5*time.Second)
-	defer cancel()
-	if _, err := x.c.Exec(ctx, "ROLLBACK"); err != nil {
-		// Release destroys a connection that is not idle.
-		x.c.Conn().Close(ctx)
-	}
-}
-
-// write runs fn as one write transaction, retried while that is safe.
-func (b *Backend) write(ctx context.Context, msg string, fn func(x *txn) error) error {
-	return b.run(ctx, msg, func() *attemptErr {
-		c, err := b.acquire(ctx)
-		if err != nil {
-			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
-		}
-		defer c.Release()
-		x := &txn{ctx: ctx, c: c}
-		if err := fn(x); err != nil {
-			return x.fail(err)
-		}
-		return nil
-	})
-}
-
 // UpdateTable implements storage.Backend.
 func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) (*storage.UpdateTableResult, error) {
 	if p.Fn == nil {
@@ -199,7 +133,7 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 			return notFoundByName(p.Account, p.Name)
 		}
 		cur := *old
-		desc, err := callTableFn(p.Fn, &cur)
+		desc, err := p.Fn(&cur) // storage.Checked recovers a panic of the function
 		if err != nil {
 			fnErr = err
 			x.rollback()
@@ -226,15 +160,6 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 		return nil, fnErr
 	}
 	return &storage.UpdateTableResult{Table: res}, nil
-}
-
-func callTableFn(fn func(*storage.Table) ([]byte, error), t *storage.Table) (desc []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = storage.Errorf(storage.KindInternal, "postgres: UpdateTable function panicked: %v", r)
-		}
-	}()
-	return fn(t)
 }
 
 // DeleteTable implements storage.Backend. Deleting the catalog row waits
@@ -273,4 +198,41 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 		return nil, err
 	}
 	return &storage.DeleteTableResult{Table: res}, nil
+}
+
+// DropIndex implements storage.Backend.
+func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
+	err := b.write(ctx, "postgres: drop index", func(x *txn) error {
+		found := false
+		var version int64
+		bt := &pgx.Batch{}
+		bt.Queue("BEGIN")
+		bt.Queue(sqlFenceTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(new(int64), &version); err != nil {
+					return err
+				}
+				found = true
+			}
+			return rows.Err()
+		})
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		if !found {
+			return tableNotFound(p.Table)
+		}
+		if version != p.Table.Version {
+			return storage.VersionChanged(p.Table, version)
+		}
+		bt = &pgx.Batch{}
+		bt.Queue(sqlDropIdx, p.Table.ID, p.Index)
+		bt.Queue("COMMIT")
+		x.commitSent = true
+		return x.send(bt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.DropIndexResult{}, nil
 }

@@ -56,7 +56,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"runtime"
 	"strings"
@@ -174,10 +173,26 @@ func (b *Backend) migrate(ctx context.Context) error {
 	db := stdlib.OpenDBFromPool(b.pool)
 	defer db.Close()
 	if b.opts.RequireMigrated {
-		return migrations.Check(ctx, db, migrations.Postgres)
+		return mapMigration(migrations.Check(ctx, db, migrations.Postgres))
 	}
 	_, err := migrations.Apply(ctx, db, migrations.Postgres)
-	return err
+	return mapMigration(err)
+}
+
+// mapMigration translates a migration error to its storage kind.
+func mapMigration(err error) error {
+	var me *migrations.Error
+	if !errors.As(err, &me) {
+		return mapErr(err, "postgres: schema")
+	}
+	kind := storage.KindUnavailable
+	switch {
+	case me.Schema:
+		kind = storage.KindSchema
+	case me.Internal:
+		kind = storage.KindInternal
+	}
+	return storage.Wrap(kind, err, "")
 }
 
 // Name implements storage.Backend.
@@ -237,59 +252,6 @@ func (b *Backend) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 }
 
 // ---- retries ----
-
-// attemptErr classifies the failure of one run of an operation.
-type attemptErr struct {
-	err error
-	// retry: nothing was committed and running again may succeed.
-	retry bool
-}
-
-func (b *Backend) backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(1<<min(attempt, 6)) * time.Millisecond
-	d = d/2 + time.Duration(rand.Int64N(int64(d)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// run runs fn up to MaxAttempts times while it fails retryably.
-func (b *Backend) run(ctx context.Context, msg string, fn func() *attemptErr) error {
-	for attempt := 0; ; attempt++ {
-		ae := fn()
-		if ae == nil {
-			return nil
-		}
-		if !ae.retry || attempt+1 >= b.opts.MaxAttempts || ctx.Err() != nil || b.closed.Load() {
-			return mapErr(ae.err, msg)
-		}
-		b.retries.Add(1)
-		if err := b.backoff(ctx, attempt); err != nil {
-			return mapErr(ae.err, msg)
-		}
-	}
-}
-
-// read runs an idempotent read on a pooled connection, retried on
-// connection failures and serialization failures.
-func (b *Backend) read(ctx context.Context, msg string, fn func(c *pgxpool.Conn) error) error {
-	return b.run(ctx, msg, func() *attemptErr {
-		c, err := b.acquire(ctx)
-		if err != nil {
-			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
-		}
-		defer c.Release()
-		if err := fn(c); err != nil {
-			return &attemptErr{err: err, retry: retryableBeforeCommit(err)}
-		}
-		return nil
-	})
-}
 
 // ---- errors ----
 

@@ -263,7 +263,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		_, err = migrations.Apply(ctx, b.wdb, migrations.SQLite)
 	}
 	if err != nil {
-		return err
+		return mapErr(err, "sqlite: schema")
 	}
 	conn, err := b.wdb.Conn(ctx)
 	if err != nil {
@@ -396,6 +396,17 @@ func (b *Backend) publish() {
 	b.tables.Store(&m)
 }
 
+// migrationKind is the storage kind of a migration error.
+func migrationKind(e *migrations.Error) storage.Kind {
+	switch {
+	case e.Schema:
+		return storage.KindSchema
+	case e.Internal:
+		return storage.KindInternal
+	}
+	return storage.KindUnavailable
+}
+
 // mapErr translates an error at the backend's edge: storage errors pass,
 // context errors and lock/IO conditions are KindUnavailable, everything
 // else KindInternal with the cause.
@@ -406,6 +417,10 @@ func mapErr(err error, msg string) error {
 	var se *storage.Error
 	if errors.As(err, &se) {
 		return se
+	}
+	var me *migrations.Error
+	if errors.As(err, &me) {
+		return storage.Wrap(migrationKind(me), err, "")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) {
 		return storage.Wrap(storage.KindUnavailable, err, msg)
@@ -422,239 +437,8 @@ func mapErr(err error, msg string) error {
 	return storage.Wrap(storage.KindInternal, err, msg)
 }
 
-func tableNotFound(ref storage.TableRef) error {
-	return storage.Errorf(storage.KindTableNotFound, "table %q (id %d) of account %q not found", ref.Name, ref.ID, ref.Account)
-}
-
 // ---- catalog ----
-
-func scanTable(row *sql.Row, account, name string) (*storage.Table, error) {
-	t := &storage.Table{Account: account, Name: name}
-	var created int64
-	if err := row.Scan(&t.ID, &t.Desc, &t.Version, &created); err != nil {
-		return nil, err
-	}
-	t.CreatedAt = time.Unix(0, created).UTC()
-	return t, nil
-}
-
-// CreateTable implements storage.Backend.
-func (b *Backend) CreateTable(ctx context.Context, p storage.CreateTableParams) (*storage.CreateTableResult, error) {
-	var res *storage.Table
-	err := b.submit(ctx, func(w *writer) error {
-		t, err := w.createTable(p)
-		res = t
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &storage.CreateTableResult{Table: res}, nil
-}
-
-// GetTable implements storage.Backend.
-func (b *Backend) GetTable(ctx context.Context, p storage.GetTableParams) (*storage.GetTableResult, error) {
-	t, err := scanTable(b.getTable.QueryRowContext(ctx, p.Account, p.Name), p.Account, p.Name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
-	}
-	if err != nil {
-		return nil, mapErr(err, "sqlite: get table")
-	}
-	return &storage.GetTableResult{Table: t}, nil
-}
-
-// ListTables implements storage.Backend.
-func (b *Backend) ListTables(ctx context.Context, p storage.ListTablesParams) (*storage.ListTablesResult, error) {
-	limit := int64(p.Limit)
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := b.listTables.QueryContext(ctx, p.Account, p.StartAfter, limit)
-	if err != nil {
-		return nil, mapErr(err, "sqlite: list tables")
-	}
-	defer rows.Close()
-	res := &storage.ListTablesResult{}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, mapErr(err, "sqlite: list tables")
-		}
-		res.Names = append(res.Names, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(err, "sqlite: list tables")
-	}
-	return res, nil
-}
-
-// UpdateTable implements storage.Backend.
-func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) (*storage.UpdateTableResult, error) {
-	var res *storage.Table
-	err := b.submit(ctx, func(w *writer) error {
-		t, err := w.updateTable(p)
-		res = t
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &storage.UpdateTableResult{Table: res}, nil
-}
-
-// DeleteTable implements storage.Backend.
-func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) (*storage.DeleteTableResult, error) {
-	var res *storage.Table
-	err := b.submit(ctx, func(w *writer) error {
-		t, err := w.deleteTable(p)
-		res = t
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &storage.DeleteTableResult{Table: res}, nil
-}
-
-// DropIndex implements storage.Backend. The entries go in one write
-// operation (one transaction of the writer).
-func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
-	if err := b.submit(ctx, func(w *writer) error { return w.dropIndex(p) }); err != nil {
-		return nil, err
-	}
-	return &storage.DropIndexResult{}, nil
-}
 
 // ---- writes ----
 
-// WriteItem implements storage.Backend.
-func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
-	if p.Fn == nil {
-		return nil, storage.Errorf(storage.KindInternal, "sqlite: WriteItem without Fn")
-	}
-	res := &storage.WriteItemResult{}
-	err := b.submit(ctx, func(w *writer) error {
-		*res = storage.WriteItemResult{}
-		fnErr, err := w.writeItem(&p, res)
-		if err != nil {
-			return err
-		}
-		return fnErr
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-// TransactWrite implements storage.Backend.
-func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
-	for i := range p.Ops {
-		if p.Ops[i].Fn == nil {
-			return nil, storage.Errorf(storage.KindInternal, "sqlite: TransactWrite operation %d without Fn", i)
-		}
-	}
-	res := &storage.TransactWriteResult{}
-	err := b.submit(ctx, func(w *writer) error {
-		results, err := w.transactWrite(p.Ops)
-		res.Results = results
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
 // ---- reads ----
-
-// hasTable reports whether a table ID is live: from the published set, a
-// miss confirmed by SQL (the set lags a commit of another process).
-func (b *Backend) hasTable(ctx context.Context, q interface {
-	QueryRowContext(context.Context, ...any) *sql.Row
-}, id int64) (bool, error) {
-	if _, ok := (*b.tables.Load())[id]; ok {
-		return true, nil
-	}
-	var one int
-	err := q.QueryRowContext(ctx, id).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, mapErr(err, "sqlite: read catalog")
-	}
-	return true, nil
-}
-
-func (b *Backend) checkTable(ctx context.Context, ref storage.TableRef) error {
-	ok, err := b.hasTable(ctx, b.tableByID, ref.ID)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return tableNotFound(ref)
-	}
-	return nil
-}
-
-// GetItem implements storage.Backend.
-func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
-	if err := b.checkTable(ctx, p.Table); err != nil {
-		return nil, err
-	}
-	var key string
-	var gen0 uint64
-	if b.cache != nil {
-		key = cacheKey(p.Table.ID, p.PK, p.SK)
-		if item, ok := b.cache.get(key); ok {
-			return &storage.GetItemResult{Item: item}, nil
-		}
-		gen0 = b.cache.gen.Load()
-	}
-	var item []byte
-	err := b.getItem.QueryRowContext(ctx, p.Table.ID, int64(storage.KeyHash(p.PK)), nz(p.PK), nz(p.SK)).Scan(&item)
-	if errors.Is(err, sql.ErrNoRows) {
-		return &storage.GetItemResult{}, nil
-	}
-	if err != nil {
-		return nil, mapErr(err, "sqlite: get item")
-	}
-	if b.cache != nil {
-		b.cache.fill(key, item, gen0)
-	}
-	return &storage.GetItemResult{Item: item}, nil
-}
-
-// TransactGet implements storage.Backend: every key is read in one read
-// transaction, hence from one WAL snapshot.
-func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
-	tx, err := b.rdb.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, mapErr(err, "sqlite: begin read")
-	}
-	defer tx.Rollback()
-	get := tx.StmtContext(ctx, b.getItem)
-	byID := tx.StmtContext(ctx, b.tableByID)
-	res := &storage.TransactGetResult{Items: make([][]byte, len(p.Keys))}
-	for i, k := range p.Keys {
-		ok, err := b.hasTable(ctx, byID, k.Table.ID)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, tableNotFound(k.Table)
-		}
-		var item []byte
-		err = get.QueryRowContext(ctx, k.Table.ID, int64(storage.KeyHash(k.PK)), nz(k.PK), nz(k.SK)).Scan(&item)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, mapErr(err, "sqlite: transact get")
-		}
-		res.Items[i] = item
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, mapErr(err, "sqlite: end read")
-	}
-	return res, nil
-}

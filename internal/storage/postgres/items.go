@@ -210,43 +210,6 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	return results, reasons, nil
 }
 
-// DropIndex implements storage.Backend.
-func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
-	err := b.write(ctx, "postgres: drop index", func(x *txn) error {
-		found := false
-		var version int64
-		bt := &pgx.Batch{}
-		bt.Queue("BEGIN")
-		bt.Queue(sqlFenceTabs, []int64{p.Table.ID}).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				if err := rows.Scan(new(int64), &version); err != nil {
-					return err
-				}
-				found = true
-			}
-			return rows.Err()
-		})
-		if err := x.send(bt); err != nil {
-			return err
-		}
-		if !found {
-			return tableNotFound(p.Table)
-		}
-		if version != p.Table.Version {
-			return storage.VersionChanged(p.Table, version)
-		}
-		bt = &pgx.Batch{}
-		bt.Queue(sqlDropIdx, p.Table.ID, p.Index)
-		bt.Queue("COMMIT")
-		x.commitSent = true
-		return x.send(bt)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &storage.DropIndexResult{}, nil
-}
-
 // GetItem implements storage.Backend: one statement reads the catalog row
 // and the item from one snapshot.
 func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {

@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/memory"
+	"github.com/extenddb/extenddb/internal/storage/postgres"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
+)
+
+// Drivers is the driver table: every storage backend the server can run
+// on. It is the one place outside the backends' own packages that names
+// them; a new backend adds its Driver here (see storage.Driver).
+func Drivers() []storage.Driver {
+	return []storage.Driver{
+		sqlite.Driver(),
+		postgres.Driver(),
+		memory.Driver(),
+	}
+}
+
+// driver finds the configured backend's driver.
+func driver(name string) (storage.Driver, error) {
+	var names []string
+	for _, d := range Drivers() {
+		if d.Name == name {
+			return d, nil
+		}
+		names = append(names, d.Name)
+	}
+	sort.Strings(names)
+	return storage.Driver{}, fmt.Errorf("storage.backend %q is not supported (supported: %s)", name, strings.Join(names, ", "))
+}
+
+// SectionTypes are the backends' config sections, for config.Load.
+func SectionTypes() config.SectionTypes {
+	out := config.SectionTypes{}
+	for _, d := range Drivers() {
+		if d.NewConfig != nil {
+			out[d.Name] = d.NewConfig
+		} else {
+			out[d.Name] = func() any { return &struct{}{} }
+		}
+	}
+	return out
+}
+
+// LoadConfig loads the configuration (file, then environment) with every
+// driver's section.
+func LoadConfig(path string) (config.Config, error) {
+	return config.LoadDefault(path, SectionTypes())
+}
+
+// backendName is the driver that runs: storage.backend, except that
+// storage.memory selects the native memory backend unless
+// storage.memory_engine = "sqlite" asks for the configured backend's own
+// memory mode.
+func backendName(cfg config.Config) string {
+	if cfg.Storage.Memory && cfg.Storage.MemoryEngine != config.MemorySQLite {
+		return memory.DriverName
+	}
+	return cfg.Storage.Backend
+}
+
+// driverEnv is what the configured driver is given.
+func driverEnv(cfg config.Config, log *slog.Logger) (storage.Driver, storage.DriverEnv, error) {
+	d, err := driver(backendName(cfg))
+	if err != nil {
+		return d, storage.DriverEnv{}, err
+	}
+	sec := cfg.Storage.Section(d.Name)
+	if sec == nil && d.NewConfig != nil {
+		sec = d.NewConfig()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return d, storage.DriverEnv{Config: sec, DataDir: cfg.Storage.DataDir, Memory: cfg.Storage.Memory, Logger: log}, nil
+}
+
+// OpenBackend opens the configured storage backend through its driver.
+func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
+	d, env, err := driverEnv(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return d.Open(ctx, env)
+}
+
+// MigrationStatus lists a database's applied and pending migrations.
+type MigrationStatus struct {
+	Backend string
+	storage.SchemaStatus
+}
+
+// Migrate applies the pending migrations of the configured database and
+// returns the ones it applied. It refuses a database where a shipped
+// migration was edited or that is newer than this build.
+func Migrate(ctx context.Context, cfg config.Config) ([]string, error) {
+	d, env, err := driverEnv(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if d.Migrate == nil {
+		return nil, fmt.Errorf("storage.backend %q keeps no schema to migrate", d.Name)
+	}
+	return d.Migrate(ctx, env)
+}
+
+// Status reports the applied and pending migrations without changing
+// anything.
+func Status(ctx context.Context, cfg config.Config) (*MigrationStatus, error) {
+	d, env, err := driverEnv(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if d.Status == nil {
+		return nil, fmt.Errorf("storage.backend %q keeps no schema", d.Name)
+	}
+	st, err := d.Status(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return &MigrationStatus{Backend: d.Name, SchemaStatus: *st}, nil
+}
+
+// storageAttrs describe the storage really in use, for the startup log.
+func storageAttrs(cfg config.Config) []any {
+	d, env, err := driverEnv(cfg, nil)
+	if err != nil || d.Describe == nil {
+		return []any{"backend", cfg.Storage.Backend}
+	}
+	return d.Describe(env)
+}
+
+// StorageFlags are the drivers' command-line flags.
+func StorageFlags() []StorageFlag {
+	var out []StorageFlag
+	for _, d := range Drivers() {
+		for _, f := range d.Flags {
+			out = append(out, StorageFlag{Flag: f, Key: "storage." + d.Name + "." + f.Key})
+		}
+	}
+	return out
+}
+
+// StorageFlag is a driver's flag with the full key it sets.
+type StorageFlag struct {
+	storage.Flag
+	Key string
+}
+
+// BackendNames lists the drivers, for help texts.
+func BackendNames() string {
+	var names []string
+	for _, d := range Drivers() {
+		names = append(names, d.Name)
+	}
+	return strings.Join(names, ", ")
+}

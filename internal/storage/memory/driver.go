@@ -1,0 +1,24 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// DriverName is the memory backend's name in the driver table
+// (storage.backend = "memory"); storage.memory = true selects it too.
+const DriverName = "memory"
+
+// Driver is the memory entry of the server's driver table. The backend
+// has no config section and no schema.
+func Driver() storage.Driver {
+	return storage.Driver{
+		Name:    DriverName,
+		Summary: "native in-memory backend (nothing kept after exit; what storage.memory runs)",
+		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
+			return New(Options{}), nil
+		},
+		Describe: func(env storage.DriverEnv) []any { return []any{"backend", DriverName, "memory", true} },
+	}
+}

@@ -1,0 +1,312 @@
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/tidwall/btree"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// nStripes is the number of key stripes. Two keys that share a stripe
+// only wait for each other.
+const nStripes = 1024
+
+type stripe struct {
+	mu sync.Mutex
+	_  [56]byte // one cache line each: stripes of different keys do not share one
+}
+
+// stripeOf chooses the stripe of a key: FNV-1a continued from the
+// partition key's KeyHash over the sort key, mixed with the table ID.
+func stripeOf(id int64, h uint32, sk []byte) uint32 {
+	x := h ^ uint32(id)*0x9E3779B1 ^ uint32(id>>32)
+	for _, c := range sk {
+		x ^= uint32(c)
+		x *= 16777619
+	}
+	x ^= x >> 15
+	return x % nStripes
+}
+
+// opState is the backend's state of one write operation.
+type opState struct {
+	t      *table
+	h      uint32
+	stripe uint32
+	// old is the item the function saw; cur the item after the
+	// operation (old when it failed or kept).
+	old, cur []byte
+	ch       storage.Change
+}
+
+// WriteItem implements storage.Backend.
+func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	ops := [1]storage.WriteItemParams{p}
+	var st [1]opState
+	if err := b.write(ctx, ops[:], st[:], false); err != nil {
+		return nil, err
+	}
+	return &storage.WriteItemResult{Old: st[0].old, Change: st[0].ch}, nil
+}
+
+// TransactWrite implements storage.Backend.
+func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	st := make([]opState, len(p.Ops))
+	if err := b.write(ctx, p.Ops, st, true); err != nil {
+		return nil, err
+	}
+	res := &storage.TransactWriteResult{Results: make([]storage.WriteItemResult, len(p.Ops))}
+	for i := range st {
+		res.Results[i] = storage.WriteItemResult{Old: st[i].old, Change: st[i].ch}
+	}
+	return res, nil
+}
+
+// write is the backend's one write path (WriteItem is a write of one
+// operation, not a transaction): it locks the operations' key stripes,
+// fences every operation on its table's description version (before any
+// function runs, and again when applying), reads each current item and
+// runs its function in order (a later operation on the same key sees the
+// earlier one's result), and applies every change under the write locks
+// of the tables, or nothing when a function failed or a fence refused. For a transaction the failures are collected into a
+// KindTransactionCanceled error with one reason per operation; a single
+// write returns its function's error unchanged.
+func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st []opState, tx bool) error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.Wrap(storage.KindUnavailable, err, "memory: write canceled")
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	for i := range ops {
+		op, s := &ops[i], &st[i]
+		if op.Fn == nil {
+			return storage.Errorf(storage.KindInternal, "memory: write operation %d without Fn", i)
+		}
+		if s.t = b.lookup(op.Table.ID); s.t == nil {
+			return tableNotFound(op.Table)
+		}
+		s.h = storage.KeyHash(op.PK)
+		s.stripe = stripeOf(op.Table.ID, s.h, op.SK)
+	}
+	if len(ops) == 1 {
+		mu := &b.stripes[st[0].stripe].mu
+		mu.Lock()
+		defer mu.Unlock()
+	} else {
+		defer b.lockStripes(st)()
+	}
+
+	// Fence every operation on its table's description version before
+	// running any write function (a single write does it with its read).
+	if len(ops) > 1 {
+		for i := range ops {
+			st[i].t.mu.RLock()
+			err := st[i].t.fence(ops[i].Table)
+			st[i].t.mu.RUnlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	var reasons []error
+	for i := range ops {
+		op, s := &ops[i], &st[i]
+		known := false
+		for j := i - 1; j >= 0; j-- {
+			if st[j].t == s.t && bytes.Equal(ops[j].PK, op.PK) && bytes.Equal(ops[j].SK, op.SK) {
+				s.old, known = st[j].cur, true
+				break
+			}
+		}
+		if len(ops) == 1 || (!known && !op.Blind) {
+			s.t.mu.RLock()
+			if err := s.t.fence(op.Table); err != nil {
+				s.t.mu.RUnlock()
+				return err
+			}
+			if !known && !op.Blind {
+				if e, ok := s.t.items.Get(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
+					s.old = e.item
+				}
+			}
+			s.t.mu.RUnlock()
+		}
+		s.cur = s.old
+		ch, err := op.Fn(s.old)
+		if err != nil {
+			if !tx {
+				return err
+			}
+			if reasons == nil {
+				reasons = make([]error, len(ops))
+			}
+			reasons[i] = err
+			continue
+		}
+		s.ch = ch
+		switch ch.Op {
+		case storage.Put:
+			s.cur = ch.Item
+		case storage.Delete:
+			s.cur = nil
+		}
+	}
+	if reasons != nil {
+		n := 0
+		for _, r := range reasons {
+			if r != nil {
+				n++
+			}
+		}
+		for i := range st {
+			st[i].old, st[i].ch = nil, storage.Change{}
+		}
+		return &storage.Error{Kind: storage.KindTransactionCanceled,
+			Message: fmt.Sprintf("%d of %d operations failed", n, len(ops)), Reasons: reasons}
+	}
+
+	// Apply under the tables' write locks: all of them, or nothing when
+	// one was deleted meanwhile.
+	if len(ops) == 1 {
+		t := st[0].t
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.fence(ops[0].Table); err != nil {
+			return err
+		}
+		t.apply(&ops[0], &st[0])
+		return nil
+	}
+	tables := make([]*table, 0, 4)
+	for i := range st {
+		if !slices.Contains(tables, st[i].t) {
+			tables = append(tables, st[i].t)
+		}
+	}
+	slices.SortFunc(tables, func(a, b *table) int { return cmp.Compare(a.id, b.id) })
+	for _, t := range tables {
+		t.mu.Lock()
+	}
+	defer func() {
+		for _, t := range tables {
+			t.mu.Unlock()
+		}
+	}()
+	for i := range st {
+		if err := st[i].t.fence(ops[i].Table); err != nil {
+			return err
+		}
+	}
+	for i := range ops {
+		st[i].t.apply(&ops[i], &st[i])
+	}
+	return nil
+}
+
+// fence answers KindTableNotFound when the table was deleted and
+// KindTableVersion when its description version is not the one the write
+// was computed from (caller holds t.mu). Checked again under the write
+// lock when the change is applied, it is atomic with the write: an
+// UpdateTable (which replaces meta under the same lock) is ordered
+// entirely before or after it.
+func (t *table) fence(ref storage.TableRef) error {
+	if t.dropped {
+		return tableNotFound(ref)
+	}
+	if v := t.meta.Version; v != ref.Version {
+		return storage.VersionChanged(ref, v)
+	}
+	return nil
+}
+
+// lockStripes locks the distinct stripes of the operations in ascending
+// order (so that two transactions never wait for each other in a cycle)
+// and returns the unlock.
+func (b *Backend) lockStripes(st []opState) func() {
+	idx := make([]uint32, len(st))
+	for i := range st {
+		idx[i] = st[i].stripe
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		b.stripes[i].mu.Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			b.stripes[i].mu.Unlock()
+		}
+	}
+}
+
+// apply applies one operation's change to the trees (caller holds t.mu
+// for writing). Every stored buffer is new: keys and items are copied,
+// so nothing the caller owns is kept, and what readers were handed is
+// never written again.
+func (t *table) apply(op *storage.WriteItemParams, s *opState) {
+	ch := &s.ch
+	switch ch.Op {
+	case storage.Keep:
+		return
+	case storage.Put:
+		pl, sl := len(op.PK), len(op.SK)
+		buf := make([]byte, pl+sl+len(ch.Item))
+		copy(buf, op.PK)
+		copy(buf[pl:], op.SK)
+		copy(buf[pl+sl:], ch.Item)
+		e := ent{h: s.h, pk: buf[:pl:pl], sk: buf[pl : pl+sl : pl+sl], item: buf[pl+sl:]}
+		if prev, ok := t.items.Set(e); ok {
+			t.itemBytes -= int64(len(prev.item))
+		} else {
+			t.itemCount++
+		}
+		t.itemBytes += int64(len(e.item))
+	case storage.Delete:
+		if prev, ok := t.items.Delete(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
+			t.itemCount--
+			t.itemBytes -= int64(len(prev.item))
+		}
+	}
+	for _, k := range ch.DeleteIndex {
+		if ix := t.indexes[k.Index]; ix != nil {
+			if prev, ok := ix.tr.Delete(ixEnt{h: storage.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK}); ok {
+				ix.count--
+				ix.bytes -= int64(len(prev.item))
+			}
+		}
+	}
+	for i := range ch.PutIndex {
+		x := &ch.PutIndex[i]
+		ix := t.indexes[x.Index]
+		if ix == nil {
+			ix = &index{tr: btree.NewBTreeGOptions(ixLess, btree.Options{Degree: degree, NoLocks: true})}
+			t.indexes[x.Index] = ix
+		}
+		a := len(x.PK)
+		bb := a + len(x.SK)
+		c := bb + len(op.PK)
+		d := c + len(op.SK)
+		buf := make([]byte, d+len(x.Item))
+		copy(buf, x.PK)
+		copy(buf[a:], x.SK)
+		copy(buf[bb:], op.PK)
+		copy(buf[c:], op.SK)
+		copy(buf[d:], x.Item)
+		if prev, ok := ix.tr.Set(ixEnt{h: storage.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]}); ok {
+			ix.bytes -= int64(len(prev.item))
+		} else {
+			ix.count++
+		}
+		ix.bytes += int64(len(x.Item))
+	}
+}

@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for the migration runner
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/migrations"
+)
+
+// Config is the [storage.postgres] section.
+type Config struct {
+	// DSN is a postgres:// URL or a libpq connection string.
+	DSN string `toml:"dsn"`
+	// MaxConns bounds the connection pool (0: the driver's default).
+	MaxConns int `toml:"max_conns"`
+}
+
+// Validate checks the section of the configured backend.
+func (c *Config) Validate() error {
+	if c.DSN == "" {
+		return errors.New(`dsn is required when storage.backend is "postgres"`)
+	}
+	if c.MaxConns < 0 {
+		return errors.New("max_conns must not be negative")
+	}
+	return nil
+}
+
+func configOf(env storage.DriverEnv) *Config {
+	if c, ok := env.Config.(*Config); ok && c != nil {
+		return c
+	}
+	return &Config{}
+}
+
+// Driver is the PostgreSQL entry of the server's driver table.
+func Driver() storage.Driver {
+	return storage.Driver{
+		Name:      "postgres",
+		Summary:   "PostgreSQL, one database shared by one or several servers",
+		NewConfig: func() any { return &Config{} },
+		Flags:     []storage.Flag{{Name: "dsn", Key: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"}},
+		Keys: []storage.KeyDoc{
+			{Key: "dsn", Default: `""`, Doc: "postgres:// URL or libpq connection string (required with this backend)"},
+			{Key: "max_conns", Default: "0", Doc: "connection pool bound (0: max(8, 4 × cores))"},
+		},
+		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
+			c := configOf(env)
+			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), RequireMigrated: true})
+			if storage.IsKind(err, storage.KindUnavailable) {
+				return nil, fmt.Errorf("storage backend unreachable: postgres at %s: %w", RedactDSN(c.DSN), err)
+			}
+			return b, err
+		},
+		Migrate: func(ctx context.Context, env storage.DriverEnv) ([]string, error) {
+			db, err := openSQL(ctx, configOf(env))
+			if err != nil {
+				return nil, err
+			}
+			defer db.Close()
+			done, err := migrations.Apply(ctx, db, migrations.Postgres)
+			return migrations.Names(done), err
+		},
+		Status: func(ctx context.Context, env storage.DriverEnv) (*storage.SchemaStatus, error) {
+			db, err := openSQL(ctx, configOf(env))
+			if err != nil {
+				return nil, err
+			}
+			defer db.Close()
+			applied, pending, err := migrations.Status(ctx, db, migrations.Postgres)
+			if err != nil {
+				return nil, err
+			}
+			return &storage.SchemaStatus{Applied: applied, Pending: pending}, nil
+		},
+		Describe: func(env storage.DriverEnv) []any {
+			return []any{"backend", "postgres", "dsn", RedactDSN(configOf(env).DSN)}
+		},
+	}
+}
+
+// openSQL opens the database with database/sql for the migration runner.
+func openSQL(ctx context.Context, c *Config) (*sql.DB, error) {
+	db, err := sql.Open("pgx", c.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("storage.postgres.dsn: %w", err)
+	}
+	db.SetMaxOpenConns(2)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: storage backend unreachable: %w", err)
+	}
+	return db, nil
+}
+
+// RedactDSN removes the password from a postgres:// URL or a libpq
+// key=value connection string.
+func RedactDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "(unparsable DSN)"
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.Redacted()
+	}
+	return libpqPassword.ReplaceAllString(dsn, "${1}xxxxx")
+}
+
+var libpqPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)

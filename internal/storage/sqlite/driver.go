@@ -1,0 +1,165 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/migrations"
+)
+
+// Config is the [storage.sqlite] section.
+type Config struct {
+	// ItemCacheMB bounds the in-memory item cache (0 disables it).
+	ItemCacheMB int `toml:"item_cache_mb"`
+	// WALLimitMB is the write-ahead log size at which the writer
+	// checkpoints and empties it (at least 1).
+	WALLimitMB int `toml:"wal_limit_mb"`
+}
+
+// Validate checks the section; errors name the key.
+func (c *Config) Validate() error {
+	if c.ItemCacheMB < 0 {
+		return errors.New("item_cache_mb must not be negative")
+	}
+	if c.WALLimitMB < 1 {
+		return errors.New("wal_limit_mb must be at least 1")
+	}
+	return nil
+}
+
+// DatabasePath is the database file in a data directory.
+func DatabasePath(dataDir string) string { return filepath.Join(dataDir, "extenddb.sqlite") }
+
+func configOf(env storage.DriverEnv) *Config {
+	if c, ok := env.Config.(*Config); ok && c != nil {
+		return c
+	}
+	return &Config{ItemCacheMB: 32, WALLimitMB: 32}
+}
+
+// Driver is the SQLite entry of the server's driver table.
+func Driver() storage.Driver {
+	return storage.Driver{
+		Name:      "sqlite",
+		Summary:   "embedded SQLite (the default; data in storage.data_dir, or none kept with storage.memory)",
+		NewConfig: func() any { return &Config{ItemCacheMB: 32, WALLimitMB: 32} },
+		Keys: []storage.KeyDoc{
+			{Key: "item_cache_mb", Default: "32", Doc: "in-memory cache of recently read and written items, in MiB (0 disables it)"},
+			{Key: "wal_limit_mb", Default: "32", Doc: "write-ahead log size at which the writer checkpoints and empties it (at least 1)"},
+		},
+		Open:     openDriver,
+		Migrate:  migrateDriver,
+		Status:   statusDriver,
+		Describe: describeDriver,
+	}
+}
+
+func openDriver(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
+	c := configOf(env)
+	opt := Options{Memory: env.Memory, ItemCacheBytes: c.ItemCacheMB << 20, WALLimitBytes: int64(c.WALLimitMB) << 20}
+	if c.ItemCacheMB == 0 {
+		opt.ItemCacheBytes = -1
+	}
+	var pending []string
+	if !env.Memory {
+		if st, err := statusDriver(ctx, env); err == nil {
+			pending = st.Pending
+		}
+		if err := os.MkdirAll(env.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("storage.data_dir: %w", err)
+		}
+		opt.Path = DatabasePath(env.DataDir)
+	}
+	log := env.Logger
+	if log != nil && len(pending) > 0 {
+		log.Info("applying schema migrations", "backend", "sqlite", "path", opt.Path, "pending", strings.Join(pending, ","))
+	}
+	start := time.Now()
+	b, err := Open(ctx, opt)
+	if err == nil && log != nil && len(pending) > 0 {
+		log.Info("schema migrations applied", "backend", "sqlite", "applied", len(pending), "duration", time.Since(start).Round(time.Millisecond).String())
+	}
+	return b, err
+}
+
+func describeDriver(env storage.DriverEnv) []any {
+	if env.Memory {
+		return []any{"backend", "sqlite", "memory", true}
+	}
+	return []any{"backend", "sqlite", "path", DatabasePath(env.DataDir), "item_cache_mb", configOf(env).ItemCacheMB}
+}
+
+var errMemoryNoSchema = errors.New("storage.memory: an in-memory database exists only while the server runs; it has no schema to migrate or inspect")
+
+func migrateDriver(ctx context.Context, env storage.DriverEnv) ([]string, error) {
+	if env.Memory {
+		return nil, errMemoryNoSchema
+	}
+	if err := os.MkdirAll(env.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("storage.data_dir: %w", err)
+	}
+	db, err := sql.Open("sqlite", DatabasePath(env.DataDir)+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: storage backend unreachable: %w", err)
+	}
+	done, err := migrations.Apply(ctx, db, migrations.SQLite)
+	return migrations.Names(done), err
+}
+
+// statusDriver changes nothing: it creates no directory, file or table (a
+// database that does not exist yet is reported with every migration
+// pending).
+func statusDriver(ctx context.Context, env storage.DriverEnv) (*storage.SchemaStatus, error) {
+	if env.Memory {
+		return nil, errMemoryNoSchema
+	}
+	path := DatabasePath(env.DataDir)
+	if _, err := os.Stat(path); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("storage.data_dir: %w", err)
+		}
+		ms, err := migrations.Load(migrations.SQLite)
+		if err != nil {
+			return nil, err
+		}
+		return &storage.SchemaStatus{Missing: path, Pending: migrations.Names(ms)}, nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	// Read-only. A database without a -wal file was closed cleanly and no
+	// server has it open: read it as immutable, which creates no -wal/-shm
+	// files. Otherwise read through the existing WAL.
+	mode := "mode=ro"
+	if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
+		mode = "immutable=1"
+	}
+	u := url.URL{Scheme: "file", Path: abs, RawQuery: mode + "&_pragma=busy_timeout(5000)"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: storage backend unreachable: %w", err)
+	}
+	applied, pending, err := migrations.Status(ctx, db, migrations.SQLite)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.SchemaStatus{Applied: applied, Pending: pending}, nil
+}
