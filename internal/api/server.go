@@ -127,7 +127,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"DescribeLimits":     op(eng.DescribeLimits),
 		"DescribeEndpoints":  describeEndpoints,
 
-		// On-demand backups (docs/adr/0008-backup-operations.md).
+		// On-demand backups (docs/adr/0015-backup-operations.md).
 		"CreateBackup":              op(eng.CreateBackup),
 		"DescribeBackup":            op(eng.DescribeBackup),
 		"ListBackups":               op(eng.ListBackups),

@@ -13,7 +13,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// The on-demand backup operations (docs/adr/0008-backup-operations.md):
+// The on-demand backup operations (docs/adr/0015-backup-operations.md):
 // the engine owns their wire shapes, validation, table rules and error
 // wording; the jobs run in internal/backup, reached through BackupService,
 // which the server fills (the engine never imports internal/backup, nor
