@@ -12,8 +12,7 @@ import (
 
 // The backup and restore job catalogs (storage.BackupCatalog,
 // storage.RestoreCatalog) of the memory backend: rows in maps under one
-// mutex; the "database clock" is the process clock. They live beside the
-// Backend (keyed by it) so that the backend's own state stays as it is.
+// mutex; the "database clock" is the process clock.
 
 var (
 	_ storage.BackupCatalog  = (*Backend)(nil)
@@ -28,14 +27,11 @@ type jobCatalog struct {
 	lastClock time.Time
 }
 
-var jobCatalogs sync.Map // *Backend -> *jobCatalog
-
 func (b *Backend) jobs() *jobCatalog {
-	if c, ok := jobCatalogs.Load(b); ok {
-		return c.(*jobCatalog)
-	}
-	c, _ := jobCatalogs.LoadOrStore(b, &jobCatalog{backups: map[string]*storage.BackupRecord{}, restores: map[string]*storage.RestoreRecord{}})
-	return c.(*jobCatalog)
+	b.jobsOnce.Do(func() {
+		b.jobsCat = &jobCatalog{backups: map[string]*storage.BackupRecord{}, restores: map[string]*storage.RestoreRecord{}}
+	})
+	return b.jobsCat
 }
 
 // now is the catalog's clock (monotonic non-decreasing, millisecond

@@ -64,6 +64,10 @@ type Backend struct {
 	stripes [nStripes]stripe
 
 	snaps *storage.SnapshotLimiter
+
+	// jobs holds the backup and restore job catalogs (backups.go).
+	jobsOnce sync.Once
+	jobsCat  *jobCatalog
 }
 
 var (
