@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +142,8 @@ type Storage struct {
 	// the type its driver declares (storage.Driver.NewConfig), decoded
 	// strictly by Load.
 	Sections map[string]any `toml:"-"`
+	// Backends are the backend names Load was given (for validation).
+	Backends []string `toml:"-"`
 }
 
 // The engines of storage.memory.
@@ -156,9 +159,10 @@ const (
 // Section returns a backend's section, nil when it has none.
 func (s *Storage) Section(name string) any { return s.Sections[name] }
 
-// SectionTypes declares the backends' sections: name -> a function
-// returning the section with its defaults (a pointer to a struct with toml
-// tags). The server's driver table provides it.
+// SectionTypes declares the backends and their sections: name -> a
+// function returning the section with its defaults (a pointer to a struct
+// with toml tags), nil for a backend without a section. The server's
+// driver table provides it.
 type SectionTypes map[string]func() any
 
 // Log configures logging.
@@ -211,8 +215,12 @@ func Load(path string, environ []string, sections SectionTypes) (Config, error) 
 	c := Default()
 	c.Storage.Sections = map[string]any{}
 	for name, mk := range sections {
-		c.Storage.Sections[name] = mk()
+		c.Storage.Backends = append(c.Storage.Backends, name)
+		if mk != nil {
+			c.Storage.Sections[name] = mk()
+		}
 	}
+	sort.Strings(c.Storage.Backends)
 	if path != "" {
 		if err := c.decodeFile(path); err != nil {
 			return c, err
@@ -240,7 +248,9 @@ func (c *Config) decodeFile(path string) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	for name, sec := range c.Storage.Sections {
-		if p, ok := raw.Storage[name]; ok {
+		// A backend's section is a table; a key of [storage] itself
+		// that happens to share the name (memory = true) is not one.
+		if p, ok := raw.Storage[name]; ok && isTable(md2.Type("storage", name)) {
 			if err := md2.PrimitiveDecode(p, sec); err != nil {
 				return fmt.Errorf("config %s: storage.%s: %w", path, name, err)
 			}
@@ -354,17 +364,11 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("config: storage.memory_engine %q must be %q or %q", c.Storage.MemoryEngine, MemoryNative, MemorySQLite)
 	}
-	if len(c.Storage.Sections) > 0 {
-		sec, ok := c.Storage.Sections[c.Storage.Backend]
-		if !ok {
-			names := make([]string, 0, len(c.Storage.Sections))
-			for n := range c.Storage.Sections {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			return fmt.Errorf("config: storage.backend %q is not supported (supported: %s)", c.Storage.Backend, strings.Join(names, ", "))
+	if len(c.Storage.Backends) > 0 {
+		if !slices.Contains(c.Storage.Backends, c.Storage.Backend) {
+			return fmt.Errorf("config: storage.backend %q is not supported (supported: %s)", c.Storage.Backend, strings.Join(c.Storage.Backends, ", "))
 		}
-		if v, ok := sec.(interface{ Validate() error }); ok {
+		if v, ok := c.Storage.Sections[c.Storage.Backend].(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
 				return fmt.Errorf("config: storage.%s.%w", c.Storage.Backend, err)
 			}
@@ -503,3 +507,6 @@ func validOrigin(o string) error {
 	}
 	return nil
 }
+
+// isTable reports whether a TOML type name (toml.MetaData.Type) is a table.
+func isTable(typ string) bool { return typ == "Hash" || typ == "Table" }

@@ -192,3 +192,20 @@ func TestMemoryEngine(t *testing.T) {
 		t.Fatalf("bad memory engine: %v", err)
 	}
 }
+
+// TestStorageKeyNamedLikeABackend: a backend without a section may share
+// its name with a key of [storage] (the memory backend and storage.memory).
+func TestStorageKeyNamedLikeABackend(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[storage]\nmemory = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sections := SectionTypes{"sqlite": testSections["sqlite"], "memory": nil}
+	c, err := Load(p, nil, sections)
+	if err != nil || !c.Storage.Memory {
+		t.Fatalf("storage.memory = true: %v %+v", err, c.Storage)
+	}
+	if _, err := Load("", []string{"EXTENDDB__STORAGE__BACKEND=memory"}, sections); err != nil {
+		t.Fatalf("a backend without a section: %v", err)
+	}
+}

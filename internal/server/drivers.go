@@ -42,11 +42,7 @@ func driver(name string) (storage.Driver, error) {
 func SectionTypes() config.SectionTypes {
 	out := config.SectionTypes{}
 	for _, d := range Drivers() {
-		if d.NewConfig != nil {
-			out[d.Name] = d.NewConfig
-		} else {
-			out[d.Name] = func() any { return &struct{}{} }
-		}
+		out[d.Name] = d.NewConfig // nil: a backend without a section
 	}
 	return out
 }
