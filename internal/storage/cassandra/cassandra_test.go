@@ -1,0 +1,170 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/storagetest"
+)
+
+// The tests need a Cassandra node. They run when EXTENDDB_TEST_BACKENDS
+// names cassandra, against EXTENDDB_TEST_CASSANDRA_HOSTS (comma-separated
+// contact points; scripts/cassandra.sh start prints one); then a missing
+// or unreachable node FAILS the run. Each run works in a fresh keyspace
+// (random name, dropped at the end).
+
+var (
+	requested bool
+	hosts     []string
+	keyspace  string
+	setupErr  error
+)
+
+func TestMain(m *testing.M) {
+	for _, b := range strings.Split(os.Getenv("EXTENDDB_TEST_BACKENDS"), ",") {
+		if strings.TrimSpace(b) == "cassandra" {
+			requested = true
+		}
+	}
+	if !requested {
+		fmt.Println("storage backends: cassandra not requested (EXTENDDB_TEST_BACKENDS=cassandra with EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start) runs it)")
+		os.Exit(m.Run())
+	}
+	if h := os.Getenv("EXTENDDB_TEST_CASSANDRA_HOSTS"); h == "" {
+		setupErr = errors.New("EXTENDDB_TEST_BACKENDS names cassandra but EXTENDDB_TEST_CASSANDRA_HOSTS is empty (export EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start))")
+	} else {
+		hosts = strings.Split(h, ",")
+		keyspace = fmt.Sprintf("extenddb_test_%d_%08x", time.Now().Unix(), rand.Uint32())
+		setupErr = reachable()
+	}
+	code := m.Run()
+	if setupErr == nil {
+		dropKeyspace(keyspace)
+		fmt.Printf("storage backends exercised: cassandra (%s, keyspace %s)\n", strings.Join(hosts, ","), keyspace)
+	} else {
+		fmt.Printf("storage backends exercised: none — cassandra was requested and FAILED: %v\n", setupErr)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func reachable() error {
+	c := gocql.NewCluster(hosts...)
+	c.ConnectTimeout = 5 * time.Second
+	s, err := c.CreateSession()
+	if err != nil {
+		return fmt.Errorf("cassandra unreachable at %s: %w", strings.Join(hosts, ","), err)
+	}
+	s.Close()
+	return nil
+}
+
+func dropKeyspace(ks string) {
+	c := gocql.NewCluster(hosts...)
+	c.Timeout = 60 * time.Second
+	s, err := c.CreateSession()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "drop keyspace %s: %v\n", ks, err)
+		return
+	}
+	defer s.Close()
+	if err := s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec(); err != nil {
+		fmt.Fprintf(os.Stderr, "drop keyspace %s: %v\n", ks, err)
+	}
+}
+
+func need(t testing.TB) {
+	t.Helper()
+	if !requested {
+		t.Skip("cassandra not requested (EXTENDDB_TEST_BACKENDS)")
+	}
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+}
+
+func openT(t testing.TB, ks string) *Backend {
+	t.Helper()
+	need(t)
+	b, err := Open(context.Background(), Options{Hosts: hosts, Keyspace: ks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestServerReachable(t *testing.T) {
+	b := openT(t, keyspace)
+	if err := b.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	b := openT(t, keyspace)
+	storagetest.Run(t, func(*testing.T) storage.Backend { return b })
+}
+
+// TestSchemaRefused: RequireMigrated refuses a missing keyspace and a
+// fresh one; an edited or newer migration record is refused.
+func TestSchemaRefused(t *testing.T) {
+	need(t)
+	ctx := t.Context()
+	ks := fmt.Sprintf("extenddb_schema_%08x", rand.Uint32())
+	defer dropKeyspace(ks)
+	_, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, RequireMigrated: true})
+	if !storage.IsKind(err, storage.KindSchema) {
+		t.Fatalf("missing keyspace: %v", err)
+	}
+	b := openT(t, ks)
+	st, err := b.status(ctx)
+	if err != nil || len(st.Pending) != 0 || len(st.Applied) == 0 {
+		t.Fatalf("status after migrate: %+v %v", st, err)
+	}
+	if _, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, RequireMigrated: true}); err != nil {
+		t.Fatalf("migrated keyspace refused: %v", err)
+	}
+	if err := b.query(ctx, `UPDATE schema_migrations SET sha256 = 'edited' WHERE version = 1`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks}); !storage.IsKind(err, storage.KindSchema) || !strings.Contains(err.Error(), "differs") {
+		t.Fatalf("edited migration: %v", err)
+	}
+	if err := b.query(ctx, `INSERT INTO schema_migrations (version, name, sha256) VALUES (99, 'future', 'x')`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks}); !storage.IsKind(err, storage.KindSchema) || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("newer migration: %v", err)
+	}
+}
+
+func TestUnreachableIsUnavailable(t *testing.T) {
+	need(t)
+	_, err := Open(t.Context(), Options{Hosts: []string{"127.0.0.1:1"}, ConnectTimeout: time.Second})
+	if !storage.IsKind(err, storage.KindUnavailable) {
+		t.Fatalf("got %v, want KindUnavailable", err)
+	}
+}
+
+func TestSplitCQL(t *testing.T) {
+	got := splitCQL("-- c\nCREATE A (x int,\n y int);\n\nCREATE B;\n")
+	if len(got) != 2 || !strings.HasPrefix(got[0], "CREATE A") || got[1] != "CREATE B" {
+		t.Fatalf("%q", got)
+	}
+	ms, err := loadMigrations()
+	if err != nil || len(ms) == 0 || ms[0].version != 1 {
+		t.Fatalf("%v %v", ms, err)
+	}
+}
