@@ -332,7 +332,7 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 		var ipk, isk, bpk, bsk []byte
 		for iter.Scan(&h, &ipk, &isk, &bpk, &bsk, &wt) {
 			if err := b.query(ctx, `DELETE FROM index_entries USING TIMESTAMP ? WHERE t = ? AND idx = ? AND b = ? AND h = ? AND ipk = ? AND isk = ? AND bpk = ? AND bsk = ?`,
-				wt, t, p.Index, bk, h, ipk, isk, bpk, bsk).Exec(); err != nil {
+				wt, t, p.Index, bk, h, skOf(ipk), skOf(isk), skOf(bpk), skOf(bsk)).Exec(); err != nil {
 				iter.Close()
 				return nil, mapErr(err, "drop index")
 			}

@@ -23,7 +23,7 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 		return nil, err
 	}
 	var item []byte
-	err := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND sk = ?`, p.Table.ID, p.PK, skOf(p.SK)).Scan(&item)
+	err := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND sk = ?`, p.Table.ID, skOf(p.PK), skOf(p.SK)).Scan(&item)
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "get item")
 	}
@@ -132,7 +132,7 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 	if err := b.liveFor(ctx, p.Table); err != nil {
 		return nil, err
 	}
-	t, pk, sk := p.Table.ID, p.PK, skOf(p.SK)
+	t, pk, sk := p.Table.ID, skOf(p.PK), skOf(p.SK)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
@@ -257,7 +257,7 @@ func (b *Backend) applyIndex(ctx context.Context, t int64, pk, sk []byte, ver in
 		}
 		h := storage.KeyHash(d.PK)
 		batch.Query(`DELETE FROM index_entries USING TIMESTAMP ? WHERE t = ? AND idx = ? AND b = ? AND h = ? AND ipk = ? AND isk = ? AND bpk = ? AND bsk = ?`,
-			ver, t, d.Index, bucketOf(h), int64(h), d.PK, skOf(d.SK), pk, sk)
+			ver, t, d.Index, bucketOf(h), int64(h), skOf(d.PK), skOf(d.SK), pk, sk)
 	}
 	for _, e := range ch.PutIndex {
 		if err := b.noteIndex(ctx, t, e.Index); err != nil {
@@ -265,7 +265,7 @@ func (b *Backend) applyIndex(ctx context.Context, t int64, pk, sk []byte, ver in
 		}
 		h := storage.KeyHash(e.PK)
 		batch.Query(`INSERT INTO index_entries (t, idx, b, h, ipk, isk, bpk, bsk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
-			t, e.Index, bucketOf(h), int64(h), e.PK, skOf(e.SK), pk, sk, e.Item, ver)
+			t, e.Index, bucketOf(h), int64(h), skOf(e.PK), skOf(e.SK), pk, sk, e.Item, ver)
 	}
 	if batch.Size() == 0 {
 		return nil

@@ -29,7 +29,7 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 		}
 	}
 	var conds []string
-	args := []any{p.Table.ID, p.PK}
+	args := []any{p.Table.ID, skOf(p.PK)}
 	if lo != nil {
 		conds = append(conds, "sk "+op(">", lo.Inclusive)+" ?")
 		args = append(args, skOf(lo.Key))
@@ -109,30 +109,30 @@ func (b *Backend) queryIndex(ctx context.Context, p storage.QueryParams) (*stora
 	lower := func() {
 		if p.Forward && p.After != nil && !beforeLower(p.After.SK, p.Lower) {
 			conds = append(conds, "(h, ipk, isk, bpk, bsk) > (?, ?, ?, ?, ?)")
-			args = append(args, H, p.PK, skOf(p.After.SK), p.After.BasePK, skOf(p.After.BaseSK))
+			args = append(args, H, skOf(p.PK), skOf(p.After.SK), skOf(p.After.BasePK), skOf(p.After.BaseSK))
 			return
 		}
 		if p.Lower != nil {
 			conds = append(conds, "(h, ipk, isk) "+op(">", p.Lower.Inclusive)+" (?, ?, ?)")
-			args = append(args, H, p.PK, skOf(p.Lower.Key))
+			args = append(args, H, skOf(p.PK), skOf(p.Lower.Key))
 			return
 		}
 		conds = append(conds, "(h, ipk) >= (?, ?)")
-		args = append(args, H, p.PK)
+		args = append(args, H, skOf(p.PK))
 	}
 	upper := func() {
 		if !p.Forward && p.After != nil && !afterUpper(p.After.SK, p.Upper) {
 			conds = append(conds, "(h, ipk, isk, bpk, bsk) < (?, ?, ?, ?, ?)")
-			args = append(args, H, p.PK, skOf(p.After.SK), p.After.BasePK, skOf(p.After.BaseSK))
+			args = append(args, H, skOf(p.PK), skOf(p.After.SK), skOf(p.After.BasePK), skOf(p.After.BaseSK))
 			return
 		}
 		if p.Upper != nil {
 			conds = append(conds, "(h, ipk, isk) "+op("<", p.Upper.Inclusive)+" (?, ?, ?)")
-			args = append(args, H, p.PK, skOf(p.Upper.Key))
+			args = append(args, H, skOf(p.PK), skOf(p.Upper.Key))
 			return
 		}
 		conds = append(conds, "(h, ipk) <= (?, ?)")
-		args = append(args, H, p.PK)
+		args = append(args, H, skOf(p.PK))
 	}
 	lower()
 	upper()
@@ -207,7 +207,7 @@ func (b *Backend) eachPartition(ctx context.Context, t int64, lo, hi uint32, aft
 		var h int64
 		var pk []byte
 		for iter.Scan(&h, &pk) {
-			cont, err := fn(pk)
+			cont, err := fn(skOf(pk))
 			if err != nil || !cont {
 				iter.Close()
 				return err
@@ -260,9 +260,14 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	}
 	var after []byte
 	if p.After != nil {
-		after = p.After.PK
-		if err := readPart(p.After.PK, skOf(p.After.SK)); err != nil {
-			return nil, err
+		switch ch := storage.KeyHash(p.After.PK); {
+		case ch > hi:
+			return &storage.ScanResult{}, nil
+		case ch >= lo:
+			after = skOf(p.After.PK)
+			if err := readPart(after, skOf(p.After.SK)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if !more {
@@ -283,16 +288,24 @@ func (b *Backend) scanIndex(ctx context.Context, p storage.ScanParams, lo, hi ui
 	t := p.Table.ID
 	first := bucketOf(lo)
 	var ch uint32
-	if p.After != nil {
-		ch = storage.KeyHash(p.After.PK)
-		first = bucketOf(ch)
+	after := p.After
+	if after != nil {
+		ch = storage.KeyHash(after.PK)
+		if ch > hi {
+			return &storage.ScanResult{}, nil
+		}
+		if ch < lo {
+			after = nil // a cursor before the segment: start at its beginning
+		} else {
+			first = bucketOf(ch)
+		}
 	}
 	var rows []storage.Row
 	for bk := first; bk <= bucketOf(hi); bk++ {
 		var q *gocql.Query
-		if p.After != nil && bk == bucketOf(ch) {
+		if after != nil && bk == bucketOf(ch) {
 			q = b.query(ctx, `SELECT ipk, isk, bpk, bsk, item FROM index_entries WHERE t = ? AND idx = ? AND b = ? AND (h, ipk, isk, bpk, bsk) > (?, ?, ?, ?, ?) AND (h) <= (?)`,
-				t, p.Index, bk, int64(ch), p.After.PK, skOf(p.After.SK), p.After.BasePK, skOf(p.After.BaseSK), int64(hi))
+				t, p.Index, bk, int64(ch), skOf(after.PK), skOf(after.SK), skOf(after.BasePK), skOf(after.BaseSK), int64(hi))
 		} else {
 			q = b.query(ctx, `SELECT ipk, isk, bpk, bsk, item FROM index_entries WHERE t = ? AND idx = ? AND b = ? AND (h) >= (?) AND (h) <= (?)`,
 				t, p.Index, bk, int64(lo), int64(hi))
