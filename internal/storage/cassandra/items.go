@@ -282,14 +282,27 @@ func putsKey(puts []storage.IndexEntry, k storage.IndexKey) bool {
 	return false
 }
 
-// TransactWrite needs the shared transaction ledger (issue 15): not yet.
+// TransactWrite needs the shared transaction ledger (issue 15), which does
+// not exist yet. The refusals that come before any write are real: a
+// missing table answers KindTableNotFound and a stale description
+// version KindTableVersion, writing nothing; otherwise KindUnsupported.
 func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	for _, op := range p.Ops {
+		if err := b.liveFor(ctx, op.Table); err != nil {
+			return nil, err
+		}
+	}
 	return nil, storage.Errorf(storage.KindUnsupported, "cassandra: TransactWriteItems is not implemented yet (needs the transaction ledger)")
 }
 
-// TransactGet needs the shared transaction ledger (issue 15): not yet.
-// KindUnsupported is not a declared kind of TransactGet, so this is an
-// internal error.
+// TransactGet needs the shared transaction ledger (issue 15): not yet. A
+// missing table answers KindTableNotFound; otherwise an internal error
+// (KindUnsupported is not a declared kind of TransactGet).
 func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	for _, k := range p.Keys {
+		if err := b.live(ctx, k.Table); err != nil {
+			return nil, err
+		}
+	}
 	return nil, storage.Errorf(storage.KindInternal, "cassandra: TransactGetItems is not implemented yet (needs the transaction ledger)")
 }
