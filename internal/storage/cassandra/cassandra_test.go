@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +170,137 @@ func TestSplitCQL(t *testing.T) {
 	if err != nil || len(ms) == 0 || ms[0].version != 1 {
 		t.Fatalf("%v %v", ms, err)
 	}
+}
+
+// TestDriverMigrateStatusOpen: the driver's status on a missing keyspace
+// lists every migration pending; migrate applies them; Open (which
+// requires a migrated keyspace) then works.
+func TestDriverMigrateStatusOpen(t *testing.T) {
+	need(t)
+	ctx := t.Context()
+	ks := fmt.Sprintf("extenddb_driver_%08x", rand.Uint32())
+	defer dropKeyspace(ks)
+	d := Driver()
+	cfg := d.NewConfig().(*Config)
+	cfg.Hosts, cfg.Keyspace = strings.Join(hosts, ","), ks
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	env := storage.DriverEnv{Config: cfg}
+	if _, err := d.Open(ctx, env); !storage.IsKind(err, storage.KindSchema) {
+		t.Fatalf("open before migrate: %v", err)
+	}
+	st, err := d.Status(ctx, env)
+	if err != nil || st.Missing == "" || len(st.Pending) == 0 {
+		t.Fatalf("status before migrate: %+v %v", st, err)
+	}
+	names, err := d.Migrate(ctx, env)
+	if err != nil || len(names) != len(st.Pending) {
+		t.Fatalf("migrate: %v %v", names, err)
+	}
+	st, err = d.Status(ctx, env)
+	if err != nil || len(st.Pending) != 0 || len(st.Applied) != len(names) {
+		t.Fatalf("status after migrate: %+v %v", st, err)
+	}
+	b, err := d.Open(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
+
+// TestTwoSessionsConditionalRace: two Backends (two sessions, as two
+// servers would have) race 32 conditional puts on one absent key, several
+// rounds; exactly one wins each round and its index entry is the only one.
+func TestTwoSessionsConditionalRace(t *testing.T) {
+	b1 := openT(t, keyspace)
+	b2 := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b1.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "race2", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	errExists := errors.New("item exists")
+	for round := range 5 {
+		pk := []byte(fmt.Sprintf("key-%d", round))
+		var wins, winner atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, 32)
+		for i := range 32 {
+			be := b1
+			if i%2 == 1 {
+				be = b2
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: []byte("s"), Fn: func(old []byte) (storage.Change, error) {
+					if old != nil {
+						return storage.Change{}, errExists
+					}
+					return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(i)),
+						PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: pk}, Item: []byte(fmt.Sprint(i))}}}, nil
+				}})
+				errs[i] = err
+				if err == nil {
+					wins.Add(1)
+					winner.Store(int32(i))
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("round %d: %d winners (errors %v)", round, wins.Load(), errs)
+		}
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, errExists) {
+				t.Fatalf("round %d: loser %d: %v", round, i, err)
+			}
+		}
+		g, err := b2.GetItem(ctx, storage.GetItemParams{Table: ref, PK: pk, SK: []byte("s")})
+		if err != nil || string(g.Item) != fmt.Sprint(winner.Load()) {
+			t.Fatalf("round %d: item %q (%v), winner %d", round, g.Item, err, winner.Load())
+		}
+	}
+	q, err := b1.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
+	if err != nil || len(q.Rows) != 5 {
+		t.Fatalf("index entries: %d (%v), want 5", len(q.Rows), err)
+	}
+}
+
+// TestWriteLatency logs the latency of sequential puts and gets (one
+// client; a figure for docs, not a benchmark).
+func TestWriteLatency(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "lat", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	const n = 200
+	var lat []time.Duration
+	for i := range n {
+		pk := []byte(fmt.Sprintf("k%04d", i%50))
+		t0 := time.Now()
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: pk}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	t0 := time.Now()
+	for i := range n {
+		if _, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte(fmt.Sprintf("k%04d", i%50))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := time.Since(t0) / n
+	slices.Sort(lat)
+	t.Logf("WriteItem (put, %d sequential, 50 keys): p50 %v p99 %v; GetItem mean %v", n, lat[n/2], lat[n*99/100], get)
 }
