@@ -216,6 +216,19 @@ func (b *Backend) query(ctx context.Context, stmt string, args ...any) *gocql.Qu
 	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(b.cl)
 }
 
+// quorum builds a read at QUORUM or LOCAL_QUORUM (whichever the
+// configured consistency is closer to, never weaker): catalog reads rely
+// on seeing every committed LWT.
+func (b *Backend) quorum(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	cl := b.cl
+	switch cl {
+	case gocql.Quorum, gocql.LocalQuorum, gocql.All, gocql.EachQuorum:
+	default:
+		cl = gocql.LocalQuorum
+	}
+	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(cl)
+}
+
 // serial builds a read at the serial consistency (linearizable with LWTs).
 func (b *Backend) serial(ctx context.Context, stmt string, args ...any) *gocql.Query {
 	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(b.scl)

@@ -25,10 +25,13 @@ func (r *tableRow) table() *storage.Table {
 	return &storage.Table{Account: r.account, Name: r.name, ID: r.id, Desc: r.desc, Version: r.version, CreatedAt: r.createdAt}
 }
 
-// byID reads a table incarnation linearizably (SERIAL); nil when absent.
+// byID reads a table incarnation; nil when absent. The catalog changes
+// only through LWTs, whose commits are quorum writes, so a quorum read sees
+// every change whose LWT has returned; an LWT still in progress is ordered
+// after the read (the fence argument of ADR 0015 needs no more).
 func (b *Backend) byID(ctx context.Context, id int64) (*tableRow, error) {
 	r := &tableRow{id: id}
-	err := b.serial(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version FROM tables WHERE id = ?`, id).
+	err := b.quorum(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version FROM tables WHERE id = ?`, id).
 		Scan(&r.account, &r.name, &r.desc, &r.version, &r.createdAt, &r.pendingDesc, &r.pendingVersion)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
@@ -42,7 +45,7 @@ func (b *Backend) byID(ctx context.Context, id int64) (*tableRow, error) {
 // byName resolves a name to its live incarnation; nil when absent.
 func (b *Backend) byName(ctx context.Context, account, name string) (*tableRow, error) {
 	var id int64
-	err := b.serial(ctx, `SELECT id FROM tables_by_name WHERE account = ? AND name = ?`, account, name).Scan(&id)
+	err := b.quorum(ctx, `SELECT id FROM tables_by_name WHERE account = ? AND name = ?`, account, name).Scan(&id)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}

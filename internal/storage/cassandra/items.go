@@ -45,18 +45,25 @@ type current struct {
 	wid     gocql.UUID
 }
 
-// readForWrite reads the row and the partition's fence linearizably
-// (SERIAL: it completes any LWT in progress on the partition).
-func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte) (*current, error) {
+// readForWrite reads the row and the partition's fence. The first read of
+// a write is a plain (quorum) read: it may miss an LWT in progress, which
+// the write's own LWT condition then catches (the write reads again). A
+// SERIAL read (serial=true) completes any LWT in progress on the partition;
+// resolving an unknown outcome needs it.
+func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, serial bool) (*current, error) {
 	c := &current{}
-	err := b.serial(ctx, `SELECT item, ver, tv, wid FROM items WHERE t = ? AND pk = ? AND sk = ?`, t, pk, sk).Scan(&c.item, &c.ver, &c.tv, &c.wid)
+	rd := b.query
+	if serial {
+		rd = b.serial
+	}
+	err := rd(ctx, `SELECT item, ver, tv, wid FROM items WHERE t = ? AND pk = ? AND sk = ?`, t, pk, sk).Scan(&c.item, &c.ver, &c.tv, &c.wid)
 	if err == nil {
 		return c, nil
 	}
 	if !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "read item")
 	}
-	err = b.serial(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&c.tv)
+	err = rd(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&c.tv)
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "read fence")
 	}
@@ -133,27 +140,42 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		return nil, err
 	}
 	t, pk, sk := p.Table.ID, skOf(p.PK), skOf(p.SK)
+	var err error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
 				return nil, err
 			}
 		}
-		cur, err := b.readForWrite(ctx, t, pk, sk)
-		if err != nil {
-			return nil, err
-		}
-		if cur.tv != nil && *cur.tv > p.Table.Version {
-			return nil, storage.VersionChanged(p.Table, *cur.tv)
-		}
-		ch, err := p.Fn(cur.item)
-		if err != nil {
-			return nil, err
+		// The first read is a plain quorum read; an answer that writes
+		// nothing (Fn's error, Keep) is only given from a SERIAL read,
+		// which is linearizable with the LWTs on the partition.
+		serial := false
+		var cur *current
+		var ch storage.Change
+		for {
+			cur, err = b.readForWrite(ctx, t, pk, sk, serial)
+			if err != nil {
+				return nil, err
+			}
+			if cur.tv != nil && *cur.tv > p.Table.Version {
+				return nil, storage.VersionChanged(p.Table, *cur.tv)
+			}
+			var fnErr error
+			ch, fnErr = p.Fn(cur.item)
+			writes := fnErr == nil && ch.Op != storage.Keep && !(ch.Op == storage.Delete && cur.item == nil && len(ch.DeleteIndex) == 0)
+			if writes {
+				break
+			}
+			if serial {
+				if fnErr != nil {
+					return nil, fnErr
+				}
+				return &storage.WriteItemResult{Old: cur.item, Change: ch}, nil
+			}
+			serial = true
 		}
 		res := &storage.WriteItemResult{Old: cur.item, Change: ch}
-		if ch.Op == storage.Keep || (ch.Op == storage.Delete && cur.item == nil && len(ch.DeleteIndex) == 0) {
-			return res, nil
-		}
 		wrote, err := b.noteDir(ctx, t, pk)
 		if err != nil {
 			return nil, err
@@ -208,7 +230,7 @@ func (b *Backend) resolveCAS(ctx context.Context, casErr error, t int64, pk, sk 
 		return false, mapErr(casErr, "write item")
 	}
 	for i := 0; i < 5; i++ {
-		cur, err := b.readForWrite(ctx, t, pk, sk)
+		cur, err := b.readForWrite(ctx, t, pk, sk, true)
 		if err != nil {
 			if storage.IsKind(err, storage.KindUnavailable) {
 				if e := backoff(ctx, i+1); e != nil {
