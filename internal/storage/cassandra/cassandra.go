@@ -46,6 +46,9 @@ type Options struct {
 	// RequireMigrated refuses a keyspace with pending migrations instead of
 	// applying them.
 	RequireMigrated bool
+	// OutboxSweep is how often every table's index outbox is drained in
+	// the background (default 1 min; negative: never, e.g. in tests).
+	OutboxSweep time.Duration
 }
 
 // Backend is the Cassandra backend.
@@ -56,6 +59,13 @@ type Backend struct {
 	dirMu    sync.Mutex
 	dirKnown map[dirKey]struct{} // partition directory rows known to exist
 	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
+
+	closing   chan struct{} // closed by Close: stops the outbox sweep
+	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
+	closeOnce sync.Once
+	// skipApply leaves index changes in the outbox (tests: a writer that
+	// died after its LWT).
+	skipApply bool
 }
 
 type dirKey struct {
@@ -155,6 +165,15 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 		s.Close()
 		return nil, err
 	}
+	b.closing = make(chan struct{})
+	if opt.OutboxSweep >= 0 {
+		iv := opt.OutboxSweep
+		if iv == 0 {
+			iv = time.Minute
+		}
+		b.sweepDone = make(chan struct{})
+		go b.sweep(iv)
+	}
 	return b, nil
 }
 
@@ -205,9 +224,17 @@ func (b *Backend) Ping(ctx context.Context) error {
 	return mapErr(b.s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&v), "ping")
 }
 
-// Close closes the session.
+// Close stops the outbox sweep and closes the session.
 func (b *Backend) Close() error {
-	b.s.Close()
+	b.closeOnce.Do(func() {
+		if b.closing != nil {
+			close(b.closing)
+		}
+		if b.sweepDone != nil {
+			<-b.sweepDone
+		}
+		b.s.Close()
+	})
 	return nil
 }
 

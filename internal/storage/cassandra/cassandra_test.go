@@ -100,7 +100,8 @@ func need(t testing.TB) {
 func openT(t testing.TB, ks string) *Backend {
 	t.Helper()
 	need(t)
-	b, err := Open(context.Background(), Options{Hosts: hosts, Keyspace: ks})
+	// No background sweep: tests drain explicitly (TestOutboxSweep runs one).
+	b, err := Open(context.Background(), Options{Hosts: hosts, Keyspace: ks, OutboxSweep: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +304,141 @@ func TestWriteLatency(t *testing.T) {
 	get := time.Since(t0) / n
 	slices.Sort(lat)
 	t.Logf("WriteItem (put, %d sequential, 50 keys): p50 %v p99 %v; GetItem mean %v", n, lat[n/2], lat[n*99/100], get)
+}
+
+func TestOutboxEncoding(t *testing.T) {
+	ch := storage.Change{
+		DeleteIndex: []storage.IndexKey{{Index: "g", PK: []byte("a"), SK: nil}, {Index: "", PK: []byte{}, SK: []byte{0, 0xFF}}},
+		PutIndex:    []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "lsi", PK: []byte("p"), SK: []byte("s")}, Item: []byte(`{"x":1}`)}},
+	}
+	got, err := decodeOutbox(encodeOutbox(ch))
+	if err != nil || len(got.DeleteIndex) != 2 || len(got.PutIndex) != 1 || got.DeleteIndex[1].SK[1] != 0xFF ||
+		string(got.PutIndex[0].Item) != `{"x":1}` || got.PutIndex[0].Index != "lsi" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range [][]byte{{5}, {1, 9, 'a'}, append(encodeOutbox(ch), 0)} {
+		if _, err := decodeOutbox(bad); err == nil {
+			t.Errorf("%x decoded", bad)
+		}
+	}
+}
+
+// TestOutboxRecovery: a writer that dies after its conditional batch
+// (item + outbox row) but before applying the index change leaves the
+// index behind; the sweep (drainAll) applies it, in version order per
+// item whatever the order of application, and DropIndex drains before it
+// deletes, so a late application cannot bring a dropped entry back.
+func TestOutboxRecovery(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "outbox", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	put := func(pk, gsk string) storage.Change {
+		ch := storage.Change{Op: storage.Put, Item: []byte(pk + gsk),
+			PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte(gsk)}, Item: []byte(pk + gsk)}}}
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func(old []byte) (storage.Change, error) {
+			if old != nil {
+				ch.DeleteIndex = []storage.IndexKey{{Index: "g", PK: []byte("gp"), SK: []byte(old[len(pk):])}}
+			}
+			return ch, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	entries := func() []string {
+		q, err := b.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range q.Rows {
+			out = append(out, string(r.Item))
+		}
+		return out
+	}
+	b.skipApply = true
+	put("a", "1")
+	put("a", "2") // moves a's entry from 1 to 2
+	put("b", "3")
+	b.skipApply = false
+	if got := entries(); len(got) != 0 {
+		t.Fatalf("entries before the sweep: %v", got)
+	}
+	n, err := b.drainAll(ctx)
+	if err != nil || n < 3 {
+		t.Fatalf("drained %d (%v)", n, err)
+	}
+	if got := fmt.Sprint(entries()); got != "[a2 b3]" {
+		t.Fatalf("entries after the sweep: %s", got)
+	}
+	// Applying a's first change again (a late, duplicate application)
+	// changes nothing: its timestamp is older than the move.
+	if err := b.applyIndex(ctx, ref.ID, []byte("a"), []byte{}, 1, storage.Change{PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte("1")}, Item: []byte("a1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(entries()); got != "[a2 b3]" {
+		t.Fatalf("entries after a late application: %s", got)
+	}
+	// A pending outbox row, then DropIndex: nothing of g survives, also
+	// when the dead writer's application lands afterwards.
+	b.skipApply = true
+	late := put("c", "4")
+	b.skipApply = false
+	if _, err := b.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := b.readForWrite(ctx, ref.ID, []byte("c"), []byte{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.applyIndex(ctx, ref.ID, []byte("c"), []byte{}, *cur.ver, late); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(); len(got) != 0 {
+		t.Fatalf("entries after DropIndex and a late application: %v", got)
+	}
+}
+
+// TestOutboxSweep: the background sweep applies an outbox row left by a
+// writer that died after its LWT.
+func TestOutboxSweep(t *testing.T) {
+	need(t)
+	ks := fmt.Sprintf("extenddb_sweep_%08x", rand.Uint32())
+	defer dropKeyspace(ks)
+	w := openT(t, ks)
+	ctx := t.Context()
+	cr, err := w.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "sweep", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	w.skipApply = true
+	if _, err := w.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: []byte("v"), PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte("s")}, Item: []byte("v")}}}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, OutboxSweep: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		q, err := w.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q.Rows) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep did not apply the outbox row")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -329,6 +329,13 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 		return nil, err
 	}
 	t := p.Table.ID
+	// Apply every outbox row first: a write that won its LWT before the
+	// description changed may not have applied its entries yet. Entries
+	// it applies later carry the timestamps deleted here (a tombstone wins
+	// a tie), so they stay deleted.
+	if _, err := b.drain(ctx, t); err != nil {
+		return nil, err
+	}
 	for bk := range buckets {
 		iter := b.query(ctx, `SELECT h, ipk, isk, bpk, bsk, writetime(item) FROM index_entries WHERE t = ? AND idx = ? AND b = ?`, t, p.Index, bk).PageSize(500).Iter()
 		var h, wt int64

@@ -23,7 +23,7 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 		return nil, err
 	}
 	var item []byte
-	err := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND sk = ?`, p.Table.ID, skOf(p.PK), skOf(p.SK)).Scan(&item)
+	err := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, p.Table.ID, skOf(p.PK), skOf(p.SK)).Scan(&item)
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "get item")
 	}
@@ -56,7 +56,7 @@ func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, seri
 	if serial {
 		rd = b.serial
 	}
-	err := rd(ctx, `SELECT item, ver, tv, wid FROM items WHERE t = ? AND pk = ? AND sk = ?`, t, pk, sk).Scan(&c.item, &c.ver, &c.tv, &c.wid)
+	err := rd(ctx, `SELECT item, ver, tv, wid FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).Scan(&c.item, &c.ver, &c.tv, &c.wid)
 	if err == nil {
 		return c, nil
 	}
@@ -197,9 +197,14 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		if ch.Op == storage.Put {
 			item = ch.Item
 		}
-		q := b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND sk = ? IF ver = ? AND tv = ?`,
-			item, nv, wid, t, pk, sk, cur.ver, cur.tv)
-		applied, err := q.MapScanCAS(map[string]any{})
+		indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
+		var applied bool
+		if indexed {
+			applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, encodeOutbox(ch))
+		} else {
+			applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
+				item, nv, wid, t, pk, sk, cur.ver, cur.tv).MapScanCAS(map[string]any{})
+		}
 		if err != nil {
 			applied, err = b.resolveCAS(ctx, err, t, pk, sk, wid, cur.ver)
 			if err != nil {
@@ -209,8 +214,11 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		if !applied {
 			continue
 		}
-		if err := b.applyIndex(ctx, t, pk, sk, nv, ch); err != nil {
-			return nil, err
+		if indexed && !b.skipApply {
+			// The change is committed with its outbox row: an error here
+			// leaves the row for the sweep (the index converges), it does
+			// not undo the write.
+			_ = b.finishOutbox(ctx, t, pk, sk, nv, ch)
 		}
 		return res, nil
 	}

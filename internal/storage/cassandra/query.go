@@ -38,14 +38,14 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 		conds = append(conds, "sk "+op("<", hi.Inclusive)+" ?")
 		args = append(args, skOf(hi.Key))
 	}
-	stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ?`
+	stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ? AND kind = 0`
 	for _, c := range conds {
 		stmt += " AND " + c
 	}
 	if p.Forward {
-		stmt += " ORDER BY sk ASC"
+		stmt += " ORDER BY kind ASC"
 	} else {
-		stmt += " ORDER BY sk DESC"
+		stmt += " ORDER BY kind DESC"
 	}
 	iter := b.query(ctx, stmt, args...).PageSize(p.Limit + 1).Iter()
 	var rows []storage.Row
@@ -237,7 +237,7 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	more := false
 	// readPart appends rows of one partition after sk (nil: from the start).
 	readPart := func(pk, after []byte) error {
-		stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ?`
+		stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ? AND kind = 0`
 		args := []any{t, pk}
 		if after != nil {
 			stmt += ` AND sk > ?`

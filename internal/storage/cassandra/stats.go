@@ -22,7 +22,7 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 	res := &storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}
 	t := p.Table.ID
 	err := b.eachPartition(ctx, t, 0, 0xFFFFFFFF, nil, func(pk []byte) (bool, error) {
-		iter := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ?`, t, pk).PageSize(500).Iter()
+		iter := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND kind = 0`, t, pk).PageSize(500).Iter()
 		var item []byte
 		for iter.Scan(&item) {
 			if item != nil {
