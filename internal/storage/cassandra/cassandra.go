@@ -2,7 +2,7 @@
 // (5.0) through gocql. It is not in the server's driver table yet: it does
 // not pass every storagetest section (no transactions, no snapshot
 // capability, index entries outside the item's conditional write). See
-// docs/adr/0015-cassandra-backend.md for the data model, the table-version
+// docs/adr/0016-cassandra-backend.md for the data model, the table-version
 // fence and the limits.
 //
 // Data model: one Cassandra partition per DynamoDB item collection

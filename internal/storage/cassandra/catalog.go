@@ -28,7 +28,7 @@ func (r *tableRow) table() *storage.Table {
 // byID reads a table incarnation; nil when absent. The catalog changes
 // only through LWTs, whose commits are quorum writes, so a quorum read sees
 // every change whose LWT has returned; an LWT still in progress is ordered
-// after the read (the fence argument of ADR 0015 needs no more).
+// after the read (the fence argument of ADR 0016 needs no more).
 func (b *Backend) byID(ctx context.Context, id int64) (*tableRow, error) {
 	r := &tableRow{id: id}
 	err := b.quorum(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version FROM tables WHERE id = ?`, id).
@@ -130,7 +130,7 @@ func (b *Backend) ListTables(ctx context.Context, p storage.ListTablesParams) (*
 }
 
 // UpdateTable runs Fn on the current description and installs its result
-// in two steps (ADR 0015): the new description is recorded as pending
+// in two steps (ADR 0016): the new description is recorded as pending
 // with an LWT on the catalog row's version; every item partition is then
 // fenced at the new version; only then does the pending description
 // become current. Any writer or UpdateTable that meets a pending

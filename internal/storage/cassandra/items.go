@@ -72,7 +72,7 @@ func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, seri
 
 // noteDir records the partition in the directory (before its first
 // write); it returns true when it wrote the row (the caller then checks
-// the table version again, see ADR 0015).
+// the table version again, see ADR 0016).
 func (b *Backend) noteDir(ctx context.Context, t int64, pk []byte) (bool, error) {
 	k := dirKey{t, string(pk)}
 	b.dirMu.Lock()
@@ -133,7 +133,7 @@ func (b *Backend) forget(t int64) {
 // WriteItem: check the table version, read the row and the partition's
 // fence (SERIAL), run Fn, and apply its change with an LWT conditioned on
 // the row's version and the fence; a lost race reads and runs Fn again.
-// Index entries are written after the LWT won (ADR 0015: not atomic with
+// Index entries are written after the LWT won (ADR 0016: not atomic with
 // the item yet).
 func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
 	if err := b.liveFor(ctx, p.Table); err != nil {

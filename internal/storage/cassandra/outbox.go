@@ -11,7 +11,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// The index outbox (ADR 0015). A write whose change has index entries
+// The index outbox (ADR 0016). A write whose change has index entries
 // writes, in the same conditional batch as the item (one partition, so one
 // LWT), an outbox row (kind 1, sk, seq = the item's new version) holding
 // the index change. After the LWT the writer applies the change to

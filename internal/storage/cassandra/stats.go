@@ -8,7 +8,7 @@ import (
 
 // TableStats counts items and index entries by reading them all. It is
 // NOT from one consistent instant (Cassandra has no snapshot read): writes
-// that run meanwhile may or may not be counted (ADR 0015).
+// that run meanwhile may or may not be counted (ADR 0016).
 func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*storage.TableStatsResult, error) {
 	if err := b.live(ctx, p.Table); err != nil {
 		return nil, err
