@@ -442,3 +442,65 @@ func TestOutboxSweep(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestPendingUpdateRolledForward: an UpdateTable whose coordinator died
+// after recording the pending description (step 1) is finished by the
+// next writer: the writer at the old version is refused with
+// KindTableVersion, every partition is fenced at the new version, and the
+// table shows the new description.
+func TestPendingUpdateRolledForward(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "pending", Desc: []byte("v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := cr.Table.Ref()
+	put := func(ref storage.TableRef, pk string) error {
+		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(pk)}, nil
+		}})
+		return err
+	}
+	if err := put(v1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// Step 1 of an UpdateTable, then its coordinator "dies".
+	if ok, err := b.query(ctx, `UPDATE tables SET pending_descr = ?, pending_version = 2 WHERE id = ? IF version = 1 AND pending_version = null`,
+		[]byte("v2"), v1.ID).MapScanCAS(map[string]any{}); err != nil || !ok {
+		t.Fatalf("pending: %v %v", ok, err)
+	}
+	t0 := time.Now()
+	for _, pk := range []string{"a", "new"} {
+		if err := put(v1, pk); !storage.IsKind(err, storage.KindTableVersion) {
+			t.Fatalf("write %s at the old version during a dead update: %v", pk, err)
+		}
+	}
+	t.Logf("refused after %v (the writer waits up to 2 s, then finishes the update)", time.Since(t0).Round(time.Millisecond))
+	g, err := b.GetTable(ctx, storage.GetTableParams{Account: v1.Account, Name: v1.Name})
+	if err != nil || g.Table.Version != 2 || string(g.Table.Desc) != "v2" {
+		t.Fatalf("table after roll-forward: %+v %v", g, err)
+	}
+	cur, err := b.readForWrite(ctx, v1.ID, []byte("a"), []byte{}, true)
+	if err != nil || cur.tv == nil || *cur.tv != 2 {
+		t.Fatalf("partition a not fenced at 2: %+v %v", cur, err)
+	}
+	v2 := g.Table.Ref()
+	if err := put(v2, "a"); err != nil {
+		t.Fatalf("write at the new version: %v", err)
+	}
+	// A concurrent UpdateTable meeting a pending one finishes it first.
+	if _, err := b.query(ctx, `UPDATE tables SET pending_descr = ?, pending_version = 3 WHERE id = ? IF version = 2 AND pending_version = null`,
+		[]byte("v3"), v1.ID).MapScanCAS(map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := b.UpdateTable(ctx, storage.UpdateTableParams{Account: v1.Account, Name: v1.Name, Fn: func(old *storage.Table) ([]byte, error) {
+		if old.Version != 3 || string(old.Desc) != "v3" {
+			return nil, fmt.Errorf("Fn saw version %d %q, want the finished pending update 3", old.Version, old.Desc)
+		}
+		return []byte("v4"), nil
+	}})
+	if err != nil || u.Table.Version != 4 {
+		t.Fatalf("UpdateTable over a pending one: %+v %v", u, err)
+	}
+}
