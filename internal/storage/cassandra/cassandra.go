@@ -243,9 +243,9 @@ func (b *Backend) query(ctx context.Context, stmt string, args ...any) *gocql.Qu
 	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(b.cl)
 }
 
-// quorum builds a read at QUORUM or LOCAL_QUORUM (whichever the
-// configured consistency is closer to, never weaker): catalog reads rely
-// on seeing every committed LWT.
+// quorum builds a statement at the configured consistency, or
+// LOCAL_QUORUM when that is weaker: catalog reads and the partition
+// directory rely on reads seeing every acknowledged write (ADR 0016).
 func (b *Backend) quorum(ctx context.Context, stmt string, args ...any) *gocql.Query {
 	cl := b.cl
 	switch cl {

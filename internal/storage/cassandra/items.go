@@ -82,7 +82,7 @@ func (b *Backend) noteDir(ctx context.Context, t int64, pk []byte) (bool, error)
 		return false, nil
 	}
 	h := storage.KeyHash(pk)
-	if err := b.query(ctx, `INSERT INTO partitions (t, b, h, pk) VALUES (?, ?, ?, ?)`, t, bucketOf(h), int64(h), pk).Exec(); err != nil {
+	if err := b.quorum(ctx, `INSERT INTO partitions (t, b, h, pk) VALUES (?, ?, ?, ?)`, t, bucketOf(h), int64(h), pk).Exec(); err != nil {
 		return false, mapErr(err, "partition directory")
 	}
 	b.dirMu.Lock()

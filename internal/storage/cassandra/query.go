@@ -198,10 +198,10 @@ func (b *Backend) eachPartition(ctx context.Context, t int64, lo, hi uint32, aft
 	for bk := first; bk <= bucketOf(hi); bk++ {
 		var q *gocql.Query
 		if after != nil && bk == bucketOf(storage.KeyHash(after)) {
-			q = b.query(ctx, `SELECT h, pk FROM partitions WHERE t = ? AND b = ? AND (h, pk) > (?, ?) AND (h) <= (?)`,
+			q = b.quorum(ctx, `SELECT h, pk FROM partitions WHERE t = ? AND b = ? AND (h, pk) > (?, ?) AND (h) <= (?)`,
 				t, bk, int64(storage.KeyHash(after)), after, int64(hi))
 		} else {
-			q = b.query(ctx, `SELECT h, pk FROM partitions WHERE t = ? AND b = ? AND (h) >= (?) AND (h) <= (?)`, t, bk, int64(lo), int64(hi))
+			q = b.quorum(ctx, `SELECT h, pk FROM partitions WHERE t = ? AND b = ? AND (h) >= (?) AND (h) <= (?)`, t, bk, int64(lo), int64(hi))
 		}
 		iter := q.PageSize(200).Iter()
 		var h int64
