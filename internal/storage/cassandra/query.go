@@ -142,7 +142,7 @@ func (b *Backend) queryIndex(ctx context.Context, p storage.QueryParams) (*stora
 	} else {
 		stmt += " ORDER BY h DESC"
 	}
-	rows, more, err := b.collectIndex(b.query(ctx, stmt, args...).PageSize(p.Limit+1).Iter(), p.Limit, ^uint32(0))
+	rows, more, err := b.collectIndex(b.query(ctx, stmt, args...).PageSize(p.Limit+1).Iter(), p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -167,9 +167,9 @@ func afterUpper(sk []byte, hi *storage.Bound) bool {
 	return x > 0 || (x == 0 && !hi.Inclusive)
 }
 
-// collectIndex reads up to limit index rows (and notes whether one more
-// exists), stopping at hash hiH.
-func (b *Backend) collectIndex(iter *gocql.Iter, limit int, hiH uint32) ([]storage.Row, bool, error) {
+// collectIndex reads up to limit index rows and notes whether one more
+// exists.
+func (b *Backend) collectIndex(iter *gocql.Iter, limit int) ([]storage.Row, bool, error) {
 	var rows []storage.Row
 	more := false
 	var ipk, isk, bpk, bsk, item []byte
@@ -310,7 +310,7 @@ func (b *Backend) scanIndex(ctx context.Context, p storage.ScanParams, lo, hi ui
 			q = b.query(ctx, `SELECT ipk, isk, bpk, bsk, item FROM index_entries WHERE t = ? AND idx = ? AND b = ? AND (h) >= (?) AND (h) <= (?)`,
 				t, p.Index, bk, int64(lo), int64(hi))
 		}
-		got, more, err := b.collectIndex(q.PageSize(p.Limit+1-len(rows)).Iter(), p.Limit-len(rows), hi)
+		got, more, err := b.collectIndex(q.PageSize(p.Limit+1-len(rows)).Iter(), p.Limit-len(rows))
 		if err != nil {
 			return nil, err
 		}
