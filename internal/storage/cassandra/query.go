@@ -270,19 +270,70 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 			}
 		}
 	}
+	// Partitions are read scanBatch at a time with one IN query (rows
+	// ordered here by the directory's order), at most as many rows per
+	// partition as the page still needs; a partition that filled that
+	// quota (ghost rows count towards it) is read on by itself.
+	var batch [][]byte
+	flush := func() error {
+		if len(batch) == 0 || more {
+			return nil
+		}
+		need := p.Limit + 1 - len(rows)
+		iter := b.query(ctx, `SELECT pk, sk, item FROM items WHERE t = ? AND pk IN ? AND kind = 0 PER PARTITION LIMIT ?`, t, batch, need).Iter()
+		type kv struct{ sk, item []byte }
+		byPK := map[string][]kv{}
+		var pk, sk, item []byte
+		for iter.Scan(&pk, &sk, &item) {
+			byPK[string(pk)] = append(byPK[string(pk)], kv{sk, item})
+			pk, sk, item = nil, nil, nil
+		}
+		if err := iter.Close(); err != nil {
+			return mapErr(err, "scan")
+		}
+		for _, pk := range batch {
+			got := byPK[string(pk)]
+			for _, r := range got {
+				if r.item == nil {
+					continue
+				}
+				if len(rows) == p.Limit {
+					more = true
+					return nil
+				}
+				rows = append(rows, storage.Row{PK: pk, SK: skOf(r.sk), BasePK: pk, BaseSK: skOf(r.sk), Item: r.item})
+			}
+			if len(got) == need {
+				if err := readPart(pk, skOf(got[len(got)-1].sk)); err != nil || more {
+					return err
+				}
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
 	if !more {
 		err := b.eachPartition(ctx, t, lo, hi, after, func(pk []byte) (bool, error) {
-			if err := readPart(pk, nil); err != nil {
-				return false, err
+			batch = append(batch, pk)
+			if len(batch) == scanBatch {
+				if err := flush(); err != nil {
+					return false, err
+				}
 			}
 			return !more, nil
 		})
+		if err == nil {
+			err = flush()
+		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	return &storage.ScanResult{Rows: rows, More: more}, nil
 }
+
+// scanBatch is how many partitions one Scan query reads.
+const scanBatch = 32
 
 func (b *Backend) scanIndex(ctx context.Context, p storage.ScanParams, lo, hi uint32) (*storage.ScanResult, error) {
 	t := p.Table.ID
