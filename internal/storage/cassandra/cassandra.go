@@ -1,0 +1,294 @@
+// Package cassandra is an EXPERIMENTAL storage backend on Apache Cassandra
+// (5.0) through gocql. It is not in the server's driver table yet: it does
+// not pass every storagetest section (no transactions, no snapshot
+// capability, index entries outside the item's conditional write). See
+// docs/adr/0016-cassandra-backend.md for the data model, the table-version
+// fence and the limits.
+//
+// Data model: one Cassandra partition per DynamoDB item collection
+// (table id, partition key bytes) with the sort key bytes as a blob
+// clustering column, so Query reads in DynamoDB's order natively. Item
+// writes are lightweight transactions (LWT) conditioned on the row's
+// version and on the partition's table-version fence. Scan walks a
+// partition directory kept in (KeyHash(pk), pk) order, so the contract's
+// Scan order holds without token order.
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Options configure the backend.
+type Options struct {
+	// Hosts are the contact points ("127.0.0.1:9042").
+	Hosts []string
+	// Keyspace holds the backend's tables; created when missing (with
+	// Replication) unless RequireMigrated.
+	Keyspace string
+	// Replication is the CQL replication map of a keyspace created here;
+	// empty means SimpleStrategy with replication_factor 1.
+	Replication string
+	// Consistency of plain reads and writes ("LOCAL_QUORUM" by default);
+	// SerialConsistency of LWTs and their reads ("LOCAL_SERIAL").
+	Consistency, SerialConsistency string
+	// Timeout of one request (default 10 s); ConnectTimeout (default 5 s).
+	Timeout, ConnectTimeout time.Duration
+	// RequireMigrated refuses a keyspace with pending migrations instead of
+	// applying them.
+	RequireMigrated bool
+	// OutboxSweep is how often every table's index outbox is drained in
+	// the background (default 1 min; negative: never, e.g. in tests).
+	OutboxSweep time.Duration
+}
+
+// Backend is the Cassandra backend.
+type Backend struct {
+	s        *gocql.Session
+	opt      Options
+	cl, scl  gocql.Consistency
+	dirMu    sync.Mutex
+	dirKnown map[dirKey]struct{} // partition directory rows known to exist
+	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
+
+	closing   chan struct{} // closed by Close: stops the outbox sweep
+	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
+	closeOnce sync.Once
+	// skipApply leaves index changes in the outbox (tests: a writer that
+	// died after its LWT).
+	skipApply bool
+}
+
+type dirKey struct {
+	t  int64
+	pk string
+}
+
+type ixKey struct {
+	t   int64
+	idx string
+}
+
+const dirCacheMax = 1 << 16
+
+var _ storage.Backend = (*Backend)(nil)
+
+// Name is "cassandra".
+func (b *Backend) Name() string { return "cassandra" }
+
+func parseConsistency(s string, def gocql.Consistency) (gocql.Consistency, error) {
+	if s == "" {
+		return def, nil
+	}
+	var c gocql.Consistency
+	if err := c.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, err
+	}
+	return c, nil
+}
+
+func (o *Options) defaults() error {
+	if len(o.Hosts) == 0 {
+		return errors.New("cassandra: no hosts")
+	}
+	if o.Keyspace == "" {
+		o.Keyspace = "extenddb"
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	return nil
+}
+
+func (o Options) cluster(keyspace string) (*gocql.ClusterConfig, gocql.Consistency, gocql.Consistency, error) {
+	cl, err := parseConsistency(o.Consistency, gocql.LocalQuorum)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("cassandra consistency: %w", err)
+	}
+	var scl gocql.Consistency
+	switch strings.ToUpper(o.SerialConsistency) {
+	case "", "LOCAL_SERIAL":
+		scl = gocql.Consistency(gocql.LocalSerial)
+	case "SERIAL":
+		scl = gocql.Consistency(gocql.Serial)
+	default:
+		return nil, 0, 0, fmt.Errorf("cassandra serial_consistency %q: SERIAL or LOCAL_SERIAL", o.SerialConsistency)
+	}
+	c := gocql.NewCluster(o.Hosts...)
+	c.Keyspace = keyspace
+	c.Consistency = cl
+	c.SerialConsistency = gocql.SerialConsistency(scl)
+	c.Timeout = o.Timeout
+	c.ConnectTimeout = o.ConnectTimeout
+	c.ProtoVersion = 4
+	c.DisableInitialHostLookup = false
+	c.RetryPolicy = nil // retries are decided here (LWT outcomes are not idempotent)
+	return c, cl, scl, nil
+}
+
+// Open connects, creates the keyspace when missing and applies pending
+// migrations (or, with RequireMigrated, refuses a keyspace that has any).
+func Open(ctx context.Context, opt Options) (*Backend, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	if err := ensureKeyspace(ctx, opt, !opt.RequireMigrated); err != nil {
+		return nil, err
+	}
+	c, cl, scl, err := opt.cluster(opt.Keyspace)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.CreateSession()
+	if err != nil {
+		return nil, mapErr(err, "connect")
+	}
+	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}
+	if opt.RequireMigrated {
+		err = b.checkSchema(ctx)
+	} else {
+		_, err = b.migrate(ctx)
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	b.closing = make(chan struct{})
+	if opt.OutboxSweep >= 0 {
+		iv := opt.OutboxSweep
+		if iv == 0 {
+			iv = time.Minute
+		}
+		b.sweepDone = make(chan struct{})
+		go b.sweep(iv)
+	}
+	return b, nil
+}
+
+// ensureKeyspace creates the keyspace (when create) or checks it exists.
+func ensureKeyspace(ctx context.Context, opt Options, create bool) error {
+	c, _, _, err := opt.cluster("")
+	if err != nil {
+		return err
+	}
+	s, err := c.CreateSession()
+	if err != nil {
+		return mapErr(err, "connect")
+	}
+	defer s.Close()
+	if !create {
+		var n string
+		err := s.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, opt.Keyspace).WithContext(ctx).Scan(&n)
+		if errors.Is(err, gocql.ErrNotFound) {
+			return storage.Errorf(storage.KindSchema, "cassandra keyspace %q does not exist: run `extenddb migrate`", opt.Keyspace)
+		}
+		return mapErr(err, "keyspace")
+	}
+	if !validIdent(opt.Keyspace) {
+		return fmt.Errorf("cassandra keyspace %q: letters, digits and underscores only", opt.Keyspace)
+	}
+	repl := opt.Replication
+	if repl == "" {
+		repl = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+	}
+	return mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 48 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Ping checks that the cluster answers.
+func (b *Backend) Ping(ctx context.Context) error {
+	var v string
+	return mapErr(b.s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&v), "ping")
+}
+
+// Close stops the outbox sweep and closes the session.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		if b.closing != nil {
+			close(b.closing)
+		}
+		if b.sweepDone != nil {
+			<-b.sweepDone
+		}
+		b.s.Close()
+	})
+	return nil
+}
+
+// query builds a statement at the plain consistency.
+func (b *Backend) query(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(b.cl)
+}
+
+// quorum builds a statement at the configured consistency, or
+// LOCAL_QUORUM when that is weaker: catalog reads and the partition
+// directory rely on reads seeing every acknowledged write (ADR 0016).
+func (b *Backend) quorum(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	cl := b.cl
+	switch cl {
+	case gocql.Quorum, gocql.LocalQuorum, gocql.All, gocql.EachQuorum:
+	default:
+		cl = gocql.LocalQuorum
+	}
+	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(cl)
+}
+
+// serial builds a read at the serial consistency (linearizable with LWTs).
+func (b *Backend) serial(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	return b.s.Query(stmt, args...).WithContext(ctx).Consistency(b.scl)
+}
+
+// mapErr translates gocql errors at the backend's edge.
+func mapErr(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var se *storage.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, gocql.ErrNoConnections) || errors.Is(err, gocql.ErrTimeoutNoResponse) ||
+		errors.Is(err, gocql.ErrConnectionClosed) || errors.Is(err, gocql.ErrSessionClosed) {
+		return storage.Wrap(storage.KindUnavailable, err, "cassandra: "+what)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return storage.Wrap(storage.KindUnavailable, err, "cassandra: "+what)
+	}
+	var re gocql.RequestError
+	if errors.As(err, &re) {
+		switch re.Code() {
+		case gocql.ErrCodeUnavailable, gocql.ErrCodeOverloaded, gocql.ErrCodeBootstrapping,
+			gocql.ErrCodeWriteTimeout, gocql.ErrCodeReadTimeout, gocql.ErrCodeReadFailure, gocql.ErrCodeWriteFailure:
+			return storage.Wrap(storage.KindUnavailable, err, "cassandra: "+what)
+		}
+	}
+	if strings.Contains(err.Error(), "no hosts available") || strings.Contains(err.Error(), "unable to create session") {
+		return storage.Wrap(storage.KindUnavailable, err, "cassandra: "+what)
+	}
+	return storage.Wrap(storage.KindInternal, err, "cassandra: "+what)
+}

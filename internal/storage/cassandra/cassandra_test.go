@@ -1,0 +1,568 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/storagetest"
+)
+
+// The tests need a Cassandra node. They run when EXTENDDB_TEST_BACKENDS
+// names cassandra, against EXTENDDB_TEST_CASSANDRA_HOSTS (comma-separated
+// contact points; scripts/cassandra.sh start prints one); then a missing
+// or unreachable node FAILS the run. Each run works in a fresh keyspace
+// (random name, dropped at the end).
+
+var (
+	requested bool
+	hosts     []string
+	keyspace  string
+	setupErr  error
+)
+
+func TestMain(m *testing.M) {
+	for _, b := range strings.Split(os.Getenv("EXTENDDB_TEST_BACKENDS"), ",") {
+		if strings.TrimSpace(b) == "cassandra" {
+			requested = true
+		}
+	}
+	if !requested {
+		fmt.Println("storage backends: cassandra not requested (EXTENDDB_TEST_BACKENDS=cassandra with EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start) runs it)")
+		os.Exit(m.Run())
+	}
+	if h := os.Getenv("EXTENDDB_TEST_CASSANDRA_HOSTS"); h == "" {
+		setupErr = errors.New("EXTENDDB_TEST_BACKENDS names cassandra but EXTENDDB_TEST_CASSANDRA_HOSTS is empty (export EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start))")
+	} else {
+		hosts = strings.Split(h, ",")
+		keyspace = fmt.Sprintf("extenddb_test_%d_%08x", time.Now().Unix(), rand.Uint32())
+		setupErr = reachable()
+	}
+	code := m.Run()
+	if setupErr == nil {
+		dropKeyspace(keyspace)
+		fmt.Printf("storage backends exercised: cassandra (%s, keyspace %s)\n", strings.Join(hosts, ","), keyspace)
+	} else {
+		fmt.Printf("storage backends exercised: none — cassandra was requested and FAILED: %v\n", setupErr)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func reachable() error {
+	c := gocql.NewCluster(hosts...)
+	c.ConnectTimeout = 5 * time.Second
+	s, err := c.CreateSession()
+	if err != nil {
+		return fmt.Errorf("cassandra unreachable at %s: %w", strings.Join(hosts, ","), err)
+	}
+	s.Close()
+	return nil
+}
+
+func dropKeyspace(ks string) {
+	c := gocql.NewCluster(hosts...)
+	c.Timeout = 60 * time.Second
+	s, err := c.CreateSession()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "drop keyspace %s: %v\n", ks, err)
+		return
+	}
+	defer s.Close()
+	if err := s.Query(`DROP KEYSPACE IF EXISTS ` + ks).Exec(); err != nil {
+		fmt.Fprintf(os.Stderr, "drop keyspace %s: %v\n", ks, err)
+	}
+}
+
+func need(t testing.TB) {
+	t.Helper()
+	if !requested {
+		t.Skip("cassandra not requested (EXTENDDB_TEST_BACKENDS)")
+	}
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+}
+
+func openT(t testing.TB, ks string) *Backend {
+	t.Helper()
+	need(t)
+	// No background sweep: tests drain explicitly (TestOutboxSweep runs one).
+	b, err := Open(context.Background(), Options{Hosts: hosts, Keyspace: ks, OutboxSweep: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestServerReachable(t *testing.T) {
+	b := openT(t, keyspace)
+	if err := b.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	b := openT(t, keyspace)
+	storagetest.Run(t, func(*testing.T) storage.Backend { return b })
+}
+
+// TestSchemaRefused: RequireMigrated refuses a missing keyspace and a
+// fresh one; an edited or newer migration record is refused.
+func TestSchemaRefused(t *testing.T) {
+	need(t)
+	ctx := t.Context()
+	ks := fmt.Sprintf("extenddb_schema_%08x", rand.Uint32())
+	defer dropKeyspace(ks)
+	_, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, RequireMigrated: true})
+	if !storage.IsKind(err, storage.KindSchema) {
+		t.Fatalf("missing keyspace: %v", err)
+	}
+	b := openT(t, ks)
+	st, err := b.status(ctx)
+	if err != nil || len(st.Pending) != 0 || len(st.Applied) == 0 {
+		t.Fatalf("status after migrate: %+v %v", st, err)
+	}
+	if _, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, RequireMigrated: true}); err != nil {
+		t.Fatalf("migrated keyspace refused: %v", err)
+	}
+	if err := b.query(ctx, `UPDATE schema_migrations SET sha256 = 'edited' WHERE version = 1`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks}); !storage.IsKind(err, storage.KindSchema) || !strings.Contains(err.Error(), "differs") {
+		t.Fatalf("edited migration: %v", err)
+	}
+	if err := b.query(ctx, `INSERT INTO schema_migrations (version, name, sha256) VALUES (99, 'future', 'x')`).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks}); !storage.IsKind(err, storage.KindSchema) || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("newer migration: %v", err)
+	}
+}
+
+func TestUnreachableIsUnavailable(t *testing.T) {
+	need(t)
+	_, err := Open(t.Context(), Options{Hosts: []string{"127.0.0.1:1"}, ConnectTimeout: time.Second})
+	if !storage.IsKind(err, storage.KindUnavailable) {
+		t.Fatalf("got %v, want KindUnavailable", err)
+	}
+}
+
+func TestSplitCQL(t *testing.T) {
+	got := splitCQL("-- c\nCREATE A (x int,\n y int);\n\nCREATE B;\n")
+	if len(got) != 2 || !strings.HasPrefix(got[0], "CREATE A") || got[1] != "CREATE B" {
+		t.Fatalf("%q", got)
+	}
+	ms, err := loadMigrations()
+	if err != nil || len(ms) == 0 || ms[0].version != 1 {
+		t.Fatalf("%v %v", ms, err)
+	}
+}
+
+// TestDriverMigrateStatusOpen: the driver's status on a missing keyspace
+// lists every migration pending; migrate applies them; Open (which
+// requires a migrated keyspace) then works.
+func TestDriverMigrateStatusOpen(t *testing.T) {
+	need(t)
+	ctx := t.Context()
+	ks := fmt.Sprintf("extenddb_driver_%08x", rand.Uint32())
+	defer dropKeyspace(ks)
+	d := Driver()
+	cfg := d.NewConfig().(*Config)
+	cfg.Hosts, cfg.Keyspace = strings.Join(hosts, ","), ks
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	env := storage.DriverEnv{Config: cfg}
+	if _, err := d.Open(ctx, env); !storage.IsKind(err, storage.KindSchema) {
+		t.Fatalf("open before migrate: %v", err)
+	}
+	st, err := d.Status(ctx, env)
+	if err != nil || st.Missing == "" || len(st.Pending) == 0 {
+		t.Fatalf("status before migrate: %+v %v", st, err)
+	}
+	names, err := d.Migrate(ctx, env)
+	if err != nil || len(names) != len(st.Pending) {
+		t.Fatalf("migrate: %v %v", names, err)
+	}
+	st, err = d.Status(ctx, env)
+	if err != nil || len(st.Pending) != 0 || len(st.Applied) != len(names) {
+		t.Fatalf("status after migrate: %+v %v", st, err)
+	}
+	b, err := d.Open(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
+
+// TestTwoSessionsConditionalRace: two Backends (two sessions, as two
+// servers would have) race 32 conditional puts on one absent key, several
+// rounds; exactly one wins each round and its index entry is the only one.
+func TestTwoSessionsConditionalRace(t *testing.T) {
+	b1 := openT(t, keyspace)
+	b2 := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b1.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "race2", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	errExists := errors.New("item exists")
+	for round := range 5 {
+		pk := []byte(fmt.Sprintf("key-%d", round))
+		var wins, winner atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, 32)
+		for i := range 32 {
+			be := b1
+			if i%2 == 1 {
+				be = b2
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: []byte("s"), Fn: func(old []byte) (storage.Change, error) {
+					if old != nil {
+						return storage.Change{}, errExists
+					}
+					return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(i)),
+						PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: pk}, Item: []byte(fmt.Sprint(i))}}}, nil
+				}})
+				errs[i] = err
+				if err == nil {
+					wins.Add(1)
+					winner.Store(int32(i))
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("round %d: %d winners (errors %v)", round, wins.Load(), errs)
+		}
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, errExists) {
+				t.Fatalf("round %d: loser %d: %v", round, i, err)
+			}
+		}
+		g, err := b2.GetItem(ctx, storage.GetItemParams{Table: ref, PK: pk, SK: []byte("s")})
+		if err != nil || string(g.Item) != fmt.Sprint(winner.Load()) {
+			t.Fatalf("round %d: item %q (%v), winner %d", round, g.Item, err, winner.Load())
+		}
+	}
+	q, err := b1.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
+	if err != nil || len(q.Rows) != 5 {
+		t.Fatalf("index entries: %d (%v), want 5", len(q.Rows), err)
+	}
+}
+
+// TestWriteLatency logs the latency of sequential puts and gets (one
+// client; a figure for docs, not a benchmark).
+func TestWriteLatency(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "lat", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	const n = 200
+	var lat []time.Duration
+	for i := range n {
+		pk := []byte(fmt.Sprintf("k%04d", i%50))
+		t0 := time.Now()
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: pk}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	t0 := time.Now()
+	for i := range n {
+		if _, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte(fmt.Sprintf("k%04d", i%50))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := time.Since(t0) / n
+	slices.Sort(lat)
+	t.Logf("WriteItem (put, %d sequential, 50 keys): p50 %v p99 %v; GetItem mean %v", n, lat[n/2], lat[n*99/100], get)
+}
+
+func TestOutboxEncoding(t *testing.T) {
+	ch := storage.Change{
+		DeleteIndex: []storage.IndexKey{{Index: "g", PK: []byte("a"), SK: nil}, {Index: "", PK: []byte{}, SK: []byte{0, 0xFF}}},
+		PutIndex:    []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "lsi", PK: []byte("p"), SK: []byte("s")}, Item: []byte(`{"x":1}`)}},
+	}
+	got, err := decodeOutbox(encodeOutbox(ch))
+	if err != nil || len(got.DeleteIndex) != 2 || len(got.PutIndex) != 1 || got.DeleteIndex[1].SK[1] != 0xFF ||
+		string(got.PutIndex[0].Item) != `{"x":1}` || got.PutIndex[0].Index != "lsi" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range [][]byte{{5}, {1, 9, 'a'}, append(encodeOutbox(ch), 0)} {
+		if _, err := decodeOutbox(bad); err == nil {
+			t.Errorf("%x decoded", bad)
+		}
+	}
+}
+
+// TestOutboxRecovery: a writer that dies after its conditional batch
+// (item + outbox row) but before applying the index change leaves the
+// index behind; the sweep (drainAll) applies it, in version order per
+// item whatever the order of application, and DropIndex drains before it
+// deletes, so a late application cannot bring a dropped entry back.
+func TestOutboxRecovery(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "outbox", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	put := func(pk, gsk string) storage.Change {
+		ch := storage.Change{Op: storage.Put, Item: []byte(pk + gsk),
+			PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte(gsk)}, Item: []byte(pk + gsk)}}}
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func(old []byte) (storage.Change, error) {
+			if old != nil {
+				ch.DeleteIndex = []storage.IndexKey{{Index: "g", PK: []byte("gp"), SK: []byte(old[len(pk):])}}
+			}
+			return ch, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	entries := func() []string {
+		q, err := b.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range q.Rows {
+			out = append(out, string(r.Item))
+		}
+		return out
+	}
+	b.skipApply = true
+	put("a", "1")
+	put("a", "2") // moves a's entry from 1 to 2
+	put("b", "3")
+	b.skipApply = false
+	if got := entries(); len(got) != 0 {
+		t.Fatalf("entries before the sweep: %v", got)
+	}
+	n, err := b.drainAll(ctx)
+	if err != nil || n < 3 {
+		t.Fatalf("drained %d (%v)", n, err)
+	}
+	if got := fmt.Sprint(entries()); got != "[a2 b3]" {
+		t.Fatalf("entries after the sweep: %s", got)
+	}
+	// Applying a's first change again (a late, duplicate application)
+	// changes nothing: its timestamp is older than the move.
+	if err := b.applyIndex(ctx, ref.ID, []byte("a"), []byte{}, 1, storage.Change{PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte("1")}, Item: []byte("a1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(entries()); got != "[a2 b3]" {
+		t.Fatalf("entries after a late application: %s", got)
+	}
+	// A pending outbox row, then DropIndex: nothing of g survives, also
+	// when the dead writer's application lands afterwards.
+	b.skipApply = true
+	late := put("c", "4")
+	b.skipApply = false
+	if _, err := b.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := b.readForWrite(ctx, ref.ID, []byte("c"), []byte{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.applyIndex(ctx, ref.ID, []byte("c"), []byte{}, *cur.ver, late); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(); len(got) != 0 {
+		t.Fatalf("entries after DropIndex and a late application: %v", got)
+	}
+}
+
+// TestOutboxSweep: the background sweep applies an outbox row left by a
+// writer that died after its LWT.
+func TestOutboxSweep(t *testing.T) {
+	need(t)
+	ks := fmt.Sprintf("extenddb_sweep_%08x", rand.Uint32())
+	defer dropKeyspace(ks)
+	w := openT(t, ks)
+	ctx := t.Context()
+	cr, err := w.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "sweep", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	w.skipApply = true
+	if _, err := w.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: []byte("v"), PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte("s")}, Item: []byte("v")}}}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, OutboxSweep: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		q, err := w.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q.Rows) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep did not apply the outbox row")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestPendingUpdateRolledForward: an UpdateTable whose coordinator died
+// after recording the pending description (step 1) is finished by the
+// next writer: the writer at the old version is refused with
+// KindTableVersion, every partition is fenced at the new version, and the
+// table shows the new description.
+func TestPendingUpdateRolledForward(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "pending", Desc: []byte("v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := cr.Table.Ref()
+	put := func(ref storage.TableRef, pk string) error {
+		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(pk)}, nil
+		}})
+		return err
+	}
+	if err := put(v1, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// Step 1 of an UpdateTable, then its coordinator "dies".
+	if ok, err := b.query(ctx, `UPDATE tables SET pending_descr = ?, pending_version = 2 WHERE id = ? IF version = 1 AND pending_version = null`,
+		[]byte("v2"), v1.ID).MapScanCAS(map[string]any{}); err != nil || !ok {
+		t.Fatalf("pending: %v %v", ok, err)
+	}
+	t0 := time.Now()
+	for _, pk := range []string{"a", "new"} {
+		if err := put(v1, pk); !storage.IsKind(err, storage.KindTableVersion) {
+			t.Fatalf("write %s at the old version during a dead update: %v", pk, err)
+		}
+	}
+	t.Logf("refused after %v (the writer waits up to 2 s, then finishes the update)", time.Since(t0).Round(time.Millisecond))
+	g, err := b.GetTable(ctx, storage.GetTableParams{Account: v1.Account, Name: v1.Name})
+	if err != nil || g.Table.Version != 2 || string(g.Table.Desc) != "v2" {
+		t.Fatalf("table after roll-forward: %+v %v", g, err)
+	}
+	cur, err := b.readForWrite(ctx, v1.ID, []byte("a"), []byte{}, true)
+	if err != nil || cur.tv == nil || *cur.tv != 2 {
+		t.Fatalf("partition a not fenced at 2: %+v %v", cur, err)
+	}
+	v2 := g.Table.Ref()
+	if err := put(v2, "a"); err != nil {
+		t.Fatalf("write at the new version: %v", err)
+	}
+	// A concurrent UpdateTable meeting a pending one finishes it first.
+	if _, err := b.query(ctx, `UPDATE tables SET pending_descr = ?, pending_version = 3 WHERE id = ? IF version = 2 AND pending_version = null`,
+		[]byte("v3"), v1.ID).MapScanCAS(map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := b.UpdateTable(ctx, storage.UpdateTableParams{Account: v1.Account, Name: v1.Name, Fn: func(old *storage.Table) ([]byte, error) {
+		if old.Version != 3 || string(old.Desc) != "v3" {
+			return nil, fmt.Errorf("Fn saw version %d %q, want the finished pending update 3", old.Version, old.Desc)
+		}
+		return []byte("v4"), nil
+	}})
+	if err != nil || u.Table.Version != 4 {
+		t.Fatalf("UpdateTable over a pending one: %+v %v", u, err)
+	}
+}
+
+// TestScanSkipsGhostRows: deleted items stay as ghost rows; a Scan page
+// whose per-partition quota is filled by ghosts reads the partition on,
+// so no live row is skipped, whatever the page size.
+func TestScanSkipsGhostRows(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "ghosts", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	write := func(pk, sk string, op storage.ChangeOp) {
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte(pk), SK: []byte(sk), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: op, Item: []byte(pk + "/" + sk)}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for _, pk := range []string{"a", "b", "c"} {
+		for i := range 10 {
+			write(pk, fmt.Sprintf("s%02d", i), storage.Put)
+		}
+		for i := range 10 {
+			if i < 8 || pk == "b" {
+				write(pk, fmt.Sprintf("s%02d", i), storage.Delete)
+			}
+		}
+	}
+	rows, err := b.Scan(ctx, storage.ScanParams{Table: ref, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows.Rows {
+		want = append(want, string(r.Item))
+	}
+	if len(want) != 4 {
+		t.Fatalf("whole scan: %v", want)
+	}
+	for page := 1; page <= 5; page++ {
+		var got []string
+		var after *storage.Cursor
+		for range 20 {
+			res, err := b.Scan(ctx, storage.ScanParams{Table: ref, Limit: page, After: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Rows {
+				got = append(got, string(r.Item))
+			}
+			if !res.More {
+				break
+			}
+			last := res.Rows[len(res.Rows)-1]
+			after = &storage.Cursor{PK: last.PK, SK: last.SK}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("page %d: %v, want %v", page, got, want)
+		}
+	}
+}

@@ -1,0 +1,338 @@
+package cassandra
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// buckets splits a table's partition directory and each index into
+// partitions by the top bits of KeyHash (b = KeyHash >> 28).
+const buckets = 16
+
+func bucketOf(h uint32) int { return int(h >> 28) }
+
+func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
+	if err := b.live(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	var item []byte
+	err := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, p.Table.ID, skOf(p.PK), skOf(p.SK)).Scan(&item)
+	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+		return nil, mapErr(err, "get item")
+	}
+	return &storage.GetItemResult{Item: item}, nil
+}
+
+// skOf is the clustering value of a sort key (empty for hash-only tables).
+func skOf(sk []byte) []byte {
+	if sk == nil {
+		return []byte{}
+	}
+	return sk
+}
+
+// current is an item row as a write reads it.
+type current struct {
+	item    []byte
+	ver, tv *int64
+	wid     gocql.UUID
+}
+
+// readForWrite reads the row and the partition's fence. The first read of
+// a write is a plain (quorum) read: it may miss an LWT in progress, which
+// the write's own LWT condition then catches (the write reads again). A
+// SERIAL read (serial=true) completes any LWT in progress on the partition;
+// resolving an unknown outcome needs it.
+func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, serial bool) (*current, error) {
+	c := &current{}
+	rd := b.query
+	if serial {
+		rd = b.serial
+	}
+	err := rd(ctx, `SELECT item, ver, tv, wid FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).Scan(&c.item, &c.ver, &c.tv, &c.wid)
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, gocql.ErrNotFound) {
+		return nil, mapErr(err, "read item")
+	}
+	err = rd(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&c.tv)
+	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+		return nil, mapErr(err, "read fence")
+	}
+	return c, nil
+}
+
+// noteDir records the partition in the directory (before its first
+// write); it returns true when it wrote the row (the caller then checks
+// the table version again, see ADR 0016).
+func (b *Backend) noteDir(ctx context.Context, t int64, pk []byte) (bool, error) {
+	k := dirKey{t, string(pk)}
+	b.dirMu.Lock()
+	_, ok := b.dirKnown[k]
+	b.dirMu.Unlock()
+	if ok {
+		return false, nil
+	}
+	h := storage.KeyHash(pk)
+	if err := b.quorum(ctx, `INSERT INTO partitions (t, b, h, pk) VALUES (?, ?, ?, ?)`, t, bucketOf(h), int64(h), pk).Exec(); err != nil {
+		return false, mapErr(err, "partition directory")
+	}
+	b.dirMu.Lock()
+	if len(b.dirKnown) >= dirCacheMax {
+		clear(b.dirKnown)
+	}
+	b.dirKnown[k] = struct{}{}
+	b.dirMu.Unlock()
+	return true, nil
+}
+
+func (b *Backend) noteIndex(ctx context.Context, t int64, idx string) error {
+	k := ixKey{t, idx}
+	b.dirMu.Lock()
+	_, ok := b.ixKnown[k]
+	b.dirMu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := b.query(ctx, `INSERT INTO index_names (t, idx) VALUES (?, ?)`, t, idx).Exec(); err != nil {
+		return mapErr(err, "index names")
+	}
+	b.dirMu.Lock()
+	if len(b.ixKnown) >= dirCacheMax {
+		clear(b.ixKnown)
+	}
+	b.ixKnown[k] = struct{}{}
+	b.dirMu.Unlock()
+	return nil
+}
+
+// forget drops a dead table from the caches.
+func (b *Backend) forget(t int64) {
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	for k := range b.dirKnown {
+		if k.t == t {
+			delete(b.dirKnown, k)
+		}
+	}
+	for k := range b.ixKnown {
+		if k.t == t {
+			delete(b.ixKnown, k)
+		}
+	}
+}
+
+// WriteItem: check the table version, read the row and the partition's
+// fence (SERIAL), run Fn, and apply its change with an LWT conditioned on
+// the row's version and the fence; a lost race reads and runs Fn again.
+// Index entries are written after the LWT won (ADR 0016: not atomic with
+// the item yet).
+func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	if err := b.liveFor(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	t, pk, sk := p.Table.ID, skOf(p.PK), skOf(p.SK)
+	var err error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, err
+			}
+		}
+		// The first read is a plain quorum read; an answer that writes
+		// nothing (Fn's error, Keep) is only given from a SERIAL read,
+		// which is linearizable with the LWTs on the partition.
+		serial := false
+		var cur *current
+		var ch storage.Change
+		for {
+			cur, err = b.readForWrite(ctx, t, pk, sk, serial)
+			if err != nil {
+				return nil, err
+			}
+			if cur.tv != nil && *cur.tv > p.Table.Version {
+				return nil, storage.VersionChanged(p.Table, *cur.tv)
+			}
+			var fnErr error
+			ch, fnErr = p.Fn(cur.item)
+			writes := fnErr == nil && ch.Op != storage.Keep && !(ch.Op == storage.Delete && cur.item == nil && len(ch.DeleteIndex) == 0)
+			if writes {
+				break
+			}
+			if serial {
+				if fnErr != nil {
+					return nil, fnErr
+				}
+				return &storage.WriteItemResult{Old: cur.item, Change: ch}, nil
+			}
+			serial = true
+		}
+		res := &storage.WriteItemResult{Old: cur.item, Change: ch}
+		wrote, err := b.noteDir(ctx, t, pk)
+		if err != nil {
+			return nil, err
+		}
+		if wrote {
+			// The directory row is new: an UpdateTable that listed the
+			// directory before it cannot have fenced this partition, so
+			// check the version again now that the row is visible.
+			if err := b.liveFor(ctx, p.Table); err != nil {
+				return nil, err
+			}
+		}
+		nv := int64(1)
+		if cur.ver != nil {
+			nv = *cur.ver + 1
+		}
+		wid := gocql.TimeUUID()
+		var item []byte
+		if ch.Op == storage.Put {
+			item = ch.Item
+		}
+		indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
+		var applied bool
+		if indexed {
+			applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, encodeOutbox(ch))
+		} else {
+			applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
+				item, nv, wid, t, pk, sk, cur.ver, cur.tv).MapScanCAS(map[string]any{})
+		}
+		if err != nil {
+			applied, err = b.resolveCAS(ctx, err, t, pk, sk, wid, cur.ver)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if !applied {
+			continue
+		}
+		if indexed && !b.skipApply {
+			// The change is committed with its outbox row: an error here
+			// leaves the row for the sweep (the index converges), it does
+			// not undo the write.
+			_ = b.finishOutbox(ctx, t, pk, sk, nv, ch)
+		}
+		return res, nil
+	}
+}
+
+// resolveCAS settles an LWT whose outcome is unknown (a CAS write
+// timeout): a SERIAL read completes the Paxos round; the write applied
+// when the row carries its id, did not when the row still has the
+// version it was conditioned on.
+func (b *Backend) resolveCAS(ctx context.Context, casErr error, t int64, pk, sk []byte, wid gocql.UUID, was *int64) (bool, error) {
+	var wt *gocql.RequestErrWriteTimeout
+	if !errors.As(casErr, &wt) && !errors.Is(casErr, gocql.ErrTimeoutNoResponse) {
+		var re gocql.RequestError
+		if errors.As(casErr, &re) && re.Code() == gocql.ErrCodeUnavailable {
+			return false, mapErr(casErr, "write item")
+		}
+		return false, mapErr(casErr, "write item")
+	}
+	for i := 0; i < 5; i++ {
+		cur, err := b.readForWrite(ctx, t, pk, sk, true)
+		if err != nil {
+			if storage.IsKind(err, storage.KindUnavailable) {
+				if e := backoff(ctx, i+1); e != nil {
+					return false, e
+				}
+				continue
+			}
+			return false, err
+		}
+		if cur.wid == wid {
+			return true, nil
+		}
+		if (cur.ver == nil && was == nil) || (cur.ver != nil && was != nil && *cur.ver == *was) {
+			return false, nil
+		}
+		if cur.ver != nil && (was == nil && *cur.ver == 1 || was != nil && *cur.ver == *was+1) {
+			return false, nil // another write won this version
+		}
+		return false, storage.Wrap(storage.KindUnavailable, casErr, "cassandra: write item: outcome unknown (the row moved on)")
+	}
+	return false, mapErr(casErr, "write item")
+}
+
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(1+rand.IntN(1<<min(attempt, 6))) * time.Millisecond
+	select {
+	case <-ctx.Done():
+		return mapErr(ctx.Err(), "write item")
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// applyIndex writes the change's index entries at timestamp ver (the base
+// item's new version), so applications that race converge to the newest.
+// A key deleted and put in one change is only put (a tombstone wins a tie).
+func (b *Backend) applyIndex(ctx context.Context, t int64, pk, sk []byte, ver int64, ch storage.Change) error {
+	if len(ch.DeleteIndex) == 0 && len(ch.PutIndex) == 0 {
+		return nil
+	}
+	batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
+	batch.SetConsistency(b.cl)
+	for _, d := range ch.DeleteIndex {
+		if putsKey(ch.PutIndex, d) {
+			continue
+		}
+		h := storage.KeyHash(d.PK)
+		batch.Query(`DELETE FROM index_entries USING TIMESTAMP ? WHERE t = ? AND idx = ? AND b = ? AND h = ? AND ipk = ? AND isk = ? AND bpk = ? AND bsk = ?`,
+			ver, t, d.Index, bucketOf(h), int64(h), skOf(d.PK), skOf(d.SK), pk, sk)
+	}
+	for _, e := range ch.PutIndex {
+		if err := b.noteIndex(ctx, t, e.Index); err != nil {
+			return err
+		}
+		h := storage.KeyHash(e.PK)
+		batch.Query(`INSERT INTO index_entries (t, idx, b, h, ipk, isk, bpk, bsk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
+			t, e.Index, bucketOf(h), int64(h), skOf(e.PK), skOf(e.SK), pk, sk, e.Item, ver)
+	}
+	if batch.Size() == 0 {
+		return nil
+	}
+	return mapErr(b.s.ExecuteBatch(batch), "index entries")
+}
+
+func putsKey(puts []storage.IndexEntry, k storage.IndexKey) bool {
+	for _, p := range puts {
+		if p.Index == k.Index && bytes.Equal(p.PK, k.PK) && bytes.Equal(skOf(p.SK), skOf(k.SK)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TransactWrite needs the shared transaction ledger (issue 15), which does
+// not exist yet. The refusals that come before any write are real: a
+// missing table answers KindTableNotFound and a stale description
+// version KindTableVersion, writing nothing; otherwise KindUnsupported.
+func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	for _, op := range p.Ops {
+		if err := b.liveFor(ctx, op.Table); err != nil {
+			return nil, err
+		}
+	}
+	return nil, storage.Errorf(storage.KindUnsupported, "cassandra: TransactWriteItems is not implemented yet (needs the transaction ledger)")
+}
+
+// TransactGet needs the shared transaction ledger (issue 15): not yet. A
+// missing table answers KindTableNotFound; otherwise an internal error
+// (KindUnsupported is not a declared kind of TransactGet).
+func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	for _, k := range p.Keys {
+		if err := b.live(ctx, k.Table); err != nil {
+			return nil, err
+		}
+	}
+	return nil, storage.Errorf(storage.KindInternal, "cassandra: TransactGetItems is not implemented yet (needs the transaction ledger)")
+}

@@ -1,0 +1,378 @@
+package cassandra
+
+import (
+	"bytes"
+	"context"
+	"strings"
+
+	"github.com/gocql/gocql"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Query reads one partition of the table (clustering order on sk) or of
+// an index (clustering order on (isk, bpk, bsk) within (h, ipk)).
+func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+	if err := b.live(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	if p.Index != "" {
+		return b.queryIndex(ctx, p)
+	}
+	lo, hi := p.Lower, p.Upper
+	if p.After != nil {
+		c := &storage.Bound{Key: skOf(p.After.SK)}
+		if p.Forward {
+			lo = tighterLower(lo, c)
+		} else {
+			hi = tighterUpper(hi, c)
+		}
+	}
+	var conds []string
+	args := []any{p.Table.ID, skOf(p.PK)}
+	if lo != nil {
+		conds = append(conds, "sk "+op(">", lo.Inclusive)+" ?")
+		args = append(args, skOf(lo.Key))
+	}
+	if hi != nil {
+		conds = append(conds, "sk "+op("<", hi.Inclusive)+" ?")
+		args = append(args, skOf(hi.Key))
+	}
+	stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ? AND kind = 0`
+	for _, c := range conds {
+		stmt += " AND " + c
+	}
+	if p.Forward {
+		stmt += " ORDER BY kind ASC"
+	} else {
+		stmt += " ORDER BY kind DESC"
+	}
+	iter := b.query(ctx, stmt, args...).PageSize(p.Limit + 1).Iter()
+	var rows []storage.Row
+	more := false
+	var sk, item []byte
+	for iter.Scan(&sk, &item) {
+		if item == nil {
+			continue // a deleted item's ghost row
+		}
+		if len(rows) == p.Limit {
+			more = true
+			break
+		}
+		rows = append(rows, storage.Row{PK: p.PK, SK: sk, BasePK: p.PK, BaseSK: sk, Item: item})
+		sk, item = nil, nil
+	}
+	if err := iter.Close(); err != nil {
+		return nil, mapErr(err, "query")
+	}
+	return &storage.QueryResult{Rows: rows, More: more}, nil
+}
+
+func op(base string, inclusive bool) string {
+	if inclusive {
+		return base + "="
+	}
+	return base
+}
+
+// tighterLower returns the tighter of a lower bound and an exclusive
+// cursor c.
+func tighterLower(b, c *storage.Bound) *storage.Bound {
+	if b == nil {
+		return c
+	}
+	if x := bytes.Compare(c.Key, b.Key); x > 0 || x == 0 {
+		return c
+	}
+	return b
+}
+
+func tighterUpper(b, c *storage.Bound) *storage.Bound {
+	if b == nil {
+		return c
+	}
+	if x := bytes.Compare(c.Key, b.Key); x < 0 || x == 0 {
+		return c
+	}
+	return b
+}
+
+// queryIndex: every relation on the clustering columns is written in
+// tuple form ((h, ipk, isk, ...) op (...)), which CQL allows for a start
+// and an end of different lengths.
+func (b *Backend) queryIndex(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+	h := storage.KeyHash(p.PK)
+	H := int64(h)
+	args := []any{p.Table.ID, p.Index, bucketOf(h)}
+	var conds []string
+	// lower side
+	lower := func() {
+		if p.Forward && p.After != nil && !beforeLower(p.After.SK, p.Lower) {
+			conds = append(conds, "(h, ipk, isk, bpk, bsk) > (?, ?, ?, ?, ?)")
+			args = append(args, H, skOf(p.PK), skOf(p.After.SK), skOf(p.After.BasePK), skOf(p.After.BaseSK))
+			return
+		}
+		if p.Lower != nil {
+			conds = append(conds, "(h, ipk, isk) "+op(">", p.Lower.Inclusive)+" (?, ?, ?)")
+			args = append(args, H, skOf(p.PK), skOf(p.Lower.Key))
+			return
+		}
+		conds = append(conds, "(h, ipk) >= (?, ?)")
+		args = append(args, H, skOf(p.PK))
+	}
+	upper := func() {
+		if !p.Forward && p.After != nil && !afterUpper(p.After.SK, p.Upper) {
+			conds = append(conds, "(h, ipk, isk, bpk, bsk) < (?, ?, ?, ?, ?)")
+			args = append(args, H, skOf(p.PK), skOf(p.After.SK), skOf(p.After.BasePK), skOf(p.After.BaseSK))
+			return
+		}
+		if p.Upper != nil {
+			conds = append(conds, "(h, ipk, isk) "+op("<", p.Upper.Inclusive)+" (?, ?, ?)")
+			args = append(args, H, skOf(p.PK), skOf(p.Upper.Key))
+			return
+		}
+		conds = append(conds, "(h, ipk) <= (?, ?)")
+		args = append(args, H, skOf(p.PK))
+	}
+	lower()
+	upper()
+	stmt := `SELECT ipk, isk, bpk, bsk, item FROM index_entries WHERE t = ? AND idx = ? AND b = ? AND ` + strings.Join(conds, " AND ")
+	if p.Forward {
+		stmt += " ORDER BY h ASC"
+	} else {
+		stmt += " ORDER BY h DESC"
+	}
+	rows, more, err := b.collectIndex(b.query(ctx, stmt, args...).PageSize(p.Limit+1).Iter(), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.QueryResult{Rows: rows, More: more}, nil
+}
+
+// beforeLower: the cursor's sort key lies below the lower bound (or on an
+// exclusive one), so the bound alone starts the page.
+func beforeLower(sk []byte, lo *storage.Bound) bool {
+	if lo == nil {
+		return false
+	}
+	x := bytes.Compare(skOf(sk), skOf(lo.Key))
+	return x < 0 || (x == 0 && !lo.Inclusive)
+}
+
+func afterUpper(sk []byte, hi *storage.Bound) bool {
+	if hi == nil {
+		return false
+	}
+	x := bytes.Compare(skOf(sk), skOf(hi.Key))
+	return x > 0 || (x == 0 && !hi.Inclusive)
+}
+
+// collectIndex reads up to limit index rows and notes whether one more
+// exists.
+func (b *Backend) collectIndex(iter *gocql.Iter, limit int) ([]storage.Row, bool, error) {
+	var rows []storage.Row
+	more := false
+	var ipk, isk, bpk, bsk, item []byte
+	for iter.Scan(&ipk, &isk, &bpk, &bsk, &item) {
+		if len(rows) == limit {
+			more = true
+			break
+		}
+		rows = append(rows, storage.Row{PK: ipk, SK: isk, BasePK: bpk, BaseSK: bsk, Item: item})
+		ipk, isk, bpk, bsk, item = nil, nil, nil, nil, nil
+	}
+	if err := iter.Close(); err != nil {
+		return nil, false, mapErr(err, "query index")
+	}
+	return rows, more, nil
+}
+
+// eachPartition walks the partition directory of table t in (h, pk)
+// order over hashes [lo, hi], strictly after the partition after (when
+// not nil); fn returns false to stop.
+func (b *Backend) eachPartition(ctx context.Context, t int64, lo, hi uint32, after []byte, fn func(pk []byte) (bool, error)) error {
+	first := bucketOf(lo)
+	if after != nil {
+		first = bucketOf(storage.KeyHash(after))
+	}
+	for bk := first; bk <= bucketOf(hi); bk++ {
+		var q *gocql.Query
+		if after != nil && bk == bucketOf(storage.KeyHash(after)) {
+			q = b.quorum(ctx, `SELECT h, pk FROM partitions WHERE t = ? AND b = ? AND (h, pk) > (?, ?) AND (h) <= (?)`,
+				t, bk, int64(storage.KeyHash(after)), after, int64(hi))
+		} else {
+			q = b.quorum(ctx, `SELECT h, pk FROM partitions WHERE t = ? AND b = ? AND (h) >= (?) AND (h) <= (?)`, t, bk, int64(lo), int64(hi))
+		}
+		iter := q.PageSize(200).Iter()
+		var h int64
+		var pk []byte
+		for iter.Scan(&h, &pk) {
+			cont, err := fn(skOf(pk))
+			if err != nil || !cont {
+				iter.Close()
+				return err
+			}
+			pk = nil
+		}
+		if err := iter.Close(); err != nil {
+			return mapErr(err, "partition directory")
+		}
+	}
+	return nil
+}
+
+// Scan reads the table in (KeyHash(pk), pk, sk) order through the
+// partition directory, or an index in (KeyHash(ipk), ipk, isk, bpk, bsk)
+// order bucket by bucket.
+func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
+	if err := b.live(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	lo, hi := storage.SegmentRange(p.Segment, p.TotalSegments)
+	if p.Index != "" {
+		return b.scanIndex(ctx, p, lo, hi)
+	}
+	t := p.Table.ID
+	var rows []storage.Row
+	more := false
+	// readPart appends rows of one partition after sk (nil: from the start).
+	readPart := func(pk, after []byte) error {
+		stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ? AND kind = 0`
+		args := []any{t, pk}
+		if after != nil {
+			stmt += ` AND sk > ?`
+			args = append(args, after)
+		}
+		iter := b.query(ctx, stmt, args...).PageSize(p.Limit + 1 - len(rows)).Iter()
+		var sk, item []byte
+		for iter.Scan(&sk, &item) {
+			if item == nil {
+				continue
+			}
+			if len(rows) == p.Limit {
+				more = true
+				break
+			}
+			rows = append(rows, storage.Row{PK: pk, SK: sk, BasePK: pk, BaseSK: sk, Item: item})
+			sk, item = nil, nil
+		}
+		return mapErr(iter.Close(), "scan")
+	}
+	var after []byte
+	if p.After != nil {
+		switch ch := storage.KeyHash(p.After.PK); {
+		case ch > hi:
+			return &storage.ScanResult{}, nil
+		case ch >= lo:
+			after = skOf(p.After.PK)
+			if err := readPart(after, skOf(p.After.SK)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Partitions are read scanBatch at a time with one IN query (rows
+	// ordered here by the directory's order), at most as many rows per
+	// partition as the page still needs; a partition that filled that
+	// quota (ghost rows count towards it) is read on by itself.
+	var batch [][]byte
+	flush := func() error {
+		if len(batch) == 0 || more {
+			return nil
+		}
+		need := p.Limit + 1 - len(rows)
+		iter := b.query(ctx, `SELECT pk, sk, item FROM items WHERE t = ? AND pk IN ? AND kind = 0 PER PARTITION LIMIT ?`, t, batch, need).Iter()
+		type kv struct{ sk, item []byte }
+		byPK := map[string][]kv{}
+		var pk, sk, item []byte
+		for iter.Scan(&pk, &sk, &item) {
+			byPK[string(pk)] = append(byPK[string(pk)], kv{sk, item})
+			pk, sk, item = nil, nil, nil
+		}
+		if err := iter.Close(); err != nil {
+			return mapErr(err, "scan")
+		}
+		for _, pk := range batch {
+			got := byPK[string(pk)]
+			for _, r := range got {
+				if r.item == nil {
+					continue
+				}
+				if len(rows) == p.Limit {
+					more = true
+					return nil
+				}
+				rows = append(rows, storage.Row{PK: pk, SK: skOf(r.sk), BasePK: pk, BaseSK: skOf(r.sk), Item: r.item})
+			}
+			if len(got) == need {
+				if err := readPart(pk, skOf(got[len(got)-1].sk)); err != nil || more {
+					return err
+				}
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	if !more {
+		err := b.eachPartition(ctx, t, lo, hi, after, func(pk []byte) (bool, error) {
+			batch = append(batch, pk)
+			if len(batch) == scanBatch {
+				if err := flush(); err != nil {
+					return false, err
+				}
+			}
+			return !more, nil
+		})
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &storage.ScanResult{Rows: rows, More: more}, nil
+}
+
+// scanBatch is how many partitions one Scan query reads.
+const scanBatch = 32
+
+func (b *Backend) scanIndex(ctx context.Context, p storage.ScanParams, lo, hi uint32) (*storage.ScanResult, error) {
+	t := p.Table.ID
+	first := bucketOf(lo)
+	var ch uint32
+	after := p.After
+	if after != nil {
+		ch = storage.KeyHash(after.PK)
+		if ch > hi {
+			return &storage.ScanResult{}, nil
+		}
+		if ch < lo {
+			after = nil // a cursor before the segment: start at its beginning
+		} else {
+			first = bucketOf(ch)
+		}
+	}
+	var rows []storage.Row
+	for bk := first; bk <= bucketOf(hi); bk++ {
+		var q *gocql.Query
+		if after != nil && bk == bucketOf(ch) {
+			q = b.query(ctx, `SELECT ipk, isk, bpk, bsk, item FROM index_entries WHERE t = ? AND idx = ? AND b = ? AND (h, ipk, isk, bpk, bsk) > (?, ?, ?, ?, ?) AND (h) <= (?)`,
+				t, p.Index, bk, int64(ch), skOf(after.PK), skOf(after.SK), skOf(after.BasePK), skOf(after.BaseSK), int64(hi))
+		} else {
+			q = b.query(ctx, `SELECT ipk, isk, bpk, bsk, item FROM index_entries WHERE t = ? AND idx = ? AND b = ? AND (h) >= (?) AND (h) <= (?)`,
+				t, p.Index, bk, int64(lo), int64(hi))
+		}
+		got, more, err := b.collectIndex(q.PageSize(p.Limit+1-len(rows)).Iter(), p.Limit-len(rows))
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, got...)
+		if more {
+			return &storage.ScanResult{Rows: rows, More: true}, nil
+		}
+		if len(rows) == p.Limit {
+			// More may remain in later buckets.
+			return &storage.ScanResult{Rows: rows, More: bk < bucketOf(hi)}, nil
+		}
+	}
+	return &storage.ScanResult{Rows: rows}, nil
+}
