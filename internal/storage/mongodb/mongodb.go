@@ -44,7 +44,9 @@ type Options struct {
 	URI string
 	// Database is the database name (default "extenddb").
 	Database string
-	// MaxPoolSize bounds the client's connections (0: DefaultMaxPoolSize).
+	// MaxPoolSize bounds the client's connections. 0 is automatic: 1 on
+	// FerretDB (see FerretDBPoolSize), DefaultMaxPoolSize on MongoDB. More
+	// than 1 on FerretDB is refused.
 	MaxPoolSize uint64
 	// Timeout bounds connecting and server selection (0: 10 s).
 	Timeout time.Duration
@@ -56,10 +58,18 @@ type Options struct {
 	SkipSchemaCheck bool
 }
 
-// DefaultMaxPoolSize is the connection pool size when none is configured.
-// FerretDB v1.24 applies concurrent conditional writes to one document
-// correctly with any pool size in our race tests (see docs/testing.md).
+// DefaultMaxPoolSize is the connection pool size on MongoDB when none is
+// configured.
 const DefaultMaxPoolSize = 16
+
+// FerretDBPoolSize is the only pool size that is correct on FerretDB
+// v1.24: its update, findAndModify and delete apply the filter in a read
+// and then write by _id, so conditional writes sent over two connections
+// at once can both match one document version (lost updates, measured:
+// 86 of 200 concurrent increments kept with 16 connections). One
+// connection serializes them. Two extenddb processes on one FerretDB are
+// two connections: not correct (ADR 0015).
+const FerretDBPoolSize = 1
 
 // DefaultLease is the default writer lease of the table fence.
 const DefaultLease = 30 * time.Second
@@ -86,29 +96,60 @@ func connect(ctx context.Context, opts Options) (*mongo.Client, *mongo.Database,
 	if opts.Database == "" {
 		opts.Database = "extenddb"
 	}
-	if opts.MaxPoolSize == 0 {
-		opts.MaxPoolSize = DefaultMaxPoolSize
-	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
+	pool := opts.MaxPoolSize
+	if pool == 0 {
+		pool = DefaultMaxPoolSize
+	}
+	client, err := dial(ctx, opts, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := client.Database(opts.Database)
+	if isFerretDB(ctx, db) && pool != FerretDBPoolSize {
+		_ = client.Disconnect(context.Background())
+		if opts.MaxPoolSize != 0 {
+			return nil, nil, storage.Errorf(storage.KindUnsupported,
+				"mongodb: the server is FerretDB, whose conditional writes are atomic only over one connection: set storage.mongodb.max_pool_size = %d (or 0, automatic), not %d", FerretDBPoolSize, opts.MaxPoolSize)
+		}
+		if client, err = dial(ctx, opts, FerretDBPoolSize); err != nil {
+			return nil, nil, err
+		}
+		db = client.Database(opts.Database)
+	}
+	return client, db, nil
+}
+
+// isFerretDB tells FerretDB from MongoDB (buildInfo has ferretdbVersion).
+func isFerretDB(ctx context.Context, db *mongo.Database) bool {
+	var info bson.M
+	if err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return false
+	}
+	_, ok := info["ferretdbVersion"]
+	return ok
+}
+
+func dial(ctx context.Context, opts Options, pool uint64) (*mongo.Client, error) {
 	co := options.Client().ApplyURI(opts.URI).
-		SetMaxPoolSize(opts.MaxPoolSize).
+		SetMaxPoolSize(pool).
 		SetServerSelectionTimeout(opts.Timeout).
 		SetConnectTimeout(opts.Timeout).
 		SetWriteConcern(writeconcern.Majority()).
 		SetRetryWrites(false) // a retried write is decided by our own version checks
 	client, err := mongo.Connect(co)
 	if err != nil {
-		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "mongodb: connect")
+		return nil, storage.Wrap(storage.KindUnavailable, err, "mongodb: connect")
 	}
 	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	if err := client.Ping(pctx, nil); err != nil {
 		_ = client.Disconnect(context.Background())
-		return nil, nil, storage.Wrap(storage.KindUnavailable, err, "mongodb: storage backend unreachable")
+		return nil, storage.Wrap(storage.KindUnavailable, err, "mongodb: storage backend unreachable")
 	}
-	return client, client.Database(opts.Database), nil
+	return client, nil
 }
 
 // Open connects to the server. Unless SkipSchemaCheck, it refuses a

@@ -96,18 +96,14 @@ func createDatabase() (string, func(), error) {
 }
 
 // testPool is the pool size the suites run with: EXTENDDB_TEST_MONGODB_POOL,
-// else 1 on FerretDB (whose conditional updates are atomic only when one
-// connection sends them, see ADR 0015) and the default on MongoDB.
+// else automatic (1 on FerretDB, whose conditional updates are atomic only
+// when one connection sends them, see ADR 0015; 16 on MongoDB).
 func testPool() uint64 {
+	var n uint64
 	if v := os.Getenv("EXTENDDB_TEST_MONGODB_POOL"); v != "" {
-		var n uint64
 		fmt.Sscan(v, &n)
-		return n
 	}
-	if strings.HasPrefix(serverKind, "FerretDB") {
-		return 1
-	}
-	return 0
+	return n
 }
 
 func need(t testing.TB) {
@@ -147,7 +143,7 @@ func TestServerReachable(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	b := openT(t, Options{MaxPoolSize: testPool()})
-	t.Logf("server: %s", serverKind)
+	t.Logf("server: %s, pool %d (0: automatic)", serverKind, testPool())
 	storagetest.Run(t, func(*testing.T) storage.Backend { return b })
 }
 
@@ -207,6 +203,23 @@ func TestKeyEncodingOrder(t *testing.T) {
 			t.Fatalf("round trip %x/%x: %x (%v)", k[0], k[1], got, err)
 		}
 	}
+}
+
+// TestFerretDBPool: on FerretDB, a pool of more than one connection is
+// refused (it would lose conditional writes); on MongoDB it is accepted.
+func TestFerretDBPool(t *testing.T) {
+	need(t)
+	b, err := Open(t.Context(), Options{URI: uri, Database: testDB, MaxPoolSize: 4})
+	if strings.HasPrefix(serverKind, "FerretDB") {
+		if !storage.IsKind(err, storage.KindUnsupported) || !strings.Contains(err.Error(), "max_pool_size") {
+			t.Fatalf("FerretDB with 4 connections: %v, want KindUnsupported naming max_pool_size", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
 }
 
 // TestSchemaChecksum: a database where a shipped migration was applied
@@ -311,5 +324,55 @@ func TestTwoClientsConditionalRace(t *testing.T) {
 	q, err := b1.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
 	if err != nil || len(q.Rows) != rounds {
 		t.Fatalf("index entries: %d (%v), want %d", len(q.Rows), err, rounds)
+	}
+}
+
+// TestTwoClientsConcurrentIncrements: two Backends of one connection each
+// (two servers, each with the pool size FerretDB needs) increment one
+// counter concurrently; every increment must count. On FerretDB v1.24
+// this fails: its update applies the filter in a read before an
+// unconditional UPDATE by _id, so two connections can both match the same
+// document version (ADR 0015).
+func TestTwoClientsConcurrentIncrements(t *testing.T) {
+	b1 := openT(t, Options{})
+	b2 := openT(t, Options{})
+	ctx := t.Context()
+	cr, err := b1.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "incr2", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := range workers {
+		be := b1
+		if w%2 == 1 {
+			be = b2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("counter"), Fn: func(old []byte) (storage.Change, error) {
+					n := 0
+					if old != nil {
+						fmt.Sscan(string(old), &n)
+					}
+					return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(n + 1))}, nil
+				}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g, err := b1.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte("counter")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(g.Item) != fmt.Sprint(workers*each) {
+		t.Fatalf("counter %s after %d increments through two connections (server: %s)", g.Item, workers*each, serverKind)
 	}
 }
