@@ -16,25 +16,6 @@ func byName(account, name string) bson.D {
 	return bson.D{{Key: "a", Value: account}, {Key: "n", Value: name}}
 }
 
-// nextTableID draws a table ID from the meta counter (never reused).
-func (b *Backend) nextTableID(ctx context.Context) (int64, error) {
-	var d struct {
-		N int64 `bson:"n"`
-	}
-	err := b.meta.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: "table_id"}},
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(1)}}}},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&d)
-	if isDup(err) { // two first upserts raced; the loser retries once
-		err = b.meta.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: "table_id"}},
-			bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(1)}}}},
-			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&d)
-	}
-	if err != nil {
-		return 0, translate(err, "mongodb: next table id")
-	}
-	return d.N, nil
-}
-
 // CreateTable implements storage.Backend.
 func (b *Backend) CreateTable(ctx context.Context, p storage.CreateTableParams) (*storage.CreateTableResult, error) {
 	if err := b.tables.FindOne(ctx, byName(p.Account, p.Name)).Err(); err == nil {
@@ -42,22 +23,29 @@ func (b *Backend) CreateTable(ctx context.Context, p storage.CreateTableParams) 
 	} else if !errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, translate(err, "mongodb: create table")
 	}
-	id, err := b.nextTableID(ctx)
-	if err != nil {
-		return nil, err
-	}
 	desc := append([]byte{}, p.Desc...)
-	d := tableDoc{ID: id, Account: p.Account, Name: p.Name, Desc: desc, Version: 1,
-		Created: time.Now().UTC().Truncate(time.Millisecond), Writers: map[string]int64{}}
-	if _, err := b.tables.InsertOne(ctx, d); err != nil {
-		if isDup(err) {
-			return nil, storage.Errorf(storage.KindTableExists, "table %q of account %q already exists", p.Name, p.Account)
+	for {
+		// A random ID: the insert decides uniqueness (a counter would need
+		// an atomic update, which FerretDB does not give over several
+		// connections).
+		d := tableDoc{ID: randomID(), Account: p.Account, Name: p.Name, Desc: desc, Version: 1,
+			Created: time.Now().UTC().Truncate(time.Millisecond)}
+		_, err := b.tables.InsertOne(ctx, d)
+		if err == nil {
+			return &storage.CreateTableResult{Table: d.table()}, nil
 		}
-		// An insert lost with its connection may have been applied: the
-		// caller sees Unavailable and reads the table again.
-		return nil, translate(err, "mongodb: create table")
+		if !isDup(err) {
+			// An insert lost with its connection may have been applied: the
+			// caller sees Unavailable and reads the table again.
+			return nil, translate(err, "mongodb: create table")
+		}
+		if e := b.tables.FindOne(ctx, byName(p.Account, p.Name)).Err(); e == nil {
+			return nil, storage.Errorf(storage.KindTableExists, "table %q of account %q already exists", p.Name, p.Account)
+		} else if !errors.Is(e, mongo.ErrNoDocuments) {
+			return nil, translate(e, "mongodb: create table")
+		}
+		// The ID was taken: draw another.
 	}
-	return &storage.CreateTableResult{Table: d.table()}, nil
 }
 
 // GetTable implements storage.Backend.
@@ -103,27 +91,30 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 	if p.Fn == nil {
 		return nil, storage.Errorf(storage.KindInternal, "mongodb: UpdateTable without Fn")
 	}
-	c, err := b.claimTable(ctx, byName(p.Account, p.Name), nil, func() error { return notFoundByName(p.Account, p.Name) }, nil)
+	c, err := b.claimTable(ctx, byName(p.Account, p.Name), func() error { return notFoundByName(p.Account, p.Name) }, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer b.unclaim(c)
 	old := c.doc.table()
 	desc, err := p.Fn(old) // storage.Checked recovers a panic of the function
 	if err != nil {
-		b.unclaim(c)
 		return nil, err
 	}
 	if desc == nil {
 		desc = []byte{}
 	}
-	res, err := b.tables.UpdateOne(ctx, c.filter(), bson.D{{Key: "$set", Value: bson.D{
-		{Key: "d", Value: desc}, {Key: "v", Value: old.Version + 1}, {Key: "x", Value: int64(0)}, {Key: "f", Value: bson.D{}}}}})
+	if err := c.valid(); err != nil {
+		return nil, err
+	}
+	// The claim's holder is the only writer of the catalog document.
+	res, err := b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: old.ID}}, bson.D{{Key: "$set", Value: bson.D{
+		{Key: "d", Value: desc}, {Key: "v", Value: old.Version + 1}}}})
 	if err != nil {
-		b.unclaim(c)
 		return nil, translate(err, "mongodb: update table")
 	}
 	if res.MatchedCount != 1 {
-		return nil, storage.Errorf(storage.KindUnavailable, "mongodb: update table: the catalog claim was lost (it outlived its lease)")
+		return nil, notFoundByName(p.Account, p.Name)
 	}
 	nt := *old
 	nt.Desc = append([]byte{}, desc...)
@@ -135,26 +126,38 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 // document (new writers and readers find the table gone), then drop the
 // table's collection.
 func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) (*storage.DeleteTableResult, error) {
-	c, err := b.claimTable(ctx, byName(p.Account, p.Name), nil, func() error { return notFoundByName(p.Account, p.Name) }, nil)
+	c, err := b.claimTable(ctx, byName(p.Account, p.Name), func() error { return notFoundByName(p.Account, p.Name) }, nil)
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.tables.DeleteOne(ctx, c.filter())
+	id := c.doc.ID
+	if err := c.valid(); err != nil {
+		b.unclaim(c)
+		return nil, err
+	}
+	res, err := b.tables.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
 	if err != nil {
 		b.unclaim(c)
 		return nil, translate(err, "mongodb: delete table")
 	}
 	if res.DeletedCount != 1 {
-		return nil, storage.Errorf(storage.KindUnavailable, "mongodb: delete table: the catalog claim was lost (it outlived its lease)")
+		b.unclaim(c)
+		return nil, notFoundByName(p.Account, p.Name)
 	}
-	if err := b.items(c.id).Drop(ctx); err != nil {
-		// The table is gone from the catalog; its collection is garbage
-		// that no reader can reach (IDs are never reused).
+	// The table is gone from the catalog: what follows is garbage no
+	// reader reaches (a failure leaves it for a later cleanup).
+	if err := b.items(id).Drop(ctx); err != nil {
 		return nil, translate(err, "mongodb: drop the table's collection")
+	}
+	if err := b.claims(id).Drop(ctx); err != nil {
+		return nil, translate(err, "mongodb: drop the table's claims")
+	}
+	if _, err := b.fence.DeleteMany(ctx, bson.D{{Key: "t", Value: id}}); err != nil {
+		return nil, translate(err, "mongodb: delete the table's fence documents")
 	}
 	b.mu.Lock()
 	for k := range b.indexed {
-		if len(k) > len(itemsName(c.id)) && k[:len(itemsName(c.id))+1] == itemsName(c.id)+"/" {
+		if len(k) > len(itemsName(id)) && k[:len(itemsName(id))+1] == itemsName(id)+"/" {
 			delete(b.indexed, k)
 		}
 	}
@@ -166,7 +169,7 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 // is taken only at p.Table.Version, and the entries are removed before
 // the claim is released.
 func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
-	c, err := b.claimTable(ctx, bson.D{{Key: "_id", Value: p.Table.ID}}, bson.D{{Key: "v", Value: p.Table.Version}},
+	c, err := b.claimTable(ctx, bson.D{{Key: "_id", Value: p.Table.ID}},
 		func() error { return tableNotFound(p.Table) },
 		func(d *tableDoc) error {
 			if d.Version != p.Table.Version {
@@ -178,14 +181,16 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 		return nil, err
 	}
 	defer b.unclaim(c)
+	if err := c.valid(); err != nil {
+		return nil, err
+	}
+	// The claim drained the writers: no item write runs while the
+	// entries are removed (item documents are never deleted, see items.go).
 	ifield, pfield := indexField(p.Index), projField(p.Index)
 	coll := b.items(p.Table.ID)
 	if _, err := coll.UpdateMany(ctx, bson.D{{Key: ifield, Value: bson.D{{Key: "$exists", Value: true}}}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: ifield, Value: ""}, {Key: pfield, Value: ""}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}}); err != nil {
 		return nil, translate(err, "mongodb: drop index")
-	}
-	if err := b.pruneEmpty(ctx, coll); err != nil {
-		return nil, err
 	}
 	return &storage.DropIndexResult{}, nil
 }

@@ -15,8 +15,7 @@ type Config struct {
 	URI string `toml:"uri"`
 	// Database is the database that holds extenddb's collections.
 	Database string `toml:"database"`
-	// MaxPoolSize bounds the connections to the server; 0 is automatic
-	// (1 on FerretDB, 16 on MongoDB).
+	// MaxPoolSize bounds the connections to the server.
 	MaxPoolSize int `toml:"max_pool_size"`
 	// TimeoutSeconds bounds connecting and server selection.
 	TimeoutSeconds int `toml:"timeout_seconds"`
@@ -25,7 +24,7 @@ type Config struct {
 }
 
 func defaultConfig() *Config {
-	return &Config{Database: "extenddb", MaxPoolSize: 0, TimeoutSeconds: 10, LeaseSeconds: int(DefaultLease / time.Second)}
+	return &Config{Database: "extenddb", MaxPoolSize: DefaultMaxPoolSize, TimeoutSeconds: 10, LeaseSeconds: int(DefaultLease / time.Second)}
 }
 
 // Validate checks the section; errors name the key.
@@ -35,8 +34,8 @@ func (c *Config) Validate() error {
 		return errors.New("uri must be set (mongodb://host:port/)")
 	case c.Database == "":
 		return errors.New("database must not be empty")
-	case c.MaxPoolSize < 0:
-		return errors.New("max_pool_size must not be negative (0 is automatic)")
+	case c.MaxPoolSize < 1:
+		return errors.New("max_pool_size must be at least 1")
 	case c.TimeoutSeconds < 1:
 		return errors.New("timeout_seconds must be at least 1")
 	case c.LeaseSeconds < 1:
@@ -71,7 +70,7 @@ func Driver() storage.Driver {
 		Keys: []storage.KeyDoc{
 			{Key: "uri", Default: "", Doc: "MongoDB connection string, e.g. mongodb://127.0.0.1:27017/"},
 			{Key: "database", Default: "extenddb", Doc: "database holding extenddb's collections"},
-			{Key: "max_pool_size", Default: "0", Doc: "maximum connections to the server; 0 is automatic: 1 on FerretDB (the only correct size there, ADR 0015), 16 on MongoDB"},
+			{Key: "max_pool_size", Default: "16", Doc: "maximum connections to the server (any size is correct, FerretDB included: ADR 0015)"},
 			{Key: "timeout_seconds", Default: "10", Doc: "bound on connecting and server selection"},
 			{Key: "lease_seconds", Default: "30", Doc: "a writer's lease in a table's write fence (ADR 0015)"},
 		},

@@ -3,8 +3,10 @@ package mongodb
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -15,37 +17,37 @@ import (
 )
 
 // The table-version fence without multi-document transactions (ADR 0015).
-// A single-document write cannot check another document, so the catalog
-// document works as a readers-writer lock with leases:
+// Every decision is an insert of a unique _id, the one write FerretDB
+// applies atomically over any number of connections (its updates check
+// their filter in a read before writing by _id). In the collection fence:
 //
-//   - an item write first registers itself in the table's catalog
-//     document, by one conditional update that checks the version it was
-//     computed from and that no catalog change is waiting
-//     ({_id, v: ref.Version, x < now} → $set f.<token>: lease expiry);
-//     that update is the fence check. It then writes the item (abandoning
-//     the write at its lease's end) and unregisters ($unset f.<token>).
-//   - a catalog change that must be ordered after the writes (UpdateTable,
-//     DeleteTable, DropIndex) first claims the document ($set x: claim
-//     expiry, when no other claim is live), which refuses new
-//     registrations, waits until every registration is gone or its lease
-//     has expired, then applies its change and clears the claim in one
-//     update conditioned on its claim.
+//   - a writer inserts its registration w/<table>/<token> (with a lease
+//     expiry), then reads the catalog document and the table's latest
+//     claim: table gone → TableNotFound; another version →
+//     KindTableVersion; a live claim → it withdraws and waits. Otherwise
+//     it writes the item under a context that ends before its lease, then
+//     deletes its registration.
+//   - a catalog change (UpdateTable, DeleteTable, DropIndex) inserts the
+//     claim x/<table>/<generation> after the latest one, when that one is
+//     released or expired, then waits until no live registration is left,
+//     applies its change (it is the only writer of the catalog document)
+//     and marks its claim released.
 //
-// So every write that passed the check finishes before the version moves
-// on, and no write checks against a version once a change is claimed.
-// Limits: leases trust the servers' clocks to within a fraction of the
-// lease, and a writer killed while registered delays catalog changes of
-// that table until its lease expires.
+// Each side writes its own document and then reads the other's: with the
+// server's writes in one order, a writer that missed the claim registered
+// before it and is seen by the claimant's drain. So every write that passed
+// the check finishes before the version moves on. Limits: leases trust the
+// servers' clocks, a killed writer or claimant holds the table until its
+// lease ends, and a write sent before its deadline but applied after its
+// lease is not fenced.
 
 type tableDoc struct {
-	ID      int64            `bson:"_id"`
-	Account string           `bson:"a"`
-	Name    string           `bson:"n"`
-	Desc    []byte           `bson:"d"`
-	Version int64            `bson:"v"`
-	Created time.Time        `bson:"c"`
-	Writers map[string]int64 `bson:"f"` // token → lease expiry (Unix ms)
-	Claim   int64            `bson:"x"` // exclusive claim expiry (Unix ms), 0 = none
+	ID      int64     `bson:"_id"`
+	Account string    `bson:"a"`
+	Name    string    `bson:"n"`
+	Desc    []byte    `bson:"d"`
+	Version int64     `bson:"v"`
+	Created time.Time `bson:"c"`
 }
 
 func (d *tableDoc) table() *storage.Table {
@@ -64,6 +66,14 @@ func token() string {
 	return hex.EncodeToString(b[:])
 }
 
+// randomID draws a positive table ID (the insert of the catalog document
+// decides uniqueness).
+func randomID() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.BigEndian.Uint64(b[:])>>2) + 1
+}
+
 // backoff sleeps a little longer each attempt, or returns the context's error.
 func backoff(ctx context.Context, attempt int) error {
 	d := time.Millisecond << min(attempt, 5) // 1..32 ms
@@ -77,39 +87,54 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
+func regPrefix(id int64) string   { return fmt.Sprintf("w/%d/", id) }
+func claimPrefix(id int64) string { return fmt.Sprintf("x/%d/", id) }
+
+func prefixRange(p string) bson.D {
+	return bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: p}, {Key: "$lt", Value: p + top}}}}
+}
+
+type fenceDoc struct {
+	ID   string `bson:"_id"`
+	T    int64  `bson:"t"`
+	Exp  int64  `bson:"exp"`
+	Gen  int64  `bson:"g"`
+	Done bool   `bson:"done"`
+}
+
 // lease is a writer's registration in a table's fence.
 type lease struct {
 	b      *Backend
-	id     int64
-	tok    string
+	id     string
 	expiry time.Time
 }
 
 // register checks ref.Version and registers a writer, waiting while a
 // catalog change is claimed.
 func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, error) {
-	tok := token()
 	for attempt := 0; ; attempt++ {
-		now := time.Now()
-		exp := now.Add(b.lease)
-		res, err := b.tables.UpdateOne(ctx,
-			bson.D{{Key: "_id", Value: ref.ID}, {Key: "v", Value: ref.Version}, {Key: "x", Value: bson.D{{Key: "$lt", Value: now.UnixMilli()}}}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "f." + tok, Value: exp.UnixMilli()}}}})
-		if err != nil {
+		exp := time.Now().Add(b.lease)
+		l := &lease{b: b, id: regPrefix(ref.ID) + token(), expiry: exp}
+		if _, err := b.fence.InsertOne(ctx, fenceDoc{ID: l.id, T: ref.ID, Exp: exp.UnixMilli()}); err != nil {
 			return nil, translate(err, "mongodb: table fence")
 		}
-		if res.MatchedCount == 1 {
-			return &lease{b: b, id: ref.ID, tok: tok, expiry: exp}, nil
-		}
 		d, err := b.tableByID(ctx, ref.ID)
+		if err == nil && d == nil {
+			err = tableNotFound(ref)
+		}
+		if err == nil && d.Version != ref.Version {
+			err = storage.VersionChanged(ref, d.Version)
+		}
+		var live bool
+		if err == nil {
+			_, live, err = b.latestClaim(ctx, ref.ID)
+		}
+		if err == nil && !live {
+			return l, nil
+		}
+		l.release()
 		if err != nil {
 			return nil, err
-		}
-		if d == nil {
-			return nil, tableNotFound(ref)
-		}
-		if d.Version != ref.Version {
-			return nil, storage.VersionChanged(ref, d.Version)
 		}
 		// A catalog change is claimed: wait for it.
 		if err := backoff(ctx, attempt); err != nil {
@@ -127,8 +152,21 @@ func (l *lease) context(ctx context.Context) (context.Context, context.CancelFun
 func (l *lease) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = l.b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: l.id}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: "f." + l.tok, Value: ""}}}})
+	_, _ = l.b.fence.DeleteOne(ctx, bson.D{{Key: "_id", Value: l.id}})
+}
+
+// latestClaim returns the table's latest claim generation (-1: none) and
+// whether it is live (not released, not expired).
+func (b *Backend) latestClaim(ctx context.Context, id int64) (int64, bool, error) {
+	var d fenceDoc
+	err := b.fence.FindOne(ctx, prefixRange(claimPrefix(id)), options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}})).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return 0, false, translate(err, "mongodb: read the table's claim")
+	}
+	return d.Gen, !d.Done && d.Exp > nowMs(), nil
 }
 
 func (b *Backend) tableByID(ctx context.Context, id int64) (*tableDoc, error) {
@@ -156,70 +194,74 @@ func (b *Backend) live(ctx context.Context, ref storage.TableRef) error {
 
 // claim is an exclusive catalog change in progress.
 type claim struct {
-	doc *tableDoc // the table as of after the drain
-	x   int64
-	id  int64
+	doc    *tableDoc // the table as of after the drain
+	id     string    // the claim document
+	expiry time.Time
 }
 
-// claimTable claims the table found by lookup (with the extra conditions
-// pin, e.g. a version) and waits until its registered writers are gone.
-// notFound builds the error for a missing table; stale, when non-nil,
-// checks a found document that pin refused and may refuse the change (the
-// version fence of DropIndex).
-func (b *Backend) claimTable(ctx context.Context, lookup, pin bson.D, notFound func() error, stale func(*tableDoc) error) (*claim, error) {
-	var x, id int64
+// claimTable claims the table found by lookup and waits until its
+// registered writers are gone. notFound builds the error for a missing
+// table; check, when non-nil, may refuse the change on the found table
+// (the version fence of DropIndex).
+func (b *Backend) claimTable(ctx context.Context, lookup bson.D, notFound func() error, check func(*tableDoc) error) (*claim, error) {
+	var c *claim
 	for attempt := 0; ; attempt++ {
-		now := nowMs()
-		x = now + (3 * b.lease).Milliseconds()
-		f := append(append(append(bson.D{}, lookup...), pin...), bson.E{Key: "x", Value: bson.D{{Key: "$lt", Value: now}}})
 		var d tableDoc
-		err := b.tables.FindOneAndUpdate(ctx, f, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: x}}}},
-			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
-		if err == nil {
-			id = d.ID
-			break
-		}
-		if !errors.Is(err, mongo.ErrNoDocuments) {
-			return nil, translate(err, "mongodb: claim table")
-		}
-		err = b.tables.FindOne(ctx, lookup).Decode(&d)
+		err := b.tables.FindOne(ctx, lookup).Decode(&d)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			return nil, notFound()
 		}
 		if err != nil {
 			return nil, translate(err, "mongodb: read table")
 		}
-		if stale != nil {
-			if err := stale(&d); err != nil {
+		if check != nil {
+			if err := check(&d); err != nil {
 				return nil, err
+			}
+		}
+		gen, live, err := b.latestClaim(ctx, d.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !live {
+			exp := time.Now().Add(3 * b.lease)
+			cid := fmt.Sprintf("%s%016d", claimPrefix(d.ID), gen+1)
+			_, err := b.fence.InsertOne(ctx, fenceDoc{ID: cid, T: d.ID, Exp: exp.UnixMilli(), Gen: gen + 1})
+			if err == nil {
+				c = &claim{id: cid, expiry: exp}
+				// The table as of the claim: it may have changed since the
+				// read above.
+				cur, err := b.tableByID(ctx, d.ID)
+				if err == nil && cur == nil {
+					err = notFound()
+				}
+				if err == nil && check != nil {
+					err = check(cur)
+				}
+				if err != nil {
+					b.unclaim(c)
+					return nil, err
+				}
+				c.doc = cur
+				break
+			}
+			if !isDup(err) {
+				return nil, translate(err, "mongodb: claim table")
 			}
 		}
 		if err := backoff(ctx, attempt); err != nil {
 			return nil, translate(err, "mongodb: waiting for another catalog change of the table")
 		}
 	}
-	c := &claim{x: x, id: id}
 	// Drain: wait until every registration is gone or expired.
 	for attempt := 0; ; attempt++ {
-		var d tableDoc
-		err := b.tables.FindOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "x", Value: x}}).Decode(&d)
+		f := append(prefixRange(regPrefix(c.doc.ID)), bson.E{Key: "exp", Value: bson.D{{Key: "$gt", Value: nowMs()}}})
+		n, err := b.fence.CountDocuments(ctx, f)
 		if err != nil {
 			b.unclaim(c)
-			if errors.Is(err, mongo.ErrNoDocuments) {
-				return nil, storage.Errorf(storage.KindUnavailable, "mongodb: the catalog claim was lost (it outlived its lease)")
-			}
-			return nil, translate(err, "mongodb: read table")
+			return nil, translate(err, "mongodb: read the table's writers")
 		}
-		now := nowMs()
-		busy := false
-		for _, exp := range d.Writers {
-			if exp >= now {
-				busy = true
-				break
-			}
-		}
-		if !busy {
-			c.doc = &d
+		if n == 0 {
 			return c, nil
 		}
 		if err := backoff(ctx, attempt); err != nil {
@@ -229,12 +271,18 @@ func (b *Backend) claimTable(ctx context.Context, lookup, pin bson.D, notFound f
 	}
 }
 
-// filter selects the claimed document while the claim holds.
-func (c *claim) filter() bson.D { return bson.D{{Key: "_id", Value: c.id}, {Key: "x", Value: c.x}} }
+// valid tells whether the claim still holds (a change applied after its
+// expiry could race with the next claimant).
+func (c *claim) valid() error {
+	if time.Now().After(c.expiry.Add(-time.Second)) {
+		return storage.Errorf(storage.KindUnavailable, "mongodb: the catalog claim outlived its lease")
+	}
+	return nil
+}
 
-// unclaim gives the claim up without a change.
+// unclaim releases the claim.
 func (b *Backend) unclaim(c *claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = b.tables.UpdateOne(ctx, c.filter(), bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: int64(0)}}}})
+	_, _ = b.fence.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "done", Value: true}}}})
 }

@@ -3,7 +3,9 @@ package mongodb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -121,10 +123,14 @@ func (b *Backend) readDoc(ctx context.Context, coll *mongo.Collection, id string
 }
 
 // WriteItem implements storage.Backend: register in the table fence, then
-// read the item document, run Fn and apply its change by one conditional
-// single-document write (an insert of a new _id, or a replace or delete
-// conditioned on the document version), again from the read when another
-// writer got there first.
+// read the item document, run Fn and apply its change by one
+// single-document write decided by a unique insert: the document's first
+// version by inserting it, every later version by inserting the claim
+// <_id>@<version>@<generation> into the table's claims collection, whose
+// winner alone replaces the document. Inserts are the one conditional
+// write FerretDB applies atomically over several connections (its updates
+// check the filter in a read and then write by _id). Documents are never
+// deleted (a deleted item keeps {_id, v}), so versions never repeat.
 func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
 	if p.Fn == nil {
 		return nil, storage.Errorf(storage.KindInternal, "mongodb: WriteItem without Fn")
@@ -136,10 +142,49 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 	defer l.release()
 	wctx, cancel := l.context(ctx)
 	defer cancel()
-	return b.writeLoop(wctx, p)
+	return b.writeLoop(wctx, p, l.expiry)
 }
 
-func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+type claimDoc struct {
+	ID  string `bson:"_id"`
+	Exp int64  `bson:"exp"`
+}
+
+// claimVersion tries to become the only writer of version v+1 of document
+// id. A claim whose writer's lease ended without a new version is taken
+// over by the next generation. ok is false when another writer holds the
+// version (or wrote it): read again.
+func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int64, exp time.Time) (bool, error) {
+	coll := b.claims(tid)
+	for gen := 0; ; gen++ {
+		cid := fmt.Sprintf("%s@%016x@%d", id, v, gen)
+		_, err := coll.InsertOne(ctx, claimDoc{ID: cid, Exp: exp.UnixMilli()})
+		if err == nil {
+			if gen == 0 {
+				return true, nil
+			}
+			// A takeover: the document must still be at v (the former
+			// holder may have written before its lease ended).
+			cur, err := b.readDoc(ctx, b.items(tid), id)
+			if err != nil {
+				return false, err
+			}
+			return cur != nil && cur.v == v, nil
+		}
+		if !isDup(err) {
+			return false, translate(err, "mongodb: claim item version")
+		}
+		var held claimDoc
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: cid}}).Decode(&held); err != nil {
+			return false, translate(err, "mongodb: read item claim")
+		}
+		if held.Exp > time.Now().UnixMilli() {
+			return false, nil
+		}
+	}
+}
+
+func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp time.Time) (*storage.WriteItemResult, error) {
 	coll := b.items(p.Table.ID)
 	id := itemID(p.PK, p.SK)
 	for attempt := 0; ; attempt++ {
@@ -165,7 +210,7 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams) (*st
 			}
 		}
 		doc, empty := newDoc(cur, id, p.PK, p.SK, ch)
-		var applied bool
+		applied := false
 		switch {
 		case cur == nil && empty:
 			return res, nil
@@ -175,14 +220,14 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams) (*st
 			if isDup(err) {
 				err = nil
 			}
-		case empty:
-			var r *mongo.DeleteResult
-			r, err = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}})
-			applied = err == nil && r.DeletedCount == 1
 		default:
-			var r *mongo.UpdateResult
-			r, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}}, doc)
-			applied = err == nil && r.MatchedCount == 1
+			var ok bool
+			ok, err = b.claimVersion(ctx, p.Table.ID, id, cur.v, exp)
+			if err == nil && ok {
+				var r *mongo.UpdateResult
+				r, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}}, doc)
+				applied = err == nil && r.MatchedCount == 1
+			}
 		}
 		if err != nil {
 			return nil, translate(err, "mongodb: write item")
@@ -197,7 +242,8 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams) (*st
 }
 
 // newDoc is the document after ch; empty when it keeps neither an item
-// nor an index entry (the document is deleted).
+// nor an index entry (a new document is then not inserted; an existing one
+// keeps {_id, v} so its versions never repeat).
 func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change) (bson.D, bool) {
 	idx := map[string]entry{}
 	var v int64 = 1

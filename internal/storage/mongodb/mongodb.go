@@ -1,24 +1,26 @@
 // Package mongodb is a storage backend on a MongoDB-wire server, built for
-// what a standalone server (or FerretDB) has: single-document atomicity,
-// conditional updates and unique keys. It uses no multi-document
-// transaction, no snapshot read and no change stream (ADR 0015).
+// what a standalone server (or FerretDB) has: single-document atomicity
+// and unique keys. It uses no multi-document transaction, no snapshot read
+// and no change stream, and it decides every conditional transition by an
+// insert of a unique _id, since FerretDB's conditional updates are not
+// atomic across connections (ADR 0015).
 //
 // Layout in the database:
 //
-//   - tables: the catalog, one document per table: _id the table ID, a
-//     (account), n (name), d (description), v (version), c (created), and
-//     the write fence (f: writers in flight with their lease expiries, x:
-//     an exclusive catalog change waiting for them). Unique index (a, n).
-//   - meta: counters (the next table ID).
+//   - tables: the catalog, one document per table: _id the table ID
+//     (random, decided by the insert), a (account), n (name), d
+//     (description), v (version), c (created). Unique index (a, n).
+//   - fence: the table-version fence (fence.go): writers' registrations
+//     and catalog changes' claims.
 //   - schema_migrations: applied migrations with their checksums.
 //   - t<ID>: one collection per table incarnation, one document per item:
-//     _id the item key in the order-preserving text form (see keys.go),
-//     it (canonical item bytes; absent for a document that only keeps
-//     index entries of a deleted item), v (the document version every
-//     conditional write checks), and per secondary index X (hex of its
-//     name) i_X (the index key in the same text form) and j_X (the
-//     projected item bytes), with a MongoDB index on i_X. An item and its
-//     index entries change in one single-document write.
+//     _id the item key in the order-preserving text form (keys.go), it
+//     (canonical item bytes; absent for a deleted item or one that only
+//     keeps index entries), v (the document version), and per secondary
+//     index X (hex of its name) i_X (the index key in the same text form)
+//     and j_X (the projected item bytes), with a MongoDB index on i_X. An
+//     item and its index entries change in one single-document write.
+//   - c<ID>: the table's item version claims (items.go).
 package mongodb
 
 import (
@@ -44,9 +46,7 @@ type Options struct {
 	URI string
 	// Database is the database name (default "extenddb").
 	Database string
-	// MaxPoolSize bounds the client's connections. 0 is automatic: 1 on
-	// FerretDB (see FerretDBPoolSize), DefaultMaxPoolSize on MongoDB. More
-	// than 1 on FerretDB is refused.
+	// MaxPoolSize bounds the client's connections (0: DefaultMaxPoolSize).
 	MaxPoolSize uint64
 	// Timeout bounds connecting and server selection (0: 10 s).
 	Timeout time.Duration
@@ -62,15 +62,6 @@ type Options struct {
 // configured.
 const DefaultMaxPoolSize = 16
 
-// FerretDBPoolSize is the only pool size that is correct on FerretDB
-// v1.24: its update, findAndModify and delete apply the filter in a read
-// and then write by _id, so conditional writes sent over two connections
-// at once can both match one document version (lost updates, measured:
-// 86 of 200 concurrent increments kept with 16 connections). One
-// connection serializes them. Two extenddb processes on one FerretDB are
-// two connections: not correct (ADR 0015).
-const FerretDBPoolSize = 1
-
 // DefaultLease is the default writer lease of the table fence.
 const DefaultLease = 30 * time.Second
 
@@ -79,7 +70,7 @@ type Backend struct {
 	client *mongo.Client
 	db     *mongo.Database
 	tables *mongo.Collection
-	meta   *mongo.Collection
+	fence  *mongo.Collection
 	lease  time.Duration
 
 	mu      sync.Mutex
@@ -107,29 +98,7 @@ func connect(ctx context.Context, opts Options) (*mongo.Client, *mongo.Database,
 	if err != nil {
 		return nil, nil, err
 	}
-	db := client.Database(opts.Database)
-	if isFerretDB(ctx, db) && pool != FerretDBPoolSize {
-		_ = client.Disconnect(context.Background())
-		if opts.MaxPoolSize != 0 {
-			return nil, nil, storage.Errorf(storage.KindUnsupported,
-				"mongodb: the server is FerretDB, whose conditional writes are atomic only over one connection: set storage.mongodb.max_pool_size = %d (or 0, automatic), not %d", FerretDBPoolSize, opts.MaxPoolSize)
-		}
-		if client, err = dial(ctx, opts, FerretDBPoolSize); err != nil {
-			return nil, nil, err
-		}
-		db = client.Database(opts.Database)
-	}
-	return client, db, nil
-}
-
-// isFerretDB tells FerretDB from MongoDB (buildInfo has ferretdbVersion).
-func isFerretDB(ctx context.Context, db *mongo.Database) bool {
-	var info bson.M
-	if err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
-		return false
-	}
-	_, ok := info["ferretdbVersion"]
-	return ok
+	return client, client.Database(opts.Database), nil
 }
 
 func dial(ctx context.Context, opts Options, pool uint64) (*mongo.Client, error) {
@@ -169,7 +138,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return &Backend{client: client, db: db, tables: db.Collection("tables"), meta: db.Collection("meta"),
+	return &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
 		lease: lease, indexed: map[string]bool{}}, nil
 }
 
@@ -249,3 +218,6 @@ func notFoundByName(account, name string) error {
 func itemsName(id int64) string { return fmt.Sprintf("t%d", id) }
 
 func (b *Backend) items(id int64) *mongo.Collection { return b.db.Collection(itemsName(id)) }
+
+// claims is a table's collection of item version claims (items.go).
+func (b *Backend) claims(id int64) *mongo.Collection { return b.db.Collection(fmt.Sprintf("c%d", id)) }

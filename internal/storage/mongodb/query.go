@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/extenddb/extenddb/internal/storage"
@@ -170,27 +169,4 @@ func rowOf(raw bson.Raw, index string) (storage.Row, error) {
 		return storage.Row{}, err
 	}
 	return storage.Row{PK: ks[0], SK: ks[1], BasePK: ks[2], BaseSK: ks[3], Item: nz(e.proj)}, nil
-}
-
-// pruneEmpty deletes documents left with neither an item nor an index
-// entry (after DropIndex), each conditioned on its version.
-func (b *Backend) pruneEmpty(ctx context.Context, coll *mongo.Collection) error {
-	cur, err := coll.Find(ctx, bson.D{{Key: "it", Value: bson.D{{Key: "$exists", Value: false}}}})
-	if err != nil {
-		return translate(err, "mongodb: prune")
-	}
-	defer cur.Close(context.Background())
-	for cur.Next(ctx) {
-		d, err := parseItemDoc(cur.Current)
-		if err != nil {
-			return storage.Wrap(storage.KindInternal, err, "mongodb: decode item")
-		}
-		if len(d.idx) > 0 {
-			continue
-		}
-		if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: d.id}, {Key: "v", Value: d.v}}); err != nil {
-			return translate(err, "mongodb: prune")
-		}
-	}
-	return translate(cur.Err(), "mongodb: prune")
 }

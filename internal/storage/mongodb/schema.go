@@ -34,12 +34,12 @@ func (m migration) checksum() string {
 var migrationList = []migration{
 	{
 		Name: "0001_catalog",
-		Spec: "collection tables; unique index account_name {a:1,n:1}; collection meta",
+		Spec: "collection tables; unique index account_name {a:1,n:1}; collection fence",
 		Apply: func(ctx context.Context, db *mongo.Database) error {
 			if err := createCollection(ctx, db, "tables"); err != nil {
 				return err
 			}
-			if err := createCollection(ctx, db, "meta"); err != nil {
+			if err := createCollection(ctx, db, "fence"); err != nil {
 				return err
 			}
 			_, err := db.Collection("tables").Indexes().CreateOne(ctx, mongo.IndexModel{
