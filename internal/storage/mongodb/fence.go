@@ -197,6 +197,7 @@ type claim struct {
 	doc    *tableDoc // the table as of after the drain
 	id     string    // the claim document
 	expiry time.Time
+	margin time.Duration
 }
 
 // claimTable claims the table found by lookup and waits until its
@@ -228,7 +229,7 @@ func (b *Backend) claimTable(ctx context.Context, lookup bson.D, notFound func()
 			cid := fmt.Sprintf("%s%016d", claimPrefix(d.ID), gen+1)
 			_, err := b.fence.InsertOne(ctx, fenceDoc{ID: cid, T: d.ID, Exp: exp.UnixMilli(), Gen: gen + 1})
 			if err == nil {
-				c = &claim{id: cid, expiry: exp}
+				c = &claim{id: cid, expiry: exp, margin: b.lease}
 				// The table as of the claim: it may have changed since the
 				// read above.
 				cur, err := b.tableByID(ctx, d.ID)
@@ -271,10 +272,11 @@ func (b *Backend) claimTable(ctx context.Context, lookup bson.D, notFound func()
 	}
 }
 
-// valid tells whether the claim still holds (a change applied after its
-// expiry could race with the next claimant).
+// valid tells whether the claim still holds with a lease to spare (a
+// change applied after its expiry could race with the next claimant). The
+// claim lasts 3 leases; the drain takes at most about one.
 func (c *claim) valid() error {
-	if time.Now().After(c.expiry.Add(-time.Second)) {
+	if time.Now().After(c.expiry.Add(-c.margin)) {
 		return storage.Errorf(storage.KindUnavailable, "mongodb: the catalog claim outlived its lease")
 	}
 	return nil

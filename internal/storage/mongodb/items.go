@@ -135,14 +135,35 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 	if p.Fn == nil {
 		return nil, storage.Errorf(storage.KindInternal, "mongodb: WriteItem without Fn")
 	}
-	l, err := b.register(ctx, p.Table)
-	if err != nil {
-		return nil, err
+	for {
+		l, err := b.register(ctx, p.Table)
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := l.context(ctx)
+		res, err := b.writeLoop(wctx, p, l.expiry)
+		cancel()
+		l.release()
+		// The lease ended while waiting for another writer, with nothing
+		// of this write sent: register again (the version is checked
+		// again) and go on, while the caller's context lasts.
+		if errors.Is(err, errLeaseEnded) && ctx.Err() == nil {
+			continue
+		}
+		return res, err
 	}
-	defer l.release()
-	wctx, cancel := l.context(ctx)
-	defer cancel()
-	return b.writeLoop(wctx, p, l.expiry)
+}
+
+// errLeaseEnded: a write's lease ended before it sent anything that could
+// have been applied.
+var errLeaseEnded = errors.New("mongodb: the write's lease ended while it waited")
+
+// waited maps a timeout of a phase that wrote nothing to errLeaseEnded.
+func waited(ctx context.Context, err error, what string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errLeaseEnded
+	}
+	return translate(err, what)
 }
 
 type claimDoc struct {
@@ -190,7 +211,7 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 	for attempt := 0; ; attempt++ {
 		cur, err := b.readDoc(ctx, coll, id)
 		if err != nil {
-			return nil, err
+			return nil, waited(ctx, err, "mongodb: read item")
 		}
 		var old []byte
 		if cur != nil && cur.hasItem {
@@ -223,7 +244,12 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 		default:
 			var ok bool
 			ok, err = b.claimVersion(ctx, p.Table.ID, id, cur.v, exp)
-			if err == nil && ok {
+			if err != nil {
+				// A claim won but not used expires with the lease:
+				// nothing of this write was applied.
+				return nil, waited(ctx, err, "mongodb: claim item version")
+			}
+			if ok {
 				var r *mongo.UpdateResult
 				r, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}}, doc)
 				applied = err == nil && r.MatchedCount == 1
@@ -236,7 +262,7 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 			return res, nil
 		}
 		if err := backoff(ctx, attempt/4); err != nil {
-			return nil, translate(err, "mongodb: write item (contended)")
+			return nil, waited(ctx, err, "mongodb: write item (contended)")
 		}
 	}
 }

@@ -357,3 +357,91 @@ func TestTwoClientsConcurrentIncrements(t *testing.T) {
 		t.Fatalf("counter %s after %d increments through two connections (server: %s)", g.Item, workers*each, serverKind)
 	}
 }
+
+// TestKilledHoldersExpire: what a killed process leaves behind (a writer's
+// registration, an item version claim, a catalog claim) holds its table or
+// item only until its lease ends; then writes and catalog changes go on,
+// and a taken-over item claim still writes exactly once.
+func TestKilledHoldersExpire(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	b := openT(t, Options{LeaseDuration: lease})
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "killed", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	put := func(ref storage.TableRef, v string) error {
+		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(v)}, nil
+		}})
+		return err
+	}
+	if err := put(ref, "1"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A writer registered and was killed: UpdateTable waits for its lease.
+	if _, err := b.register(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ut, err := b.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name,
+		Fn: func(*storage.Table) ([]byte, error) { return []byte("d2"), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < lease/2 || el > 10*lease {
+		t.Fatalf("UpdateTable after a killed writer took %v (lease %v)", el, lease)
+	}
+	ref = ut.Table.Ref()
+	if err := put(ref, "2"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A writer claimed the item's next version and was killed.
+	id := itemID([]byte("k"), nil)
+	cur, err := b.readDoc(ctx, b.items(ref.ID), id)
+	if err != nil || cur == nil {
+		t.Fatal(cur, err)
+	}
+	if ok, err := b.claimVersion(ctx, ref.ID, id, cur.v, time.Now().Add(lease)); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	start = time.Now()
+	if err := put(ref, "3"); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < lease/2 {
+		t.Fatalf("write over a live item claim took only %v", el)
+	}
+	g, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte("k")})
+	if err != nil || string(g.Item) != "3" {
+		t.Fatalf("item %q (%v), want 3", g.Item, err)
+	}
+
+	// A catalog change claimed the table and was killed: writes wait for
+	// its lease (3 leases), then go on.
+	gen, _, err := b.latestClaim(ctx, ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.fence.InsertOne(ctx, fenceDoc{ID: fmt.Sprintf("%s%016d", claimPrefix(ref.ID), gen+1), T: ref.ID,
+		Exp: time.Now().Add(lease).UnixMilli(), Gen: gen + 1}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if err := put(ref, "4"); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < lease/2 {
+		t.Fatalf("write under a live catalog claim took only %v", el)
+	}
+	if _, err := b.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name,
+		Fn: func(*storage.Table) ([]byte, error) { return []byte("d3"), nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(ref, "5"); !storage.IsKind(err, storage.KindTableVersion) {
+		t.Fatalf("write at the old version after UpdateTable: %v, want KindTableVersion", err)
+	}
+}
