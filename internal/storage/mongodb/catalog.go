@@ -108,8 +108,9 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 		return nil, err
 	}
 	// The claim's holder is the only writer of the catalog document.
-	res, err := b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: old.ID}}, bson.D{{Key: "$set", Value: bson.D{
-		{Key: "d", Value: desc}, {Key: "v", Value: old.Version + 1}}}})
+	res, err := b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: old.ID}}, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "d", Value: desc}, {Key: "v", Value: old.Version + 1}}},
+		{Key: "$unset", Value: bson.D{{Key: "x", Value: ""}}}})
 	if err != nil {
 		return nil, translate(err, "mongodb: update table")
 	}

@@ -22,14 +22,15 @@ import (
 // their filter in a read before writing by _id). In the collection fence:
 //
 //   - a writer inserts its registration w/<table>/<token> (with a lease
-//     expiry), then reads the catalog document and the table's latest
-//     claim: table gone → TableNotFound; another version →
-//     KindTableVersion; a live claim → it withdraws and waits. Otherwise
+//     expiry), then reads the catalog document: table gone →
+//     TableNotFound; another version → KindTableVersion; marked with a
+//     claim that is live → it withdraws and waits. Otherwise
 //     it writes the item under a context that ends before its lease, then
 //     deletes its registration.
 //   - a catalog change (UpdateTable, DeleteTable, DropIndex) inserts the
 //     claim x/<table>/<generation> after the latest one, when that one is
-//     released or expired, then waits until no live registration is left,
+//     released or expired, marks the catalog document with it, then waits
+//     until no live registration is left,
 //     applies its change (it is the only writer of the catalog document)
 //     and marks its claim released.
 //
@@ -48,6 +49,10 @@ type tableDoc struct {
 	Desc    []byte    `bson:"d"`
 	Version int64     `bson:"v"`
 	Created time.Time `bson:"c"`
+	// Claim names the catalog claim whose holder is changing the table
+	// ("" when none): set by the holder after winning the claim, so a
+	// writer's one read of the catalog document sees it.
+	Claim string `bson:"x,omitempty"`
 }
 
 func (d *tableDoc) table() *storage.Table {
@@ -126,8 +131,8 @@ func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, e
 			err = storage.VersionChanged(ref, d.Version)
 		}
 		var live bool
-		if err == nil {
-			_, live, err = b.latestClaim(ctx, ref.ID)
+		if err == nil && d.Claim != "" {
+			live, err = b.claimLive(ctx, d.Claim)
 		}
 		if err == nil && !live {
 			return l, nil
@@ -153,6 +158,19 @@ func (l *lease) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, _ = l.b.fence.DeleteOne(ctx, bson.D{{Key: "_id", Value: l.id}})
+}
+
+// claimLive tells whether a claim is held (not released, not expired).
+func (b *Backend) claimLive(ctx context.Context, id string) (bool, error) {
+	var d fenceDoc
+	err := b.fence.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, translate(err, "mongodb: read the table's claim")
+	}
+	return !d.Done && d.Exp > nowMs(), nil
 }
 
 // latestClaim returns the table's latest claim generation (-1: none) and
@@ -230,8 +248,14 @@ func (b *Backend) claimTable(ctx context.Context, lookup bson.D, notFound func()
 			_, err := b.fence.InsertOne(ctx, fenceDoc{ID: cid, T: d.ID, Exp: exp.UnixMilli(), Gen: gen + 1})
 			if err == nil {
 				c = &claim{id: cid, expiry: exp, margin: b.lease}
-				// The table as of the claim: it may have changed since the
-				// read above.
+				// Mark the catalog document (the holder is its only
+				// writer), then read the table as of the claim: it may
+				// have changed since the read above.
+				_, err := b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: cid}}}})
+				if err != nil {
+					b.unclaim(c)
+					return nil, translate(err, "mongodb: mark table claimed")
+				}
 				cur, err := b.tableByID(ctx, d.ID)
 				if err == nil && cur == nil {
 					err = notFound()
@@ -282,9 +306,14 @@ func (c *claim) valid() error {
 	return nil
 }
 
-// unclaim releases the claim.
+// unclaim releases the claim (and clears the catalog document's mark,
+// unless the change already did or the table is gone).
 func (b *Backend) unclaim(c *claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if c.doc != nil {
+		_, _ = b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.doc.ID}, {Key: "x", Value: c.id}},
+			bson.D{{Key: "$unset", Value: bson.D{{Key: "x", Value: ""}}}})
+	}
 	_, _ = b.fence.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "done", Value: true}}}})
 }

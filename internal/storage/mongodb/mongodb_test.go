@@ -426,8 +426,11 @@ func TestKilledHoldersExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.fence.InsertOne(ctx, fenceDoc{ID: fmt.Sprintf("%s%016d", claimPrefix(ref.ID), gen+1), T: ref.ID,
-		Exp: time.Now().Add(lease).UnixMilli(), Gen: gen + 1}); err != nil {
+	cid := fmt.Sprintf("%s%016d", claimPrefix(ref.ID), gen+1)
+	if _, err := b.fence.InsertOne(ctx, fenceDoc{ID: cid, T: ref.ID, Exp: time.Now().Add(lease).UnixMilli(), Gen: gen + 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.tables.UpdateOne(ctx, bson.D{{Key: "_id", Value: ref.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: cid}}}}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
