@@ -171,36 +171,54 @@ type claimDoc struct {
 	Exp int64  `bson:"exp"`
 }
 
+func claimID(id string, v int64, gen int) string { return fmt.Sprintf("%s@%016x@%d", id, v, gen) }
+
 // claimVersion tries to become the only writer of version v+1 of document
 // id. A claim whose writer's lease ended without a new version is taken
 // over by the next generation. ok is false when another writer holds the
-// version (or wrote it): read again.
-func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int64, exp time.Time) (bool, error) {
+// version (or wrote it): read again. gen is the generation won.
+func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int64, exp time.Time) (ok bool, gen int, err error) {
 	coll := b.claims(tid)
 	for gen := 0; ; gen++ {
-		cid := fmt.Sprintf("%s@%016x@%d", id, v, gen)
-		_, err := coll.InsertOne(ctx, claimDoc{ID: cid, Exp: exp.UnixMilli()})
+		_, err := coll.InsertOne(ctx, claimDoc{ID: claimID(id, v, gen), Exp: exp.UnixMilli()})
 		if err == nil {
 			if gen == 0 {
-				return true, nil
+				return true, 0, nil
 			}
 			// A takeover: the document must still be at v (the former
 			// holder may have written before its lease ended).
 			cur, err := b.readDoc(ctx, b.items(tid), id)
 			if err != nil {
-				return false, err
+				return false, gen, err
 			}
-			return cur != nil && cur.v == v, nil
+			return cur != nil && cur.v == v, gen, nil
 		}
 		if !isDup(err) {
-			return false, translate(err, "mongodb: claim item version")
+			return false, gen, translate(err, "mongodb: claim item version")
 		}
 		var held claimDoc
-		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: cid}}).Decode(&held); err != nil {
-			return false, translate(err, "mongodb: read item claim")
+		err = coll.FindOne(ctx, bson.D{{Key: "_id", Value: claimID(id, v, gen)}}).Decode(&held)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			// Dropped since: the document is past v.
+			return false, gen, nil
+		}
+		if err != nil {
+			return false, gen, translate(err, "mongodb: read item claim")
 		}
 		if held.Exp > time.Now().UnixMilli() {
-			return false, nil
+			return false, gen, nil
+		}
+	}
+}
+
+// dropClaims deletes the claims of version v once the document is past it.
+// That is safe at once: a late writer that wins a claim of v again
+// replaces with the filter {_id, v}, which matches nothing, since a
+// document's version never goes back. A failure leaves garbage only.
+func (b *Backend) dropClaims(ctx context.Context, tid int64, id string, v int64, upto int) {
+	for g := 0; g <= upto; g++ {
+		if _, err := b.claims(tid).DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(id, v, g)}}); err != nil {
+			return
 		}
 	}
 }
@@ -242,17 +260,19 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 				err = nil
 			}
 		default:
-			var ok bool
-			ok, err = b.claimVersion(ctx, p.Table.ID, id, cur.v, exp)
-			if err != nil {
+			ok, gen, cerr := b.claimVersion(ctx, p.Table.ID, id, cur.v, exp)
+			if cerr != nil {
 				// A claim won but not used expires with the lease:
 				// nothing of this write was applied.
-				return nil, waited(ctx, err, "mongodb: claim item version")
+				return nil, waited(ctx, cerr, "mongodb: claim item version")
 			}
 			if ok {
 				var r *mongo.UpdateResult
 				r, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}}, doc)
 				applied = err == nil && r.MatchedCount == 1
+				if applied {
+					b.dropClaims(ctx, p.Table.ID, id, cur.v, gen)
+				}
 			}
 		}
 		if err != nil {

@@ -405,7 +405,7 @@ func TestKilledHoldersExpire(t *testing.T) {
 	if err != nil || cur == nil {
 		t.Fatal(cur, err)
 	}
-	if ok, err := b.claimVersion(ctx, ref.ID, id, cur.v, time.Now().Add(lease)); err != nil || !ok {
+	if ok, _, err := b.claimVersion(ctx, ref.ID, id, cur.v, time.Now().Add(lease)); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	start = time.Now()
@@ -418,6 +418,10 @@ func TestKilledHoldersExpire(t *testing.T) {
 	g, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte("k")})
 	if err != nil || string(g.Item) != "3" {
 		t.Fatalf("item %q (%v), want 3", g.Item, err)
+	}
+	// The claims of past versions are gone (the taken-over one included).
+	if n, err := b.claims(ref.ID).CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("%d claims left (%v), want 0", n, err)
 	}
 
 	// A catalog change claimed the table and was killed: writes wait for
