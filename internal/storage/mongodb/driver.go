@@ -19,7 +19,7 @@ type Config struct {
 	MaxPoolSize int `toml:"max_pool_size"`
 	// TimeoutSeconds bounds connecting and server selection.
 	TimeoutSeconds int `toml:"timeout_seconds"`
-	// LeaseSeconds is a writer's lease in a table's write fence (ADR 0015).
+	// LeaseSeconds is a writer's lease in a table's write fence (ADR 0016).
 	LeaseSeconds int `toml:"lease_seconds"`
 }
 
@@ -70,9 +70,9 @@ func Driver() storage.Driver {
 		Keys: []storage.KeyDoc{
 			{Key: "uri", Default: "", Doc: "MongoDB connection string, e.g. mongodb://127.0.0.1:27017/"},
 			{Key: "database", Default: "extenddb", Doc: "database holding extenddb's collections"},
-			{Key: "max_pool_size", Default: "16", Doc: "maximum connections to the server (any size is correct, FerretDB included: ADR 0015)"},
+			{Key: "max_pool_size", Default: "16", Doc: "maximum connections to the server (any size is correct, FerretDB included: ADR 0016)"},
 			{Key: "timeout_seconds", Default: "10", Doc: "bound on connecting and server selection"},
-			{Key: "lease_seconds", Default: "30", Doc: "a writer's lease in a table's write fence (ADR 0015)"},
+			{Key: "lease_seconds", Default: "30", Doc: "a writer's lease in a table's write fence (ADR 0016)"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			return Open(ctx, configOf(env).options())

@@ -16,7 +16,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// The table-version fence without multi-document transactions (ADR 0015).
+// The table-version fence without multi-document transactions (ADR 0016).
 // Every decision is an insert of a unique _id, the one write FerretDB
 // applies atomically over any number of connections (its updates check
 // their filter in a read before writing by _id). In the collection fence:

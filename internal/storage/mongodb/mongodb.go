@@ -3,7 +3,7 @@
 // and unique keys. It uses no multi-document transaction, no snapshot read
 // and no change stream, and it decides every conditional transition by an
 // insert of a unique _id, since FerretDB's conditional updates are not
-// atomic across connections (ADR 0015).
+// atomic across connections (ADR 0016).
 //
 // Layout in the database:
 //

@@ -313,7 +313,7 @@ func TestTwoClientsConditionalRace(t *testing.T) {
 // increment one counter concurrently; every increment must count. FerretDB
 // v1.24 applies an update's filter in a read before writing by _id, so a
 // version-conditioned update alone lost increments here (163 of 200); the
-// version claims (an insert per version) make it exact (ADR 0015).
+// version claims (an insert per version) make it exact (ADR 0016).
 func TestTwoClientsConcurrentIncrements(t *testing.T) {
 	b1 := openT(t, Options{})
 	b2 := openT(t, Options{})

@@ -11,7 +11,7 @@ import (
 
 // TableStats implements storage.Backend by reading every document of the
 // table once. A standalone server has no snapshot read: the counts are
-// those of one cursor over the collection, not of one instant (ADR 0015).
+// those of one cursor over the collection, not of one instant (ADR 0016).
 func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*storage.TableStatsResult, error) {
 	if err := b.live(ctx, p.Table); err != nil {
 		return nil, err
