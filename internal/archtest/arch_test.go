@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
 	"internal/storage/memory":      {"internal/storage"},
 	"internal/storage/cassandra":   {"internal/storage"},
+	"internal/storage/mongodb":     {"internal/storage"},
 	"migrations":                   {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the

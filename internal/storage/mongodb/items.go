@@ -1,0 +1,394 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// entry is one secondary index entry kept in an item document.
+type entry struct {
+	key  string // i_X
+	proj []byte // j_X
+}
+
+// itemDoc is an item document as read.
+type itemDoc struct {
+	id      string
+	item    []byte // nil: no item (a document that only keeps index entries)
+	hasItem bool
+	v       int64
+	idx     map[string]entry // by index field suffix (hex of the index name)
+}
+
+func binaryOf(rv bson.RawValue) ([]byte, bool) {
+	if rv.Type != bson.TypeBinary {
+		return nil, false
+	}
+	_, data, ok := rv.BinaryOK()
+	if data == nil {
+		data = []byte{}
+	}
+	return data, ok
+}
+
+func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
+	d := &itemDoc{idx: map[string]entry{}}
+	els, err := raw.Elements()
+	if err != nil {
+		return nil, err
+	}
+	for _, el := range els {
+		k, v := el.Key(), el.Value()
+		switch {
+		case k == "_id":
+			d.id, _ = v.StringValueOK()
+		case k == "it":
+			d.item, d.hasItem = binaryOf(v)
+		case k == "v":
+			if n, ok := v.AsInt64OK(); ok {
+				d.v = n
+			}
+		case strings.HasPrefix(k, "i_"):
+			e := d.idx[k[2:]]
+			e.key, _ = v.StringValueOK()
+			d.idx[k[2:]] = e
+		case strings.HasPrefix(k, "j_"):
+			e := d.idx[k[2:]]
+			e.proj, _ = binaryOf(v)
+			d.idx[k[2:]] = e
+		}
+	}
+	return d, nil
+}
+
+// ensureIndex creates the MongoDB index of a secondary index's key field
+// once per process (createIndexes is idempotent on the server).
+func (b *Backend) ensureIndex(ctx context.Context, id int64, index string) error {
+	field := indexField(index)
+	k := itemsName(id) + "/" + field
+	b.mu.Lock()
+	done := b.indexed[k]
+	b.mu.Unlock()
+	if done {
+		return nil
+	}
+	_, err := b.items(id).Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: field, Value: 1}}, Options: options.Index().SetName(field)})
+	if err != nil {
+		return translate(err, "mongodb: create index "+field)
+	}
+	b.mu.Lock()
+	b.indexed[k] = true
+	b.mu.Unlock()
+	return nil
+}
+
+// GetItem implements storage.Backend.
+func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
+	if err := b.live(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	d, err := b.readDoc(ctx, b.items(p.Table.ID), itemID(p.PK, p.SK))
+	if err != nil {
+		return nil, err
+	}
+	if d == nil || !d.hasItem {
+		return &storage.GetItemResult{}, nil
+	}
+	return &storage.GetItemResult{Item: d.item}, nil
+}
+
+func (b *Backend) readDoc(ctx context.Context, coll *mongo.Collection, id string) (*itemDoc, error) {
+	raw, err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, translate(err, "mongodb: read item")
+	}
+	d, err := parseItemDoc(raw)
+	if err != nil {
+		return nil, translate(err, "mongodb: decode item")
+	}
+	return d, nil
+}
+
+// WriteItem implements storage.Backend: register in the table fence, then
+// read the item document, run Fn and apply its change by one
+// single-document write decided by a unique insert: the document's first
+// version by inserting it, every later version by inserting the claim
+// <_id>@<version>@<generation> into the table's claims collection, whose
+// winner alone replaces the document. Inserts are the one conditional
+// write FerretDB applies atomically over several connections (its updates
+// check the filter in a read and then write by _id). Documents are never
+// deleted (a deleted item keeps {_id, v}), so versions never repeat.
+func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	if p.Fn == nil {
+		return nil, storage.Errorf(storage.KindInternal, "mongodb: WriteItem without Fn")
+	}
+	for {
+		l, err := b.register(ctx, p.Table)
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := l.context(ctx)
+		res, err := b.writeLoop(wctx, p, l.expiry)
+		cancel()
+		l.release()
+		// The lease ended while waiting for another writer, with nothing
+		// of this write sent: register again (the version is checked
+		// again) and go on, while the caller's context lasts.
+		if errors.Is(err, errLeaseEnded) && ctx.Err() == nil {
+			continue
+		}
+		return res, err
+	}
+}
+
+// errLeaseEnded: a write's lease ended before it sent anything that could
+// have been applied.
+var errLeaseEnded = errors.New("mongodb: the write's lease ended while it waited")
+
+// waited maps a timeout of a phase that wrote nothing to errLeaseEnded.
+func waited(ctx context.Context, err error, what string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errLeaseEnded
+	}
+	return translate(err, what)
+}
+
+type claimDoc struct {
+	ID  string `bson:"_id"`
+	Exp int64  `bson:"exp"`
+}
+
+func claimID(id string, v int64, gen int) string { return fmt.Sprintf("%s@%016x@%d", id, v, gen) }
+
+// claimVersion tries to become the only writer of version v+1 of document
+// id. A claim whose writer's lease ended without a new version is taken
+// over by the next generation. ok is false when another writer holds the
+// version (or wrote it): read again. gen is the generation won.
+func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int64, exp time.Time) (ok bool, gen int, err error) {
+	coll := b.claims(tid)
+	for gen := 0; ; gen++ {
+		_, err := coll.InsertOne(ctx, claimDoc{ID: claimID(id, v, gen), Exp: exp.UnixMilli()})
+		if err == nil {
+			if gen == 0 {
+				return true, 0, nil
+			}
+			// A takeover: the document must still be at v (the former
+			// holder may have written before its lease ended).
+			cur, err := b.readDoc(ctx, b.items(tid), id)
+			if err != nil {
+				return false, gen, err
+			}
+			return cur != nil && cur.v == v, gen, nil
+		}
+		if !isDup(err) {
+			return false, gen, translate(err, "mongodb: claim item version")
+		}
+		var held claimDoc
+		err = coll.FindOne(ctx, bson.D{{Key: "_id", Value: claimID(id, v, gen)}}).Decode(&held)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			// Dropped since: the document is past v.
+			return false, gen, nil
+		}
+		if err != nil {
+			return false, gen, translate(err, "mongodb: read item claim")
+		}
+		if held.Exp > time.Now().UnixMilli() {
+			return false, gen, nil
+		}
+	}
+}
+
+// dropClaims deletes the claims of version v once the document is past it.
+// That is safe at once: a late writer that wins a claim of v again
+// replaces with the filter {_id, v}, which matches nothing, since a
+// document's version never goes back. A failure leaves garbage only.
+func (b *Backend) dropClaims(ctx context.Context, tid int64, id string, v int64, upto int) {
+	for g := 0; g <= upto; g++ {
+		if _, err := b.claims(tid).DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(id, v, g)}}); err != nil {
+			return
+		}
+	}
+}
+
+func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp time.Time) (*storage.WriteItemResult, error) {
+	coll := b.items(p.Table.ID)
+	id := itemID(p.PK, p.SK)
+	for attempt := 0; ; attempt++ {
+		cur, err := b.readDoc(ctx, coll, id)
+		if err != nil {
+			return nil, waited(ctx, err, "mongodb: read item")
+		}
+		var old []byte
+		if cur != nil && cur.hasItem {
+			old = cur.item
+		}
+		ch, err := p.Fn(old)
+		if err != nil {
+			return nil, err
+		}
+		res := &storage.WriteItemResult{Old: old, Change: ch}
+		if ch.Op == storage.Keep {
+			return res, nil
+		}
+		for _, e := range ch.PutIndex {
+			if err := b.ensureIndex(ctx, p.Table.ID, e.Index); err != nil {
+				return nil, err
+			}
+		}
+		doc, empty := newDoc(cur, id, p.PK, p.SK, ch)
+		applied := false
+		switch {
+		case cur == nil && empty:
+			return res, nil
+		case cur == nil:
+			_, err = coll.InsertOne(ctx, doc)
+			applied = err == nil
+			if isDup(err) {
+				err = nil
+			}
+		default:
+			ok, gen, cerr := b.claimVersion(ctx, p.Table.ID, id, cur.v, exp)
+			if cerr != nil {
+				// A claim won but not used expires with the lease:
+				// nothing of this write was applied.
+				return nil, waited(ctx, cerr, "mongodb: claim item version")
+			}
+			if ok {
+				var r *mongo.UpdateResult
+				r, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}}, doc)
+				applied = err == nil && r.MatchedCount == 1
+				if applied {
+					b.dropClaims(ctx, p.Table.ID, id, cur.v, gen)
+				}
+			}
+		}
+		if err != nil {
+			return nil, translate(err, "mongodb: write item")
+		}
+		if applied {
+			return res, nil
+		}
+		if err := backoff(ctx, attempt/4); err != nil {
+			return nil, waited(ctx, err, "mongodb: write item (contended)")
+		}
+	}
+}
+
+// newDoc is the document after ch; empty when it keeps neither an item
+// nor an index entry (a new document is then not inserted; an existing one
+// keeps {_id, v} so its versions never repeat).
+func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change) (bson.D, bool) {
+	idx := map[string]entry{}
+	var v int64 = 1
+	if cur != nil {
+		for k, e := range cur.idx {
+			idx[k] = e
+		}
+		v = cur.v + 1
+	}
+	for _, k := range ch.DeleteIndex {
+		f := indexField(k.Index)[2:]
+		if e, ok := idx[f]; ok && e.key == indexKey(k.PK, k.SK, pk, sk) {
+			delete(idx, f)
+		}
+	}
+	for _, e := range ch.PutIndex {
+		idx[indexField(e.Index)[2:]] = entry{key: indexKey(e.PK, e.SK, pk, sk), proj: nz(e.Item)}
+	}
+	doc := bson.D{{Key: "_id", Value: id}, {Key: "v", Value: v}}
+	hasItem := ch.Op == storage.Put
+	if hasItem {
+		doc = append(doc, bson.E{Key: "it", Value: nz(ch.Item)})
+	}
+	for f, e := range idx {
+		doc = append(doc, bson.E{Key: "i_" + f, Value: e.key}, bson.E{Key: "j_" + f, Value: nz(e.proj)})
+	}
+	return doc, !hasItem && len(idx) == 0
+}
+
+func nz(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// TransactWrite implements storage.Backend. Only one operation is
+// supported until the shared per-item transaction ledger exists (issue
+// "Cassandra backend"); more answer KindUnsupported.
+func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	for i := range p.Ops {
+		if p.Ops[i].Fn == nil {
+			return nil, storage.Errorf(storage.KindInternal, "mongodb: TransactWrite operation %d without Fn", i)
+		}
+	}
+	switch len(p.Ops) {
+	case 0:
+		return &storage.TransactWriteResult{}, nil
+	case 1:
+	default:
+		// The fence still answers first: a stale or deleted table refuses
+		// the transaction as the contract says, writing nothing.
+		for _, op := range p.Ops {
+			d, err := b.tableByID(ctx, op.Table.ID)
+			if err != nil {
+				return nil, err
+			}
+			if d == nil {
+				return nil, tableNotFound(op.Table)
+			}
+			if d.Version != op.Table.Version {
+				return nil, storage.VersionChanged(op.Table, d.Version)
+			}
+		}
+		return nil, storage.Errorf(storage.KindUnsupported,
+			"mongodb: transactions over %d items are not implemented yet (they need the per-item transaction ledger)", len(p.Ops))
+	}
+	var fnErr error
+	op := p.Ops[0]
+	fn := op.Fn
+	op.Fn = func(old []byte) (storage.Change, error) {
+		ch, err := fn(old)
+		fnErr = err
+		return ch, err
+	}
+	r, err := b.WriteItem(ctx, op)
+	if err != nil {
+		if fnErr != nil && errors.Is(err, fnErr) {
+			return nil, &storage.Error{Kind: storage.KindTransactionCanceled, Message: "1 of 1 operations failed", Reasons: []error{fnErr}}
+		}
+		return nil, err
+	}
+	return &storage.TransactWriteResult{Results: []storage.WriteItemResult{*r}}, nil
+}
+
+// TransactGet implements storage.Backend: one key only until the
+// transaction ledger exists (a standalone server has no multi-document
+// snapshot read).
+func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	switch len(p.Keys) {
+	case 0:
+		return &storage.TransactGetResult{}, nil
+	case 1:
+		r, err := b.GetItem(ctx, p.Keys[0])
+		if err != nil {
+			return nil, err
+		}
+		return &storage.TransactGetResult{Items: [][]byte{r.Item}}, nil
+	}
+	return nil, storage.Errorf(storage.KindUnsupported,
+		"mongodb: consistent reads of %d items are not implemented yet (they need the per-item transaction ledger)", len(p.Keys))
+}

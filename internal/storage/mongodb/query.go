@@ -1,0 +1,172 @@
+package mongodb
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Query implements storage.Backend: one range read of _id (the table) or
+// of i_X (an index) in order, Limit+1 documents to tell More.
+func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+	if p.Limit <= 0 {
+		return nil, storage.Errorf(storage.KindInternal, "mongodb: Query without Limit")
+	}
+	if err := b.live(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	field := "_id"
+	prefix := partPrefix(p.PK)
+	var lo, hi bson.E
+	if p.Index == "" {
+		lo = bson.E{Key: "$gte", Value: prefix}
+		hi = bson.E{Key: "$lt", Value: prefix + top}
+		if p.Lower != nil {
+			lo = bson.E{Key: op(p.Lower.Inclusive, "$gte", "$gt"), Value: prefix + hex.EncodeToString(p.Lower.Key)}
+		}
+		if p.Upper != nil {
+			hi = bson.E{Key: op(p.Upper.Inclusive, "$lte", "$lt"), Value: prefix + hex.EncodeToString(p.Upper.Key)}
+		}
+	} else {
+		field = indexField(p.Index)
+		lo = bson.E{Key: "$gte", Value: prefix}
+		hi = bson.E{Key: "$lt", Value: prefix + top}
+		if p.Lower != nil {
+			k := prefix + hex.EncodeToString(p.Lower.Key) + sep
+			if p.Lower.Inclusive {
+				lo = bson.E{Key: "$gte", Value: k}
+			} else {
+				lo = bson.E{Key: "$gt", Value: k + top}
+			}
+		}
+		if p.Upper != nil {
+			k := prefix + hex.EncodeToString(p.Upper.Key) + sep
+			if p.Upper.Inclusive {
+				hi = bson.E{Key: "$lt", Value: k + top}
+			} else {
+				hi = bson.E{Key: "$lt", Value: k}
+			}
+		}
+	}
+	conds := bson.A{bson.D{{Key: field, Value: bson.D{lo}}}, bson.D{{Key: field, Value: bson.D{hi}}}}
+	if p.After != nil {
+		ak := cursorKey(p.Index, p.After)
+		if p.Forward {
+			conds = append(conds, bson.D{{Key: field, Value: bson.D{{Key: "$gt", Value: ak}}}})
+		} else {
+			conds = append(conds, bson.D{{Key: field, Value: bson.D{{Key: "$lt", Value: ak}}}})
+		}
+	}
+	dir := 1
+	if !p.Forward {
+		dir = -1
+	}
+	rows, more, err := b.readRange(ctx, p.Table.ID, p.Index, conds, field, dir, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.QueryResult{Rows: rows, More: more}, nil
+}
+
+func op(inclusive bool, in, ex string) string {
+	if inclusive {
+		return in
+	}
+	return ex
+}
+
+func cursorKey(index string, c *storage.Cursor) string {
+	if index == "" {
+		return itemID(c.PK, c.SK)
+	}
+	return indexKey(c.PK, c.SK, c.BasePK, c.BaseSK)
+}
+
+// Scan implements storage.Backend: the table in _id order (KeyHash(pk),
+// pk, sk), an index in i_X order; a segment is a range of the leading
+// hash.
+func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
+	if p.Limit <= 0 {
+		return nil, storage.Errorf(storage.KindInternal, "mongodb: Scan without Limit")
+	}
+	if err := b.live(ctx, p.Table); err != nil {
+		return nil, err
+	}
+	field := "_id"
+	if p.Index != "" {
+		field = indexField(p.Index)
+	}
+	l, h := storage.SegmentRange(p.Segment, p.TotalSegments)
+	lo := bson.E{Key: "$gte", Value: fmt.Sprintf("%08x", l)}
+	hi := bson.E{Key: "$lt", Value: fmt.Sprintf("%08x", h) + top}
+	conds := bson.A{bson.D{{Key: field, Value: bson.D{lo}}}, bson.D{{Key: field, Value: bson.D{hi}}}}
+	if p.After != nil {
+		conds = append(conds, bson.D{{Key: field, Value: bson.D{{Key: "$gt", Value: cursorKey(p.Index, p.After)}}}})
+	}
+	rows, more, err := b.readRange(ctx, p.Table.ID, p.Index, conds, field, 1, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &storage.ScanResult{Rows: rows, More: more}, nil
+}
+
+// readRange reads up to limit rows of a filter in field order.
+func (b *Backend) readRange(ctx context.Context, id int64, index string, conds bson.A, field string, dir, limit int) ([]storage.Row, bool, error) {
+	if index == "" {
+		conds = append(conds, bson.D{{Key: "it", Value: bson.D{{Key: "$exists", Value: true}}}})
+	}
+	filter := bson.D{{Key: "$and", Value: conds}}
+	o := options.Find().SetSort(bson.D{{Key: field, Value: dir}}).SetLimit(int64(limit) + 1)
+	if index == "" {
+		o.SetProjection(bson.D{{Key: "it", Value: 1}})
+	} else {
+		o.SetProjection(bson.D{{Key: field, Value: 1}, {Key: projField(index), Value: 1}})
+	}
+	cur, err := b.items(id).Find(ctx, filter, o)
+	if err != nil {
+		return nil, false, translate(err, "mongodb: read range")
+	}
+	defer cur.Close(context.Background())
+	var rows []storage.Row
+	more := false
+	for cur.Next(ctx) {
+		if len(rows) == limit {
+			more = true
+			break
+		}
+		row, err := rowOf(cur.Current, index)
+		if err != nil {
+			return nil, false, storage.Wrap(storage.KindInternal, err, "mongodb: decode row")
+		}
+		rows = append(rows, row)
+	}
+	if err := cur.Err(); err != nil {
+		return nil, false, translate(err, "mongodb: read range")
+	}
+	return rows, more, nil
+}
+
+func rowOf(raw bson.Raw, index string) (storage.Row, error) {
+	d, err := parseItemDoc(raw)
+	if err != nil {
+		return storage.Row{}, err
+	}
+	if index == "" {
+		ks, err := splitKey(d.id, 2)
+		if err != nil {
+			return storage.Row{}, err
+		}
+		return storage.Row{PK: ks[0], SK: ks[1], BasePK: ks[0], BaseSK: ks[1], Item: d.item}, nil
+	}
+	e := d.idx[indexField(index)[2:]]
+	ks, err := splitKey(e.key, 4)
+	if err != nil {
+		return storage.Row{}, err
+	}
+	return storage.Row{PK: ks[0], SK: ks[1], BasePK: ks[2], BaseSK: ks[3], Item: nz(e.proj)}, nil
+}
