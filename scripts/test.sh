@@ -46,7 +46,7 @@ for t in tests/scripts/*.sh; do
 done
 add scripts "$sp" "$sf" 0 ""
 
-echo "== wire suite (pytest + boto3, ${EXTENDDB_TEST_BACKEND:-sqlite})"
+echo "== wire suite (pytest + boto3, ${EXTENDDB_TEST_BACKEND:-memory})"
 ${MAKE:-make} -s build
 EXTENDDB_BIN="$PWD/bin/extenddb" tests/wire/run.sh -q "$@" | tee "$log"
 wrc=${PIPESTATUS[0]}
@@ -54,7 +54,7 @@ last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -1)
 num() { grep -oE "[0-9]+ $1" <<<"$last" | grep -oE '^[0-9]+' || echo 0; }
 wp=$(num passed) wf=$(( $(num failed) + $(num error) + $(num errors) )) ws=$(num skipped)
 if [ "$wrc" -ne 0 ] && [ "$wf" -eq 0 ]; then wf=1; fi
-add wire "$wp" "$wf" "$ws" " (backend: ${EXTENDDB_TEST_BACKEND:-sqlite})"
+add wire "$wp" "$wf" "$ws" " (backend: ${EXTENDDB_TEST_BACKEND:-memory})"
 
 echo "== summary"
 printf '%s\n' "${summary[@]}"
