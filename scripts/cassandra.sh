@@ -7,7 +7,7 @@
 #                                        Central into the cache if missing, start
 #                                        it on the machine's Java 17 with private
 #                                        directories on 127.0.0.1:PORT (default
-#                                        EXTENDDB_CASSANDRA_PORT or 59042; the next
+#                                        EXTENDDB_CASSANDRA_PORT or 19042; the next
 #                                        free port when taken), wait until the
 #                                        native port answers, print the contact
 #                                        point (127.0.0.1:PORT).
@@ -81,8 +81,10 @@ start() {
 	if running; then hosts; return; fi
 	install
 	local port sport
-	port=$(free_port "${1:-${EXTENDDB_CASSANDRA_PORT:-59042}}")
-	sport=$(free_port "${EXTENDDB_CASSANDRA_STORAGE_PORT:-57000}")
+	# Defaults below Linux's ephemeral range (32768-60999): a port there
+	# can be taken by an outgoing connection between the check and the bind.
+	port=$(free_port "${1:-${EXTENDDB_CASSANDRA_PORT:-19042}}")
+	sport=$(free_port "${EXTENDDB_CASSANDRA_STORAGE_PORT:-17000}")
 	mkdir -p "$RUN"/{data,commitlog,saved_caches,hints,cdc_raw,logs}
 	cat >"$RUN/cassandra.yaml" <<EOF
 cluster_name: extenddb-test

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,69 +243,13 @@ func TestSchemaChecksum(t *testing.T) {
 	}
 }
 
-var errExists = errors.New("item exists")
-
 // TestTwoClientsConditionalRace: two Backends (two pools, as two servers
 // would have) race 32 conditional puts on one absent key, several rounds;
 // exactly one wins each round, and its index entry is the only one.
 func TestTwoClientsConditionalRace(t *testing.T) {
 	b1 := openT(t, Options{})
 	b2 := openT(t, Options{})
-	ctx := t.Context()
-	cr, err := b1.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "race2", Desc: []byte("d")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := cr.Table.Ref()
-	const rounds = 10
-	for round := range rounds {
-		pk := []byte(fmt.Sprintf("key-%d", round))
-		var wins, winner atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make([]error, 32)
-		for i := range 32 {
-			be := b1
-			if i%2 == 1 {
-				be = b2
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: []byte("s"), Fn: func(old []byte) (storage.Change, error) {
-					if old != nil {
-						return storage.Change{}, errExists
-					}
-					return storage.Change{Op: storage.Put, Item: []byte(fmt.Sprint(i)),
-						PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: pk}, Item: []byte(fmt.Sprint(i))}}}, nil
-				}})
-				errs[i] = err
-				if err == nil {
-					wins.Add(1)
-					winner.Store(int32(i))
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if wins.Load() != 1 {
-			t.Fatalf("round %d: %d winners (errors %v)", round, wins.Load(), errs)
-		}
-		for i, err := range errs {
-			if err != nil && !errors.Is(err, errExists) {
-				t.Fatalf("round %d: loser %d: %v", round, i, err)
-			}
-		}
-		g, err := b2.GetItem(ctx, storage.GetItemParams{Table: ref, PK: pk, SK: []byte("s")})
-		if err != nil || string(g.Item) != fmt.Sprint(winner.Load()) {
-			t.Fatalf("round %d: item %q (%v), winner %d", round, g.Item, err, winner.Load())
-		}
-	}
-	q, err := b1.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
-	if err != nil || len(q.Rows) != rounds {
-		t.Fatalf("index entries: %d (%v), want %d", len(q.Rows), err, rounds)
-	}
+	storagetest.TwoBackendsConditionalRace(t, b1, b2, 10)
 }
 
 // TestTwoClientsConcurrentIncrements: two Backends (two servers' pools)
