@@ -148,3 +148,11 @@ func TestEveryStorageKindMapped(t *testing.T) {
 		t.Error("a non-storage error was changed")
 	}
 }
+
+func TestIsNameChars(t *testing.T) {
+	for s, want := range map[string]bool{"abc": true, "A-b_c.9": true, "": false, "a b": false, "é": false, "a/b": false, "a\x00": false} {
+		if got := isNameChars(s); got != want {
+			t.Errorf("isNameChars(%q) = %v", s, got)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,9 +248,23 @@ func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, e
 	return t, nil
 }
 
-var tableNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
-
 const tableNamePattern = "[a-zA-Z0-9_.-]+"
+
+// isNameChars reports whether s is non-empty and made only of
+// [a-zA-Z0-9_.-], the characters of table and index names (a byte loop:
+// every request checks its table name).
+func isNameChars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // checkTableName adds the service's constraint errors for a table name.
 func checkTableName(c *constraintErrors, member string, name *string) {
@@ -266,7 +279,7 @@ func checkTableName(c *constraintErrors, member string, name *string) {
 	if len(n) > 255 {
 		c.add(n, member, "Member must have length less than or equal to 255")
 	}
-	if !tableNameRE.MatchString(n) {
+	if !isNameChars(n) {
 		c.add(n, member, "Member must satisfy regular expression pattern: "+tableNamePattern)
 	}
 }
@@ -542,10 +555,8 @@ func billingThroughput(billing string, pt *ProvisionedThroughput, indexName stri
 	return &ProvisionedThroughputDescription{ReadCapacityUnits: *pt.ReadCapacityUnits, WriteCapacityUnits: *pt.WriteCapacityUnits}, nil
 }
 
-var indexNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
-
 func checkIndexName(name string, seen map[string]bool) error {
-	if len(name) < 3 || len(name) > 255 || !indexNameRE.MatchString(name) {
+	if len(name) < 3 || len(name) > 255 || !isNameChars(name) {
 		return validationf("1 validation error detected: Value '%s' at 'indexName' failed to satisfy constraint: Member must satisfy regular expression pattern: %s and length between 3 and 255", name, tableNamePattern)
 	}
 	if seen[name] {
