@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/server"
 )
 
@@ -129,13 +130,17 @@ func backupCommand() *cli.Command {
 			},
 			{
 				Name: "sync", Usage: "rebuild the catalog's backup rows from the store (with a SQLite catalog, while the server is stopped)", ArgsUsage: " ",
-				Flags: append(storageFlags(), &cli.BoolFlag{Name: "adopt-store", Usage: "take over a store that belongs to another catalog"}),
+				Flags: append(storageFlags(),
+					&cli.BoolFlag{Name: "adopt-store", Usage: "take over a store that belongs to another catalog"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "report what a sync would do and change nothing"},
+					&cli.BoolFlag{Name: "prune-missing", Usage: "mark rows whose backup vanished from the store DELETING"}),
 				Action: func(c *cli.Context) error {
 					cfg, err := loadConfig(c)
 					if err != nil {
 						return err
 					}
-					return server.SyncBackups(c.Context, cfg, c.Bool("adopt-store"), os.Stdout)
+					return server.SyncBackups(c.Context, cfg, backup.SyncOptions{AdoptStore: c.Bool("adopt-store"),
+						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing")}, os.Stdout)
 				},
 			},
 			{

@@ -20,13 +20,20 @@ type SyncOptions struct {
 	// AdoptStore takes over a store whose identity names another catalog
 	// (that catalog then finds the store unhealthy).
 	AdoptStore bool
+	// DryRun reports what a sync would do and changes nothing (no row, no
+	// identity): complete backups without a row are "adoptable".
+	DryRun bool
+	// PruneMissing marks AVAILABLE rows of this store whose backup has
+	// vanished from it DELETING (the reconciler then finishes them);
+	// without it they are only reported "missing".
+	PruneMissing bool
 }
 
 // SyncEntry is one backup prefix found in the store.
 type SyncEntry struct {
 	ARN     string
 	Prefix  string
-	Outcome string // adopted, known, incomplete, damaged
+	Outcome string // adopted (adoptable with DryRun), known, incomplete, damaged, missing, pruned
 	Detail  string
 }
 
@@ -34,7 +41,9 @@ type SyncEntry struct {
 // (docs/backup-design.md section 4, `extenddb backup sync`): a complete
 // backup without a row becomes an AVAILABLE row; an incomplete prefix (no
 // sidecar) or one whose manifest does not check or misses a data file at
-// its recorded size is reported and never adopted.
+// its recorded size is reported and never adopted; an AVAILABLE row of
+// this store whose backup is gone is reported "missing", and marked
+// DELETING with PruneMissing. DryRun changes nothing.
 func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, opt SyncOptions) ([]SyncEntry, error) {
 	cat, ok := storage.Backups(b)
 	if !ok {
@@ -52,12 +61,16 @@ func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, o
 		if !opt.AdoptStore {
 			return nil, fmt.Errorf("store %s belongs to catalog %s, not to this catalog %s: run again with --adopt-store to take it over", st, id.CatalogID, catalogID)
 		}
-		id.CatalogID = catalogID
-		data, _ := json.MarshalIndent(id, "", "  ")
-		if err := st.Put(ctx, store.IdentityKey, bytes.NewReader(append(data, '\n'))); err != nil {
-			return nil, err
+		if !opt.DryRun {
+			id.CatalogID = catalogID
+			data, _ := json.MarshalIndent(id, "", "  ")
+			if err := st.Put(ctx, store.IdentityKey, bytes.NewReader(append(data, '\n'))); err != nil {
+				return nil, err
+			}
 		}
 	case err == nil:
+	case opt.DryRun:
+		id = store.Identity{}
 	default:
 		if id, err = store.EnsureIdentity(ctx, st, catalogID); err != nil {
 			return nil, err
@@ -120,6 +133,11 @@ func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, o
 			out = append(out, e)
 			continue
 		}
+		if opt.DryRun {
+			e.Outcome = "adoptable"
+			out = append(out, e)
+			continue
+		}
 		_, err = cat.InsertBackup(ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
 			ARN: bk.BackupARN, Account: a.Account, TableName: a.Table, BackupID: a.BackupID, Name: bk.BackupName,
 			Type: "USER", Status: storage.BackupAvailable, CreatedAt: bk.BackupCreationDateTime.UTC().Truncate(time.Millisecond),
@@ -129,6 +147,28 @@ func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, o
 			return out, err
 		}
 		e.Outcome = "adopted"
+		out = append(out, e)
+	}
+	// Rows of this store whose backup is no longer complete in it.
+	rows, err := cat.ListBackups(ctx, storage.ListBackupsParams{Statuses: []string{storage.BackupAvailable}})
+	if err != nil {
+		return out, err
+	}
+	for _, r := range rows {
+		if r.StoreID != id.StoreID || prefixes[r.Prefix] {
+			continue
+		}
+		e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: "missing", Detail: "the row is AVAILABLE but its backup is not complete in the store"}
+		if opt.PruneMissing && !opt.DryRun {
+			res, err := cat.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
+				Status: storage.BackupAvailable, NewStatus: storage.BackupDeleting})
+			if err != nil {
+				return out, err
+			}
+			if res.Matched {
+				e.Outcome, e.Detail = "pruned", "marked DELETING"
+			}
+		}
 		out = append(out, e)
 	}
 	return out, nil

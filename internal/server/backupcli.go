@@ -150,8 +150,10 @@ func (c *Client) sign(r *http.Request, body []byte) {
 
 // SyncBackups runs `extenddb backup sync` on the configured catalog and
 // store and prints a summary table. With a SQLite catalog the server must
-// not be running (one process per database file).
-func SyncBackups(ctx context.Context, cfg config.Config, adopt bool, w io.Writer) error {
+// not be running (one process per database file). It fails (exit status
+// non-zero) when anything was reported but not fixed: incomplete or
+// damaged prefixes, missing backups not pruned.
+func SyncBackups(ctx context.Context, cfg config.Config, opt backup.SyncOptions, w io.Writer) error {
 	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
 		return errors.New("no backup store is configured: set [backup.store] in the configuration")
 	}
@@ -165,7 +167,7 @@ func SyncBackups(ctx context.Context, cfg config.Config, adopt bool, w io.Writer
 	}
 	defer b.Close()
 	eng := engine.New(b, engine.Options{Region: cfg.Server.Region})
-	entries, err := backup.Sync(ctx, b, st, eng, backup.SyncOptions{AdoptStore: adopt})
+	entries, err := backup.Sync(ctx, b, st, eng, opt)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PREFIX\tOUTCOME\tDETAIL")
 	counts := map[string]int{}
@@ -174,6 +176,13 @@ func SyncBackups(ctx context.Context, cfg config.Config, adopt bool, w io.Writer
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Prefix, e.Outcome, e.Detail)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d adopted, %d known, %d incomplete, %d damaged\n", counts["adopted"], counts["known"], counts["incomplete"], counts["damaged"])
-	return err
+	fmt.Fprintf(w, "%d adopted, %d adoptable (dry run), %d known, %d incomplete, %d damaged, %d missing, %d pruned\n",
+		counts["adopted"], counts["adoptable"], counts["known"], counts["incomplete"], counts["damaged"], counts["missing"], counts["pruned"])
+	if err != nil {
+		return err
+	}
+	if n := counts["incomplete"] + counts["damaged"] + counts["missing"]; n > 0 {
+		return fmt.Errorf("%d backup prefix(es) or row(s) reported and not fixed (see above)", n)
+	}
+	return nil
 }
