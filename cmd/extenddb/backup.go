@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/server"
 )
 
@@ -139,7 +138,7 @@ func backupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return server.SyncBackups(c.Context, cfg, backup.SyncOptions{AdoptStore: c.Bool("adopt-store"),
+					return server.SyncBackups(c.Context, cfg, server.SyncOptions{AdoptStore: c.Bool("adopt-store"),
 						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing")}, os.Stdout)
 				},
 			},

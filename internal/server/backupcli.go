@@ -148,12 +148,16 @@ func (c *Client) sign(r *http.Request, body []byte) {
 		", SignedHeaders="+signed+", Signature="+hex.EncodeToString(mac(k, toSign)))
 }
 
+// SyncOptions are the options of `extenddb backup sync` (the CLI wires
+// only through this package).
+type SyncOptions = backup.SyncOptions
+
 // SyncBackups runs `extenddb backup sync` on the configured catalog and
 // store and prints a summary table. With a SQLite catalog the server must
 // not be running (one process per database file). It fails (exit status
 // non-zero) when anything was reported but not fixed: incomplete or
 // damaged prefixes, missing backups not pruned.
-func SyncBackups(ctx context.Context, cfg config.Config, opt backup.SyncOptions, w io.Writer) error {
+func SyncBackups(ctx context.Context, cfg config.Config, opt SyncOptions, w io.Writer) error {
 	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
 		return errors.New("no backup store is configured: set [backup.store] in the configuration")
 	}
