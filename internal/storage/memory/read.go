@@ -321,57 +321,48 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 // scanItems reads a table's tree in (hash, pk, sk) order within the hash
 // range [lo, hi], strictly after a cursor.
 func scanItems(tr *btree.BTreeG[ent], lo, hi uint32, after *storage.Cursor, limit int) ([]storage.Row, bool) {
-	rows := make([]storage.Row, 0, rowCap(limit))
-	more := false
 	pivot := ent{h: lo}
-	var cur ent
+	var cur *ent
 	if after != nil {
-		cur = ent{h: storage.KeyHash(after.PK), pk: after.PK, sk: after.SK}
-		if !entLess(cur, pivot) {
-			pivot = cur
-		}
+		cur = &ent{h: storage.KeyHash(after.PK), pk: after.PK, sk: after.SK}
 	}
-	tr.Ascend(pivot, func(e ent) bool {
-		if e.h > hi {
-			return false
-		}
-		if after != nil && !entLess(cur, e) {
-			return true
-		}
-		if len(rows) == limit {
-			more = true
-			return false
-		}
-		rows = append(rows, storage.Row{PK: e.pk, SK: e.sk, BasePK: e.pk, BaseSK: e.sk, Item: e.item})
-		return true
-	})
-	return rows, more
+	return scanTree(tr, pivot, cur, entLess, func(e ent) uint32 { return e.h }, hi, func(e ent) storage.Row {
+		return storage.Row{PK: e.pk, SK: e.sk, BasePK: e.pk, BaseSK: e.sk, Item: e.item}
+	}, limit)
 }
 
 // scanIndex reads an index's tree in (hash, ipk, isk, pk, sk) order.
 func scanIndex(tr *btree.BTreeG[ixEnt], lo, hi uint32, after *storage.Cursor, limit int) ([]storage.Row, bool) {
+	pivot := ixEnt{h: lo}
+	var cur *ixEnt
+	if after != nil {
+		cur = &ixEnt{h: storage.KeyHash(after.PK), pk: after.PK, sk: after.SK, bpk: after.BasePK, bsk: after.BaseSK}
+	}
+	return scanTree(tr, pivot, cur, ixLess, func(e ixEnt) uint32 { return e.h }, hi, ixRow, limit)
+}
+
+// scanTree is the Scan of either tree: ascending from the later of the
+// segment's start (pivot) and the cursor, rows strictly after the cursor,
+// up to the hash hi, at most limit rows (more tells that one followed).
+func scanTree[T any](tr *btree.BTreeG[T], pivot T, cur *T, less func(a, b T) bool, hash func(T) uint32, hi uint32,
+	row func(T) storage.Row, limit int) ([]storage.Row, bool) {
 	rows := make([]storage.Row, 0, rowCap(limit))
 	more := false
-	pivot := ixEnt{h: lo}
-	var cur ixEnt
-	if after != nil {
-		cur = ixEnt{h: storage.KeyHash(after.PK), pk: after.PK, sk: after.SK, bpk: after.BasePK, bsk: after.BaseSK}
-		if !ixLess(cur, pivot) {
-			pivot = cur
-		}
+	if cur != nil && !less(*cur, pivot) {
+		pivot = *cur
 	}
-	tr.Ascend(pivot, func(e ixEnt) bool {
-		if e.h > hi {
+	tr.Ascend(pivot, func(e T) bool {
+		if hash(e) > hi {
 			return false
 		}
-		if after != nil && !ixLess(cur, e) {
+		if cur != nil && !less(*cur, e) {
 			return true
 		}
 		if len(rows) == limit {
 			more = true
 			return false
 		}
-		rows = append(rows, ixRow(e))
+		rows = append(rows, row(e))
 		return true
 	})
 	return rows, more
