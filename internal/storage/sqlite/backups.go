@@ -118,10 +118,23 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	return out, nil
 }
 
-// condWrite runs one conditional UPDATE in the writer and reports whether
-// it matched, with the row as it is afterwards.
+// condWrite runs one conditional UPDATE of a backup row in the writer and
+// reports whether it matched, with the row as it is afterwards.
 func (b *Backend) condWrite(ctx context.Context, arn, msg, q string, args ...any) (*storage.BackupWriteResult, error) {
-	res := &storage.BackupWriteResult{}
+	matched, rec, err := condExec(b, ctx, msg, q, args, func(w *writer) (*storage.BackupRecord, error) {
+		return scanBackup(w.conn.QueryRowContext(bg, `SELECT `+backupCols+` FROM backups WHERE arn = ?`, arn))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &storage.BackupWriteResult{Matched: matched, Record: rec}, nil
+}
+
+// condExec runs a conditional UPDATE in the writer, then reads the row
+// back (nil when it is gone) in the same transaction.
+func condExec[R any](b *Backend, ctx context.Context, msg, q string, args []any, reread func(w *writer) (*R, error)) (bool, *R, error) {
+	var matched bool
+	var rec *R
 	err := b.submit(ctx, func(w *writer) error {
 		r, err := w.conn.ExecContext(bg, q, args...)
 		if err != nil {
@@ -131,18 +144,13 @@ func (b *Backend) condWrite(ctx context.Context, arn, msg, q string, args ...any
 		if err != nil {
 			return fail(err, msg)
 		}
-		res.Matched = n == 1
-		rec, err := scanBackup(w.conn.QueryRowContext(bg, `SELECT `+backupCols+` FROM backups WHERE arn = ?`, arn))
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		matched = n == 1
+		if rec, err = reread(w); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fail(err, msg)
 		}
-		res.Record = rec
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return matched, rec, err
 }
 
 // UpdateBackup implements storage.BackupCatalog.
@@ -251,28 +259,13 @@ func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storag
 }
 
 func (b *Backend) restoreWrite(ctx context.Context, id, msg, q string, args ...any) (*storage.RestoreWriteResult, error) {
-	res := &storage.RestoreWriteResult{}
-	err := b.submit(ctx, func(w *writer) error {
-		r, err := w.conn.ExecContext(bg, q, args...)
-		if err != nil {
-			return fail(err, msg)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return fail(err, msg)
-		}
-		res.Matched = n == 1
-		rec, err := scanRestore(w.conn.QueryRowContext(bg, `SELECT `+restoreCols+` FROM restores WHERE id = ?`, id))
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fail(err, msg)
-		}
-		res.Record = rec
-		return nil
+	matched, rec, err := condExec(b, ctx, msg, q, args, func(w *writer) (*storage.RestoreRecord, error) {
+		return scanRestore(w.conn.QueryRowContext(bg, `SELECT `+restoreCols+` FROM restores WHERE id = ?`, id))
 	})
 	if err != nil {
 		return nil, err
 	}
-	return res, nil
+	return &storage.RestoreWriteResult{Matched: matched, Record: rec}, nil
 }
 
 // UpdateRestore implements storage.RestoreCatalog.
