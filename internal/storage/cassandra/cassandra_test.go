@@ -31,11 +31,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	for _, b := range strings.Split(os.Getenv("EXTENDDB_TEST_BACKENDS"), ",") {
-		if strings.TrimSpace(b) == "cassandra" {
-			requested = true
-		}
-	}
+	requested = storagetest.Requested("cassandra")
 	if !requested {
 		fmt.Println("storage backends: cassandra not requested (EXTENDDB_TEST_BACKENDS=cassandra with EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start) runs it)")
 		os.Exit(m.Run())

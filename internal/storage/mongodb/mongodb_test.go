@@ -35,11 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	for _, b := range strings.Split(os.Getenv("EXTENDDB_TEST_BACKENDS"), ",") {
-		if strings.TrimSpace(b) == "mongodb" {
-			requested = true
-		}
-	}
+	requested = storagetest.Requested("mongodb")
 	if !requested {
 		fmt.Println("storage backends: mongodb not requested (EXTENDDB_TEST_BACKENDS=mongodb and EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start) run it)")
 		os.Exit(m.Run())

@@ -36,11 +36,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	for _, b := range strings.Split(os.Getenv("EXTENDDB_TEST_BACKENDS"), ",") {
-		if strings.TrimSpace(b) == "postgres" {
-			requested = true
-		}
-	}
+	requested = storagetest.Requested("postgres")
 	if !requested {
 		fmt.Println("storage backends: postgres not requested (the default; make test-all or EXTENDDB_TEST_BACKENDS=sqlite,postgres runs it)")
 		os.Exit(m.Run())

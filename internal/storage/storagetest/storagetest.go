@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/attr"
@@ -288,4 +290,15 @@ func itemNum(t *testing.T, item []byte) int {
 
 func numItem(n int) []byte {
 	return attr.EncodeItem(attr.Item{"v": attr.MustNum(strconv.Itoa(n))})
+}
+
+// Requested reports whether EXTENDDB_TEST_BACKENDS names a backend: its
+// tests then run, and a missing or unreachable server fails them.
+func Requested(name string) bool {
+	for _, b := range strings.Split(os.Getenv("EXTENDDB_TEST_BACKENDS"), ",") {
+		if strings.TrimSpace(b) == name {
+			return true
+		}
+	}
+	return false
 }
