@@ -242,6 +242,12 @@ type Change struct {
 	DeleteIndex []IndexKey
 	// PutIndex are the new item's index entries to write.
 	PutIndex []IndexEntry
+	// Log is this write's change record (a DynamoDB Streams record),
+	// encoded by the engine and opaque to the backend; nil when the table
+	// has no stream or the write changes nothing. A backend that
+	// implements ChangeLog appends it to the table's log in the same
+	// atomic write as the item (see changelog.go). Ignored with Keep.
+	Log []byte
 }
 
 type ChangeOp uint8
