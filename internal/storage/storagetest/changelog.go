@@ -92,7 +92,10 @@ func datasOf(recs []storage.LogRecord) []string {
 
 func logFn(op storage.ChangeOp, item, log string) storage.WriteFunc {
 	return func([]byte) (storage.Change, error) {
-		ch := storage.Change{Op: op, Log: []byte(log)}
+		ch := storage.Change{Op: op}
+		if log != "" {
+			ch.Log = []byte(log)
+		}
 		if op == storage.Put {
 			ch.Item = []byte(item)
 		}
