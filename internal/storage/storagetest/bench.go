@@ -22,11 +22,23 @@ import (
 // BenchWriteItem: 1 KiB puts of distinct keys; parallelism as for
 // b.SetParallelism (0: one goroutine).
 func BenchWriteItem(b *testing.B, be storage.Backend, ref storage.TableRef, parallelism int) {
+	BenchWriteItemLog(b, be, ref, parallelism, 0)
+}
+
+// BenchWriteItemLog is BenchWriteItem with a change record of logBytes
+// bytes per write (0: none), for the cost of a stream on writes.
+func BenchWriteItemLog(b *testing.B, be storage.Backend, ref storage.TableRef, parallelism, logBytes int) {
 	item := make([]byte, 1024)
 	for i := range item {
 		item[i] = byte('a' + i%26)
 	}
-	fn := func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: item}, nil }
+	var log []byte
+	if logBytes > 0 {
+		log = bytes.Repeat([]byte{'r'}, logBytes)
+	}
+	fn := func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: item, Log: log}, nil
+	}
 	var n atomic.Uint64
 	ctx := context.Background()
 	b.ReportAllocs()
