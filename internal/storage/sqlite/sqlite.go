@@ -274,8 +274,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		return mapErr(err, "sqlite: writer connection")
 	}
 	b.cache = newItemCache(b.opts.ItemCacheBytes)
-	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{},
-		logs: map[int64]logPos{}}
+	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{}}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}

@@ -147,11 +147,11 @@ type writer struct {
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
 	dataVersion                                              *sql.Stmt
 	// The change log (changelog.go).
-	putLog, lastLog, lastTrimmed, deleteLog, deleteLogLast *sql.Stmt
+	putLog, lastLog, deleteLog, deleteLogLast *sql.Stmt
 
-	// logs holds, per table that wrote a record since it was loaded, the
-	// last Seq assigned and the At of the last record (changelog.go).
-	logs map[int64]logPos
+	// logs is the last Seq assigned and the At of the last record,
+	// loaded on first use (changelog.go).
+	logs logPos
 
 	// live maps the live table IDs to their description versions as of
 	// the last commit; pend holds this transaction's catalog changes (the
@@ -224,9 +224,9 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.release, `RELEASE tw`},
 		{&w.undo, `ROLLBACK TO tw`},
 		{&w.dataVersion, `PRAGMA data_version`},
-		{&w.putLog, `INSERT INTO changelog(t, seq, at, data) VALUES (?, ?, ?, ?)`},
-		{&w.lastLog, `SELECT seq, at FROM changelog WHERE t = ? ORDER BY seq DESC LIMIT 1`},
-		{&w.lastTrimmed, `SELECT seq FROM changelog_last WHERE t = ?`},
+		{&w.putLog, `INSERT INTO changelog(seq, t, at, data) VALUES (?, ?, ?, ?)`},
+		{&w.lastLog, `SELECT max(coalesce((SELECT max(seq) FROM changelog), 0), coalesce((SELECT max(seq) FROM changelog_last), 0)),
+			coalesce((SELECT at FROM changelog ORDER BY seq DESC LIMIT 1), 0)`},
 		{&w.deleteLog, `DELETE FROM changelog WHERE t = ?`},
 		{&w.deleteLogLast, `DELETE FROM changelog_last WHERE t = ?`},
 	} {
@@ -241,7 +241,7 @@ func (w *writer) prepare(ctx context.Context) error {
 func (w *writer) close() {
 	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
 		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
-		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast} {
+		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.deleteLog, w.deleteLogLast} {
 		if s != nil {
 			s.Close()
 		}
@@ -296,7 +296,7 @@ func (w *writer) begin() error {
 			return err
 		}
 		w.catalogChanged = true
-		clear(w.logs)
+		w.logs = logPos{}
 		if w.cache != nil {
 			// Another process wrote to the database.
 			w.cache.clear()
@@ -425,7 +425,6 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 	}
 	w.pend[old.ID] = 0
 	w.catalogChanged = true
-	delete(w.logs, old.ID)
 	return old, nil
 }
 
