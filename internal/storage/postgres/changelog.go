@@ -209,9 +209,14 @@ func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storag
 	return res, nil
 }
 
-// TrimLog implements storage.ChangeLog: one transaction that holds the
-// table's catalog row (FOR KEY SHARE) and removes the prefix.
+// TrimLog implements storage.ChangeLog: it publishes what is pending (so
+// that the background trimmer also bounds the pending rows of a table
+// nobody reads), then one transaction that holds the table's catalog row
+// (FOR KEY SHARE) removes the prefix.
 func (b *Backend) TrimLog(ctx context.Context, p storage.TrimLogParams) (*storage.TrimLogResult, error) {
+	if err := b.publishLog(ctx, p.Table); err != nil {
+		return nil, err
+	}
 	res := &storage.TrimLogResult{}
 	live := false
 	err := b.write(ctx, "postgres: trim change log", func(x *txn) error {
