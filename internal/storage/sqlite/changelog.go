@@ -14,48 +14,64 @@ import (
 // it describes, so the record commits, rolls back (a canceled
 // transaction's savepoint, a failed batch) and survives a crash exactly
 // like the item. There is one writer, so Seq is assigned in commit order:
-// the writer keeps the last Seq it assigned (one counter for all tables)
-// and gives the next record the next one; a rolled-back record leaves a
-// gap, which the contract allows. A reader reads one WAL snapshot, in
-// which every record of a later commit has a higher Seq than every record
-// it sees: there are no late gaps without a separate publishing step.
+// the writer keeps, per table, the last Seq it assigned and gives the next
+// record the next one. After a rollback (of the batch or of a
+// transaction's savepoint) it forgets its counters and reloads them from
+// the database, so Seqs stay consecutive per table, which lets LogInfo
+// count the records from the first and last Seq. A reader reads one WAL
+// snapshot, in which every record of a later commit has a higher Seq than
+// every record it sees: there are no late gaps without a separate
+// publishing step.
 //
 // At is the writer's clock when it inserts the record (just before the
-// batch commits), kept non-decreasing. TrimLog removes a prefix of a
-// table's records and remembers the highest Seq it removed in
-// `changelog_last`, so Last survives trimming everything and the counter,
-// loaded again after a reopen, never goes back. DeleteTable removes both.
+// batch commits), kept non-decreasing per table. TrimLog removes a prefix
+// and remembers the highest Seq it removed in `changelog_last`, so Last
+// survives trimming everything and Seq never goes back. DeleteTable
+// removes both.
 
-// logPos is the last Seq assigned and the At of that record.
+// logPos is the last Seq assigned in a table and the At of that record.
 type logPos struct {
-	seq    int64
-	at     int64
-	loaded bool
+	seq int64
+	at  int64
+}
+
+// logPos returns a table's last assigned Seq and At, loading them on
+// first use (the writer's transaction is open).
+func (w *writer) logPos(t int64) (logPos, error) {
+	if pos, ok := w.logs[t]; ok {
+		return pos, nil
+	}
+	var pos logPos
+	if err := w.lastLog.QueryRowContext(bg, t).Scan(&pos.seq, &pos.at); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return pos, fail(err, "sqlite: read change log position")
+	}
+	var trimmed int64
+	if err := w.lastTrimmed.QueryRowContext(bg, t).Scan(&trimmed); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return pos, fail(err, "sqlite: read change log position")
+	}
+	pos.seq = max(pos.seq, trimmed)
+	w.logs[t] = pos
+	return pos, nil
 }
 
 // appendLog inserts one record of table t (writer transaction).
 func (w *writer) appendLog(t int64, data []byte) error {
-	if !w.logs.loaded {
-		// The highest Seq ever assigned: the last record, or a trimmed
-		// one (the writer's transaction is open).
-		var pos logPos
-		if err := w.lastLog.QueryRowContext(bg).Scan(&pos.seq, &pos.at); err != nil {
-			return fail(err, "sqlite: read change log position")
-		}
-		pos.loaded = true
-		w.logs = pos
+	pos, err := w.logPos(t)
+	if err != nil {
+		return err
 	}
-	pos := w.logs
 	pos.seq++
 	pos.at = max(pos.at, time.Now().UnixNano())
-	if _, err := w.putLog.ExecContext(bg, pos.seq, t, pos.at, nz(data)); err != nil {
+	if _, err := w.putLog.ExecContext(bg, t, pos.seq, pos.at, nz(data)); err != nil {
 		return fail(err, "sqlite: append change record")
 	}
-	// Kept even when the transaction rolls back: the Seq is then unused,
-	// never reused.
-	w.logs = pos
+	w.logs[t] = pos
 	return nil
 }
+
+// forgetLogs drops the counters after a rollback: they are loaded again
+// from what the database holds.
+func (w *writer) forgetLogs() { clear(w.logs) }
 
 // ReadLog implements storage.ChangeLog.
 func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storage.ReadLogResult, error) {
@@ -91,18 +107,22 @@ func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storag
 	return res, nil
 }
 
-// LogInfo implements storage.ChangeLog. Count counts the table's records
-// (a scan of its part of the log).
+// LogInfo implements storage.ChangeLog. Seqs are consecutive per table
+// (see above), so Count is Last present - First + 1: three index lookups,
+// however long the log.
 func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storage.LogInfoResult, error) {
 	if err := b.checkTable(ctx, p.Table); err != nil {
 		return nil, err
 	}
 	res := &storage.LogInfoResult{}
-	var trimmed int64
-	if err := b.logInfo.QueryRowContext(ctx, p.Table.ID).Scan(&res.First, &res.Last, &res.Count, &trimmed); err != nil {
+	var last, trimmed int64
+	if err := b.logInfo.QueryRowContext(ctx, p.Table.ID).Scan(&res.First, &last, &trimmed); err != nil {
 		return nil, mapErr(err, "sqlite: change log info")
 	}
-	res.Last = max(res.Last, trimmed)
+	if res.First > 0 {
+		res.Count = last - res.First + 1
+	}
+	res.Last = max(last, trimmed)
 	return res, nil
 }
 

@@ -274,7 +274,8 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		return mapErr(err, "sqlite: writer connection")
 	}
 	b.cache = newItemCache(b.opts.ItemCacheBytes)
-	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{}}
+	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{},
+		logs: map[int64]logPos{}}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}
@@ -299,8 +300,9 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		{&b.listTables, `SELECT name FROM tables WHERE account = ? AND name > ? ORDER BY name LIMIT ?`},
 		{&b.tableByID, `SELECT 1 FROM tables WHERE id = ?`},
 		{&b.readLog, `SELECT seq, at, data FROM changelog WHERE t = ? AND seq > ? ORDER BY seq LIMIT ?`},
-		{&b.logInfo, `SELECT coalesce(min(seq), 0), coalesce(max(seq), 0), count(*),
-			(SELECT coalesce(max(seq), 0) FROM changelog_last WHERE t = ?1) FROM changelog WHERE t = ?1`},
+		{&b.logInfo, `SELECT coalesce((SELECT min(seq) FROM changelog WHERE t = ?1), 0),
+			coalesce((SELECT max(seq) FROM changelog WHERE t = ?1), 0),
+			coalesce((SELECT seq FROM changelog_last WHERE t = ?1), 0)`},
 	} {
 		if *s.dst, err = b.rdb.PrepareContext(ctx, s.sql); err != nil {
 			return mapErr(err, "sqlite: prepare")

@@ -147,11 +147,11 @@ type writer struct {
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
 	dataVersion                                              *sql.Stmt
 	// The change log (changelog.go).
-	putLog, lastLog, deleteLog, deleteLogLast *sql.Stmt
+	putLog, lastLog, lastTrimmed, deleteLog, deleteLogLast *sql.Stmt
 
-	// logs is the last Seq assigned and the At of the last record,
-	// loaded on first use (changelog.go).
-	logs logPos
+	// logs holds, per table that wrote a record since it was loaded, the
+	// last Seq assigned and the At of the last record (changelog.go).
+	logs map[int64]logPos
 
 	// live maps the live table IDs to their description versions as of
 	// the last commit; pend holds this transaction's catalog changes (the
@@ -224,9 +224,9 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.release, `RELEASE tw`},
 		{&w.undo, `ROLLBACK TO tw`},
 		{&w.dataVersion, `PRAGMA data_version`},
-		{&w.putLog, `INSERT INTO changelog(seq, t, at, data) VALUES (?, ?, ?, ?)`},
-		{&w.lastLog, `SELECT max(coalesce((SELECT max(seq) FROM changelog), 0), coalesce((SELECT max(seq) FROM changelog_last), 0)),
-			coalesce((SELECT at FROM changelog ORDER BY seq DESC LIMIT 1), 0)`},
+		{&w.putLog, `INSERT INTO changelog(t, seq, at, data) VALUES (?, ?, ?, ?)`},
+		{&w.lastLog, `SELECT seq, at FROM changelog WHERE t = ? ORDER BY seq DESC LIMIT 1`},
+		{&w.lastTrimmed, `SELECT seq FROM changelog_last WHERE t = ?`},
 		{&w.deleteLog, `DELETE FROM changelog WHERE t = ?`},
 		{&w.deleteLogLast, `DELETE FROM changelog_last WHERE t = ?`},
 	} {
@@ -241,7 +241,7 @@ func (w *writer) prepare(ctx context.Context) error {
 func (w *writer) close() {
 	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
 		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
-		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.deleteLog, w.deleteLogLast} {
+		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast} {
 		if s != nil {
 			s.Close()
 		}
@@ -296,7 +296,7 @@ func (w *writer) begin() error {
 			return err
 		}
 		w.catalogChanged = true
-		w.logs = logPos{}
+		w.forgetLogs()
 		if w.cache != nil {
 			// Another process wrote to the database.
 			w.cache.clear()
@@ -333,6 +333,7 @@ func (w *writer) rollback() {
 	// SQLITE_FULL), and there is nothing more to undo.
 	w.rollback_.ExecContext(bg)
 	clear(w.pend)
+	w.forgetLogs()
 	if w.cache != nil {
 		w.clearPend()
 	}
@@ -425,6 +426,7 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 	}
 	w.pend[old.ID] = 0
 	w.catalogChanged = true
+	delete(w.logs, old.ID)
 	return old, nil
 }
 
@@ -576,6 +578,7 @@ func (w *writer) undoSavepoint() error {
 	if _, err := w.undo.ExecContext(bg); err != nil {
 		return fail(err, "sqlite: rollback to savepoint")
 	}
+	w.forgetLogs()
 	if _, err := w.release.ExecContext(bg); err != nil {
 		return fail(err, "sqlite: release savepoint")
 	}
