@@ -66,6 +66,12 @@ func BenchmarkGetItemParallel(b *testing.B) {
 	storagetest.BenchGetItem(b, be, ref, true)
 }
 
+// BenchmarkReadLog1000: ReadLog of 1,000 records.
+func BenchmarkReadLog1000(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchReadLog(b, be, ref)
+}
+
 // BenchmarkQuery25: a 25-row page of one partition.
 func BenchmarkQuery25(b *testing.B) {
 	be, ref := benchBackend(b)

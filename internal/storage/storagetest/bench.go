@@ -280,3 +280,41 @@ func BenchScanPages(b *testing.B, be storage.Backend, ref storage.TableRef) {
 		})
 	}
 }
+
+// BenchReadLog: ReadLog of 1,000 records (512 bytes each, the size of a
+// NEW_AND_OLD_IMAGES record of a small item) from a random position of a
+// 10,000-record log: the storage part of a full GetRecords.
+func BenchReadLog(b *testing.B, be storage.Backend, ref storage.TableRef) {
+	cl, ok := storage.ChangeLogs(be)
+	if !ok {
+		b.Skipf("capability absent: backend %s does not implement storage.ChangeLog", be.Name())
+	}
+	ctx := context.Background()
+	rec := bytes.Repeat([]byte{'r'}, 512)
+	const n, page = 10000, 100
+	for i := 0; i < n; i += page {
+		ops := make([]storage.WriteItemParams, page)
+		for j := range ops {
+			ops[j] = storage.WriteItemParams{Table: ref, PK: fmt.Appendf(nil, "k%06d", i+j),
+				Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: rec, Log: rec}, nil }}
+		}
+		if _, err := be.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: ref})
+	if err != nil || info.Count != n {
+		b.Fatalf("LogInfo %+v %v", info, err)
+	}
+	var i int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		i++
+		after := info.First - 1 + (i*7919)%(n-1000)
+		res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, After: after, Limit: 1000, MaxBytes: 1 << 20})
+		if err != nil || len(res.Records) != 1000 {
+			b.Fatalf("ReadLog after %d: %d records, %v", after, len(res.Records), err)
+		}
+	}
+}
