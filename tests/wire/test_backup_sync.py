@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import random
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -152,6 +153,12 @@ def store_server(tmp_path, catalog_args, st, **env):
     port = _free_port()
     ep = f"http://127.0.0.1:{port}"
     log = open(tmp_path / f"server-{port}.log", "wb")
+    # A spool directory of its own: the reconciler of any other server
+    # with the default spool directory (the system's temporary directory)
+    # removes spool directories of owners its catalog does not know.
+    spool = tmp_path / f"spool-{port}"
+    spool.mkdir(mode=0o700)
+    env.setdefault("EXTENDDB__BACKUP__SPOOL_DIR", str(spool))
     proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *catalog_args], stdout=log,
                             stderr=subprocess.STDOUT,
                             env=server_env(tmp_path, **st.env(), EXTENDDB__BACKUP__RECONCILE_INTERVAL="200ms",
@@ -283,17 +290,20 @@ def test_sync_scenarios(tmp_path, catalog, sync_store):
     assert "1 known" in sync(catalog, st).stdout
     new.write(data_key, good)
     before = new.objects()
+    # (The pruned row moves with it, unverified, if the reconciler has
+    # not finished its delete yet: DELETING rows are not listed.)
     p = sync(catalog, new, "--move-store", st.spec, "--dry-run")
-    assert "1 movable" in p.stdout and "0 moved" in p.stdout, p.stdout
+    assert re.search(r"movable +arn:\S+/" + ARN_RE.match(arns[0]).group("id") + " +AVAILABLE", p.stdout), p.stdout
+    assert re.search(r"\b[12] movable", p.stdout) and "0 moved" in p.stdout, p.stdout
     assert new.objects() == before
     assert "1 known" in sync(catalog, st).stdout
     p = sync(catalog, new, "--move-store", st.spec)
-    assert "1 moved" in p.stdout, p.stdout
+    assert re.search(r"\b[12] moved", p.stdout), p.stdout
     p = sync(catalog, new)
     assert "1 known" in p.stdout, p.stdout
     # The old store is no longer the catalog's: its row names the copy.
     p = sync(catalog, st, ok=False)
-    assert "1 other-store" in p.stdout, p.stdout
+    assert re.search(r"\b[12] other-store", p.stdout), p.stdout
     with store_server(tmp_path, catalog, new) as b:
         b.restore_table_from_backup(TargetTableName="dst2", BackupArn=arns[0])
         wait_table(b, "dst2")
