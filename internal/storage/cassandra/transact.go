@@ -106,9 +106,10 @@ func (s txStore) ReadItem(ctx context.Context, k txledger.Key) (txledger.Record,
 func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Record, tx txledger.TxID, ch storage.Change) (txledger.Record, bool, error) {
 	b := s.b
 	t, pk, sk := k.Table.ID, skOf(k.PK), skOf(k.SK)
-	if err := b.liveFor(ctx, k.Table); err != nil {
-		return txledger.Record{}, false, err
-	}
+	// The catalog check of WriteItem's step (a) (ADR 0016) is done once
+	// per table by TransactWrite before the ledger runs; the partition's
+	// fence (tv in the LWT condition) and the re-check after a new
+	// directory row below are what make the lock safe, as for WriteItem.
 	f, _ := cur.Token.(fence)
 	if f.tv != nil && *f.tv > k.Table.Version {
 		return txledger.Record{}, false, storage.VersionChanged(k.Table, *f.tv)
