@@ -200,11 +200,11 @@ func TestTransactWrite(t *testing.T) {
 		op(a, func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Keep}, nil }), op(c, put("c1")),
 	}})
 	if err != nil || string(visible(t, l, m, a)) != "a1" || string(visible(t, l, m, c)) != "c1" || string(res.Results[0].Old) != "a1" {
-		t.Fatalf("check+put: %v", err)
+		t.Fatalf("check+put: %+v %v", res, err)
 	}
 	g, err := l.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{{Table: tA, PK: a.PK}, {Table: tB, PK: b.PK}, {Table: tA, PK: []byte("none")}}})
 	if err != nil || string(g.Items[0]) != "a1" || string(g.Items[1]) != "b1" || g.Items[2] != nil {
-		t.Fatalf("TransactGet %q %v", g.Items, err)
+		t.Fatalf("TransactGet %+v %v", g, err)
 	}
 }
 

@@ -317,11 +317,11 @@ func testAllOrNothing(t *testing.T, e Env) {
 		return storage.Change{Op: storage.Delete}, nil
 	})}})
 	if err != nil || string(mustGet(t, e, a)) != "a1" || string(mustGet(t, e, c)) != "c1" || mustGet(t, e, b) != nil || string(res.Results[0].Old) != "a1" {
-		t.Fatalf("check+put+delete: %v", err)
+		t.Fatalf("check+put+delete: %+v %v", res, err)
 	}
 	g, err := l.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{get(a), get(b), get(c), get(key(tB, "none"))}})
 	if err != nil || string(g.Items[0]) != "a1" || g.Items[1] != nil || string(g.Items[2]) != "c1" || g.Items[3] != nil {
-		t.Fatalf("TransactGet %q %v", g.Items, err)
+		t.Fatalf("TransactGet %+v %v", g, err)
 	}
 	noLeftovers(t, e, a, b, c)
 }
@@ -355,11 +355,12 @@ func testLiveLock(t *testing.T, e Env) {
 		}
 		return storage.Change{Op: storage.Put, Item: []byte("v2")}, nil
 	})
-	// TransactGet aborts a live transaction after ReaderWait.
+	// TransactGet aborts a live transaction after ReaderWait (a ledger
+	// with the default MaxWait: the store may be slow).
 	id = pendingTx(t, s, k, time.Now(), storage.Change{Op: storage.Delete})
-	g, err := l.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{get(k), get(o)}})
+	g, err := txledger.New(s, txledger.Options{LockTimeout: time.Hour, ReaderWait: 10 * time.Millisecond}).TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{get(k), get(o)}})
 	if err != nil || string(g.Items[0]) != "v2" || g.Items[1] != nil {
-		t.Fatalf("TransactGet %q %v", g.Items, err)
+		t.Fatalf("TransactGet %+v %v", g, err)
 	}
 	if tx, err := s.ReadTx(ctx, id); err != nil || tx == nil || tx.State != txledger.Aborted {
 		t.Fatalf("live transaction not aborted by the reader: %+v %v", tx, err)
