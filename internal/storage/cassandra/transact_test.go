@@ -1,10 +1,14 @@
 package cassandra
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -319,4 +323,156 @@ func BenchmarkTransactGet4(b *testing.B) {
 		_, err := be.TransactGet(b.Context(), storage.TransactGetParams{Keys: keys})
 		return err
 	})
+}
+
+// TestSIGKILLMidTransactions: a process running transfers on this
+// keyspace is killed with SIGKILL in the middle of its transactions.
+// Afterwards no reader (TransactGet, GetItem) sees part of a transfer,
+// every acknowledged transfer is there, and the sweep leaves no lock or
+// transaction record.
+func TestSIGKILLMidTransactions(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	refs := newTables(t, b, 2)
+	const accounts, initial = 6, 100
+	gets := make([]storage.GetItemParams, accounts)
+	for i := range gets {
+		gets[i] = storage.GetItemParams{Table: refs[i%2], PK: []byte("acct" + strconv.Itoa(i))}
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: gets[i].Table, PK: gets[i].PK, Fn: putFn(strconv.Itoa(initial))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSIGKILLChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "EXTENDDB_LEDGER_CHILD="+fmt.Sprintf("%s %d %d %s %d %d %s", keyspace,
+		refs[0].ID, refs[0].Version, refs[0].Name, refs[1].ID, refs[1].Version, refs[1].Name))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked atomic.Int64
+	lines := make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "ack ") {
+				acked.Add(1)
+				select {
+				case lines <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for acked.Load() < 15 && time.Now().Before(deadline) {
+		select {
+		case <-lines:
+		case <-time.After(time.Second):
+		}
+	}
+	// Kill at a random moment inside the stream of transactions.
+	time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	n := acked.Load()
+	if n == 0 {
+		t.Fatal("the child acknowledged no transfer")
+	}
+	counterKey := storage.GetItemParams{Table: refs[0], PK: []byte("counter")}
+	check := func(when string) {
+		t.Helper()
+		sum := 0
+		for _, g := range gets {
+			r, err := b.GetItem(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += atoi(t, r.Item)
+		}
+		if sum != accounts*initial {
+			t.Fatalf("%s: GetItem sum %d, want %d", when, sum, accounts*initial)
+		}
+		res, err := b.TransactGet(ctx, storage.TransactGetParams{Keys: append(gets, counterKey)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum = 0
+		for _, it := range res.Items[:accounts] {
+			sum += atoi(t, it)
+		}
+		c := int64(atoi(t, res.Items[accounts]))
+		if sum != accounts*initial || c < n || c > n+4 {
+			t.Fatalf("%s: TransactGet sum %d, counter %d, %d acknowledged", when, sum, c, n)
+		}
+	}
+	check("after SIGKILL")
+	if _, err := txledger.New(txStore{b}, txledger.Options{Now: func() time.Time { return time.Now().Add(time.Hour) }}).Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range append(gets, counterKey) {
+		rec, err := txStore{b}.ReadItem(ctx, txledger.Key{Table: g.Table, PK: g.PK})
+		if err != nil || rec.Lock != nil {
+			t.Fatalf("%s locked after the sweep: %+v %v", g.PK, rec, err)
+		}
+	}
+	txs, err := txStore{b}.ListTx(ctx, time.Now().Add(time.Hour), 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tx := range txs {
+		for _, k := range tx.Items {
+			if k.Table.ID == refs[0].ID || k.Table.ID == refs[1].ID {
+				t.Fatalf("record %s (%v) left after the sweep", tx.ID, tx.State)
+			}
+		}
+	}
+	check("after the sweep")
+	t.Logf("killed after %d acknowledged transfers", n)
+}
+
+// TestSIGKILLChild is the process TestSIGKILLMidTransactions kills: four
+// goroutines run transfers and print "ack" after each acknowledged one.
+func TestSIGKILLChild(t *testing.T) {
+	spec := os.Getenv("EXTENDDB_LEDGER_CHILD")
+	if spec == "" {
+		return // only as the child of TestSIGKILLMidTransactions
+	}
+	var ks string
+	var refs [2]storage.TableRef
+	if _, err := fmt.Sscanf(spec, "%s %d %d %s %d %d %s", &ks, &refs[0].ID, &refs[0].Version, &refs[0].Name, &refs[1].ID, &refs[1].Version, &refs[1].Name); err != nil {
+		t.Fatal(err)
+	}
+	refs[0].Account, refs[1].Account = "ledger", "ledger"
+	b := openT(t, ks)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for {
+				from, to := rng.IntN(6), rng.IntN(6)
+				if from == to {
+					continue
+				}
+				_, err := b.TransactWrite(context.Background(), storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+					{Table: refs[from%2], PK: []byte("acct" + strconv.Itoa(from)), Fn: addFn(-1)},
+					{Table: refs[to%2], PK: []byte("acct" + strconv.Itoa(to)), Fn: addFn(1)},
+					{Table: refs[0], PK: []byte("counter"), Fn: addFn(1)},
+				}})
+				if err == nil {
+					mu.Lock()
+					fmt.Println("ack", w)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
