@@ -218,10 +218,16 @@ func validIdent(s string) bool {
 	return true
 }
 
-// Ping checks that the cluster answers.
+// Ping (readiness) checks that the keyspace answers a read at the
+// consistency the catalog needs (a quorum of its replicas, not just the
+// node the driver talks to).
 func (b *Backend) Ping(ctx context.Context) error {
-	var v string
-	return mapErr(b.s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&v), "ping")
+	var v int
+	err := b.quorum(ctx, `SELECT version FROM schema_migrations WHERE version = 1`).Scan(&v)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return storage.Errorf(storage.KindSchema, "cassandra keyspace %q is not migrated: run `extenddb migrate`", b.opt.Keyspace)
+	}
+	return mapErr(err, "ping")
 }
 
 // Close stops the outbox sweep and closes the session.
