@@ -185,7 +185,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 			}
 		}
 	}
-	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+	// Independent writes (BatchWriteItem is not atomic): one TransactWrite,
+	// or one write each on a backend without multi-item transactions.
+	res, err := e.writeEach(ctx, ops)
 	if err != nil {
 		if e.missing(err, account, slices.Collect(maps.Keys(in.RequestItems))...) {
 			return nil, notFound("")

@@ -21,9 +21,10 @@ func (noMultiItem) TransactWrite(context.Context, storage.TransactWriteParams) (
 	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
 }
 
-// TestBackgroundWithoutTransactions: the TTL sweeper and index backfills
-// write independent items; on a backend without multi-item transactions
-// they write them one by one, so TTL and new indexes work there too.
+// TestBackgroundWithoutTransactions: the TTL sweeper, index backfills and
+// BatchWriteItem write independent items; on a backend without multi-item
+// transactions they write them one by one, so TTL, new indexes and batch
+// writes work there too.
 func TestBackgroundWithoutTransactions(t *testing.T) {
 	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
 	if err != nil {
@@ -42,6 +43,14 @@ func TestBackgroundWithoutTransactions(t *testing.T) {
 		}
 		ok(t)(e.PutItem(ctx, msAccount, &PutItemInput{TableName: ptr(name), Item: attr.Item{"pk": sv(fmt.Sprintf("k%02d", i)),
 			"exp": attr.MustNum(strconv.FormatInt(exp, 10)), "g": sv("x")}}))
+	}
+	// BatchWriteItem: a put and a delete.
+	ok(t)(e.BatchWriteItem(ctx, msAccount, &BatchWriteItemInput{RequestItems: map[string][]WriteRequest{name: {
+		{PutRequest: &PutRequest{Item: attr.Item{"pk": sv("batch"), "g": sv("y")}}},
+		{DeleteRequest: &DeleteRequest{Key: attr.Item{"pk": sv("batch-absent")}}},
+	}}}))
+	if out, err := e.GetItem(ctx, msAccount, &GetItemInput{TableName: ptr(name), Key: attr.Item{"pk": sv("batch")}}); err != nil || out.Item == nil {
+		t.Fatalf("item of BatchWriteItem: %v %v", out, err)
 	}
 	// Backfills: the TTL index and a GSI over items that exist.
 	ok(t)(e.UpdateTimeToLive(ctx, msAccount, &UpdateTimeToLiveInput{TableName: ptr(name),
