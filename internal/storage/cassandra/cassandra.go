@@ -59,6 +59,7 @@ type Backend struct {
 	dirMu    sync.Mutex
 	dirKnown map[dirKey]struct{} // partition directory rows known to exist
 	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
+	dirty    dirtyCache          // change log markers this process wrote (changelog.go)
 
 	closing   chan struct{} // closed by Close: stops the outbox sweep
 	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
@@ -66,6 +67,9 @@ type Backend struct {
 	// skipApply leaves index changes in the outbox (tests: a writer that
 	// died after its LWT).
 	skipApply bool
+	// skipForget leaves published change log records pending (tests: a
+	// publisher that died after its commit).
+	skipForget bool
 }
 
 type dirKey struct {
