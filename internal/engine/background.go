@@ -303,6 +303,24 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 
 const sweepBatch = 500
 
+// readEach reads independent items: one TransactGet, or one GetItem each
+// on a backend that answers KindUnsupported to it.
+func (e *Engine) readEach(ctx context.Context, keys []storage.GetItemParams) (*storage.TransactGetResult, error) {
+	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
+		return res, err
+	}
+	res = &storage.TransactGetResult{Items: make([][]byte, 0, len(keys))}
+	for _, k := range keys {
+		r, err := e.backend.GetItem(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		res.Items = append(res.Items, r.Item)
+	}
+	return res, nil
+}
+
 // writeEach applies independent item writes (a backfill page, a batch of
 // the TTL sweep): they need no atomicity between them, so they go as one
 // TransactWrite where the backend has multi-item atomicity (the cheapest

@@ -291,7 +291,9 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 			keys = append(keys, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 		}
 	}
-	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	// Independent reads (BatchGetItem does not read from one instant):
+	// one TransactGet, or one read each on a backend without it.
+	res, err := e.readEach(ctx, keys)
 	if err != nil {
 		if e.missing(err, account, names...) {
 			return nil, notFound("")

@@ -21,8 +21,12 @@ func (noMultiItem) TransactWrite(context.Context, storage.TransactWriteParams) (
 	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
 }
 
-// TestBackgroundWithoutTransactions: the TTL sweeper, index backfills and
-// BatchWriteItem write independent items; on a backend without multi-item
+func (noMultiItem) TransactGet(context.Context, storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
+}
+
+// TestBackgroundWithoutTransactions: the TTL sweeper, index backfills,
+// BatchWriteItem and BatchGetItem write (read) independent items; on a backend without multi-item
 // transactions they write them one by one, so TTL, new indexes and batch
 // writes work there too.
 func TestBackgroundWithoutTransactions(t *testing.T) {
@@ -51,6 +55,17 @@ func TestBackgroundWithoutTransactions(t *testing.T) {
 	}}}))
 	if out, err := e.GetItem(ctx, msAccount, &GetItemInput{TableName: ptr(name), Key: attr.Item{"pk": sv("batch")}}); err != nil || out.Item == nil {
 		t.Fatalf("item of BatchWriteItem: %v %v", out, err)
+	}
+	// BatchGetItem reads item by item; TransactGetItems and
+	// TransactWriteItems say clearly that the backend cannot.
+	bg, err := e.BatchGetItem(ctx, msAccount, &BatchGetItemInput{RequestItems: map[string]KeysAndAttributes{name: {
+		Keys: []attr.Item{{"pk": sv("batch")}, {"pk": sv("k01")}, {"pk": sv("absent")}}}}})
+	if err != nil || len(bg.Responses[name]) != 2 {
+		t.Fatalf("BatchGetItem: %v %v", bg, err)
+	}
+	_, err = e.TransactGetItems(ctx, msAccount, &TransactGetItemsInput{TransactItems: []TransactGetItem{{Get: &TransactGet{TableName: ptr(name), Key: attr.Item{"pk": sv("batch")}}}}})
+	if code(FromStorage(err)) != CodeValidation {
+		t.Fatalf("TransactGetItems without multi-item reads: %v", err)
 	}
 	// Backfills: the TTL index and a GSI over items that exist.
 	ok(t)(e.UpdateTimeToLive(ctx, msAccount, &UpdateTimeToLiveInput{TableName: ptr(name),

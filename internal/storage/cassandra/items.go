@@ -337,13 +337,12 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 }
 
 // TransactGet needs the shared transaction ledger (issue 15): not yet. A
-// missing table answers KindTableNotFound; otherwise an internal error
-// (KindUnsupported is not a declared kind of TransactGet).
+// missing table answers KindTableNotFound; otherwise KindUnsupported.
 func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
 	for _, k := range p.Keys {
 		if err := b.live(ctx, k.Table); err != nil {
 			return nil, err
 		}
 	}
-	return nil, storage.Errorf(storage.KindInternal, "cassandra: TransactGetItems is not implemented yet (needs the transaction ledger)")
+	return nil, storage.Errorf(storage.KindUnsupported, "cassandra: TransactGetItems is not implemented yet (needs the transaction ledger)")
 }
