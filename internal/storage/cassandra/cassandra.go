@@ -213,7 +213,7 @@ func ensureKeyspace(ctx context.Context, opt Options, create bool) error {
 	}
 	repl := opt.Replication
 	if repl == "" {
-		repl = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+		repl = defaultReplication
 	}
 	return mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
 }

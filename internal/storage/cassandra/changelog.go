@@ -294,19 +294,20 @@ func (b *Backend) published(ctx context.Context, t int64, r pendingRec, last int
 }
 
 type markKey struct {
-	sk  string
-	ver int64
+	pk, sk string
+	ver    int64
 }
 
-// partitionMarks reads the marks of one partition (read after its pending
-// rows, so a mark written before a commit that removed a row is seen).
-func (b *Backend) partitionMarks(ctx context.Context, t int64, pk []byte) (map[markKey][]int64, error) {
-	iter := b.quorum(ctx, `SELECT sk, ver, s FROM log_marks WHERE t = ? AND pk = ?`, t, pk).PageSize(1000).Iter()
+// partitionMarks reads the marks of some partitions (read after their
+// pending rows, so a mark written before a commit that removed a row is
+// seen).
+func (b *Backend) partitionMarks(ctx context.Context, t int64, pks [][]byte) (map[markKey][]int64, error) {
+	iter := b.quorum(ctx, `SELECT pk, sk, ver, s FROM log_marks WHERE t = ? AND pk IN ?`, t, pks).PageSize(1000).Iter()
 	out := map[markKey][]int64{}
-	var sk []byte
+	var pk, sk []byte
 	var ver, s int64
-	for iter.Scan(&sk, &ver, &s) {
-		k := markKey{string(skOf(sk)), ver}
+	for iter.Scan(&pk, &sk, &ver, &s) {
+		k := markKey{string(pk), string(skOf(sk)), ver}
 		out[k] = append(out[k], s)
 	}
 	return out, mapErr(iter.Close(), "change log marks")
@@ -334,59 +335,74 @@ func (b *Backend) collectPending(ctx context.Context, t, last int64, limit int) 
 	var queues [][]pendingRec // one per item, in version order
 	total := 0
 	capped := false
-	for _, d := range ds {
+	// The dirty partitions, 32 at a time: one read of their pending rows,
+	// one of the marks of those that have some.
+	for lo := 0; lo < len(ds); lo += 32 {
 		if total >= collectMax {
 			capped = true
 			break
 		}
-		it := b.quorum(ctx, `SELECT sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk = ? AND kind = 2`, t, d.pk).PageSize(500).Iter()
-		var rows []pendingRec
+		group := ds[lo:min(lo+32, len(ds))]
+		pks := make([][]byte, len(group))
+		for i, d := range group {
+			pks[i] = d.pk
+		}
+		it := b.quorum(ctx, `SELECT pk, sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk IN ? AND kind = 2`, t, pks).PageSize(1000).Iter()
+		rowsOf := map[string][]pendingRec{}
 		var r pendingRec
-		for it.Scan(&r.sk, &r.ver, &r.data, &r.wt) {
-			r.pk = d.pk
+		for it.Scan(&r.pk, &r.sk, &r.ver, &r.data, &r.wt) {
 			r.sk = skOf(r.sk)
-			rows = append(rows, r)
+			rowsOf[string(r.pk)] = append(rowsOf[string(r.pk)], r)
 			r = pendingRec{}
 		}
 		if err := it.Close(); err != nil {
 			return nil, false, mapErr(err, "change log pending")
 		}
-		if len(rows) == 0 {
-			// Empty: remove the marks older than dirtyGrace, then the
-			// marker when it is old and no mark is left (a newer marker,
+		var withRows [][]byte
+		for _, d := range group {
+			if len(rowsOf[string(d.pk)]) > 0 {
+				withRows = append(withRows, d.pk)
+				continue
+			}
+			// Empty and quiet: remove the marks older than dirtyGrace,
+			// then the marker when no mark is left (a newer marker,
 			// written by a writer since, survives: the delete carries the
 			// time it read).
 			old := time.Now().Add(-dirtyGrace).UnixMicro()
-			_ = b.query(ctx, `DELETE FROM log_marks USING TIMESTAMP ? WHERE t = ? AND pk = ?`, old, t, d.pk).Exec()
 			if d.wt < old {
+				_ = b.query(ctx, `DELETE FROM log_marks USING TIMESTAMP ? WHERE t = ? AND pk = ?`, old, t, d.pk).Exec()
 				var s int64
 				err := b.quorum(ctx, `SELECT s FROM log_marks WHERE t = ? AND pk = ? LIMIT 1`, t, d.pk).Scan(&s)
 				if errors.Is(err, gocql.ErrNotFound) {
 					_ = b.query(ctx, `DELETE FROM log_dirty USING TIMESTAMP ? WHERE t = ? AND pk = ?`, d.wt, t, d.pk).Exec()
 				}
 			}
+		}
+		if len(withRows) == 0 {
 			continue
 		}
-		marks, err := b.partitionMarks(ctx, t, d.pk)
+		marks, err := b.partitionMarks(ctx, t, withRows)
 		if err != nil {
 			return nil, false, err
 		}
-		for _, r := range rows {
-			done, err := b.published(ctx, t, r, last, marks[markKey{string(r.sk), r.ver}])
-			if err != nil {
-				return nil, false, err
+		for _, d := range group {
+			for _, r := range rowsOf[string(d.pk)] {
+				done, err := b.published(ctx, t, r, last, marks[markKey{string(r.pk), string(r.sk), r.ver}])
+				if err != nil {
+					return nil, false, err
+				}
+				if done {
+					b.forgetPending(ctx, t, r)
+					continue
+				}
+				n := len(queues)
+				if n == 0 || !bytes.Equal(queues[n-1][0].pk, r.pk) || !bytes.Equal(queues[n-1][0].sk, r.sk) {
+					queues = append(queues, nil)
+					n++
+				}
+				queues[n-1] = append(queues[n-1], r)
+				total++
 			}
-			if done {
-				b.forgetPending(ctx, t, r)
-				continue
-			}
-			n := len(queues)
-			if n == 0 || !bytes.Equal(queues[n-1][0].pk, r.pk) || !bytes.Equal(queues[n-1][0].sk, r.sk) {
-				queues = append(queues, nil)
-				n++
-			}
-			queues[n-1] = append(queues[n-1], r)
-			total++
 		}
 	}
 	// Merge: repeatedly take the queue head with the smallest timestamp.

@@ -27,8 +27,12 @@ type Config struct {
 	ConnectTimeoutMS int `toml:"connect_timeout_ms"`
 }
 
+// defaultReplication is the replication map of a keyspace that
+// `extenddb migrate` creates when none is configured (one node, tests).
+const defaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+
 func defaultConfig() *Config {
-	return &Config{Hosts: "127.0.0.1:9042", Keyspace: "extenddb", Consistency: "LOCAL_QUORUM", SerialConsistency: "LOCAL_SERIAL",
+	return &Config{Hosts: "127.0.0.1:9042", Keyspace: "extenddb", Replication: defaultReplication, Consistency: "LOCAL_QUORUM", SerialConsistency: "LOCAL_SERIAL",
 		TimeoutMS: 10000, ConnectTimeoutMS: 5000}
 }
 
@@ -83,7 +87,7 @@ func Driver() storage.Driver {
 		Keys: []storage.KeyDoc{
 			{Key: "hosts", Default: "127.0.0.1:9042", Doc: "contact points, comma-separated host:port"},
 			{Key: "keyspace", Default: "extenddb", Doc: "keyspace of the backend's tables"},
-			{Key: "replication", Default: "{'class': 'SimpleStrategy', 'replication_factor': 1}", Doc: "replication map of a keyspace created by `extenddb migrate`"},
+			{Key: "replication", Default: defaultReplication, Doc: "replication map of a keyspace created by `extenddb migrate`"},
 			{Key: "consistency", Default: "LOCAL_QUORUM", Doc: "consistency level of plain reads and writes"},
 			{Key: "serial_consistency", Default: "LOCAL_SERIAL", Doc: "serial consistency of lightweight transactions (SERIAL or LOCAL_SERIAL)"},
 			{Key: "timeout_ms", Default: "10000", Doc: "timeout of one request, in milliseconds"},

@@ -156,10 +156,8 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	}
 	nv := cur.Version + 1
 	indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
-	if ch.Log != nil {
-		// The change log record travels in the lock and is written here,
-		// in the release's conditional batch, as WriteItem writes it
-		// (changelog.go: the partition is marked before the LWT).
+	logged := ch.Log != nil // the change log record, committed with the item (changelog.go)
+	if logged {
 		if err := b.markDirty(ctx, t, pk); err != nil {
 			return false, err
 		}
@@ -168,7 +166,7 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	args := []any{item, nv, gocql.TimeUUID(), [][]byte{sk}, t, pk, sk, cur.Version}
 	var applied bool
 	var err error
-	if indexed || ch.Log != nil {
+	if indexed || logged {
 		batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 		batch.SetConsistency(b.cl)
 		batch.SerialConsistency(gocql.SerialConsistency(b.scl))
@@ -176,7 +174,7 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 		if indexed {
 			batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, encodeOutbox(ch))
 		}
-		if ch.Log != nil {
+		if logged {
 			batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 2, ?, ?, ?)`, t, pk, sk, nv, ch.Log)
 		}
 		var iter *gocql.Iter
