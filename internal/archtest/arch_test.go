@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
 	"internal/storage/memory":      {"internal/storage"},
 	"internal/storage/cassandra":   {"internal/storage", "internal/storage/txledger"},
-	// The per-item compare-and-set transaction ledger (ADR 0018), shared
+	// The per-item compare-and-set transaction ledger (ADR 0019), shared
 	// by the backends without multi-item atomicity.
 	"internal/storage/txledger":            {"internal/storage"},
 	"internal/storage/txledger/ledgertest": {"internal/storage", "internal/storage/txledger"},

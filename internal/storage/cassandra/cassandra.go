@@ -8,7 +8,7 @@
 // Data model: one Cassandra partition per DynamoDB item collection
 // (table id, partition key bytes) with the sort key bytes as a blob
 // clustering column, so Query reads in DynamoDB's order natively.
-// Transactions run on the shared per-item ledger (txledger, ADR 0018). Item
+// Transactions run on the shared per-item ledger (txledger, ADR 0019). Item
 // writes are lightweight transactions (LWT) conditioned on the row's
 // version and on the partition's table-version fence. Scan walks a
 // partition directory kept in (KeyHash(pk), pk) order, so the contract's
@@ -52,7 +52,7 @@ type Options struct {
 	// the background (default 1 min; negative: never, e.g. in tests). The
 	// same loop finishes transactions whose coordinator died.
 	OutboxSweep time.Duration
-	// Tx tunes the transaction ledger (lock timeout, waits; ADR 0018).
+	// Tx tunes the transaction ledger (lock timeout, waits; ADR 0019).
 	Tx txledger.Options
 }
 
@@ -75,7 +75,7 @@ type Backend struct {
 	// skipForget leaves published change log records pending (tests: a
 	// publisher that died after its commit).
 	skipForget bool
-	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0018).
+	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0019).
 	tx *txledger.Ledger
 }
 

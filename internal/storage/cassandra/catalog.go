@@ -193,7 +193,7 @@ func (b *Backend) finishPending(ctx context.Context, r *tableRow) error {
 // with items locked by transactions (lks) is fenced only once they are
 // settled, and the raise is conditioned on lks being empty: a
 // transaction that locked an item at the old version either decides
-// before the fence rises or fails to lock (ADR 0018).
+// before the fence rises or fails to lock (ADR 0019).
 func (b *Backend) fencePartition(ctx context.Context, t int64, pk []byte, v int64) error {
 	for {
 		var tv *int64

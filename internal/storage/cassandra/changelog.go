@@ -12,7 +12,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// The change log (storage.ChangeLog; ADR 0020). A write whose change has a
+// The change log (storage.ChangeLog; ADR 0021). A write whose change has a
 // record writes it in the item's conditional batch as an items row of
 // kind 2 (sk, seq = the item's new version, ob = data), after marking the
 // partition dirty (log_dirty). publish moves pending records to the log:

@@ -48,7 +48,7 @@ type current struct {
 	item    []byte
 	ver, tv *int64
 	wid     gocql.UUID
-	// locked: a transaction holds the item (ADR 0018); the write settles
+	// locked: a transaction holds the item (ADR 0019); the write settles
 	// the lock first.
 	locked bool
 }

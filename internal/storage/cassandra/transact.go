@@ -11,7 +11,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
-// Transactions run on the shared ledger (package txledger, ADR 0018).
+// Transactions run on the shared ledger (package txledger, ADR 0019).
 // txStore is its per-item compare-and-set on Cassandra: an item row's
 // lock is its txid/txch columns, set and cleared by LWTs conditioned on
 // the row's ver (which every lock, release and write bumps); the

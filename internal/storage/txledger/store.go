@@ -12,7 +12,7 @@
 //   - a ledger of transaction records (PENDING, COMMITTED, ABORTED) with a
 //     compare-and-set on the state.
 //
-// The protocol (docs/adr/0018-transaction-ledger.md):
+// The protocol (docs/adr/0019-transaction-ledger.md):
 //
 //  1. The coordinator inserts a PENDING transaction record listing every
 //     item it may lock.
