@@ -41,6 +41,75 @@ BACKEND = os.environ.get("EXTENDDB_TEST_BACKEND", "memory")
 _server = {"endpoint": None, "proc": None, "log": None}
 
 
+# ------------------------------------------------------- declared capabilities
+#
+# A backend may declare a capability absent (the Cassandra backend has no
+# snapshot and no backup catalog, so it takes no backups). A test that
+# needs such a capability carries @pytest.mark.capability("backups"). On a
+# server that declares the capability absent, the test's body does not
+# run: instead the test asserts the declaration itself (every operation of
+# the capability answers a ValidationException naming the missing
+# capability, never a 5xx or a silent success) and says so loudly in its
+# output. It passes only when the declaration is exact; it is never skipped.
+
+_capability_probe = {}
+
+
+def _backups_absent(endpoint):
+    """The server's declaration that it takes no backups ("" when it does)."""
+    if "backups" not in _capability_probe:
+        client = _make_client(endpoint, validate=False)
+        msg = ""
+        try:
+            client.create_backup(TableName="capability-probe-no-such-table", BackupName="probe")
+        except client.exceptions.ClientError as e:
+            err = e.response.get("Error", {})
+            if err.get("Code") == "ValidationException" and "does not support backups" in err.get("Message", ""):
+                msg = err["Message"]
+        _capability_probe["backups"] = msg
+    return _capability_probe["backups"]
+
+
+def _assert_backups_declared_absent(endpoint, why):
+    client = _make_client(endpoint, validate=False)
+    arn = "arn:aws:dynamodb:us-east-1:000000000000:table/t/backup/01234567890123-abcdefgh"
+    calls = [
+        lambda: client.create_backup(TableName="capability-t", BackupName="capability-b"),
+        lambda: client.describe_backup(BackupArn=arn),
+        lambda: client.list_backups(),
+        lambda: client.delete_backup(BackupArn=arn),
+        lambda: client.restore_table_from_backup(TargetTableName="capability-t2", BackupArn=arn),
+    ]
+    for call in calls:
+        with pytest.raises(client.exceptions.ClientError) as ei:
+            call()
+        err = ei.value.response["Error"]
+        assert err["Code"] == "ValidationException", err
+        assert err["Message"] == why, err
+    print(f"\nCAPABILITY ABSENT on {BACKEND}: backups: {why} "
+          "(the test asserted this declaration instead of its body)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "capability(name): the test needs a capability a backend may declare absent")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    mark = pyfuncitem.get_closest_marker("capability")
+    if mark is None or "backups" not in mark.args:
+        return None
+    endpoint = pyfuncitem.funcargs.get("endpoint") or _server.get("endpoint")
+    if endpoint is None:
+        return None
+    why = _backups_absent(endpoint)
+    if not why:
+        return None
+    _assert_backups_declared_absent(endpoint, why)
+    return True
+
+
 # ---------------------------------------------------------------- reporting
 
 def pytest_report_header(config):

@@ -70,6 +70,7 @@ def aux_server(tmp_path, **env):
 
 # ------------------------------------------------------------- round trip
 
+@pytest.mark.capability("backups")
 def test_backup_round_trip(ddb, make_table, backup_root):
     table = make_table(GlobalSecondaryIndexes=[{
         "IndexName": "byv", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
@@ -137,6 +138,7 @@ def test_backup_round_trip(ddb, make_table, backup_root):
             time.sleep(0.05)
 
 
+@pytest.mark.capability("backups")
 def test_backup_survives_table_delete(ddb, make_table):
     table = make_table()
     fill(ddb, table, 3)
@@ -150,6 +152,7 @@ def test_backup_survives_table_delete(ddb, make_table):
 
 # ------------------------------------------------------------- listing
 
+@pytest.mark.capability("backups")
 def test_list_backups_paging_and_filters(ddb, make_table):
     table = make_table()
     fill(ddb, table, 2)
@@ -198,6 +201,7 @@ def test_list_backups_validation(ddb_raw):
 
 # ------------------------------------------------------------- errors
 
+@pytest.mark.capability("backups")
 def test_create_backup_table_not_found(ddb):
     expect_error(ddb.create_backup, "TableNotFoundException", TableName="no-such-table-xyz", BackupName="bk1",
                  message="Table not found: no-such-table-xyz")
@@ -213,6 +217,7 @@ def test_create_backup_validation(ddb_raw, table):
                match="Value null at 'backupName' failed to satisfy constraint: Member must not be null")
 
 
+@pytest.mark.capability("backups")
 def test_backup_not_found(ddb, ddb_raw):
     arn = fake_arn()
     expect_error(ddb.describe_backup, "BackupNotFoundException", BackupArn=arn, message=f"Backup not found: {arn}")
@@ -297,6 +302,7 @@ def scan_all(ddb, name, **kw):
             return sorted(items, key=lambda it: (it["pk"]["S"], it.get("sk", {}).get("N", "")))
 
 
+@pytest.mark.capability("backups")
 def test_restore_round_trip(ddb, make_table, table_name):
     src = make_table(range_key=("sk", "N"), GlobalSecondaryIndexes=[{
         "IndexName": "byv", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
@@ -336,6 +342,7 @@ def test_restore_round_trip(ddb, make_table, table_name):
     ddb.delete_backup(BackupArn=arn)
 
 
+@pytest.mark.capability("backups")
 def test_restore_overrides(ddb, make_table, table_name):
     src = make_table(GlobalSecondaryIndexes=[
         {"IndexName": "gi1", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}], "Projection": {"ProjectionType": "KEYS_ONLY"}},
@@ -367,6 +374,7 @@ def test_restore_overrides(ddb, make_table, table_name):
     ddb.delete_backup(BackupArn=arn)
 
 
+@pytest.mark.capability("backups")
 def test_restore_errors(ddb, ddb_raw, table):
     expect_error(ddb.restore_table_from_backup, "BackupNotFoundException", TargetTableName="t-restore-x",
                  BackupArn=fake_arn(), message=f"Backup not found: {fake_arn()}")
@@ -374,6 +382,7 @@ def test_restore_errors(ddb, ddb_raw, table):
                match="Value 'ab' at 'targetTableName' failed to satisfy constraint: Member must have length greater than or equal to 3")
 
 
+@pytest.mark.capability("backups")
 def test_restore_refuses_a_damaged_backup(ddb, make_table, table_name, backup_root):
     if not backup_root:
         pytest.skip("needs the suite's filesystem store")
@@ -612,6 +621,7 @@ root = "{store}"
         log.close()
 
 
+@pytest.mark.capability("backups")
 def test_backup_metrics(ddb, table, endpoint):
     from wire_helpers import raw_get
     arn = ddb.create_backup(TableName=table, BackupName="metered")["BackupDetails"]["BackupArn"]
