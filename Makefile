@@ -55,7 +55,7 @@ test-all:
 ## (scripts/cassandra.sh starts a private node, jars cached in
 ## $$EXTENDDB_CACHE): storagetest and the backend's tests, the served
 ## backend, the wire suite with two servers on one keyspace. make test-all
-## runs it when EXTENDDB_TEST_ALL_CASSANDRA=1.
+## runs it too (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out).
 test-cassandra: build
 	scripts/test-cassandra.sh
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/test-cassandra.sh — every test layer on Apache Cassandra (make
-# test-cassandra; make test-all with EXTENDDB_TEST_ALL_CASSANDRA=1):
+# test-cassandra; make test-all and CI, unless EXTENDDB_TEST_ALL_CASSANDRA=0):
 #   1. the Go tests that run on Cassandra when EXTENDDB_TEST_BACKENDS names
 #      it: storagetest and the backend's own tests (internal/storage/
 #      cassandra), the served backend (internal/server TestServeCassandra),
