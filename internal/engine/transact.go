@@ -374,7 +374,7 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 			case storage.KindTransactionCanceled:
 				return nil, cancellation(se.Reasons)
 			case storage.KindTransactionConflict:
-				return nil, newErr(CodeTransactionConflict, "Transaction is ongoing for the item")
+				return nil, conflictCancellation(len(ops), se.Reasons)
 			}
 		}
 		return nil, err
@@ -409,6 +409,35 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 		}
 	}
 	return out, nil
+}
+
+// conflictCancellation answers a transaction that met another one in
+// progress: DynamoDB cancels it (TransactionCanceledException) with the
+// reason TransactionConflict, not TransactionConflictException (that one
+// is for a single-item write that meets a transaction). When the backend
+// says which operations met the other transaction (reasons of kind
+// KindTransactionConflict), those carry the reason and the others None;
+// when it cannot tell (a serialization failure of the whole transaction),
+// every operation carries it.
+func conflictCancellation(n int, reasons []error) error {
+	known := false
+	for _, r := range reasons {
+		if storage.IsKind(r, storage.KindTransactionConflict) {
+			known = true
+		}
+	}
+	rs := make([]CancellationReason, n)
+	codes := make([]string, n)
+	for i := range rs {
+		rs[i] = CancellationReason{Code: "None"}
+		if !known || (i < len(reasons) && storage.IsKind(reasons[i], storage.KindTransactionConflict)) {
+			rs[i] = CancellationReason{Code: "TransactionConflict", Message: "Transaction is ongoing for the item"}
+		}
+		codes[i] = rs[i].Code
+	}
+	e := newErr(CodeTransactionCanceled, "Transaction cancelled, please refer cancellation reasons for specific reasons [%s]", strings.Join(codes, ", "))
+	e.Reasons = rs
+	return e
 }
 
 // cancellation builds TransactionCanceledException from per-op errors.
@@ -494,6 +523,11 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	if err != nil {
 		if e.missing(err, account, tables...) {
 			return nil, notFound("")
+		}
+		if storage.IsKind(err, storage.KindTransactionConflict) {
+			var se *storage.Error
+			errors.As(err, &se)
+			return nil, conflictCancellation(len(keys), se.Reasons)
 		}
 		return nil, err
 	}
