@@ -199,9 +199,9 @@ func (w *writer) prepare(ctx context.Context) error {
 		sql string
 	}{
 		{&w.getItem, `SELECT item FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
-		{&w.putItem, `INSERT OR REPLACE INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?)`},
+		{&w.putItem, `INSERT INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?) ON CONFLICT (t, h, pk, sk) DO UPDATE SET item = excluded.item`},
 		{&w.delItem, `DELETE FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
-		{&w.putIdx, `INSERT OR REPLACE INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.putIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = excluded.item`},
 		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
 		{&w.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
 		{&w.insertTable, `INSERT INTO tables(account, name, desc, version, created_at) VALUES (?, ?, ?, 1, ?) RETURNING id`},
