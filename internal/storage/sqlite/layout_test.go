@@ -134,3 +134,56 @@ func TestMigrateToRowidItems(t *testing.T) {
 		t.Fatalf("rows after two puts of one key: %d %v", n, err)
 	}
 }
+
+// TestReputIndexEntryInPlace: an update that keeps an item's index key
+// (DeleteIndex and PutIndex name the same entry, as the engine sends for
+// every update of an indexed item) rewrites the entry in place: two row
+// changes (item, entry), not a delete and an insert of the entry.
+func TestReputIndexEntryInPlace(t *testing.T) {
+	b := openT(t, Options{Path: filepath.Join(t.TempDir(), "db.sqlite")})
+	ctx := context.Background()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	key := storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte("gs")}
+	put := func(item string) int64 {
+		t.Helper()
+		var n0, n1 int64
+		err := b.submit(ctx, func(w *writer) error {
+			if err := w.conn.QueryRowContext(bg, `SELECT total_changes()`).Scan(&n0); err != nil {
+				return err
+			}
+			var res storage.WriteItemResult
+			fnErr, err := w.writeItem(&storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func(old []byte) (storage.Change, error) {
+				ch := storage.Change{Op: storage.Put, Item: []byte(item), PutIndex: []storage.IndexEntry{{IndexKey: key, Item: []byte(item)}}}
+				if old != nil {
+					ch.DeleteIndex = []storage.IndexKey{key}
+				}
+				return ch, nil
+			}}, &res)
+			if err == nil {
+				err = fnErr
+			}
+			if err != nil {
+				return err
+			}
+			return w.conn.QueryRowContext(bg, `SELECT total_changes()`).Scan(&n1)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n1 - n0
+	}
+	if n := put("v1"); n != 2 {
+		t.Fatalf("first put: %d row changes, want 2", n)
+	}
+	if n := put("v2"); n != 2 {
+		t.Fatalf("update keeping the index key: %d row changes, want 2 (item and entry in place)", n)
+	}
+	q, err := b.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: key.PK, Forward: true})
+	if err != nil || len(q.Rows) != 1 || string(q.Rows[0].Item) != "v2" {
+		t.Fatalf("index after the update: %+v %v", q, err)
+	}
+}

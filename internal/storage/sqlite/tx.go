@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -480,6 +481,10 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		w.notePend(key, nil)
 	}
 	for _, k := range ch.DeleteIndex {
+		if reput(k, ch.PutIndex) {
+			// The UPSERT below rewrites this entry's row in place.
+			continue
+		}
 		ipk := nz(k.PK)
 		if _, err := w.delIdx.ExecContext(bg, p.Table.ID, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk); err != nil {
 			return nil, fail(err, "sqlite: delete index entry")
@@ -492,6 +497,19 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		}
 	}
 	return nil, nil
+}
+
+// reput reports whether an index key that a change deletes is put again
+// by the same change (an update that keeps an item's index keys): the put
+// replaces the entry, so the delete is skipped.
+func reput(k storage.IndexKey, puts []storage.IndexEntry) bool {
+	for i := range puts {
+		e := &puts[i].IndexKey
+		if e.Index == k.Index && bytes.Equal(e.PK, k.PK) && bytes.Equal(e.SK, k.SK) {
+			return true
+		}
+	}
+	return false
 }
 
 // transactWrite runs every operation inside a savepoint; each Fn sees the
