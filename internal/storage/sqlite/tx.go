@@ -50,34 +50,95 @@ func (b *Backend) submit(ctx context.Context, run func(w *writer) error) error {
 	return op.err
 }
 
+// DefaultCommitWait is the default Options.CommitWait.
+const DefaultCommitWait = defaultCommitWaitUS * time.Microsecond
+
+const defaultCommitWaitUS = 200
+
 // writeLoop is the writer goroutine: group commit of whatever is queued.
+//
+// The commit wait: a commit costs the same few WAL frames and system
+// calls (begin, the right edge of the items table, the commit) whatever
+// the number of writes it carries, and with the writer faster than the
+// HTTP layer in front of it the queue rarely holds more than one write
+// (about 1.4 writes per commit at 16 concurrent clients). So while writes
+// arrive concurrently the writer waits, after taking what is queued, for
+// more writes to join the batch: until the batch is one larger than the
+// previous one or Options.CommitWait has passed. "Concurrently" is
+// learnt: waiting starts when the queue by itself held two writes or
+// more, and stops when a wait for a single write gathered nothing, so a
+// lone client never waits (except once, right after a concurrent
+// stretch).
 func (b *Backend) writeLoop() {
 	defer close(b.done)
 	batch := make([]*wop, 0, b.opts.MaxBatch)
+	var wait *time.Timer
+	if b.opts.CommitWait > 0 {
+		wait = time.NewTimer(time.Hour)
+		wait.Stop()
+	}
+	waiting, prev := false, 0
 	for {
 		op, ok := <-b.ops
 		if !ok {
 			return
 		}
 		batch = append(batch[:0], op)
-	drain:
-		for len(batch) < b.opts.MaxBatch {
-			select {
-			case op, ok := <-b.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, op)
-			default:
-				break drain
-			}
+		open := b.drain(&batch, 0, nil)
+		if len(batch) >= 2 {
+			waiting = true
 		}
+		if open && waiting && wait != nil && len(batch) <= prev && len(batch) < b.opts.MaxBatch {
+			n := len(batch)
+			wait.Reset(b.opts.CommitWait)
+			b.drain(&batch, prev+1, wait.C)
+			wait.Stop()
+			if n == 1 && len(batch) == 1 {
+				waiting = false
+			}
+			b.commitWaits.Add(1)
+		}
+		prev = len(batch)
 		b.batches.Add(1)
 		b.batchedOps.Add(int64(len(batch)))
 		b.runBatch(batch)
 		clear(batch)
 		b.boundWAL()
 	}
+}
+
+// drain appends queued operations to batch, up to MaxBatch: what is
+// queued now when until is nil, else whatever arrives until it fires or
+// the batch holds enough operations. It reports false when the queue is
+// closed.
+func (b *Backend) drain(batch *[]*wop, enough int, until <-chan time.Time) bool {
+	for len(*batch) < b.opts.MaxBatch {
+		if until == nil {
+			select {
+			case op, ok := <-b.ops:
+				if !ok {
+					return false
+				}
+				*batch = append(*batch, op)
+			default:
+				return true
+			}
+			continue
+		}
+		if len(*batch) >= enough {
+			return true
+		}
+		select {
+		case op, ok := <-b.ops:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, op)
+		case <-until:
+			return true
+		}
+	}
+	return true
 }
 
 func answer(op *wop, err error) {
