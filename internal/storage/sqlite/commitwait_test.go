@@ -39,13 +39,9 @@ func TestCommitWait(t *testing.T) {
 	ref := cr.Table.Ref()
 
 	// A lone writer: no wait at all.
-	start := time.Now()
 	putN(t, b, ref, "lone", 30, 0)
 	if w := b.commitWaits.Load(); w != 0 {
 		t.Fatalf("a lone writer waited %d times", w)
-	}
-	if d := time.Since(start); d > 30*20*time.Millisecond/2 {
-		t.Fatalf("30 lone writes took %v", d)
 	}
 
 	// Concurrent writers, each pausing between its writes.
