@@ -18,7 +18,7 @@ import (
 // tables, and the B-trees that are searched by key (items_key, idx_key)
 // hold the keys only. As WITHOUT ROWID tables the whole row was the key
 // of the searched B-tree: a 1 KiB item overflowed its 4 KiB page and every
-// comparison of a search read the overflow page (ADR 0019).
+// comparison of a search read the overflow page (ADR 0022).
 func TestItemsOutsideKeyBTree(t *testing.T) {
 	b := openT(t, Options{Path: filepath.Join(t.TempDir(), "db.sqlite")})
 	ctx := context.Background()
@@ -65,7 +65,7 @@ func TestItemsOutsideKeyBTree(t *testing.T) {
 
 // TestMigrateToRowidItems: a database written with the WITHOUT ROWID
 // layout (migrations 0001 and 0002) keeps its items and index entries
-// through migration 0003.
+// through migrations 0003 (the change log) and 0004 (the rowid layout).
 func TestMigrateToRowidItems(t *testing.T) {
 	ctx := context.Background()
 	old := fstest.MapFS{}

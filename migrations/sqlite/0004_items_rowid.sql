@@ -1,5 +1,5 @@
--- 0003_items_rowid: items and idx become rowid tables with a UNIQUE index
--- on their keys (docs/adr/0019-sqlite-rowid-items.md).
+-- 0004_items_rowid: items and idx become rowid tables with a UNIQUE index
+-- on their keys (docs/adr/0022-sqlite-rowid-items.md).
 --
 -- As WITHOUT ROWID tables, their rows were the keys of their B-trees: a
 -- 1 KiB item made every cell overflow a 4 KiB page (at most ~1000 bytes of
