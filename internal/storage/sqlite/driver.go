@@ -22,6 +22,9 @@ type Config struct {
 	// WALLimitMB is the write-ahead log size at which the writer
 	// checkpoints and empties it (at least 1).
 	WALLimitMB int `toml:"wal_limit_mb"`
+	// CommitWaitUS is how long, in microseconds, the writer waits for more
+	// concurrent writes before committing a batch (0: never waits).
+	CommitWaitUS int `toml:"commit_wait_us"`
 }
 
 // Validate checks the section; errors name the key.
@@ -31,6 +34,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WALLimitMB < 1 {
 		return errors.New("wal_limit_mb must be at least 1")
+	}
+	if c.CommitWaitUS < 0 || c.CommitWaitUS > 100_000 {
+		return errors.New("commit_wait_us must be between 0 and 100000")
 	}
 	return nil
 }
@@ -42,7 +48,7 @@ func configOf(env storage.DriverEnv) *Config {
 	if c, ok := env.Config.(*Config); ok && c != nil {
 		return c
 	}
-	return &Config{ItemCacheMB: 32, WALLimitMB: 32}
+	return &Config{ItemCacheMB: 32, WALLimitMB: 32, CommitWaitUS: defaultCommitWaitUS}
 }
 
 // Driver is the SQLite entry of the server's driver table.
@@ -50,10 +56,11 @@ func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "sqlite",
 		Summary:   "embedded SQLite (the default; data in storage.data_dir, or none kept with storage.memory)",
-		NewConfig: func() any { return &Config{ItemCacheMB: 32, WALLimitMB: 32} },
+		NewConfig: func() any { return &Config{ItemCacheMB: 32, WALLimitMB: 32, CommitWaitUS: defaultCommitWaitUS} },
 		Keys: []storage.KeyDoc{
 			{Key: "item_cache_mb", Default: "32", Doc: "in-memory cache of recently read and written items, in MiB (0 disables it)"},
 			{Key: "wal_limit_mb", Default: "32", Doc: "write-ahead log size at which the writer checkpoints and empties it (at least 1)"},
+			{Key: "commit_wait_us", Default: "200", Doc: "microseconds the writer waits for more concurrent writes to commit with a batch, while writes arrive concurrently (0: never waits)"},
 		},
 		Open:     openDriver,
 		Migrate:  migrateDriver,
@@ -64,7 +71,11 @@ func Driver() storage.Driver {
 
 func openDriver(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 	c := configOf(env)
-	opt := Options{Memory: env.Memory, ItemCacheBytes: c.ItemCacheMB << 20, WALLimitBytes: int64(c.WALLimitMB) << 20}
+	opt := Options{Memory: env.Memory, ItemCacheBytes: c.ItemCacheMB << 20, WALLimitBytes: int64(c.WALLimitMB) << 20,
+		CommitWait: time.Duration(c.CommitWaitUS) * time.Microsecond}
+	if c.CommitWaitUS == 0 {
+		opt.CommitWait = -1
+	}
 	if c.ItemCacheMB == 0 {
 		opt.ItemCacheBytes = -1
 	}

@@ -71,6 +71,10 @@ type Options struct {
 	// MaxBatch bounds the number of write operations committed together
 	// (default 128).
 	MaxBatch int
+	// CommitWait is how long the writer waits for more writes before it
+	// commits a batch, while writes arrive concurrently (see writeLoop);
+	// default DefaultCommitWait, negative: never waits.
+	CommitWait time.Duration
 	// CacheKiB is the page cache of the writer connection in KiB (default
 	// 65536); each reader connection gets a quarter of it.
 	CacheKiB int
@@ -134,6 +138,8 @@ type Backend struct {
 	// batches and batchedOps count the writer's transactions and the
 	// operations they carried (group commit factor = batchedOps/batches).
 	batches, batchedOps atomic.Int64
+	// commitWaits counts the writer's waits for more writes (writeLoop).
+	commitWaits atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
 	readLog, logInfo                         *sql.Stmt
@@ -170,6 +176,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 128
+	}
+	if opts.CommitWait == 0 {
+		opts.CommitWait = DefaultCommitWait
 	}
 	if opts.CacheKiB <= 0 {
 		opts.CacheKiB = 4 << 10

@@ -221,7 +221,7 @@ func TestKeysAreBlobs(t *testing.T) {
 		}
 		rows.Close()
 		p := strings.Join(plan, "; ")
-		if strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "USING PRIMARY KEY") || strings.HasPrefix(p, "SCAN") {
+		if strings.Contains(p, "TEMP B-TREE") || !(strings.Contains(p, "USING INDEX items_key") || strings.Contains(p, "USING INDEX idx_key")) || strings.HasPrefix(p, "SCAN") {
 			t.Errorf("%s\n  plan: %s", q, p)
 		}
 	}
@@ -267,8 +267,8 @@ func TestPagesSeekFromCursor(t *testing.T) {
 		}
 	}
 	at2 := &storage.Cursor{PK: in2, SK: k, BasePK: k, BaseSK: k}
-	const tableSeek = "SEARCH items USING PRIMARY KEY (t=? AND (h,pk,sk)>(?,?,?)"
-	const indexSeek = "SEARCH idx USING PRIMARY KEY (t=? AND ix=? AND (h,ipk,isk,pk,sk)>(?,?,?,?,?)"
+	const tableSeek = "SEARCH items USING INDEX items_key (t=? AND (h,pk,sk)>(?,?,?)"
+	const indexSeek = "SEARCH idx USING INDEX idx_key (t=? AND ix=? AND (h,ipk,isk,pk,sk)>(?,?,?,?,?)"
 	check := func(what string, plan storage.SQLPlan, want string) {
 		t.Helper()
 		args := append(append([]any{ref.ID}, plan.Args...), int64(101))
@@ -290,7 +290,7 @@ func TestPagesSeekFromCursor(t *testing.T) {
 		check(tc.what, storage.PlanScan(tc.p), tc.want)
 	}
 	bd := func(key string, incl bool) *storage.Bound { return &storage.Bound{Key: []byte(key), Inclusive: incl} }
-	const ixq = "SEARCH idx USING PRIMARY KEY (t=? AND ix=? AND h=? AND ipk=? AND "
+	const ixq = "SEARCH idx USING INDEX idx_key (t=? AND ix=? AND h=? AND ipk=? AND "
 	for _, tc := range []struct {
 		what         string
 		lower, upper *storage.Bound
@@ -367,7 +367,7 @@ func TestSnapshotPagesSeek(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if detail != "SEARCH items USING PRIMARY KEY (t=? AND (h,pk,sk)>(?,?,?))" {
+	if detail != "SEARCH items USING INDEX items_key (t=? AND (h,pk,sk)>(?,?,?))" {
 		t.Fatalf("snapshot page plan: %s", detail)
 	}
 }

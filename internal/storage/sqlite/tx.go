@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -49,34 +50,95 @@ func (b *Backend) submit(ctx context.Context, run func(w *writer) error) error {
 	return op.err
 }
 
+// DefaultCommitWait is the default Options.CommitWait.
+const DefaultCommitWait = defaultCommitWaitUS * time.Microsecond
+
+const defaultCommitWaitUS = 200
+
 // writeLoop is the writer goroutine: group commit of whatever is queued.
+//
+// The commit wait: a commit costs the same few WAL frames and system
+// calls (begin, the right edge of the items table, the commit) whatever
+// the number of writes it carries, and with the writer faster than the
+// HTTP layer in front of it the queue rarely holds more than one write
+// (about 1.4 writes per commit at 16 concurrent clients). So while writes
+// arrive concurrently the writer waits, after taking what is queued, for
+// more writes to join the batch: until the batch is one larger than the
+// previous one or Options.CommitWait has passed. "Concurrently" is
+// learnt: waiting starts when the queue by itself held two writes or
+// more, and stops when a wait for a single write gathered nothing, so a
+// lone client never waits (except once, right after a concurrent
+// stretch).
 func (b *Backend) writeLoop() {
 	defer close(b.done)
 	batch := make([]*wop, 0, b.opts.MaxBatch)
+	var wait *time.Timer
+	if b.opts.CommitWait > 0 {
+		wait = time.NewTimer(time.Hour)
+		wait.Stop()
+	}
+	waiting, prev := false, 0
 	for {
 		op, ok := <-b.ops
 		if !ok {
 			return
 		}
 		batch = append(batch[:0], op)
-	drain:
-		for len(batch) < b.opts.MaxBatch {
-			select {
-			case op, ok := <-b.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, op)
-			default:
-				break drain
-			}
+		open := b.drain(&batch, 0, nil)
+		if len(batch) >= 2 {
+			waiting = true
 		}
+		if open && waiting && wait != nil && len(batch) <= prev && len(batch) < b.opts.MaxBatch {
+			n := len(batch)
+			wait.Reset(b.opts.CommitWait)
+			b.drain(&batch, prev+1, wait.C)
+			wait.Stop()
+			if n == 1 && len(batch) == 1 {
+				waiting = false
+			}
+			b.commitWaits.Add(1)
+		}
+		prev = len(batch)
 		b.batches.Add(1)
 		b.batchedOps.Add(int64(len(batch)))
 		b.runBatch(batch)
 		clear(batch)
 		b.boundWAL()
 	}
+}
+
+// drain appends queued operations to batch, up to MaxBatch: what is
+// queued now when until is nil, else whatever arrives until it fires or
+// the batch holds enough operations. It reports false when the queue is
+// closed.
+func (b *Backend) drain(batch *[]*wop, enough int, until <-chan time.Time) bool {
+	for len(*batch) < b.opts.MaxBatch {
+		if until == nil {
+			select {
+			case op, ok := <-b.ops:
+				if !ok {
+					return false
+				}
+				*batch = append(*batch, op)
+			default:
+				return true
+			}
+			continue
+		}
+		if len(*batch) >= enough {
+			return true
+		}
+		select {
+		case op, ok := <-b.ops:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, op)
+		case <-until:
+			return true
+		}
+	}
+	return true
 }
 
 func answer(op *wop, err error) {
@@ -205,9 +267,9 @@ func (w *writer) prepare(ctx context.Context) error {
 		sql string
 	}{
 		{&w.getItem, `SELECT item FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
-		{&w.putItem, `INSERT OR REPLACE INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?)`},
+		{&w.putItem, `INSERT INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?) ON CONFLICT (t, h, pk, sk) DO UPDATE SET item = excluded.item`},
 		{&w.delItem, `DELETE FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
-		{&w.putIdx, `INSERT OR REPLACE INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.putIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = excluded.item`},
 		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
 		{&w.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
 		{&w.insertTable, `INSERT INTO tables(account, name, desc, version, created_at) VALUES (?, ?, ?, 1, ?) RETURNING id`},
@@ -500,6 +562,10 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		w.notePend(key, nil)
 	}
 	for _, k := range ch.DeleteIndex {
+		if reput(k, ch.PutIndex) {
+			// The UPSERT below rewrites this entry's row in place.
+			continue
+		}
 		ipk := nz(k.PK)
 		if _, err := w.delIdx.ExecContext(bg, p.Table.ID, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk); err != nil {
 			return nil, fail(err, "sqlite: delete index entry")
@@ -512,6 +578,19 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		}
 	}
 	return nil, nil
+}
+
+// reput reports whether an index key that a change deletes is put again
+// by the same change (an update that keeps an item's index keys): the put
+// replaces the entry, so the delete is skipped.
+func reput(k storage.IndexKey, puts []storage.IndexEntry) bool {
+	for i := range puts {
+		e := &puts[i].IndexKey
+		if e.Index == k.Index && bytes.Equal(e.PK, k.PK) && bytes.Equal(e.SK, k.SK) {
+			return true
+		}
+	}
+	return false
 }
 
 // transactWrite runs every operation inside a savepoint; each Fn sees the

@@ -1,0 +1,65 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+func putN(t *testing.T, b *Backend, ref storage.TableRef, prefix string, n int, pause time.Duration) {
+	t.Helper()
+	for i := range n {
+		_, err := b.WriteItem(context.Background(), storage.WriteItemParams{Table: ref, PK: fmt.Appendf(nil, "%s-%d", prefix, i), Blind: true,
+			Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: []byte("{}")}, nil }})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if pause > 0 {
+			time.Sleep(pause)
+		}
+	}
+}
+
+// TestCommitWait: writers that arrive concurrently, but each a little
+// after the previous commit (as HTTP requests do), are gathered into
+// batches by the commit wait; a lone writer never waits, including right
+// after a concurrent stretch (at most one wait to learn it).
+func TestCommitWait(t *testing.T) {
+	b := openT(t, Options{Path: filepath.Join(t.TempDir(), "db.sqlite"), CommitWait: 20 * time.Millisecond})
+	cr, err := b.CreateTable(context.Background(), storage.CreateTableParams{Account: "a", Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+
+	// A lone writer: no wait at all.
+	putN(t, b, ref, "lone", 30, 0)
+	if w := b.commitWaits.Load(); w != 0 {
+		t.Fatalf("a lone writer waited %d times", w)
+	}
+
+	// Concurrent writers, each pausing between its writes.
+	batches0, ops0 := b.batches.Load(), b.batchedOps.Load()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() { putN(t, b, ref, fmt.Sprint("c", g), 20, 300*time.Microsecond) })
+	}
+	wg.Wait()
+	perCommit := float64(b.batchedOps.Load()-ops0) / float64(b.batches.Load()-batches0)
+	if perCommit < 3 {
+		t.Fatalf("concurrent writers: %.2f writes per commit, want at least 3", perCommit)
+	}
+
+	// Alone again: at most one wait to learn it.
+	w0 := b.commitWaits.Load()
+	putN(t, b, ref, "again", 20, 0)
+	if w := b.commitWaits.Load() - w0; w > 1 {
+		t.Fatalf("a lone writer after a concurrent stretch waited %d times", w)
+	}
+}
