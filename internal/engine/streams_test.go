@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -472,4 +474,40 @@ func TestStreamNeedsChangeLog(t *testing.T) {
 	if code(err) != CodeValidation || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("stream on a backend without a change log: %v", err)
 	}
+}
+
+// TestGetRecordsServerTime measures, when EXTENDDB_STREAM_BENCH is set,
+// the server's part of GetRecords of 1,000 records (~1 KB items,
+// NEW_AND_OLD_IMAGES, SQLite): the engine call and the JSON encoding.
+func TestGetRecordsServerTime(t *testing.T) {
+	if os.Getenv("EXTENDDB_STREAM_BENCH") == "" {
+		t.Skip("EXTENDDB_STREAM_BENCH not set")
+	}
+	ctx := context.Background()
+	e, _ := newStreamEngine(t)
+	arn := streamTable(t, e, "bench", "NEW_AND_OLD_IMAGES")
+	pad := strings.Repeat("x", 900)
+	for i := 0; i < 1000; i++ {
+		put(t, e, "bench", attr.Item{"pk": attr.StrValue(strconv.Itoa(i)), "v": attr.StrValue(pad)})
+	}
+	sh := shards(t, e, arn)[0].ShardId
+	var lat []time.Duration
+	buf := make([]byte, 0, 2<<20)
+	for i := 0; i < 300; i++ {
+		it := iter(t, e, arn, sh, "TRIM_HORIZON", nil)
+		start := time.Now()
+		out, err := e.GetRecords(ctx, acct, &GetRecordsInput{ShardIterator: &it})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if buf, err = out.AppendJSON(buf[:0]); err != nil {
+			t.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		if len(out.recs) != 1000 {
+			t.Fatalf("%d records", len(out.recs))
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("GetRecords of 1,000 records, server side: p50 %v, p99 %v, max %v (%d bytes)", lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], len(buf))
 }

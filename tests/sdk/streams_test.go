@@ -603,3 +603,47 @@ func rawGetRecords(url, it string) string {
 	return fmt.Sprintf("; raw: status %d, %d bytes (Content-Length %s), read err %v, valid JSON %v, crc %s, tail %q",
 		res.StatusCode, len(b), res.Header.Get("Content-Length"), err, json.Valid(b), res.Header.Get("X-Amz-Crc32"), tail)
 }
+
+// TestGetRecordsLatency measures GetRecords of 1,000 records of 1 KB
+// items (NEW_AND_OLD_IMAGES) when EXTENDDB_STREAM_BENCH is set (the
+// figure in docs/benchmarks.md): p50 and p99 over 200 reads.
+func TestGetRecordsLatency(t *testing.T) {
+	if os.Getenv("EXTENDDB_STREAM_BENCH") == "" {
+		t.Skip("EXTENDDB_STREAM_BENCH not set")
+	}
+	ctx := context.Background()
+	c := client(t)
+	name, arn := createStreamTable(t, c, types.StreamViewTypeNewAndOldImages)
+	pad := strings.Repeat("x", 900) // 1,000 records stay under the 1 MB page
+	for i := 0; i < 1000; i++ {
+		if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("k%04d", i)}, "v": &types.AttributeValueMemberS{Value: pad}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := streamsClient(endpoint)
+	d, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lat []time.Duration
+	for i := 0; i < 200; i++ {
+		it, err := sc.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn),
+			ShardId: d.StreamDescription.Shards[0].ShardId, ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		if len(out.Records) != 1000 {
+			t.Fatalf("%d records", len(out.Records))
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("GetRecords of 1,000 records (~1 KB items, NEW_AND_OLD_IMAGES, client decode included): p50 %v, p99 %v, max %v",
+		lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+}
