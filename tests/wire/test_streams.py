@@ -332,3 +332,27 @@ def test_rollover_and_retention(tmp_path):
         recs = read_stream(streams, arn)
         assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in recs] == written[len(written) - len(recs):]
         assert len(recs) < len(written)
+
+
+def test_stream_metrics(ddb, streams, make_table, endpoint):
+    import urllib.request
+
+    def metric(text, name):
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    def scrape():
+        with urllib.request.urlopen(endpoint + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    before = scrape()
+    t = stream_table(make_table, "KEYS_ONLY")
+    arn = latest_arn(ddb, t)
+    for k in "abc":
+        ddb.put_item(TableName=t, Item={"pk": S(k)})
+    assert len(read_stream(streams, arn)) == 3
+    after = scrape()
+    assert metric(after, "extenddb_stream_records_written_total") - metric(before, "extenddb_stream_records_written_total") >= 3
+    assert metric(after, "extenddb_stream_records_read_total") - metric(before, "extenddb_stream_records_read_total") >= 3
