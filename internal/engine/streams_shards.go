@@ -213,7 +213,13 @@ func (e *Engine) streamLoop(ctx context.Context) {
 			lastTrim = time.Now()
 		}
 		e.forEachTable(ctx, func(t *table) {
-			if ctx.Err() != nil || len(t.stored.Streams) == 0 {
+			if ctx.Err() != nil {
+				return
+			}
+			if len(t.stored.Streams) == 0 {
+				if err := e.adoptStream(ctx, t); err != nil {
+					e.log.Warn("stream adoption", "table", t.ref.Name, "err", err)
+				}
 				return
 			}
 			if err := e.settleShards(ctx, t); err != nil {
@@ -234,6 +240,43 @@ func (e *Engine) streamLoop(ctx context.Context) {
 		case <-time.After(e.streamCheck):
 		}
 	}
+}
+
+// adoptStream gives a table whose description enables a stream but has no
+// stream state (created by a version without streams) its stream: the
+// label it already shows, one shard from the log's current end.
+func (e *Engine) adoptStream(ctx context.Context, t *table) error {
+	ss := t.stored.Desc.StreamSpecification
+	if ss == nil || ss.StreamEnabled == nil || !*ss.StreamEnabled || t.stored.Desc.LatestStreamLabel == "" {
+		return nil
+	}
+	from, err := e.logLast(ctx, t.ref)
+	if err != nil {
+		return err
+	}
+	now := e.now()
+	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: t.ref.Account, Name: t.ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
+		if old.ID != t.ref.ID {
+			return nil, errNothingToSettle
+		}
+		var st storedTable
+		if err := json.Unmarshal(old.Desc, &st); err != nil {
+			return nil, err
+		}
+		if len(st.Streams) != 0 || st.Desc.StreamSpecification == nil {
+			return nil, errNothingToSettle
+		}
+		label, arn := st.Desc.LatestStreamLabel, st.Desc.LatestStreamArn
+		st.enableStream(st.Desc.StreamSpecification.StreamViewType, now, from)
+		st.Streams[0].Label = label
+		st.Desc.LatestStreamLabel, st.Desc.LatestStreamArn = label, arn
+		return json.Marshal(&st)
+	}})
+	e.tables.drop(t.ref.Account, t.ref.Name)
+	if err == errNothingToSettle || storage.IsKind(err, storage.KindTableNotFound) {
+		return nil
+	}
+	return err
 }
 
 // streamMetrics are the /metrics of DynamoDB Streams.

@@ -511,3 +511,41 @@ func TestGetRecordsServerTime(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("GetRecords of 1,000 records, server side: p50 %v, p99 %v, max %v (%d bytes)", lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], len(buf))
 }
+
+// TestStreamAdoptsLegacyTable: a table stored by a version without
+// streams (StreamSpecification and label, no stream state) gets its
+// stream from the background loop, under the label it shows.
+func TestStreamAdoptsLegacyTable(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newStreamEngine(t)
+	e.streamCheck = 20 * time.Millisecond
+	arn := streamTable(t, e, "legacy", "KEYS_ONLY")
+	if _, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: acct, Name: "legacy", Fn: func(old *storage.Table) ([]byte, error) {
+		var st storedTable
+		if err := json.Unmarshal(old.Desc, &st); err != nil {
+			return nil, err
+		}
+		st.Streams, st.ShardGen = nil, 0
+		return json.Marshal(&st)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	e.tables.drop(acct, "legacy")
+	e.Start(ctx, []string{acct})
+	defer e.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := e.DescribeStream(ctx, acct, &DescribeStreamInput{StreamArn: &arn}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("legacy stream not adopted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.tables.drop(acct, "legacy")
+	put(t, e, "legacy", item("a", "1"))
+	if recs := readAll(t, e, arn); len(recs) != 1 {
+		t.Fatalf("records %+v", recs)
+	}
+}
