@@ -107,13 +107,9 @@ func (e *Engine) parseStreamArn(member string, arn *string) (streamRef, error) {
 		return streamRef{}, c.err()
 	}
 	a := *arn
-	if len(a) < 37 || len(a) > 1024 {
-		c.add(a, member, "Member must have length greater than or equal to 37")
-		if len(a) > 1024 {
-			c = constraintErrors{}
-			c.add(a, member, "Member must have length less than or equal to 1024")
-		}
-		return streamRef{}, c.err()
+	checkLength(&c, a, member, 37, 1024)
+	if err := c.err(); err != nil {
+		return streamRef{}, err
 	}
 	// arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
 	parts := strings.SplitN(a, ":", 6)
@@ -152,6 +148,16 @@ func (e *Engine) findStream(ctx context.Context, account string, r streamRef) (*
 		return nil, nil, streamNotFound(r.arn)
 	}
 	return t, s, nil
+}
+
+// checkLength adds the service's length constraint errors of a member.
+func checkLength(c *constraintErrors, v, member string, lo, hi int) {
+	if len(v) < lo {
+		c.add(v, member, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
+	}
+	if len(v) > hi {
+		c.add(v, member, fmt.Sprintf("Member must have length less than or equal to %d", hi))
+	}
 }
 
 func streamLimit(c *constraintErrors, limit *int64, hi int64) int {
@@ -299,8 +305,8 @@ func streamStatus(s *streamState) string {
 func (e *Engine) DescribeStream(ctx context.Context, account string, in *DescribeStreamInput) (*DescribeStreamOutput, error) {
 	var c constraintErrors
 	limit := streamLimit(&c, in.Limit, 100)
-	if in.ExclusiveStartShardId != nil && (len(*in.ExclusiveStartShardId) < 28 || len(*in.ExclusiveStartShardId) > 65) {
-		c.add(*in.ExclusiveStartShardId, "exclusiveStartShardId", "Member must have length greater than or equal to 28")
+	if in.ExclusiveStartShardId != nil {
+		checkLength(&c, *in.ExclusiveStartShardId, "exclusiveStartShardId", 28, 65)
 	}
 	if err := c.err(); err != nil {
 		return nil, err
@@ -427,12 +433,8 @@ func (e *Engine) GetShardIterator(ctx context.Context, account string, in *GetSh
 	var c constraintErrors
 	if in.ShardId == nil {
 		c.add(nil, "shardId", "Member must not be null")
-	} else if n := len(*in.ShardId); n < 28 || n > 65 {
-		if n < 28 {
-			c.add(*in.ShardId, "shardId", "Member must have length greater than or equal to 28")
-		} else {
-			c.add(*in.ShardId, "shardId", "Member must have length less than or equal to 65")
-		}
+	} else {
+		checkLength(&c, *in.ShardId, "shardId", 28, 65)
 	}
 	typ := ""
 	if in.ShardIteratorType == nil {
@@ -445,12 +447,8 @@ func (e *Engine) GetShardIterator(ctx context.Context, account string, in *GetSh
 			c.add(typ, "shardIteratorType", "Member must satisfy enum value set: [AFTER_SEQUENCE_NUMBER, LATEST, AT_SEQUENCE_NUMBER, TRIM_HORIZON]")
 		}
 	}
-	if in.SequenceNumber != nil && (len(*in.SequenceNumber) < 21 || len(*in.SequenceNumber) > 40) {
-		if len(*in.SequenceNumber) < 21 {
-			c.add(*in.SequenceNumber, "sequenceNumber", "Member must have length greater than or equal to 21")
-		} else {
-			c.add(*in.SequenceNumber, "sequenceNumber", "Member must have length less than or equal to 40")
-		}
+	if in.SequenceNumber != nil {
+		checkLength(&c, *in.SequenceNumber, "sequenceNumber", 21, 40)
 	}
 	if in.StreamArn == nil {
 		c.add(nil, "streamArn", "Member must not be null")
@@ -542,12 +540,8 @@ func (e *Engine) GetRecords(ctx context.Context, account string, in *GetRecordsI
 	limit := streamLimit(&c, in.Limit, 1000)
 	if in.ShardIterator == nil {
 		c.add(nil, "shardIterator", "Member must not be null")
-	} else if n := len(*in.ShardIterator); n < 1 || n > 2048 {
-		if n < 1 {
-			c.add(*in.ShardIterator, "shardIterator", "Member must have length greater than or equal to 1")
-		} else {
-			c.add(*in.ShardIterator, "shardIterator", "Member must have length less than or equal to 2048")
-		}
+	} else {
+		checkLength(&c, *in.ShardIterator, "shardIterator", 1, 2048)
 	}
 	if err := c.err(); err != nil {
 		return nil, err
