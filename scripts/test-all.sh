@@ -75,4 +75,7 @@ EXTENDDB_ENDPOINTS="http://127.0.0.1:18101,http://127.0.0.1:18102" go test -coun
 echo "== streams consumer and crash tests (20 s of load each)"
 EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/ 2>&1 \
   | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
+echo "== streams crash test on postgres"
+EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$wire_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/ 2>&1 \
+  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
 echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS], stores [$EXTENDDB_TEST_STORES]"

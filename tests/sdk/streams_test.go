@@ -471,7 +471,11 @@ func repoRoot(t *testing.T) string {
 
 func startServer(t *testing.T, bin, dataDir string, port int) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", dataDir)
+	args := []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", dataDir}
+	if dsn := os.Getenv("EXTENDDB_STREAM_CRASH_POSTGRES_DSN"); dsn != "" {
+		args = []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--backend", "postgres", "--dsn", dsn}
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "EXTENDDB__STREAMS__SHARD_ROLLOVER=2s", "EXTENDDB__BACKUP__STORE__KIND=disabled")
 	logf, err := os.OpenFile(filepath.Join(dataDir, "..", "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -495,7 +499,9 @@ func startServer(t *testing.T, bin, dataDir string, port int) *exec.Cmd {
 	}
 }
 
-// TestStreamCrash: the server (SQLite on disk) is killed with SIGKILL
+// TestStreamCrash: the server (SQLite on disk, or PostgreSQL with
+// EXTENDDB_STREAM_CRASH_POSTGRES_DSN naming a migrated database) is
+// killed with SIGKILL
 // under the consumer test's load and restarted; every acknowledged write
 // has its record, and replaying the stream reproduces the table.
 //
@@ -518,6 +524,9 @@ func TestStreamCrash(t *testing.T) {
 	}
 	port := freePort(t)
 	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
