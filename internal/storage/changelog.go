@@ -9,7 +9,9 @@ import (
 // change records written atomically with the items they describe. The
 // engine builds DynamoDB Streams on it (shards, iterators and stream
 // labels are the engine's; the backend keeps ordered, durable records).
-// Design: docs/adr (the change log ADR) and docs/architecture.md.
+// Design: docs/adr/0018-change-log.md and docs/architecture.md. Callers
+// get it with ChangeLogs (which also finds it under storage.Checked), not
+// with a type assertion.
 //
 // The contract:
 //
@@ -42,10 +44,11 @@ type ChangeLog interface {
 	// bound), though it always returns at least one record when one
 	// exists.
 	ReadLog(ctx context.Context, p ReadLogParams) (*ReadLogResult, error)
-	// LogInfo describes the readable log: the first and last Seq present
-	// (0 and 0 when empty; Last is the highest Seq ever assigned even when
-	// trimmed since, so a reader can tell "nothing new" from "trimmed")
-	// and the number of records present.
+	// LogInfo describes the readable log: First is the lowest Seq present
+	// (0 when no record is); Last is the highest Seq ever assigned (0 when
+	// none ever was), kept when its record is trimmed, so a reader can
+	// tell "nothing new" from "trimmed"; Count is the number of records
+	// present.
 	LogInfo(ctx context.Context, p LogInfoParams) (*LogInfoResult, error)
 	// TrimLog removes the records whose At is before Before.
 	TrimLog(ctx context.Context, p TrimLogParams) (*TrimLogResult, error)

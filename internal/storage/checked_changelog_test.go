@@ -42,7 +42,9 @@ func TestCheckedChangeLog(t *testing.T) {
 	}
 	ctx := context.Background()
 	now := time.Now()
-	rec := func(seq int64, at time.Time, n int) LogRecord { return LogRecord{Seq: seq, At: at, Data: make([]byte, n)} }
+	rec := func(seq int64, at time.Time, n int) LogRecord {
+		return LogRecord{Seq: seq, At: at, Data: make([]byte, n)}
+	}
 	cases := []struct {
 		name string
 		recs []LogRecord

@@ -79,9 +79,12 @@ ON CONFLICT (t) DO UPDATE SET seq = EXCLUDED.seq, at = EXCLUDED.at`
         FROM (SELECT seq, at, data FROM changelog WHERE t = tb.id AND seq > $2 ORDER BY seq LIMIT $3) s
     ) c WHERE $4::bigint = 0 OR c.cum <= $4::bigint OR c.rn = 1
 ) w ON true WHERE tb.id = $1 ORDER BY w.seq`
+	// sqlLogInfo: the first and last Seq present and the last assigned.
+	// Publications number consecutively and trimming removes a prefix, so
+	// the records present are exactly first..last: three index lookups.
 	sqlLogInfo = `SELECT coalesce((SELECT min(seq) FROM changelog WHERE t = $1), 0),
-       coalesce((SELECT seq FROM changelog_last WHERE t = $1), 0),
-       (SELECT count(*) FROM changelog WHERE t = $1)
+       coalesce((SELECT max(seq) FROM changelog WHERE t = $1), 0),
+       coalesce((SELECT seq FROM changelog_last WHERE t = $1), 0)
 FROM tables WHERE id = $1`
 	// sqlTrimLog removes the prefix of records before $2: those before
 	// the first record at or after it (At is non-decreasing in Seq, so
@@ -189,15 +192,19 @@ func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storag
 	return res, nil
 }
 
-// LogInfo implements storage.ChangeLog (publishing first). Count counts
-// the table's records.
+// LogInfo implements storage.ChangeLog (publishing first). Seqs of a
+// table are consecutive, so Count is last present - first + 1.
 func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storage.LogInfoResult, error) {
 	if err := b.publishLog(ctx, p.Table); err != nil {
 		return nil, err
 	}
 	res := &storage.LogInfoResult{}
 	err := b.read(ctx, "postgres: change log info", func(c *pgxpool.Conn) error {
-		err := c.QueryRow(ctx, sqlLogInfo, p.Table.ID).Scan(&res.First, &res.Last, &res.Count)
+		var present int64
+		err := c.QueryRow(ctx, sqlLogInfo, p.Table.ID).Scan(&res.First, &present, &res.Last)
+		if err == nil && res.First > 0 {
+			res.Count = present - res.First + 1
+		}
 		if err == pgx.ErrNoRows {
 			return tableNotFound(p.Table)
 		}
@@ -209,9 +216,14 @@ func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storag
 	return res, nil
 }
 
-// TrimLog implements storage.ChangeLog: one transaction that holds the
-// table's catalog row (FOR KEY SHARE) and removes the prefix.
+// TrimLog implements storage.ChangeLog: it publishes what is pending (so
+// that the background trimmer also bounds the pending rows of a table
+// nobody reads), then one transaction that holds the table's catalog row
+// (FOR KEY SHARE) removes the prefix.
 func (b *Backend) TrimLog(ctx context.Context, p storage.TrimLogParams) (*storage.TrimLogResult, error) {
+	if err := b.publishLog(ctx, p.Table); err != nil {
+		return nil, err
+	}
 	res := &storage.TrimLogResult{}
 	live := false
 	err := b.write(ctx, "postgres: trim change log", func(x *txn) error {
