@@ -678,7 +678,7 @@ func (o *GetRecordsOutput) AppendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"SequenceNumber":"`...)
 		dst = append(dst, seqString(rec.Seq)...)
 		dst = append(dst, `","SizeBytes":`...)
-		dst = strconv.AppendInt(dst, int64(rawSize(r.keys)+rawSize(r.newRaw)+rawSize(r.oldRaw)), 10)
+		dst = strconv.AppendInt(dst, r.size, 10)
 		dst = append(dst, `,"StreamViewType":"`...)
 		dst = append(dst, o.view...)
 		dst = append(dst, `"},"eventID":"`...)
