@@ -335,7 +335,7 @@ func scanTable(t *testing.T, c *dynamodb.Client, name string) map[string]string 
 // load runs 8 writers of puts, updates, deletes and transactions on 1,000
 // keys until stop; it returns the v tokens of acknowledged puts and
 // updates.
-func load(ctx context.Context, c *dynamodb.Client, name string, stop <-chan struct{}) (*sync.Map, *atomic.Int64) {
+func load(ctx context.Context, clients []*dynamodb.Client, name string, stop <-chan struct{}) (*sync.Map, *atomic.Int64) {
 	var acked sync.Map
 	var n atomic.Int64
 	var wg sync.WaitGroup
@@ -343,6 +343,7 @@ func load(ctx context.Context, c *dynamodb.Client, name string, stop <-chan stru
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			c := clients[w%len(clients)]
 			r := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			key := func() types.AttributeValue {
 				return &types.AttributeValueMemberS{Value: fmt.Sprintf("k%03d", r.IntN(1000))}
@@ -402,13 +403,21 @@ func consumerSeconds() time.Duration {
 // TestStreamConsumer: 8 writers on 1,000 keys while a consumer follows
 // every shard from TRIM_HORIZON; replaying the records reproduces the
 // table (EXTENDDB_STREAM_CONSUMER_SECONDS, default 3; make test-all: 20).
+// Against several servers on one database (EXTENDDB_ENDPOINTS) the
+// writers use all of them.
 func TestStreamConsumer(t *testing.T) {
 	ctx := context.Background()
 	c := client(t)
 	name, arn := createStreamTable(t, c, types.StreamViewTypeNewAndOldImages)
 	cons := newConsumer(streamsClient(endpoint), endpoint, arn)
 	stop := make(chan struct{})
-	_, writes := load(ctx, c, name, stop)
+	// With EXTENDDB_ENDPOINTS (servers sharing one database) the writers
+	// are spread over every server.
+	var clients []*dynamodb.Client
+	for _, ep := range endpoints {
+		clients = append(clients, clientOf(t, ep))
+	}
+	_, writes := load(ctx, clients, name, stop)
 	end := time.Now().Add(consumerSeconds())
 	for time.Now().Before(end) {
 		if _, err := cons.poll(ctx); err != nil {
@@ -549,7 +558,7 @@ func TestStreamCrash(t *testing.T) {
 	}
 	arn := aws.ToString(out.TableDescription.LatestStreamArn)
 	stop := make(chan struct{})
-	acked, writes := load(ctx, c, name, stop)
+	acked, writes := load(ctx, []*dynamodb.Client{c}, name, stop)
 	time.Sleep(consumerSeconds())
 	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
