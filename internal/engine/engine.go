@@ -46,6 +46,9 @@ type Options struct {
 	// StreamTrimInterval is how often records past retention are trimmed;
 	// default 1m.
 	StreamTrimInterval time.Duration
+	// StreamIteratorLifetime is how long a shard iterator may be used;
+	// default IteratorLifetime (15 minutes, as DynamoDB).
+	StreamIteratorLifetime time.Duration
 }
 
 // Engine executes DynamoDB operations.
@@ -66,6 +69,8 @@ type Engine struct {
 	retention     time.Duration
 	streamCheck   time.Duration
 	trimInterval  time.Duration
+	// iteratorLifetime bounds the use of a shard iterator.
+	iteratorLifetime time.Duration
 }
 
 // New returns an engine over a backend.
@@ -91,6 +96,7 @@ func New(b storage.Backend, opt Options) *Engine {
 	e.retention = orDefault(opt.StreamRetention, defaultStreamRetention)
 	e.streamCheck = orDefault(opt.StreamCheckInterval, 10*time.Second)
 	e.trimInterval = orDefault(opt.StreamTrimInterval, time.Minute)
+	e.iteratorLifetime = orDefault(opt.StreamIteratorLifetime, IteratorLifetime)
 	e.sweepInterval = opt.SweepInterval
 	if e.sweepInterval <= 0 {
 		e.sweepInterval = 5 * time.Second

@@ -551,9 +551,9 @@ func (e *Engine) GetRecords(ctx context.Context, account string, in *GetRecordsI
 		return nil, err
 	}
 	now := e.now()
-	if issued := time.UnixMilli(it.issued); now.Sub(issued) > IteratorLifetime {
+	if issued := time.UnixMilli(it.issued); now.Sub(issued) > e.iteratorLifetime {
 		return nil, newErr(CodeExpiredIterator, "Iterator expired. The iterator was created at time %s while right now it is %s which is further in the future than the tolerated delay of %d milliseconds.",
-			issued.UTC().Format(time.UnixDate), now.UTC().Format(time.UnixDate), IteratorLifetime.Milliseconds())
+			issued.UTC().Format(time.UnixDate), now.UTC().Format(time.UnixDate), e.iteratorLifetime.Milliseconds())
 	}
 	arn := e.tableArn(it.account, it.table) + "/stream/" + it.label
 	if it.account != account {

@@ -19,7 +19,8 @@ import (
 const (
 	defaultShardInterval   = 4 * time.Hour
 	defaultStreamRetention = 24 * time.Hour
-	// IteratorLifetime is how long a shard iterator may be used.
+	// IteratorLifetime is how long a shard iterator may be used by
+	// default (streams.iterator_lifetime).
 	IteratorLifetime = 15 * time.Minute
 )
 

@@ -356,3 +356,23 @@ def test_stream_metrics(ddb, streams, make_table, endpoint):
     after = scrape()
     assert metric(after, "extenddb_stream_records_written_total") - metric(before, "extenddb_stream_records_written_total") >= 3
     assert metric(after, "extenddb_stream_records_read_total") - metric(before, "extenddb_stream_records_read_total") >= 3
+
+
+def test_expired_iterator(tmp_path):
+    with own_server(tmp_path, EXTENDDB__STREAMS__ITERATOR_LIFETIME="1s") as (ddb, streams, raw):
+        t = unique_table_name("expiry")
+        ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                         BillingMode="PAY_PER_REQUEST",
+                         StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+        wait_active(ddb, t)
+        arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        nxt = streams.get_records(ShardIterator=it)["NextShardIterator"]
+        time.sleep(1.5)
+        e = expect_error(raw.get_records, "ExpiredIteratorException", ShardIterator=nxt)
+        assert e.message.startswith("Iterator expired. The iterator was created at time ")
+        # a fresh iterator reads again
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        assert streams.get_records(ShardIterator=it)["Records"] == []
