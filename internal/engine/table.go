@@ -719,6 +719,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	}
 	d := withStats(dt.describe(), e.peekStats(dt.ref.ID))
 	e.forgetStats(dt.ref.ID)
+	e.sm.backlog.DeleteLabelValues(account, name) // the log went with the table
 	return &DeleteTableOutput{TableDescription: &DeletedTableDescription{
 		TableName: d.TableName, TableId: d.TableId, TableArn: d.TableArn, TableStatus: "DELETING",
 		ProvisionedThroughput: d.ProvisionedThroughput, BillingModeSummary: d.BillingModeSummary,

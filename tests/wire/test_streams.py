@@ -376,3 +376,25 @@ def test_expired_iterator(tmp_path):
         # a fresh iterator reads again
         it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         assert streams.get_records(ShardIterator=it)["Records"] == []
+
+
+def test_ttl_deletion_record(ddb, streams, make_table):
+    t = stream_table(make_table, "NEW_AND_OLD_IMAGES")
+    arn = latest_arn(ddb, t)
+    ddb.update_time_to_live(TableName=t, TimeToLiveSpecification={"Enabled": True, "AttributeName": "exp"})
+    ddb.put_item(TableName=t, Item={"pk": S("gone"), "exp": {"N": str(int(time.time()) - 60)}})
+    ddb.put_item(TableName=t, Item={"pk": S("user")})
+    ddb.delete_item(TableName=t, Key={"pk": S("user")})
+    deadline = time.monotonic() + 60
+    while True:
+        recs = read_stream(streams, arn)
+        ttl = [r for r in recs if r["eventName"] == "REMOVE" and r["dynamodb"]["Keys"]["pk"] == S("gone")]
+        if ttl:
+            break
+        assert time.monotonic() < deadline, f"no TTL deletion record: {recs}"
+        time.sleep(0.5)
+    r = ttl[0]
+    assert r["userIdentity"] == {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+    assert r["dynamodb"]["OldImage"]["pk"] == S("gone") and "NewImage" not in r["dynamodb"]
+    user = [r for r in recs if r["eventName"] == "REMOVE" and r["dynamodb"]["Keys"]["pk"] == S("user")]
+    assert len(user) == 1 and "userIdentity" not in user[0]
