@@ -46,7 +46,7 @@ func streamsClient(url string) *dynamodbstreams.Client {
 
 func createStreamTable(t *testing.T, c *dynamodb.Client, view types.StreamViewType) (string, string) {
 	t.Helper()
-	name := tableName(t)
+	name := strings.ReplaceAll(tableName(t), "/", "-")
 	out, err := c.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		BillingMode:          types.BillingModePayPerRequest,
@@ -664,4 +664,61 @@ func TestGetRecordsLatency(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("GetRecords of 1,000 records (~1 KB items, NEW_AND_OLD_IMAGES, client decode included): p50 %v, p99 %v, max %v",
 		lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+}
+
+// TestStreamsSDKViewTypes: INSERT, MODIFY and REMOVE records carry the
+// images of each StreamViewType, as the SDK decodes them.
+func TestStreamsSDKViewTypes(t *testing.T) {
+	ctx := context.Background()
+	c := client(t)
+	sc := streamsClient(endpoint)
+	for _, view := range []types.StreamViewType{types.StreamViewTypeKeysOnly, types.StreamViewTypeNewImage,
+		types.StreamViewTypeOldImage, types.StreamViewTypeNewAndOldImages} {
+		t.Run(string(view), func(t *testing.T) {
+			name, arn := createStreamTable(t, c, view)
+			key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}}
+			if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: map[string]types.AttributeValue{
+				"pk": key["pk"], "v": &types.AttributeValueMemberS{Value: "1"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(name), Key: key, UpdateExpression: aws.String("SET v = :v"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberS{Value: "2"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(name), Key: key}); err != nil {
+				t.Fatal(err)
+			}
+			cons := newConsumer(sc, endpoint, arn)
+			cons.drain(ctx, t)
+			d, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			it, err := sc.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: d.StreamDescription.Shards[0].ShardId,
+				ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Records) != 3 {
+				t.Fatalf("%d records", len(out.Records))
+			}
+			for _, r := range out.Records {
+				wantNew := (view == types.StreamViewTypeNewImage || view == types.StreamViewTypeNewAndOldImages) && r.EventName != stypes.OperationTypeRemove
+				wantOld := (view == types.StreamViewTypeOldImage || view == types.StreamViewTypeNewAndOldImages) && r.EventName != stypes.OperationTypeInsert
+				if (r.Dynamodb.NewImage != nil) != wantNew || (r.Dynamodb.OldImage != nil) != wantOld || string(r.Dynamodb.StreamViewType) != string(view) {
+					t.Errorf("%s %s: new %v old %v view %s", view, r.EventName, r.Dynamodb.NewImage, r.Dynamodb.OldImage, r.Dynamodb.StreamViewType)
+				}
+				if canon(r.Dynamodb.Keys) != "pk=S:k" {
+					t.Errorf("keys %v", r.Dynamodb.Keys)
+				}
+			}
+			if len(cons.problems) > 0 && view == types.StreamViewTypeNewAndOldImages {
+				t.Errorf("replay: %v", cons.problems)
+			}
+		})
+	}
 }
