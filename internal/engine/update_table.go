@@ -100,18 +100,27 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	var res *storage.UpdateTableResult
 	// A stream being enabled starts after the log's current end: every
 	// record it will hold is written after the UpdateTable commits.
-	var streamFrom int64
-	if ss := in.StreamSpecification; ss != nil && ss.StreamEnabled != nil && *ss.StreamEnabled {
+	// It is read from the incarnation the update then applies to.
+	var streamFrom, streamFromID int64
+	enabling := in.StreamSpecification != nil && in.StreamSpecification.StreamEnabled != nil && *in.StreamSpecification.StreamEnabled
+	if enabling {
 		if _, ok := e.changeLog(); !ok {
 			return nil, e.errNoStreams()
 		}
-		if gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil {
-			if streamFrom, err = e.logLast(ctx, gt.Table.Ref()); err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+	}
+	for attempt := 1; ; attempt++ {
+		if enabling {
+			gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+			switch {
+			case err == nil:
+				streamFromID = gt.Table.ID
+				if streamFrom, err = e.logLast(ctx, gt.Table.Ref()); err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+					return nil, err
+				}
+			case !storage.IsKind(err, storage.KindTableNotFound):
 				return nil, err
 			}
 		}
-	}
-	for attempt := 1; ; attempt++ {
 		if createName != "" {
 			if createVersion, err = e.clearIndex(ctx, account, name, createName, func(t *table) bool { return t.index(createName) != nil }); err != nil {
 				return nil, err
@@ -120,6 +129,9 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
 			if createVersion != 0 && old.Version != createVersion {
 				return nil, errDescriptionMoved
+			}
+			if enabling && old.ID != streamFromID {
+				return nil, errDescriptionMoved // another incarnation: read its log's end
 			}
 			st, err := e.updatedTable(old, account, name, in, now, streamFrom)
 			if err != nil {
@@ -131,7 +143,7 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			break
 		}
 		if attempt >= maxVersionAttempts {
-			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while index %s was prepared", name, createName)
+			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while it was prepared (index %q, stream %v)", name, createName, enabling)
 		}
 	}
 	if err != nil {
