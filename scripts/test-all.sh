@@ -78,4 +78,17 @@ EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer
 echo "== streams crash test on postgres"
 EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$wire_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/ 2>&1 \
   | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
-echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS], stores [$EXTENDDB_TEST_STORES]"
+# Apache Cassandra (scripts/test-cassandra.sh: a fresh private node,
+# storagetest, the served backend, the wire suite on two servers sharing
+# one keyspace; about 800 MB while it runs). Opt-in until the Cassandra
+# backend has transactions (issue 15: the shared transaction ledger);
+# EXTENDDB_TEST_ALL_CASSANDRA=1 runs it.
+if [[ "${EXTENDDB_TEST_ALL_CASSANDRA:-0}" == 1 ]]; then
+  echo "== cassandra"
+  env -u EXTENDDB_TEST_BACKENDS scripts/test-cassandra.sh
+  cass=", cassandra"
+else
+  echo "== cassandra: NOT run (EXTENDDB_TEST_ALL_CASSANDRA=1 runs it; make test-cassandra alone)"
+  cass=""
+fi
+echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS$cass], stores [$EXTENDDB_TEST_STORES]"

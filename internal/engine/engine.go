@@ -64,6 +64,7 @@ type Engine struct {
 	stats         statsCache
 	now           func() time.Time
 	backups       BackupService // nil: no backup store configured
+	backupsOff    string        // why backups are unavailable (SetBackupsUnavailable)
 	sm            *streamMetrics
 	shardInterval time.Duration
 	retention     time.Duration
