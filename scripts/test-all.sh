@@ -69,6 +69,15 @@ for port in 18101 18102; do
   for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 done
 EXTENDDB_ENDPOINTS="http://127.0.0.1:18101,http://127.0.0.1:18102" go test -count=1 -v ./tests/sdk/ 2>&1 | grep -E "^(=== RUN|--- |ok|FAIL|PASS|sdk tests)" 
+# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
+# follows every shard through rollovers (replay equals the table), and the
+# same load with the server SIGKILLed and restarted (make test runs 3 s).
+echo "== streams consumer and crash tests (20 s of load each)"
+EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/ 2>&1 \
+  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
+echo "== streams crash test on postgres"
+EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$wire_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/ 2>&1 \
+  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
 # Apache Cassandra (scripts/test-cassandra.sh: a fresh private node,
 # storagetest, the served backend, the wire suite on two servers sharing
 # one keyspace; about 800 MB and 9 minutes while it runs).

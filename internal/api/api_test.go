@@ -175,3 +175,22 @@ func TestNoInputCrashesTheServer(t *testing.T) {
 		t.Fatalf("only %d mutations", mutations)
 	}
 }
+
+// TestStreamsTarget: the DynamoDB Streams API is served under its own
+// target prefix on the same endpoint; its operations are not DynamoDB's.
+func TestStreamsTarget(t *testing.T) {
+	s := newServer(t)
+	if w := do(t, s, "DynamoDBStreams_20120810.ListStreams", "{}"); w.Code != 200 || !strings.Contains(w.Body.String(), `"Streams":[]`) {
+		t.Errorf("ListStreams: %d %s", w.Code, w.Body.String())
+	}
+	if w := do(t, s, "DynamoDB_20120810.ListStreams", "{}"); w.Code != 400 || errType(t, w) != prefixService+"UnknownOperationException" {
+		t.Errorf("ListStreams under the DynamoDB prefix: %d %s", w.Code, w.Body.String())
+	}
+	w := do(t, s, "DynamoDBStreams_20120810.Nope", "{}")
+	if w.Code != 400 || errType(t, w) != prefixService+"UnknownOperationException" || !strings.Contains(w.Body.String(), "DynamoDB Streams operation Nope") {
+		t.Errorf("unknown streams op: %d %s", w.Code, w.Body.String())
+	}
+	if w := do(t, s, "DynamoDBStreams_20120810.GetRecords", `{"ShardIterator":"x"}`); w.Code != 400 || errType(t, w) != prefixValidate+"ValidationException" {
+		t.Errorf("bad iterator: %d %s", w.Code, w.Body.String())
+	}
+}

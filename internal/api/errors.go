@@ -14,6 +14,7 @@ const (
 	prefixValidate = "com.amazon.coral.validate#"
 	prefixService  = "com.amazon.coral.service#"
 	prefixDynamo   = "com.amazonaws.dynamodb.v20120810#"
+	prefixStreams  = "com.amazonaws.dynamodb.v20120810#"
 )
 
 // wireError is one row of the error table: the __type and HTTP status a
@@ -48,6 +49,10 @@ var errorTable = map[engine.Code]wireError{
 	engine.CodeInternal:               {prefixDynamo, 500},
 
 	engine.CodeContinuousBackupsUnavailable: {prefixDynamo, 400},
+
+	// DynamoDB Streams.
+	engine.CodeExpiredIterator:   {prefixStreams, 400},
+	engine.CodeTrimmedDataAccess: {prefixStreams, 400},
 }
 
 // Protocol-level errors that the engine never produces.

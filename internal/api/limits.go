@@ -101,6 +101,7 @@ var replyReserve = map[string]int64{
 	"PutItem":    2 * maxItemReserve,
 	"UpdateItem": 2 * maxItemReserve,
 	"DeleteItem": 2 * maxItemReserve,
+	"GetRecords": 2 * (1<<20 + 64<<10),
 }
 
 const defaultReplyReserve = 32 << 10

@@ -31,6 +31,10 @@ const MaxBodyBytes = 16 * 1024 * 1024
 
 const targetPrefix = "DynamoDB_20120810."
 
+// streamsTargetPrefix is the target prefix of the DynamoDB Streams API,
+// served on the same endpoint.
+const streamsTargetPrefix = "DynamoDBStreams_20120810."
+
 // DefaultAccount is the account of requests when no credentials map to
 // another one.
 const DefaultAccount = "000000000000"
@@ -57,6 +61,7 @@ type Server struct {
 	eng     *engine.Engine
 	log     *slog.Logger
 	ops     map[string]handlerFunc
+	streams map[string]handlerFunc // the DynamoDB Streams API
 	ready   func(ctx context.Context) error
 	auth    *Authenticator
 	router  *mux.Router
@@ -136,6 +141,12 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
 		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
 	}
+	s.streams = map[string]handlerFunc{
+		"ListStreams":      op(eng.ListStreams),
+		"DescribeStream":   op(eng.DescribeStream),
+		"GetShardIterator": op(eng.GetShardIterator),
+		"GetRecords":       op(eng.GetRecords),
+	}
 	s.metrics = newMetrics(opt.Registry)
 	r := mux.NewRouter()
 	// A DynamoDB client may send any path ("//" included): no redirects.
@@ -202,9 +213,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := newRequestID()
 	target := r.Header.Get("X-Amz-Target")
-	opName := strings.TrimPrefix(target, targetPrefix)
-	handler, known := s.ops[opName]
-	if r.Method != http.MethodPost || !strings.HasPrefix(target, targetPrefix) || !known {
+	opName, handler, known := s.route(target)
+	if r.Method != http.MethodPost || !known {
 		if r.Method == http.MethodGet && r.URL.Path == "/" && target == "" {
 			// DynamoDB answers a plain GET on / with a short health text.
 			s.writeRaw(w, id, http.StatusOK, []byte(`{"status":"healthy"}`))
@@ -304,6 +314,20 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	res.set(int64(len(b)))
 	s.metrics.observe(opName, "", start)
 	s.writeRaw(w, id, http.StatusOK, b)
+}
+
+// route finds the handler of an X-Amz-Target: a DynamoDB or a DynamoDB
+// Streams operation.
+func (s *Server) route(target string) (string, handlerFunc, bool) {
+	if op, ok := strings.CutPrefix(target, targetPrefix); ok {
+		h, known := s.ops[op]
+		return op, h, known
+	}
+	if op, ok := strings.CutPrefix(target, streamsTargetPrefix); ok {
+		h, known := s.streams[op]
+		return op, h, known
+	}
+	return target, nil, false
 }
 
 // call runs a handler, turning a panic into an internal error so that no

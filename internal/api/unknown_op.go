@@ -43,6 +43,8 @@ func unknownOperationMessage(method, target string) string {
 		return lead + ": DynamoDB operations are sent with POST, not " + method
 	case target == "":
 		return lead + ": the request has no X-Amz-Target header naming a DynamoDB operation"
+	case strings.HasPrefix(target, streamsTargetPrefix):
+		return lead + ": extenddb does not support the DynamoDB Streams operation " + strings.TrimPrefix(shown, streamsTargetPrefix)
 	case !strings.HasPrefix(target, targetPrefix):
 		return lead + ": X-Amz-Target '" + shown + "' is not an operation of " +
 			strings.TrimSuffix(targetPrefix, ".") + ", the DynamoDB API version extenddb supports"

@@ -58,6 +58,9 @@ type Options struct {
 	Keep            bool          // keep the tables instead of deleting them
 	JSONPath        string        // also write the results as JSON to this file
 	Quiet           bool          // no progress lines, only the final table
+	// StreamViewType enables a DynamoDB stream of that view type on the
+	// tables created ("" for none).
+	StreamViewType string
 }
 
 func (o *Options) setDefaults() error {
@@ -306,7 +309,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	res = Result{Workload: wl.name, Endpoint: opt.Endpoint, Table: table, Concurrency: opt.Concurrency, ItemSize: opt.ItemSize}
 
 	r.logf("%s: creating table %s", wl.name, table)
-	if err := createTable(ctx, admin, table); err != nil {
+	if err := createTable(ctx, admin, table, opt.StreamViewType); err != nil {
 		return res, err
 	}
 	defer func() {
@@ -526,11 +529,16 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-func createTable(ctx context.Context, c *dynamodb.Client, table string) error {
+func createTable(ctx context.Context, c *dynamodb.Client, table, streamView string) error {
 	s := types.ScalarAttributeTypeS
+	var spec *types.StreamSpecification
+	if streamView != "" {
+		spec = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewType(streamView)}
+	}
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: types.BillingModePayPerRequest,
+		StreamSpecification: spec,
+		TableName:           aws.String(table),
+		BillingMode:         types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(attrPK), AttributeType: s},
 			{AttributeName: aws.String(attrSK), AttributeType: s},

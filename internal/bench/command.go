@@ -34,6 +34,7 @@ func Command() *cli.Command {
 			&cli.BoolFlag{Name: "keep", Usage: "keep the tables instead of deleting them"},
 			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the final table"},
+			&cli.StringFlag{Name: "stream", Usage: "enable a DynamoDB stream of this view type (KEYS_ONLY, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES) on the tables"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -60,6 +61,7 @@ func Command() *cli.Command {
 				Keep:            c.Bool("keep"),
 				JSONPath:        c.String("json"),
 				Quiet:           c.Bool("quiet"),
+				StreamViewType:  c.String("stream"),
 			}
 			if opt.Concurrency <= 0 {
 				return fmt.Errorf("--concurrency must be at least 1")

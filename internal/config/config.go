@@ -31,6 +31,19 @@ type Config struct {
 	Log     Log     `toml:"log"`
 	Auth    Auth    `toml:"auth"`
 	Backup  Backup  `toml:"backup"`
+	Streams Streams `toml:"streams"`
+}
+
+// Streams configures DynamoDB Streams.
+type Streams struct {
+	// ShardRollover is how long a stream shard stays open before it is
+	// closed and a child shard opened (DynamoDB: about 4 hours).
+	ShardRollover Duration `toml:"shard_rollover"`
+	// Retention is how long stream records are kept (DynamoDB: 24 hours).
+	Retention Duration `toml:"retention"`
+	// IteratorLifetime is how long a shard iterator may be used
+	// (DynamoDB: 15 minutes).
+	IteratorLifetime Duration `toml:"iterator_lifetime"`
 }
 
 // Backup configures where backups are kept.
@@ -201,6 +214,7 @@ func Default() Config {
 			MaxInflightBodyBytes: 128 << 20, InflightWait: Duration{time.Second}},
 		Storage: Storage{Backend: "sqlite", DataDir: "extenddb-data", MemoryEngine: MemoryNative},
 		Log:     Log{Level: "info", Format: "text", SlowRequestThreshold: Duration{time.Second}},
+		Streams: Streams{ShardRollover: Duration{4 * time.Hour}, Retention: Duration{24 * time.Hour}, IteratorLifetime: Duration{15 * time.Minute}},
 	}
 }
 
@@ -309,6 +323,9 @@ func (c *Config) Validate() error {
 		if err := validOrigin(o); err != nil {
 			return fmt.Errorf("config: server.cors_allowed_origins[%d] %q: %w", i, o, err)
 		}
+	}
+	if c.Streams.ShardRollover.Duration <= 0 || c.Streams.Retention.Duration <= 0 || c.Streams.IteratorLifetime.Duration <= 0 {
+		return errors.New("config: streams.shard_rollover, streams.retention and streams.iterator_lifetime must be positive durations")
 	}
 	if c.Log.SlowRequestThreshold.Duration < 0 {
 		return errors.New("config: log.slow_request_threshold must not be negative")

@@ -47,11 +47,15 @@ func (e *Engine) Start(ctx context.Context, accounts []string) {
 		b.accounts[a] = true
 	}
 	b.mu.Unlock()
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
 		e.resumeBackfills(b.ctx)
 		e.sweepLoop(b.ctx)
+	}()
+	go func() {
+		defer b.wg.Done()
+		e.streamLoop(b.ctx)
 	}()
 }
 
@@ -381,9 +385,11 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 		nowSec := now.Unix()
 		for i, r := range res.Rows {
 			hit := storage.IndexKey{Index: ttlIndexName, PK: r.PK, SK: r.SK}
-			ops[i] = storage.WriteItemParams{Table: t.ref, PK: r.BasePK, SK: r.BaseSK, Fn: func(oldRaw []byte) (storage.Change, error) {
+			// A TTL deletion is a stream record of the service (keys
+			// taken from the deleted item); the repairs change nothing.
+			ops[i] = e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: r.BasePK, SK: r.BaseSK, Fn: func(oldRaw []byte) (storage.Change, error) {
 				return t.sweepChange(ix, hit, oldRaw, nowSec)
-			}}
+			}}, nil, true)
 		}
 		tw, err := e.writeEach(ctx, ops)
 		if err != nil {
@@ -394,6 +400,7 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 			}
 			return st, err
 		}
+		e.countLogged(tw.Results...)
 		progress, deleted := 0, 0
 		for _, r := range tw.Results {
 			switch {

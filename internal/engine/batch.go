@@ -144,7 +144,11 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				opNames = append(opNames, name)
 				opSizes = append(opSizes, size)
 				// Capacity is charged on the larger of the old and new item.
-				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
+				var keys []byte
+				if t.stream != nil {
+					keys = t.keysJSON(it)
+				}
+				ops = append(ops, e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
 					var old attr.Item
 					if tt.hasIndexes() {
 						var err error
@@ -153,7 +157,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 						}
 					}
 					return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: tt.indexKeys(old), PutIndex: entries}, nil
-				}})
+				}}, keys, false))
 			} else {
 				if r.DeleteRequest.Key == nil {
 					return nil, validationf("1 validation error detected: Value null at 'requestItems.%s.member.deleteRequest.key' failed to satisfy constraint: Member must not be null", name)
@@ -172,7 +176,11 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				opTables = append(opTables, t)
 				opNames = append(opNames, name)
 				opSizes = append(opSizes, 0)
-				ops = append(ops, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+				var keys []byte
+				if t.stream != nil {
+					keys = attr.EncodeItem(r.DeleteRequest.Key)
+				}
+				ops = append(ops, e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 					if oldRaw == nil {
 						return storage.Change{Op: storage.Keep}, nil
 					}
@@ -181,7 +189,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 						return storage.Change{}, err
 					}
 					return tt.deleteChange(old), nil
-				}})
+				}}, keys, false))
 			}
 		}
 	}
@@ -201,6 +209,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 		}
 		return nil, err
 	}
+	e.countLogged(res.Results...)
 	out := &BatchWriteItemOutput{UnprocessedItems: map[string][]WriteRequest{}}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
 		per := map[string]*consumed{}

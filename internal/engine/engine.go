@@ -35,6 +35,20 @@ type Options struct {
 	// Registerer receives the background-work metrics (bgmetrics.go); nil
 	// registers nothing.
 	Registerer prometheus.Registerer
+	// StreamShardInterval is how long a stream shard stays open before it
+	// rolls over to a child shard; default 4h (as DynamoDB).
+	StreamShardInterval time.Duration
+	// StreamRetention is how long stream records are kept; default 24h.
+	StreamRetention time.Duration
+	// StreamCheckInterval is the pause of the background stream loop
+	// (rollover, settling closed shards); default 10s.
+	StreamCheckInterval time.Duration
+	// StreamTrimInterval is how often records past retention are trimmed;
+	// default 1m.
+	StreamTrimInterval time.Duration
+	// StreamIteratorLifetime is how long a shard iterator may be used;
+	// default IteratorLifetime (15 minutes, as DynamoDB).
+	StreamIteratorLifetime time.Duration
 }
 
 // Engine executes DynamoDB operations.
@@ -51,6 +65,13 @@ type Engine struct {
 	now           func() time.Time
 	backups       BackupService // nil: no backup store configured
 	backupsOff    string        // why backups are unavailable (SetBackupsUnavailable)
+	sm            *streamMetrics
+	shardInterval time.Duration
+	retention     time.Duration
+	streamCheck   time.Duration
+	trimInterval  time.Duration
+	// iteratorLifetime bounds the use of a shard iterator.
+	iteratorLifetime time.Duration
 }
 
 // New returns an engine over a backend.
@@ -71,6 +92,12 @@ func New(b storage.Backend, opt Options) *Engine {
 	}
 	e.tables = tableCache{m: map[string]*table{}, ttl: ttl}
 	e.bgm = newBGMetrics(opt.Registerer)
+	e.sm = newStreamMetrics(opt.Registerer)
+	e.shardInterval = orDefault(opt.StreamShardInterval, defaultShardInterval)
+	e.retention = orDefault(opt.StreamRetention, defaultStreamRetention)
+	e.streamCheck = orDefault(opt.StreamCheckInterval, 10*time.Second)
+	e.trimInterval = orDefault(opt.StreamTrimInterval, time.Minute)
+	e.iteratorLifetime = orDefault(opt.StreamIteratorLifetime, IteratorLifetime)
 	e.sweepInterval = opt.SweepInterval
 	if e.sweepInterval <= 0 {
 		e.sweepInterval = 5 * time.Second
@@ -95,4 +122,11 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

@@ -166,7 +166,11 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 	needOld := cond != nil || t.hasIndexes() || in.ReturnValues == "ALL_OLD"
 	// Capacity is charged on the larger of the old and new item.
 	readOld := needOld || wantsCapacity(in.ReturnConsumedCapacity)
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
+	var keys []byte
+	if t.stream != nil {
+		keys = t.keysJSON(in.Item)
+	}
+	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {
 			var err error
@@ -196,10 +200,15 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 
 // writeItem runs a storage write and retries once with a fresh table when
 // the cached table incarnation was deleted meanwhile.
-func (e *Engine) writeItem(ctx context.Context, t *table, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
-	res, err := e.backend.WriteItem(ctx, p)
+// With a stream on the table, the write also stores its record (keys is
+// the item's keys JSON, see streamed).
+func (e *Engine) writeItem(ctx context.Context, t *table, keys []byte, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	res, err := e.backend.WriteItem(ctx, e.streamed(t, p, keys, false))
 	if e.missing(err, t.ref.Account, t.ref.Name) {
 		return nil, notFound(t.ref.Name)
+	}
+	if err == nil && t.stream != nil {
+		e.countLogged(*res)
 	}
 	return res, err
 }
@@ -365,7 +374,11 @@ func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemI
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+	var keys []byte
+	if t.stream != nil {
+		keys = attr.EncodeItem(in.Key)
+	}
+	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {
 			return storage.Change{}, err
@@ -482,7 +495,11 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		}
 	}
 	keyItem := attr.Item(in.Key)
-	res, err := e.writeItem(ctx, t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+	var keys []byte
+	if t.stream != nil {
+		keys = attr.EncodeItem(keyItem)
+	}
+	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {
 			return storage.Change{}, err

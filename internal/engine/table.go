@@ -21,6 +21,10 @@ type storedTable struct {
 	Desc TableDescription `json:"desc"`
 	Tags []Tag            `json:"tags,omitempty"`
 	TTL  *ttlSetting      `json:"ttl,omitempty"`
+	// Streams are the table's DynamoDB streams, oldest first (streams.go);
+	// ShardGen is the Gen of the newest shard ever made.
+	Streams  []streamState `json:"streams,omitempty"`
+	ShardGen int64         `json:"shardGen,omitempty"`
 }
 
 type ttlSetting struct {
@@ -58,8 +62,9 @@ type table struct {
 	stored  storedTable
 	Hash    keyAttr
 	Range   *keyAttr
-	indexes []*index // the user's secondary indexes
-	ttl     *index   // the internal TTL index, when TTL is enabled
+	indexes []*index    // the user's secondary indexes
+	ttl     *index      // the internal TTL index, when TTL is enabled
+	stream  *liveStream // the enabled stream, nil when none
 	loaded  time.Time
 }
 
@@ -150,6 +155,7 @@ func parseTable(st *storage.Table) (*table, error) {
 		t.ttl = &index{Name: ttlIndexName, Global: true, Hash: keyAttr{Name: tt.AttributeName, Type: attr.N},
 			ProjType: "KEYS_ONLY", Status: status, ttl: true}
 	}
+	t.parseStreams()
 	return t, nil
 }
 
@@ -324,7 +330,7 @@ func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTabl
 		return nil, err
 	}
 	e.tables.drop(account, name)
-	out := desc
+	out := st.Desc
 	out.TableStatus = "CREATING"
 	for i := range out.GlobalSecondaryIndexes {
 		out.GlobalSecondaryIndexes[i].IndexStatus = "CREATING"
@@ -484,10 +490,10 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 			default:
 				return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
 			}
+			if _, ok := e.changeLog(); !ok {
+				return nil, e.errNoStreams()
+			}
 			desc.StreamSpecification = ss
-			label := now.UTC().Format("2006-01-02T15:04:05.000")
-			desc.LatestStreamLabel = label
-			desc.LatestStreamArn = desc.TableArn + "/stream/" + label
 		} else if ss.StreamViewType != "" {
 			return nil, invalidParam("StreamViewType cannot be specified when StreamEnabled is false")
 		}
@@ -507,6 +513,9 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 		desc.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
 	}
 	st := storedTable{Desc: desc}
+	if ss := desc.StreamSpecification; ss != nil {
+		st.enableStream(ss.StreamViewType, now, 0)
+	}
 	if len(in.Tags) > 0 {
 		if err := checkTags(in.Tags); err != nil {
 			return nil, err
@@ -710,6 +719,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	}
 	d := withStats(dt.describe(), e.peekStats(dt.ref.ID))
 	e.forgetStats(dt.ref.ID)
+	e.sm.backlog.DeleteLabelValues(account, name) // the log went with the table
 	return &DeleteTableOutput{TableDescription: &DeletedTableDescription{
 		TableName: d.TableName, TableId: d.TableId, TableArn: d.TableArn, TableStatus: "DELETING",
 		ProvisionedThroughput: d.ProvisionedThroughput, BillingModeSummary: d.BillingModeSummary,

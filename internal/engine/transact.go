@@ -322,7 +322,15 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	params := make([]storage.WriteItemParams, len(ops))
 	for i, op := range ops {
 		op := op
-		params[i] = storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+		var keys []byte
+		if op.t.stream != nil && op.kind != "check" {
+			if op.kind == "put" {
+				keys = op.t.keysJSON(op.item)
+			} else {
+				keys = attr.EncodeItem(op.key)
+			}
+		}
+		params[i] = e.streamed(op.t, storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 			old, err := decodeStored(oldRaw)
 			if err != nil {
 				return storage.Change{}, err
@@ -357,7 +365,7 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				}
 				return op.t.putChange(old, n, attr.EncodeItem(n))
 			}
-		}}
+		}}, keys, false)
 	}
 	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
 	if err != nil {
@@ -379,6 +387,7 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 		}
 		return nil, err
 	}
+	e.countLogged(res.Results...)
 	out := &TransactWriteItemsOutput{}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
 		// A transactional write costs twice a plain one, on the table and

@@ -98,7 +98,29 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	createName, deleteName := in.indexChanges()
 	var createVersion int64
 	var res *storage.UpdateTableResult
+	// A stream being enabled starts after the log's current end: every
+	// record it will hold is written after the UpdateTable commits.
+	// It is read from the incarnation the update then applies to.
+	var streamFrom, streamFromID int64
+	enabling := in.StreamSpecification != nil && in.StreamSpecification.StreamEnabled != nil && *in.StreamSpecification.StreamEnabled
+	if enabling {
+		if _, ok := e.changeLog(); !ok {
+			return nil, e.errNoStreams()
+		}
+	}
 	for attempt := 1; ; attempt++ {
+		if enabling {
+			gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+			switch {
+			case err == nil:
+				streamFromID = gt.Table.ID
+				if streamFrom, err = e.logLast(ctx, gt.Table.Ref()); err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+					return nil, err
+				}
+			case !storage.IsKind(err, storage.KindTableNotFound):
+				return nil, err
+			}
+		}
 		if createName != "" {
 			if createVersion, err = e.clearIndex(ctx, account, name, createName, func(t *table) bool { return t.index(createName) != nil }); err != nil {
 				return nil, err
@@ -108,7 +130,10 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			if createVersion != 0 && old.Version != createVersion {
 				return nil, errDescriptionMoved
 			}
-			st, err := e.updatedTable(old, account, name, in, now)
+			if enabling && old.ID != streamFromID {
+				return nil, errDescriptionMoved // another incarnation: read its log's end
+			}
+			st, err := e.updatedTable(old, account, name, in, now, streamFrom)
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +143,7 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			break
 		}
 		if attempt >= maxVersionAttempts {
-			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while index %s was prepared", name, createName)
+			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while it was prepared (index %q, stream %v)", name, createName, enabling)
 		}
 	}
 	if err != nil {
@@ -142,6 +167,11 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	if createName != "" {
 		e.startBackfill(t.ref, createName)
 	}
+	if ss := in.StreamSpecification; ss != nil && ss.StreamEnabled != nil && !*ss.StreamEnabled {
+		if err := e.settleShards(ctx, t); err != nil {
+			e.log.Warn("settling stream shards", "table", name, "err", err)
+		}
+	}
 	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
 }
 
@@ -162,7 +192,7 @@ func (in *UpdateTableInput) indexChanges() (create, del string) {
 // updatedTable is the pure part of UpdateTable: the stored table as the
 // request leaves it, or the error the request answers. It reads and
 // writes nothing, so the backend may run it more than once.
-func (e *Engine) updatedTable(old *storage.Table, account, name string, in *UpdateTableInput, now time.Time) (*storedTable, error) {
+func (e *Engine) updatedTable(old *storage.Table, account, name string, in *UpdateTableInput, now time.Time, streamFrom int64) (*storedTable, error) {
 	t, err := parseTable(old)
 	if err != nil {
 		return nil, err
@@ -349,15 +379,19 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 			default:
 				return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
 			}
+			if _, ok := e.changeLog(); !ok {
+				return nil, e.errNoStreams()
+			}
 			d.StreamSpecification = ss
-			label := now.UTC().Format("2006-01-02T15:04:05.000")
-			d.LatestStreamLabel = label
-			d.LatestStreamArn = d.TableArn + "/stream/" + label
+			st.Streams = append([]streamState(nil), st.Streams...)
+			st.enableStream(ss.StreamViewType, now, streamFrom)
 		} else {
 			if !enabled {
 				return nil, validationf("Table already has no stream enabled")
 			}
 			d.StreamSpecification = nil
+			st.Streams = cloneStreams(st.Streams)
+			st.disableStream(now)
 		}
 	}
 	if in.SSESpecification != nil && in.SSESpecification.Enabled != nil {

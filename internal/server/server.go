@@ -79,7 +79,11 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg, opt.Build)
 	registerStorageMetrics(reg, raw)
-	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg})
+	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg,
+		StreamShardInterval: cfg.Streams.ShardRollover.Duration, StreamRetention: cfg.Streams.Retention.Duration,
+		StreamCheckInterval:    min(10*time.Second, cfg.Streams.ShardRollover.Duration/4),
+		StreamTrimInterval:     min(time.Minute, cfg.Streams.Retention.Duration/4),
+		StreamIteratorLifetime: cfg.Streams.IteratorLifetime.Duration})
 	accounts := []string{api.DefaultAccount}
 	var keys []api.AccessKey
 	for _, k := range cfg.Auth.Keys {

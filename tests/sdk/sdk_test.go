@@ -31,7 +31,12 @@ import (
 var (
 	endpoint  string
 	endpoints []string
+	// inProcess: the server was started by TestMain (with
+	// testShardRollover), not given by EXTENDDB_ENDPOINT(S).
+	inProcess bool
 )
+
+const testShardRollover = 2 * time.Second
 
 func TestMain(m *testing.M) {
 	if list := os.Getenv("EXTENDDB_ENDPOINTS"); list != "" {
@@ -46,6 +51,8 @@ func TestMain(m *testing.M) {
 		cfg := config.Default()
 		cfg.Server.Listen = "127.0.0.1:0"
 		cfg.Storage.Memory = true
+		cfg.Streams.ShardRollover.Duration = testShardRollover // the stream consumer test sees rollovers
+		inProcess = true
 		var ctx context.Context
 		ctx, cancel = context.WithCancel(context.Background())
 		addrc := make(chan net.Addr, 1)

@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// DynamoDB Streams (docs/adr/0021-streams-on-the-change-log.md).
+//
+// A table's streams live in its stored description: each stream (one per
+// enabling) has a label, a view type and a list of shards. A shard is a
+// generation number (Gen, table-wide, increasing) plus bounds on the
+// table log's Seq: every record of the shard has From < Seq <= End (End
+// is known once the shard closed and the close was settled). Every item
+// write of a table with an enabled stream puts its record, tagged with
+// the stream label and the open shard's Gen, in Change.Log. Writes are
+// fenced on the description version, so a record always names a shard
+// that was open when it committed, and closing a shard (an UpdateTable)
+// is ordered after every record tagged with it.
+
+// streamState is one stream of a table (storedTable.Streams).
+type streamState struct {
+	Label   string       `json:"label"`
+	View    string       `json:"view"`
+	Created int64        `json:"created"`         // unix ms
+	Ended   int64        `json:"ended,omitempty"` // unix ms when disabled; 0 while enabled
+	Shards  []shardState `json:"shards"`          // in Gen order
+}
+
+// shardState is one shard of a stream.
+type shardState struct {
+	Gen     int64 `json:"gen"`
+	Created int64 `json:"created"`          // unix ms
+	From    int64 `json:"from"`             // records have Seq > From
+	Closed  int64 `json:"closed,omitempty"` // unix ms when closed; 0 while open
+	// End bounds the records of a closed shard (Seq <= End): the log's
+	// last Seq read after the close committed. 0 while not yet settled.
+	End int64 `json:"end,omitempty"`
+}
+
+// liveStream is the enabled stream as item writes need it.
+type liveStream struct {
+	label string
+	view  byte // viewKeys, viewNew, viewOld, viewBoth
+	gen   int64
+}
+
+const (
+	viewKeys byte = iota
+	viewNew
+	viewOld
+	viewBoth
+)
+
+func viewCode(v string) byte {
+	switch v {
+	case "NEW_IMAGE":
+		return viewNew
+	case "OLD_IMAGE":
+		return viewOld
+	case "NEW_AND_OLD_IMAGES":
+		return viewBoth
+	}
+	return viewKeys
+}
+
+// streamLabel is the label of a stream enabled at now (the service's
+// form, e.g. 2026-11-30T12:40:01.123).
+func streamLabel(now time.Time) string { return now.UTC().Format("2006-01-02T15:04:05.000") }
+
+// parseStreams sets t.stream from the stored streams.
+func (t *table) parseStreams() {
+	n := len(t.stored.Streams)
+	if n == 0 {
+		return
+	}
+	s := &t.stored.Streams[n-1]
+	if s.Ended != 0 || len(s.Shards) == 0 {
+		return
+	}
+	sh := s.Shards[len(s.Shards)-1]
+	if sh.Closed != 0 {
+		return
+	}
+	t.stream = &liveStream{label: s.Label, view: viewCode(s.View), gen: sh.Gen}
+}
+
+// stream finds a stream of the table by label.
+func (t *table) streamByLabel(label string) *streamState {
+	for i := range t.stored.Streams {
+		if t.stored.Streams[i].Label == label {
+			return &t.stored.Streams[i]
+		}
+	}
+	return nil
+}
+
+// nextGen is the Gen of the next shard of the table.
+func (st *storedTable) nextGen() int64 {
+	var g int64
+	for _, s := range st.Streams {
+		for _, sh := range s.Shards {
+			g = max(g, sh.Gen)
+		}
+	}
+	return max(g, st.ShardGen) + 1
+}
+
+// Record encoding (Change.Log), compact and cheap to build from the bytes
+// the write already has:
+//
+//	version(1) event(1) flags(1) uvarint(len label) label uvarint(gen)
+//	uvarint(unix ms) uvarint(SizeBytes) uvarint(len keys) keys
+//	uvarint(len new) new uvarint(len old) old
+//
+// keys, new and old are canonical DynamoDB-JSON items (new and old empty
+// when the view type leaves them out).
+const recordVersion = 1
+
+const (
+	eventInsert byte = 1
+	eventModify byte = 2
+	eventRemove byte = 3
+)
+
+const flagService byte = 1 // a TTL deletion
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// logRecord encodes the record of a write from old to ch (nil when the
+// write changes nothing).
+func (s *liveStream) logRecord(oldRaw []byte, ch *storage.Change, keys []byte, service bool, now int64) []byte {
+	var ev byte
+	var newRaw []byte
+	switch ch.Op {
+	case storage.Put:
+		if oldRaw == nil {
+			ev = eventInsert
+		} else {
+			if bytes.Equal(oldRaw, ch.Item) {
+				return nil
+			}
+			ev = eventModify
+		}
+		newRaw = ch.Item
+	case storage.Delete:
+		if oldRaw == nil {
+			return nil
+		}
+		ev = eventRemove
+	default:
+		return nil
+	}
+	if s.view == viewKeys || s.view == viewOld {
+		newRaw = nil
+	}
+	if s.view == viewKeys || s.view == viewNew {
+		oldRaw = nil
+	}
+	var flags byte
+	if service {
+		flags |= flagService
+	}
+	b := make([]byte, 0, 3+len(s.label)+24+len(keys)+len(newRaw)+len(oldRaw)+9)
+	b = append(b, recordVersion, ev, flags)
+	b = appendBytes(b, []byte(s.label))
+	b = binary.AppendUvarint(b, uint64(s.gen))
+	b = binary.AppendUvarint(b, uint64(now))
+	// SizeBytes: sized once here (about a microsecond), not at every read.
+	b = binary.AppendUvarint(b, uint64(rawSize(keys)+rawSize(newRaw)+rawSize(oldRaw)))
+	b = appendBytes(b, keys)
+	b = appendBytes(b, newRaw)
+	return appendBytes(b, oldRaw)
+}
+
+// record is a decoded change record.
+type record struct {
+	event   byte
+	service bool
+	label   []byte
+	gen     int64
+	ms      int64
+	size    int64
+	keys    []byte
+	newRaw  []byte
+	oldRaw  []byte
+}
+
+var errRecord = errors.New("engine: corrupt stream record")
+
+func readBytes(b []byte) ([]byte, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return nil, nil, errRecord
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+// decodeHeader decodes a record's label and gen only.
+func decodeHeader(b []byte) (label []byte, gen int64, err error) {
+	if len(b) < 3 || b[0] != recordVersion {
+		return nil, 0, errRecord
+	}
+	label, rest, err := readBytes(b[3:])
+	if err != nil {
+		return nil, 0, err
+	}
+	g, k := binary.Uvarint(rest)
+	if k <= 0 {
+		return nil, 0, errRecord
+	}
+	return label, int64(g), nil
+}
+
+func decodeRecord(b []byte) (*record, error) {
+	if len(b) < 3 || b[0] != recordVersion {
+		return nil, errRecord
+	}
+	r := &record{event: b[1], service: b[2]&flagService != 0}
+	var err error
+	rest := b[3:]
+	if r.label, rest, err = readBytes(rest); err != nil {
+		return nil, err
+	}
+	g, k := binary.Uvarint(rest)
+	if k <= 0 {
+		return nil, errRecord
+	}
+	r.gen, rest = int64(g), rest[k:]
+	ms, k := binary.Uvarint(rest)
+	if k <= 0 {
+		return nil, errRecord
+	}
+	r.ms, rest = int64(ms), rest[k:]
+	size, k := binary.Uvarint(rest)
+	if k <= 0 {
+		return nil, errRecord
+	}
+	r.size, rest = int64(size), rest[k:]
+	if r.keys, rest, err = readBytes(rest); err != nil {
+		return nil, err
+	}
+	if r.newRaw, rest, err = readBytes(rest); err != nil {
+		return nil, err
+	}
+	if r.oldRaw, _, err = readBytes(rest); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// keysJSON is the canonical JSON of an item's key attributes.
+func (t *table) keysJSON(it attr.Item) []byte {
+	k := attr.Item{t.Hash.Name: it[t.Hash.Name]}
+	if t.Range != nil {
+		k[t.Range.Name] = it[t.Range.Name]
+	}
+	return attr.EncodeItem(k)
+}
+
+// streamed adds the stream record to a write of a table with an enabled
+// stream: the write is no longer blind (the record needs the old item)
+// and its Change carries the record. keys is the item's keys JSON (nil:
+// taken from the old or new item). It changes nothing for a table
+// without a stream.
+func (e *Engine) streamed(t *table, p storage.WriteItemParams, keys []byte, service bool) storage.WriteItemParams {
+	s := t.stream
+	if s == nil {
+		return p
+	}
+	fn := p.Fn
+	p.Blind = false
+	p.Fn = func(oldRaw []byte) (storage.Change, error) {
+		ch, err := fn(oldRaw)
+		if err != nil || ch.Op == storage.Keep {
+			return ch, err
+		}
+		k := keys
+		if k == nil {
+			src := ch.Item
+			if ch.Op == storage.Delete {
+				src = oldRaw
+			}
+			if src == nil {
+				return ch, nil
+			}
+			it, err := decodeStored(src)
+			if err != nil {
+				return ch, err
+			}
+			k = t.keysJSON(it)
+		}
+		ch.Log = s.logRecord(oldRaw, &ch, k, service, e.now().UnixMilli())
+		return ch, nil
+	}
+	return p
+}
+
+// countLogged counts the records a committed write stored.
+func (e *Engine) countLogged(results ...storage.WriteItemResult) {
+	n := 0
+	for i := range results {
+		if results[i].Change.Log != nil && results[i].Change.Op != storage.Keep {
+			n++
+		}
+	}
+	if n > 0 {
+		e.sm.written.Add(float64(n))
+	}
+}
+
+// changeLog returns the backend's change log capability.
+func (e *Engine) changeLog() (storage.ChangeLog, bool) {
+	return storage.ChangeLogs(e.backend)
+}
+
+// errNoStreams answers enabling a stream on a backend without a change log.
+func (e *Engine) errNoStreams() error {
+	return validationf("One or more parameter values were invalid: DynamoDB Streams are not supported by the %s storage backend", e.backend.Name())
+}
+
+// logLast returns the last Seq of a table's log (0 when empty).
+func (e *Engine) logLast(ctx context.Context, ref storage.TableRef) (int64, error) {
+	cl, ok := e.changeLog()
+	if !ok {
+		return 0, e.errNoStreams()
+	}
+	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: ref})
+	if err != nil {
+		return 0, err
+	}
+	return info.Last, nil
+}
+
+// enableStream appends a new stream with one open shard to st.
+func (st *storedTable) enableStream(view string, now time.Time, from int64) {
+	d := &st.Desc
+	label := streamLabel(now)
+	// Two enablings within one millisecond would share a label.
+	if n := len(st.Streams); n > 0 && st.Streams[n-1].Label >= label {
+		prev, _ := time.Parse("2006-01-02T15:04:05.000", st.Streams[n-1].Label)
+		label = streamLabel(prev.Add(time.Millisecond))
+	}
+	gen := st.nextGen()
+	st.ShardGen = gen
+	ms := now.UnixMilli()
+	st.Streams = append(st.Streams, streamState{Label: label, View: view, Created: ms,
+		Shards: []shardState{{Gen: gen, Created: ms, From: from}}})
+	d.LatestStreamLabel = label
+	d.LatestStreamArn = d.TableArn + "/stream/" + label
+}
+
+// disableStream ends the enabled stream and closes its open shard.
+func (st *storedTable) disableStream(now time.Time) {
+	n := len(st.Streams)
+	if n == 0 {
+		return
+	}
+	s := &st.Streams[n-1]
+	if s.Ended != 0 {
+		return
+	}
+	s.Ended = now.UnixMilli()
+	if k := len(s.Shards); k > 0 && s.Shards[k-1].Closed == 0 {
+		s.Shards[k-1].Closed = s.Ended
+	}
+}
