@@ -11,7 +11,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// DynamoDB Streams (docs/adr/0021-streams-on-the-change-log.md).
+// DynamoDB Streams (docs/adr/0023-streams-on-the-change-log.md).
 //
 // A table's streams live in its stored description: each stream (one per
 // enabling) has a label, a view type and a list of shards. A shard is a
