@@ -151,13 +151,15 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
+	var beat func(context.Context) (bool, error)
 	if m.rcat != nil {
-		go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+		beat = func(ctx context.Context) (bool, error) {
 			res, err := m.rcat.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: job.ID, Owner: m.cfg.Owner, Generation: job.Generation})
 			return err == nil && res.Matched, err
-		})
+		}
+		go m.keepAlive(ctx, cancel, beat)
 	}
-	n, err := m.restore(ctx, b, target)
+	n, err := m.restore(ctx, b, target, beat)
 	m.met.items.WithLabelValues(kindRestore).Add(float64(n))
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
@@ -201,7 +203,38 @@ func (m *Manager) dropTarget(ctx context.Context, target *storage.Table) {
 	}
 }
 
-func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table) (int64, error) {
+// errTargetMoved: the target's description version is not the one the
+// job loads at. A takeover moves it (see reconcileRestores), so the writes
+// of a job whose claim was taken over are refused by the write fence
+// (ADR 0010), and so is its final flip to ACTIVE.
+var errTargetMoved = errors.New("restore: the target table's description changed")
+
+// refence is called when the target's version moved under the job: if the
+// job still holds its claim (beat matches), no takeover happened (a
+// takeover claims first, then moves the version), so the job goes on at
+// the current version; otherwise it is fenced.
+func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN string, beat func(context.Context) (bool, error)) (*storage.Table, error) {
+	if beat == nil {
+		return nil, errTargetMoved
+	}
+	ok, err := beat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errFenced
+	}
+	cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name})
+	if err != nil {
+		return nil, err
+	}
+	if cur.Table.ID != target.ID || !m.cfg.Restorer.IsRestoreTarget(cur.Table, backupARN) {
+		return nil, errors.New("restore: the target table was replaced")
+	}
+	return cur.Table, nil
+}
+
+func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, beat func(context.Context) (bool, error)) (int64, error) {
 	dir, err := os.MkdirTemp(m.cfg.SpoolDir, spoolPrefix+m.cfg.Owner+"-")
 	if err != nil {
 		return 0, fmt.Errorf("restore: spool directory: %w", err)
@@ -245,9 +278,21 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		if len(batch) == 0 {
 			return nil
 		}
-		_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
-		batch = batch[:0]
-		return err
+		defer func() { batch = batch[:0] }()
+		for attempt := 0; ; attempt++ {
+			_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
+				return err
+			}
+			cur, ferr := m.refence(ctx, target, b.ARN, beat)
+			if ferr != nil {
+				return ferr
+			}
+			target, ref = cur, cur.Ref()
+			for i := range batch {
+				batch[i].Table = ref
+			}
+		}
 	}
 	hooked := false
 	err = bk.Items(ctx, func(r *format.Record) error {
@@ -280,14 +325,26 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	}
 	// 4. ACTIVE, only on this incarnation of the target.
 	m.hook(PointRestoreBeforeActive)
-	_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
-		Fn: func(old *storage.Table) ([]byte, error) {
-			if old.ID != target.ID {
-				return nil, errors.New("restore: the target table was replaced")
-			}
-			return m.cfg.Restorer.FinishRestore(old)
-		}})
-	return n, err
+	for attempt := 0; ; attempt++ {
+		_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
+			Fn: func(old *storage.Table) ([]byte, error) {
+				if old.ID != target.ID {
+					return nil, errors.New("restore: the target table was replaced")
+				}
+				if old.Version != target.Version {
+					return nil, errTargetMoved
+				}
+				return m.cfg.Restorer.FinishRestore(old)
+			}})
+		if !errors.Is(err, errTargetMoved) || attempt >= 3 {
+			return n, err
+		}
+		cur, ferr := m.refence(ctx, target, b.ARN, beat)
+		if ferr != nil {
+			return n, ferr
+		}
+		target = cur
+	}
 }
 
 // spool copies one object into the spool directory.
