@@ -128,7 +128,9 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 	start := time.Now()
 	result := "ok"
 	defer func() { m.met.end(kindBackup, start, result) }()
-	res, err := m.writeBackup(ctx, snap, rec, arn, desc)
+	prog := m.met.progress.start(kindBackup, rec.Account, rec.TableName, rec.BackupID, "write")
+	defer prog.done()
+	res, err := m.writeBackup(ctx, snap, rec, arn, desc, prog)
 	snap.Items.Close()
 	m.met.snapshotOpen.Observe(time.Since(start).Seconds())
 	if err == nil {
@@ -176,7 +178,7 @@ func (m *Manager) failBackup(ctx context.Context, rec storage.BackupRecord, msg 
 
 // writeBackup streams the snapshot into the format writer, whose sink
 // uploads each object to the store as it is written.
-func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte) (*format.Result, error) {
+func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte, prog *jobProgress) (*format.Result, error) {
 	m.hook(PointSnapshotOpen)
 	var marker *string
 	if snap.Descriptor.Marker != "" {
@@ -241,8 +243,10 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 				m.hook(PointMidData)
 			}
 		}
+		prog.add(int64(rb.rows), int64(rb.itemBytes()))
 		rb.free()
 	}
+	prog.setPhase("finish")
 	res, err := w.Finish()
 	if err != nil {
 		w.Abort(err)
@@ -497,6 +501,19 @@ func (b *rowBatch) row(i int) (item, pk, sk []byte) {
 	}
 	e := b.ends[3*i : 3*i+3]
 	return b.buf[start:e[0]:e[0]], b.buf[e[0]:e[1]:e[1]], b.buf[e[1]:e[2]:e[2]]
+}
+
+// itemBytes is the size of the batch's data file lines.
+func (b *rowBatch) itemBytes() int {
+	n := b.rows * (len(format.LinePrefix) + len(format.LineSuffix))
+	for i := 0; i < b.rows; i++ {
+		start := 0
+		if i > 0 {
+			start = b.ends[3*i-1]
+		}
+		n += b.ends[3*i] - start
+	}
+	return n
 }
 
 // free returns the batch's buffers for reuse by the reader.

@@ -159,7 +159,9 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 		}
 		go m.keepAlive(ctx, cancel, beat)
 	}
-	n, err := m.restore(ctx, b, target, beat)
+	prog := m.met.progress.start(kindRestore, target.Account, target.Name, b.BackupID, "spool")
+	defer prog.done()
+	n, err := m.restore(ctx, b, target, beat, prog)
 	m.met.items.WithLabelValues(kindRestore).Add(float64(n))
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
@@ -234,7 +236,7 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 	return cur.Table, nil
 }
 
-func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, beat func(context.Context) (bool, error)) (int64, error) {
+func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, beat func(context.Context) (bool, error), prog *jobProgress) (int64, error) {
 	dir, err := os.MkdirTemp(m.cfg.SpoolDir, spoolPrefix+m.cfg.Owner+"-")
 	if err != nil {
 		return 0, fmt.Errorf("restore: spool directory: %w", err)
@@ -262,9 +264,12 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	if bk.BackupARN != b.ARN {
 		return 0, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
 	}
+	prog.setTotals(bk.ItemCount, bk.UncompressedBytes)
+	prog.setPhase("verify")
 	if err := bk.Verify(ctx); err != nil {
 		return 0, err
 	}
+	prog.setPhase("load")
 	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
 	// 3. Load in atomic batches, with the index entries the target needs.
 	load, err := m.cfg.Restorer.ItemLoader(target)
@@ -273,12 +278,13 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	}
 	ref := target.Ref()
 	var batch []storage.WriteItemParams
-	var n int64
+	var n, batchBytes int64
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		defer func() { batch = batch[:0] }()
+		defer func() { prog.add(int64(len(batch)), batchBytes); batchBytes = 0 }()
 		for attempt := 0; ; attempt++ {
 			_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
 			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
@@ -303,6 +309,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		batch = append(batch, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Blind: true,
 			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
 		n++
+		batchBytes += int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
 		if len(batch) == restoreBatch {
 			if err := flush(); err != nil {
 				return err
@@ -324,6 +331,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		return n, fmt.Errorf("restore: loaded %d items, the manifest has %d", n, bk.ItemCount)
 	}
 	// 4. ACTIVE, only on this incarnation of the target.
+	prog.setPhase("activate")
 	m.hook(PointRestoreBeforeActive)
 	for attempt := 0; ; attempt++ {
 		_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
