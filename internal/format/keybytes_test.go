@@ -155,3 +155,53 @@ func mustNumKey(s string) []byte {
 	}
 	return b
 }
+
+// Format version 2: the sidecar covers every file, so a flipped byte in an
+// AWS export manifest fails Verify (naming it), a sidecar that leaves a
+// file out is refused at Open, and sha256sum -c checks every file (see
+// TestSha256sumAcceptsSidecar).
+func TestSidecarCoversEveryFile(t *testing.T) {
+	ctx := context.Background()
+	a := testARN(t, "keybytes")
+	cfg := writerConfig(a, tableJSON(a, "S", "N"), OrderUnordered, 300)
+	s, res := writeBackup(t, cfg, keyBytesItems(40, true))
+	lines, err := ParseSidecarLines(res.Sidecar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != len(res.Manifest.DataFiles)+3 || lines[len(lines)-1].Name != ManifestName {
+		t.Fatalf("sidecar lines: %+v", lines)
+	}
+	for _, name := range []string{ManifestFilesName, ManifestSummaryName} {
+		key := res.Prefix + name
+		bad := s.clone()
+		b := append([]byte(nil), bad.objects[key]...)
+		b[len(b)/2] ^= 1
+		bad.objects[key] = b
+		bk, err := Open(ctx, bad, res.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fe *FileError
+		if err := bk.Verify(ctx); !errors.Is(err, ErrSidecarMismatch) || !errors.As(err, &fe) || fe.Key != key {
+			t.Fatalf("flipped byte in %s: %v", name, err)
+		}
+	}
+	// A sidecar without one of the lines, or with a data file's line
+	// changed, is refused at Open.
+	for i := range lines[:len(lines)-1] {
+		short := append(append([]SidecarLine(nil), lines[:i]...), lines[i+1:]...)
+		bad := s.clone()
+		bad.objects[SidecarKey(res.Prefix)] = SidecarOf(short)
+		if _, err := Open(ctx, bad, res.Prefix); !errors.Is(err, ErrSidecarForm) {
+			t.Fatalf("sidecar without line %d (%s): %v", i+1, lines[i].Name, err)
+		}
+	}
+	changed := append([]SidecarLine(nil), lines...)
+	changed[0].Sum[0] ^= 1
+	bad := s.clone()
+	bad.objects[SidecarKey(res.Prefix)] = SidecarOf(changed)
+	if _, err := Open(ctx, bad, res.Prefix); !errors.Is(err, ErrSidecarMismatch) {
+		t.Fatalf("data file line changed: %v", err)
+	}
+}

@@ -508,7 +508,7 @@ func (w *Writer) Finish() (*Result, error) {
 	if err != nil {
 		return nil, w.fail(err)
 	}
-	sidecar := Sidecar(mb)
+	sidecar := SidecarOf(sidecarLines(m, files, summary, mb))
 	for _, o := range []struct {
 		key  string
 		data []byte
