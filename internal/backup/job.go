@@ -560,12 +560,13 @@ func readAhead(ctx context.Context, s *storage.SnapshotStream) <-chan *rowBatch 
 			if b.rows == 0 && b.err == nil {
 				return
 			}
+			last := b.err != nil || eof // b belongs to the consumer once sent
 			select {
 			case out <- b:
 			case <-ctx.Done():
 				return
 			}
-			if b.err != nil || eof {
+			if last {
 				return
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/format"
@@ -39,8 +40,18 @@ const (
 // owner's name.
 const spoolPrefix = "extenddb-restore-"
 
-// restoreBatch is the number of items written per atomic batch.
-const restoreBatch = 100
+// restoreBatch is the number of items written per atomic batch, and
+// restoreWriters the batches written at once by a restore.
+const (
+	restoreBatch   = 100
+	restoreWriters = 4
+)
+
+// restoreWork is one batch for a restore writer.
+type restoreWork struct {
+	ops   []storage.WriteItemParams
+	bytes int64
+}
 
 // RestoringFrom tells whether a restore from the backup runs (on any
 // server sharing the catalog, when the backend keeps restore jobs).
@@ -276,53 +287,109 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	if err != nil {
 		return 0, err
 	}
+	// The first batch is written inline (the mid-load hook runs after it,
+	// with nothing else in flight); the rest by restoreWriters writers in
+	// parallel, batches in any order (a backup holds each key once, and
+	// every write is a blind put). mu guards target and ref, which move
+	// when a writer meets a moved version and the job still holds its
+	// claim (refence).
+	var mu sync.Mutex
 	ref := target.Ref()
+	write := func(ctx context.Context, batch []storage.WriteItemParams, bytes int64) error {
+		for attempt := 0; ; attempt++ {
+			_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+			if err == nil {
+				prog.add(int64(len(batch)), bytes)
+				return nil
+			}
+			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
+				return err
+			}
+			mu.Lock()
+			if batch[0].Table.Version == ref.Version { // nobody refenced since
+				cur, ferr := m.refence(ctx, target, b.ARN, beat)
+				if ferr != nil {
+					mu.Unlock()
+					return ferr
+				}
+				target, ref = cur, cur.Ref()
+			}
+			r := ref
+			mu.Unlock()
+			for i := range batch {
+				batch[i].Table = r
+			}
+		}
+	}
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	work := make(chan restoreWork, restoreWriters)
+	var wg sync.WaitGroup
+	var werr error
+	var werrOnce sync.Once
+	started := false
+	startWriters := func() {
+		started = true
+		for range restoreWriters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for w := range work {
+					if err := write(wctx, w.ops, w.bytes); err != nil {
+						werrOnce.Do(func() { werr = err })
+						stop(err)
+					}
+				}
+			}()
+		}
+	}
 	var batch []storage.WriteItemParams
 	var n, batchBytes int64
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		defer func() { batch = batch[:0] }()
-		defer func() { prog.add(int64(len(batch)), batchBytes); batchBytes = 0 }()
-		for attempt := 0; ; attempt++ {
-			_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
-			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
+		w := restoreWork{ops: batch, bytes: batchBytes}
+		batch, batchBytes = make([]storage.WriteItemParams, 0, restoreBatch), 0
+		if !started {
+			if err := write(ctx, w.ops, w.bytes); err != nil {
 				return err
 			}
-			cur, ferr := m.refence(ctx, target, b.ARN, beat)
-			if ferr != nil {
-				return ferr
-			}
-			target, ref = cur, cur.Ref()
-			for i := range batch {
-				batch[i].Table = ref
-			}
+			m.hook(PointRestoreMidLoad)
+			startWriters()
+			return nil
+		}
+		select {
+		case work <- w:
+			return nil
+		case <-wctx.Done():
+			return context.Cause(wctx)
 		}
 	}
-	hooked := false
 	err = bk.Items(ctx, func(r *format.Record) error {
 		pk, sk, ch, err := load(bytes.Clone(r.Item))
 		if err != nil {
 			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
 		}
-		batch = append(batch, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Blind: true,
+		mu.Lock()
+		tr := ref
+		mu.Unlock()
+		batch = append(batch, storage.WriteItemParams{Table: tr, PK: pk, SK: sk, Blind: true,
 			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
 		n++
 		batchBytes += int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
 		if len(batch) == restoreBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-			if !hooked {
-				hooked = true
-				m.hook(PointRestoreMidLoad)
-			}
+			return flush()
 		}
 		return nil
 	})
 	if err == nil {
 		err = flush()
+	}
+	close(work)
+	wg.Wait()
+	if werr != nil && (err == nil || errors.Is(err, werr) || context.Cause(wctx) == werr) {
+		err = werr
 	}
 	if err != nil {
 		return n, err
