@@ -15,8 +15,9 @@
 #
 #   scripts/bench-backup.sh [--backend sqlite|postgres] [--dsn DSN] [--items N] [-c N]
 #
-# --dsn is required with postgres (a migrated database of your own; its
-# tables are left behind). EXTENDDB_BIN uses that binary instead of
+# --dsn is required with postgres: a freshly created and migrated database
+# of your own for every run (its catalog binds the run's temporary store;
+# its tables are left behind). EXTENDDB_BIN uses that binary instead of
 # building bin/extenddb.
 set -euo pipefail
 
