@@ -194,16 +194,28 @@ func epoch(v any) string {
 // approximate ItemCount), then a summary.
 func waitBackup(ctx context.Context, cl *server.Client, endpoint, arn, table string) error {
 	start := time.Now()
+	// The total is the table's approximate ItemCount (0 until the server
+	// has counted it once: asked again every 2 s meanwhile).
 	var total int64
-	var desc struct{ Table map[string]any }
-	if err := cl.Call(ctx, "DescribeTable", map[string]any{"TableName": table}, &desc); err == nil {
-		if f, ok := desc.Table["ItemCount"].(float64); ok {
-			total = int64(f)
+	var asked time.Time
+	itemCount := func() {
+		asked = time.Now()
+		var desc struct{ Table map[string]any }
+		if err := cl.Call(ctx, "DescribeTable", map[string]any{"TableName": table}, &desc); err == nil {
+			if f, ok := desc.Table["ItemCount"].(float64); ok {
+				total = int64(f)
+			}
 		}
 	}
+	itemCount()
 	id := arn[strings.LastIndexByte(arn, '/')+1:]
 	view := newProgressView(os.Stdout, "backup", total)
 	for {
+		if total == 0 && time.Since(asked) > 2*time.Second {
+			if itemCount(); total > 0 {
+				view.total = total
+			}
+		}
 		var out struct {
 			BackupDescription struct {
 				BackupDetails      map[string]any
@@ -221,8 +233,8 @@ func waitBackup(ctx context.Context, cl *server.Client, endpoint, arn, table str
 			elapsed := time.Since(start)
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "BACKUP\tTABLE\tITEMS\tBYTES\tELAPSED\tITEMS/S")
-			fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%s\t%s\n", arn, d.SourceTableDetails["TableName"], d.SourceTableDetails["ItemCount"],
-				d.BackupDetails["BackupSizeBytes"], elapsed.Round(time.Millisecond), perSecond(d.SourceTableDetails["ItemCount"], elapsed))
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\n", arn, d.SourceTableDetails["TableName"], integer(d.SourceTableDetails["ItemCount"]),
+				integer(d.BackupDetails["BackupSizeBytes"]), elapsed.Round(time.Millisecond), perSecond(d.SourceTableDetails["ItemCount"], elapsed))
 			return tw.Flush()
 		}
 		view.update(status, scrapeJob(ctx, endpoint, "backup", table, id))
@@ -233,6 +245,14 @@ func waitBackup(ctx context.Context, cl *server.Client, endpoint, arn, table str
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// integer prints a JSON number as an integer ("-" when absent).
+func integer(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return "-"
 }
 
 func perSecond(n any, d time.Duration) string {
