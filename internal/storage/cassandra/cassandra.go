@@ -7,7 +7,8 @@
 //
 // Data model: one Cassandra partition per DynamoDB item collection
 // (table id, partition key bytes) with the sort key bytes as a blob
-// clustering column, so Query reads in DynamoDB's order natively. Item
+// clustering column, so Query reads in DynamoDB's order natively.
+// Transactions run on the shared per-item ledger (txledger, ADR 0019). Item
 // writes are lightweight transactions (LWT) conditioned on the row's
 // version and on the partition's table-version fence. Scan walks a
 // partition directory kept in (KeyHash(pk), pk) order, so the contract's
@@ -26,6 +27,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // Options configure the backend.
@@ -47,8 +49,11 @@ type Options struct {
 	// applying them.
 	RequireMigrated bool
 	// OutboxSweep is how often every table's index outbox is drained in
-	// the background (default 1 min; negative: never, e.g. in tests).
+	// the background (default 1 min; negative: never, e.g. in tests). The
+	// same loop finishes transactions whose coordinator died.
 	OutboxSweep time.Duration
+	// Tx tunes the transaction ledger (lock timeout, waits; ADR 0019).
+	Tx txledger.Options
 }
 
 // Backend is the Cassandra backend.
@@ -59,6 +64,7 @@ type Backend struct {
 	dirMu    sync.Mutex
 	dirKnown map[dirKey]struct{} // partition directory rows known to exist
 	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
+	dirty    dirtyCache          // change log markers this process wrote (changelog.go)
 
 	closing   chan struct{} // closed by Close: stops the outbox sweep
 	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
@@ -66,6 +72,11 @@ type Backend struct {
 	// skipApply leaves index changes in the outbox (tests: a writer that
 	// died after its LWT).
 	skipApply bool
+	// skipForget leaves published change log records pending (tests: a
+	// publisher that died after its commit).
+	skipForget bool
+	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0019).
+	tx *txledger.Ledger
 }
 
 type dirKey struct {
@@ -156,6 +167,7 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 		return nil, mapErr(err, "connect")
 	}
 	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}
+	b.tx = txledger.New(txStore{b}, opt.Tx)
 	if opt.RequireMigrated {
 		err = b.checkSchema(ctx)
 	} else {
@@ -201,7 +213,7 @@ func ensureKeyspace(ctx context.Context, opt Options, create bool) error {
 	}
 	repl := opt.Replication
 	if repl == "" {
-		repl = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+		repl = defaultReplication
 	}
 	return mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
 }
@@ -218,10 +230,16 @@ func validIdent(s string) bool {
 	return true
 }
 
-// Ping checks that the cluster answers.
+// Ping (readiness) checks that the keyspace answers a read at the
+// consistency the catalog needs (a quorum of its replicas, not just the
+// node the driver talks to).
 func (b *Backend) Ping(ctx context.Context) error {
-	var v string
-	return mapErr(b.s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&v), "ping")
+	var v int
+	err := b.quorum(ctx, `SELECT version FROM schema_migrations WHERE version = 1`).Scan(&v)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return storage.Errorf(storage.KindSchema, "cassandra keyspace %q is not migrated: run `extenddb migrate`", b.opt.Keyspace)
+	}
+	return mapErr(err, "ping")
 }
 
 // Close stops the outbox sweep and closes the session.

@@ -27,8 +27,12 @@ type Config struct {
 	ConnectTimeoutMS int `toml:"connect_timeout_ms"`
 }
 
+// defaultReplication is the replication map of a keyspace that
+// `extenddb migrate` creates when none is configured (one node, tests).
+const defaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+
 func defaultConfig() *Config {
-	return &Config{Hosts: "127.0.0.1:9042", Keyspace: "extenddb", Consistency: "LOCAL_QUORUM", SerialConsistency: "LOCAL_SERIAL",
+	return &Config{Hosts: "127.0.0.1:9042", Keyspace: "extenddb", Replication: defaultReplication, Consistency: "LOCAL_QUORUM", SerialConsistency: "LOCAL_SERIAL",
 		TimeoutMS: 10000, ConnectTimeoutMS: 5000}
 }
 
@@ -68,19 +72,22 @@ func configOf(env storage.DriverEnv) *Config {
 	return defaultConfig()
 }
 
-// Driver is the Cassandra entry for the server's driver table. It is NOT
-// in the table yet (internal/server/drivers.go): the backend is
-// experimental until every storagetest section passes on it.
+// Driver is the Cassandra entry for the server's driver table
+// (internal/server/drivers.go). The backend lacks the snapshot capability,
+// so a server on it answers backup operations with a clear error.
 func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "cassandra",
 		Summary:   "Apache Cassandra 5 (experimental)",
 		NewConfig: func() any { return defaultConfig() },
-		Flags:     []storage.Flag{{Name: "cassandra-hosts", Key: "hosts", Usage: "Cassandra contact points (host:port, comma-separated)"}},
+		Flags: []storage.Flag{
+			{Name: "cassandra-hosts", Key: "hosts", Usage: "Cassandra contact points (host:port, comma-separated)"},
+			{Name: "cassandra-keyspace", Key: "keyspace", Usage: "Cassandra keyspace of the backend's tables"},
+		},
 		Keys: []storage.KeyDoc{
 			{Key: "hosts", Default: "127.0.0.1:9042", Doc: "contact points, comma-separated host:port"},
 			{Key: "keyspace", Default: "extenddb", Doc: "keyspace of the backend's tables"},
-			{Key: "replication", Default: "{'class': 'SimpleStrategy', 'replication_factor': 1}", Doc: "replication map of a keyspace created by `extenddb migrate`"},
+			{Key: "replication", Default: defaultReplication, Doc: "replication map of a keyspace created by `extenddb migrate`"},
 			{Key: "consistency", Default: "LOCAL_QUORUM", Doc: "consistency level of plain reads and writes"},
 			{Key: "serial_consistency", Default: "LOCAL_SERIAL", Doc: "serial consistency of lightweight transactions (SERIAL or LOCAL_SERIAL)"},
 			{Key: "timeout_ms", Default: "10000", Doc: "timeout of one request, in milliseconds"},

@@ -63,10 +63,16 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"Snapshot", testSnapshot},
 		{"BackupCatalog", testBackupCatalog},
 		{"BackupCatalogID", testCatalogID},
+		{"BackupCatalogRemoveRepoint", testBackupRemoveRepoint},
 		{"RestoreCatalog", testRestoreCatalog},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
 		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
+		{"ChangeLogAtomic", testChangeLogAtomic},
+		{"ChangeLogLimits", testChangeLogLimits},
+		{"ChangeLogTrim", testChangeLogTrim},
+		{"ChangeLogLifetime", testChangeLogLifetime},
+		{"ChangeLogConcurrent", testChangeLogConcurrent},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {

@@ -1,0 +1,260 @@
+package txledger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	. "github.com/extenddb/extenddb/internal/storage/txledger"
+	"github.com/extenddb/extenddb/internal/storage/txledger/ledgertest"
+)
+
+var (
+	tA = storage.TableRef{Account: "acct", Name: "a", ID: 1, Version: 1}
+	tB = storage.TableRef{Account: "acct", Name: "b", ID: 2, Version: 1}
+)
+
+func newStore() *memStore {
+	m := newMemStore()
+	m.tables[tA.ID] = tA.Version
+	m.tables[tB.ID] = tB.Version
+	return m
+}
+
+func num(b []byte) int {
+	if b == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func numItem(n int) []byte { return []byte(strconv.Itoa(n)) }
+
+func put(item string) storage.WriteFunc {
+	return func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: []byte(item)}, nil }
+}
+
+var errNegative = errors.New("balance would go negative")
+
+func add(d int) storage.WriteFunc {
+	return func(old []byte) (storage.Change, error) {
+		n := num(old) + d
+		if n < 0 {
+			return storage.Change{}, errNegative
+		}
+		return storage.Change{Op: storage.Put, Item: numItem(n)}, nil
+	}
+}
+
+func key(t storage.TableRef, pk string) Key { return Key{Table: t, PK: []byte(pk)} }
+
+func op(k Key, fn storage.WriteFunc) storage.WriteItemParams {
+	return storage.WriteItemParams{Table: k.Table, PK: k.PK, SK: k.SK, Fn: fn}
+}
+
+func wantKind(t *testing.T, what string, err error, k storage.Kind) {
+	t.Helper()
+	if !storage.IsKind(err, k) {
+		t.Fatalf("%s: got %v, want kind %v", what, err, k)
+	}
+}
+
+// visible reads an item as a plain reader does.
+func visible(t *testing.T, l *Ledger, s Store, k Key) []byte {
+	t.Helper()
+	rec, err := s.ReadItem(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := l.Visible(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestCodec(t *testing.T) {
+	chs := []storage.Change{
+		{},
+		{Op: storage.Put, Item: []byte("x"), Log: []byte{}},
+		{Op: storage.Delete, DeleteIndex: []storage.IndexKey{{Index: "g", PK: []byte("p")}, {Index: "h", PK: []byte{}, SK: []byte("s")}},
+			PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("q"), SK: []byte{0, 1}}, Item: []byte("it")}}, Log: []byte("log")},
+	}
+	for _, ch := range chs {
+		got, err := DecodeChange(EncodeChange(ch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Op != ch.Op || !bytes.Equal(got.Item, ch.Item) || (got.Item == nil) != (ch.Item == nil) || !bytes.Equal(got.Log, ch.Log) ||
+			len(got.DeleteIndex) != len(ch.DeleteIndex) || len(got.PutIndex) != len(ch.PutIndex) {
+			t.Fatalf("round trip: %+v -> %+v", ch, got)
+		}
+		for i := range ch.DeleteIndex {
+			if got.DeleteIndex[i].Index != ch.DeleteIndex[i].Index || !bytes.Equal(got.DeleteIndex[i].SK, ch.DeleteIndex[i].SK) {
+				t.Fatalf("delete index %d: %+v", i, got.DeleteIndex[i])
+			}
+		}
+		if len(ch.PutIndex) > 0 && string(got.PutIndex[0].Item) != "it" {
+			t.Fatalf("put index: %+v", got.PutIndex)
+		}
+		b := EncodeChange(ch)
+		for i := range len(b) - 1 {
+			if _, err := DecodeChange(b[:i]); err == nil {
+				t.Fatalf("truncated change (%d of %d bytes) decoded", i, len(b))
+			}
+		}
+	}
+	keys := []Key{{Table: tA, PK: []byte("p")}, {Table: storage.TableRef{Account: "x", Name: "y", ID: -5, Version: 9}, PK: []byte{}, SK: []byte("s")}}
+	got, err := DecodeKeys(EncodeKeys(keys))
+	if err != nil || len(got) != 2 || got[1].Table != keys[1].Table || string(got[1].SK) != "s" || got[0].SK != nil {
+		t.Fatalf("keys round trip: %+v %v", got, err)
+	}
+	if _, err := DecodeKeys([]byte{9}); err == nil {
+		t.Fatal("bad format accepted")
+	}
+}
+
+func TestTransactWrite(t *testing.T) {
+	ctx := context.Background()
+	m := newStore()
+	l := New(m, Options{})
+	a, b, c := key(tA, "a"), key(tB, "b"), key(tA, "c")
+	if err := m.write(ctx, l, a, put("a0")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		op(b, func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte("b1"), PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("x")}, Item: []byte("b1")}}}, nil
+		}),
+		op(a, put("a1")),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Results[0].Old) != "" || res.Results[0].Change.Op != storage.Put || string(res.Results[1].Old) != "a0" {
+		t.Fatalf("results %+v", res.Results)
+	}
+	if string(visible(t, l, m, a)) != "a1" || string(visible(t, l, m, b)) != "b1" || string(m.indexes["g/x"]) != "b1" {
+		t.Fatal("not applied")
+	}
+	if locks, txs := m.leftovers(); locks != 0 || txs != 0 {
+		t.Fatalf("left %d locks, %d records", locks, txs)
+	}
+
+	// A failing function cancels everything; every function runs, the
+	// reasons come in operation order.
+	errX := errors.New("x")
+	_, err = l.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		op(a, put("a2")),
+		op(c, func([]byte) (storage.Change, error) { return storage.Change{}, errX }),
+		op(b, func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Delete, DeleteIndex: []storage.IndexKey{{Index: "g", PK: []byte("x")}}}, nil
+		}),
+		op(key(tB, "z"), add(-1)),
+	}})
+	wantKind(t, "canceled", err, storage.KindTransactionCanceled)
+	var se *storage.Error
+	errors.As(err, &se)
+	if len(se.Reasons) != 4 || se.Reasons[0] != nil || se.Reasons[1] != errX || se.Reasons[2] != nil || se.Reasons[3] != errNegative {
+		t.Fatalf("reasons %v", se.Reasons)
+	}
+	if string(visible(t, l, m, a)) != "a1" || string(visible(t, l, m, b)) != "b1" || visible(t, l, m, c) != nil || m.indexes["g/x"] == nil {
+		t.Fatal("canceled transaction wrote")
+	}
+	if locks, txs := m.leftovers(); locks != 0 || txs != 0 {
+		t.Fatalf("left %d locks, %d records", locks, txs)
+	}
+
+	// A stale description version refuses the whole transaction.
+	m.tables[tB.ID] = 2
+	_, err = l.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{op(a, put("a3")), op(b, put("b3"))}})
+	wantKind(t, "stale version", err, storage.KindTableVersion)
+	if string(visible(t, l, m, a)) != "a1" || string(visible(t, l, m, b)) != "b1" {
+		t.Fatal("refused transaction wrote")
+	}
+	m.tables[tB.ID] = 1
+
+	// A table that is not live.
+	_, err = l.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{op(a, put("a3")), op(key(storage.TableRef{ID: 99}, "q"), put("q"))}})
+	wantKind(t, "missing table", err, storage.KindTableNotFound)
+	_, err = l.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{{Table: tA, PK: a.PK}, {Table: storage.TableRef{ID: 99}, PK: []byte("q")}}})
+	wantKind(t, "TransactGet missing table", err, storage.KindTableNotFound)
+
+	// One item twice.
+	_, err = l.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{op(a, put("x")), op(b, put("y")), op(a, put("z"))}})
+	wantKind(t, "duplicate", err, storage.KindInternal)
+	if locks, txs := m.leftovers(); locks != 0 || txs != 0 {
+		t.Fatalf("left %d locks, %d records", locks, txs)
+	}
+
+	// A condition check (Keep) holds the item and changes nothing.
+	res, err = l.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		op(a, func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Keep}, nil }), op(c, put("c1")),
+	}})
+	if err != nil || string(visible(t, l, m, a)) != "a1" || string(visible(t, l, m, c)) != "c1" || string(res.Results[0].Old) != "a1" {
+		t.Fatalf("check+put: %+v %v", res, err)
+	}
+	g, err := l.TransactGet(ctx, storage.TransactGetParams{Keys: []storage.GetItemParams{{Table: tA, PK: a.PK}, {Table: tB, PK: b.PK}, {Table: tA, PK: []byte("none")}}})
+	if err != nil || string(g.Items[0]) != "a1" || string(g.Items[1]) != "b1" || g.Items[2] != nil {
+		t.Fatalf("TransactGet %+v %v", g, err)
+	}
+}
+
+// TestPlainWriteConflict: a plain write that meets a live transaction's
+// lock waits at most MaxWait, then answers KindTransactionConflict.
+func TestPlainWriteConflict(t *testing.T) {
+	ctx := context.Background()
+	m := newStore()
+	k := key(tA, "k")
+	l := New(m, Options{LockTimeout: time.Hour, MaxWait: 30 * time.Millisecond})
+	id := NewTxID()
+	if err := m.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: time.Now(), Items: []Key{k}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.LockItem(ctx, k, Record{}, id, storage.Change{Op: storage.Delete}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	start := time.Now()
+	err := m.write(ctx, l, k, put("w"))
+	wantKind(t, "plain write on a live lock", err, storage.KindTransactionConflict)
+	if d := time.Since(start); d < 30*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("waited %v", d)
+	}
+}
+
+// TestConformance runs the Store conformance suite on the in-process store.
+func TestConformance(t *testing.T) {
+	m := newStore()
+	backend := New(m, Options{})
+	next := int64(10)
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Env {
+		var refs [2]storage.TableRef
+		m.mu.Lock()
+		for i := range refs {
+			next++
+			refs[i] = storage.TableRef{Account: "acct", Name: "t" + strconv.FormatInt(next, 10), ID: next, Version: 1}
+			m.tables[next] = 1
+		}
+		m.mu.Unlock()
+		return ledgertest.Env{
+			Store:  m,
+			Tables: refs,
+			Write:  func(ctx context.Context, k Key, fn storage.WriteFunc) error { return m.write(ctx, backend, k, fn) },
+			Get: func(ctx context.Context, k Key) ([]byte, error) {
+				rec, err := m.ReadItem(ctx, k)
+				if err != nil {
+					return nil, err
+				}
+				return backend.Visible(ctx, rec)
+			},
+		}
+	})
+}
