@@ -489,7 +489,11 @@ def file_server(tmp_path, catalog_args, store, **env):
 
 def objects(store, table):
     d = Path(store) / ACCOUNT / table
-    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) if d.exists() else []
+    while True:
+        try:
+            return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) if d.exists() else []
+        except FileNotFoundError:
+            continue  # a directory went away during the walk (the reconciler is deleting): walk again
 
 
 @pytest.mark.parametrize("point", ["backup.snapshot-open", "backup.mid-data", "backup.before-manifest",
