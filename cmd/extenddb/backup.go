@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -51,7 +53,7 @@ func backupCommand() *cli.Command {
 					if !c.Bool("wait") {
 						return nil
 					}
-					return waitBackup(c.Context, cl, arn)
+					return waitBackup(c.Context, cl, c.String("endpoint"), arn, c.String("table"))
 				},
 			},
 			{
@@ -124,7 +126,7 @@ func backupCommand() *cli.Command {
 					if !c.Bool("wait") {
 						return nil
 					}
-					return waitRestore(c.Context, cl, target)
+					return waitRestore(c.Context, cl, c.String("endpoint"), c.Args().First(), target)
 				},
 			},
 			{
@@ -190,12 +192,34 @@ func epoch(v any) string {
 	return time.UnixMilli(int64(f * 1000)).UTC().Format(time.RFC3339)
 }
 
-// waitBackup polls until the backup is AVAILABLE, printing a line per
-// second, then a summary.
-func waitBackup(ctx context.Context, cl *server.Client, arn string) error {
+// waitBackup polls until the backup is AVAILABLE, showing its progress
+// (a bar on a terminal, a line per second otherwise; items and bytes when
+// the endpoint's server runs the job, against the source table's
+// approximate ItemCount), then a summary.
+func waitBackup(ctx context.Context, cl *server.Client, endpoint, arn, table string) error {
 	start := time.Now()
-	last := time.Time{}
+	// The total is the table's approximate ItemCount (0 until the server
+	// has counted it once: asked again every 2 s meanwhile).
+	var total int64
+	var asked time.Time
+	itemCount := func() {
+		asked = time.Now()
+		var desc struct{ Table map[string]any }
+		if err := cl.Call(ctx, "DescribeTable", map[string]any{"TableName": table}, &desc); err == nil {
+			if f, ok := desc.Table["ItemCount"].(float64); ok {
+				total = int64(f)
+			}
+		}
+	}
+	itemCount()
+	id := arn[strings.LastIndexByte(arn, '/')+1:]
+	view := newProgressView(os.Stdout, "backup", total)
 	for {
+		if total == 0 && time.Since(asked) > 2*time.Second {
+			if itemCount(); total > 0 {
+				view.total = total
+			}
+		}
 		var out struct {
 			BackupDescription struct {
 				BackupDetails      map[string]any
@@ -203,51 +227,80 @@ func waitBackup(ctx context.Context, cl *server.Client, arn string) error {
 			}
 		}
 		if err := cl.Call(ctx, "DescribeBackup", map[string]any{"BackupArn": arn}, &out); err != nil {
+			view.finish()
 			return err
 		}
 		d := out.BackupDescription
-		status := d.BackupDetails["BackupStatus"]
+		status, _ := d.BackupDetails["BackupStatus"].(string)
 		if status == "AVAILABLE" {
+			view.finish()
+			elapsed := time.Since(start)
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "BACKUP\tTABLE\tITEMS\tBYTES\tELAPSED")
-			fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%s\n", arn, d.SourceTableDetails["TableName"], d.SourceTableDetails["ItemCount"],
-				d.BackupDetails["BackupSizeBytes"], time.Since(start).Round(time.Millisecond))
+			fmt.Fprintln(tw, "BACKUP\tTABLE\tITEMS\tBYTES\tELAPSED\tITEMS/S")
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\n", arn, d.SourceTableDetails["TableName"], integer(d.SourceTableDetails["ItemCount"]),
+				integer(d.BackupDetails["BackupSizeBytes"]), elapsed.Round(time.Millisecond), perSecond(d.SourceTableDetails["ItemCount"], elapsed))
 			return tw.Flush()
 		}
-		if time.Since(last) >= time.Second {
-			fmt.Printf("%s %v elapsed %s\n", time.Now().UTC().Format(time.TimeOnly), status, time.Since(start).Round(time.Second))
-			last = time.Now()
-		}
+		view.update(status, scrapeJob(ctx, endpoint, "backup", table, id))
 		select {
 		case <-ctx.Done():
+			view.finish()
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
+// integer prints a JSON number as an integer ("-" when absent).
+func integer(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return "-"
+}
+
+func perSecond(n any, d time.Duration) string {
+	f, ok := n.(float64)
+	if !ok || d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", f/d.Seconds())
+}
+
 // waitRestore polls until the target table is ACTIVE (or gone: the
-// restore failed and the server log says why).
-func waitRestore(ctx context.Context, cl *server.Client, table string) error {
+// restore failed and the server log says why), showing the progress of
+// the load against the backup's item count, then a summary.
+func waitRestore(ctx context.Context, cl *server.Client, endpoint, arn, table string) error {
 	start := time.Now()
-	last := time.Time{}
+	id := arn[strings.LastIndexByte(arn, '/')+1:]
+	view := newProgressView(os.Stdout, "restore", 0)
+	var last jobStat
 	for {
 		var out struct{ Table map[string]any }
 		if err := cl.Call(ctx, "DescribeTable", map[string]any{"TableName": table}, &out); err != nil {
+			view.finish()
 			return fmt.Errorf("restore of %s failed (the target is gone; the server log says why): %w", table, err)
 		}
-		if out.Table["TableStatus"] == "ACTIVE" {
+		status, _ := out.Table["TableStatus"].(string)
+		if status == "ACTIVE" {
+			view.finish()
+			elapsed := time.Since(start)
+			items := "-"
+			if last.totalItems > 0 {
+				items = strconv.FormatInt(last.totalItems, 10)
+			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TABLE\tSTATUS\tELAPSED")
-			fmt.Fprintf(tw, "%s\tACTIVE\t%s\n", table, time.Since(start).Round(time.Millisecond))
+			fmt.Fprintln(tw, "TABLE\tSTATUS\tITEMS\tELAPSED\tITEMS/S")
+			fmt.Fprintf(tw, "%s\tACTIVE\t%s\t%s\t%s\n", table, items, elapsed.Round(time.Millisecond), perSecond(float64(last.totalItems), elapsed))
 			return tw.Flush()
 		}
-		if time.Since(last) >= time.Second {
-			fmt.Printf("%s %s %v elapsed %s\n", time.Now().UTC().Format(time.TimeOnly), table, out.Table["TableStatus"], time.Since(start).Round(time.Second))
-			last = time.Now()
+		if st := scrapeJob(ctx, endpoint, "restore", table, id); st.found {
+			last = st
 		}
+		view.update(status, last)
 		select {
 		case <-ctx.Done():
+			view.finish()
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}

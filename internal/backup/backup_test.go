@@ -32,11 +32,11 @@ import (
 
 type backendCase struct {
 	name string
-	open func(t *testing.T) storage.Backend
+	open func(t testing.TB) storage.Backend
 }
 
-func backends(t *testing.T) []backendCase {
-	out := []backendCase{{"sqlite", func(t *testing.T) storage.Backend {
+func backends(t testing.TB) []backendCase {
+	out := []backendCase{{"sqlite", func(t testing.TB) storage.Backend {
 		b, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/db.sqlite"})
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +49,7 @@ func backends(t *testing.T) []backendCase {
 		if admin == "" {
 			t.Fatal("EXTENDDB_TEST_BACKENDS names postgres but EXTENDDB_TEST_POSTGRES_DSN is empty")
 		}
-		out = append(out, backendCase{"postgres", func(t *testing.T) storage.Backend {
+		out = append(out, backendCase{"postgres", func(t testing.TB) storage.Backend {
 			dsn := pgDatabase(t, admin)
 			open := func() storage.Backend {
 				b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
@@ -83,7 +83,7 @@ func otherServer(b storage.Backend) storage.Backend {
 
 // pgDatabase creates a database of the test's own (prefix of the admin
 // database's name) and drops it at the end.
-func pgDatabase(t *testing.T, admin string) string {
+func pgDatabase(t testing.TB, admin string) string {
 	u, err := url.Parse(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func (descJSON) StoredDescription(src []byte) ([]byte, error) { return src, nil 
 
 const account = "000000000000"
 
-func createTable(t *testing.T, b storage.Backend, name string) storage.TableRef {
+func createTable(t testing.TB, b storage.Backend, name string) storage.TableRef {
 	desc := fmt.Sprintf(`{"TableName":%q,"KeySchema":[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}],`+
 		`"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"N"}],"TableStatus":"ACTIVE"}`, name)
 	res, err := b.CreateTable(context.Background(), storage.CreateTableParams{Account: account, Name: name, Desc: []byte(desc)})
@@ -156,7 +156,7 @@ func del(t *testing.T, b storage.Backend, ref storage.TableRef, i int) {
 	}
 }
 
-func newManager(t *testing.T, b storage.Backend, st store.Store, mod func(*Config)) *Manager {
+func newManager(t testing.TB, b storage.Backend, st store.Store, mod func(*Config)) *Manager {
 	cfg := Config{Backend: b, Store: st, Describer: descJSON{}, TargetFileBytes: 16 << 10,
 		HeartbeatInterval: 50 * time.Millisecond, StaleAfter: 2 * time.Second, ReconcileInterval: time.Hour}
 	if mod != nil {

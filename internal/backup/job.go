@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
@@ -128,7 +128,9 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 	start := time.Now()
 	result := "ok"
 	defer func() { m.met.end(kindBackup, start, result) }()
-	res, err := m.writeBackup(ctx, snap, rec, arn, desc)
+	prog := m.met.progress.start(kindBackup, rec.Account, rec.TableName, rec.BackupID, "write")
+	defer prog.done()
+	res, err := m.writeBackup(ctx, snap, rec, arn, desc, prog)
 	snap.Items.Close()
 	m.met.snapshotOpen.Observe(time.Since(start).Seconds())
 	if err == nil {
@@ -176,7 +178,7 @@ func (m *Manager) failBackup(ctx context.Context, rec storage.BackupRecord, msg 
 
 // writeBackup streams the snapshot into the format writer, whose sink
 // uploads each object to the store as it is written.
-func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte) (*format.Result, error) {
+func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte, prog *jobProgress) (*format.Result, error) {
 	m.hook(PointSnapshotOpen)
 	var marker *string
 	if snap.Descriptor.Marker != "" {
@@ -199,7 +201,6 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 	if err != nil {
 		return nil, err
 	}
-	schema := w.Schema()
 	opened := time.Now()
 	hooked := false
 	// The snapshot is read ahead on another goroutine, a few batches at
@@ -222,24 +223,18 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 			w.Abort(rb.err)
 			return nil, jobErr(ctx, rb.err)
 		}
-		for _, item := range rb.items {
+		for i := range rb.rows {
 			if m.cfg.MaxSnapshotAge > 0 && n%1024 == 0 && time.Since(opened) > m.cfg.MaxSnapshotAge {
 				err := fmt.Errorf("backup: the snapshot stayed open longer than %s (backup.max_snapshot_age)", m.cfg.MaxSnapshotAge)
 				w.Abort(err)
 				return nil, err
 			}
 			n++
-			it, err := attr.DecodeItem(item)
-			if err != nil {
-				w.Abort(err)
-				return nil, fmt.Errorf("backup: stored item: %w", err)
-			}
-			k, err := schema.KeyOf(it)
-			if err != nil {
-				w.Abort(err)
-				return nil, fmt.Errorf("backup: stored item: %w", err)
-			}
-			if err := w.Append(item, k); err != nil {
+			// The row's key bytes are the item's key as storage keeps it:
+			// the item is not decoded (the restore checks every line's
+			// key again).
+			item, pk, sk := rb.row(i)
+			if err := w.AppendKeyBytes(item, pk, sk); err != nil {
 				w.Abort(err)
 				return nil, jobErr(ctx, err)
 			}
@@ -248,7 +243,10 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 				m.hook(PointMidData)
 			}
 		}
+		prog.add(int64(rb.rows), int64(rb.itemBytes()))
+		rb.free()
 	}
+	prog.setPhase("finish")
 	res, err := w.Finish()
 	if err != nil {
 		w.Abort(err)
@@ -281,7 +279,7 @@ func (s *storeSink) Create(ctx context.Context, key string) (io.WriteCloser, err
 	case format.SidecarKey(s.prefix):
 		s.m.hook(PointBeforeSidecar)
 	}
-	pr, pw := io.Pipe()
+	pr, pw := newBufPipe(uploadChunk, uploadDepth)
 	o := &pipeObject{pw: pw, done: make(chan error, 1)}
 	go func() {
 		err := s.st.Put(ctx, key, pr)
@@ -305,7 +303,7 @@ func errOr(err, def error) error {
 
 // drainCheck reports an error when the pipe still has bytes after a Put
 // said it was done (which would mean the object is short).
-func drainCheck(pr *io.PipeReader) error {
+func drainCheck(pr *bufPipeReader) error {
 	var b [1]byte
 	n, err := pr.Read(b[:])
 	if n > 0 {
@@ -318,7 +316,7 @@ func drainCheck(pr *io.PipeReader) error {
 }
 
 type pipeObject struct {
-	pw   *io.PipeWriter
+	pw   *bufPipeWriter
 	done chan error
 }
 
@@ -335,49 +333,240 @@ func (o *pipeObject) CloseWithError(err error) error {
 	return nil
 }
 
-// rowBatch is a batch of items read ahead from a snapshot (copies), or the
-// error that ended the stream.
-type rowBatch struct {
-	items [][]byte
-	err   error
+// uploadChunk and uploadDepth size the buffer between the encoder and an
+// upload: the encoder goes on compressing while the store writes up to
+// uploadDepth chunks behind it.
+const (
+	uploadChunk = 256 << 10
+	uploadDepth = 8
+)
+
+// bufPipe is io.Pipe with a bounded buffer: writes are copied into chunks
+// that the reader takes in order, so the writer blocks only when depth
+// chunks wait. Closing the writer ends the stream after the buffered
+// chunks (with io.EOF, or the CloseWithError error at once); closing the
+// reader fails the writer's next write.
+type bufPipe struct {
+	chunks chan []byte
+	free   chan []byte
+	size   int
+
+	once    sync.Once
+	done    chan struct{} // closed by the reader side
+	rerr    error         // why the reader closed (set before done)
+	wonce   sync.Once
+	werr    error // the writer's close error (nil: EOF), set before chunks closes
+	wclosed chan struct{}
 }
 
-// readAheadBatch and readAheadDepth bound what is read ahead: at most
-// depth+2 batches of items exist at once.
+type bufPipeWriter struct {
+	p   *bufPipe
+	cur []byte
+}
+
+type bufPipeReader struct {
+	p     *bufPipe
+	cur   []byte // the unread rest of whole
+	whole []byte
+}
+
+func newBufPipe(size, depth int) (*bufPipeReader, *bufPipeWriter) {
+	p := &bufPipe{chunks: make(chan []byte, depth), free: make(chan []byte, depth+2), size: size,
+		done: make(chan struct{}), wclosed: make(chan struct{})}
+	return &bufPipeReader{p: p}, &bufPipeWriter{p: p}
+}
+
+func (w *bufPipeWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		if w.cur == nil {
+			select {
+			case c := <-w.p.free:
+				w.cur = c[:0]
+			default:
+				w.cur = make([]byte, 0, w.p.size)
+			}
+		}
+		k := copy(w.cur[len(w.cur):cap(w.cur)], b)
+		w.cur = w.cur[:len(w.cur)+k]
+		b = b[k:]
+		n += k
+		if len(w.cur) == cap(w.cur) {
+			if err := w.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *bufPipeWriter) flush() error {
+	select {
+	case <-w.p.done:
+		return w.p.rerr
+	default:
+	}
+	select {
+	case w.p.chunks <- w.cur:
+		w.cur = nil
+		return nil
+	case <-w.p.done:
+		return w.p.rerr
+	}
+}
+
+// Close flushes what is buffered and ends the stream with io.EOF.
+func (w *bufPipeWriter) Close() error {
+	var err error
+	if len(w.cur) > 0 {
+		err = w.flush()
+	}
+	w.CloseWithError(nil)
+	return err
+}
+
+// CloseWithError ends the stream: the reader gets err (io.EOF when nil)
+// once it has read the chunks already sent.
+func (w *bufPipeWriter) CloseWithError(err error) error {
+	w.p.wonce.Do(func() {
+		w.p.werr = err
+		close(w.p.chunks)
+	})
+	return nil
+}
+
+func (r *bufPipeReader) Read(b []byte) (int, error) {
+	for len(r.cur) == 0 {
+		select {
+		case <-r.p.done:
+			return 0, io.ErrClosedPipe
+		default:
+		}
+		c, ok := <-r.p.chunks
+		if !ok {
+			if r.p.werr != nil {
+				return 0, r.p.werr
+			}
+			return 0, io.EOF
+		}
+		r.cur, r.whole = c, c
+	}
+	n := copy(b, r.cur)
+	r.cur = r.cur[n:]
+	if len(r.cur) == 0 {
+		// Hand the chunk back to the writer for reuse.
+		select {
+		case r.p.free <- r.whole[:0]:
+		default:
+		}
+		r.cur, r.whole = nil, nil
+	}
+	return n, nil
+}
+
+// CloseWithError closes the reader side: the writer's pending and next
+// writes fail with err.
+func (r *bufPipeReader) CloseWithError(err error) error {
+	r.p.once.Do(func() {
+		r.p.rerr = errOr(err, io.ErrClosedPipe)
+		close(r.p.done)
+	})
+	return nil
+}
+
+// rowBatch is a batch of rows read ahead from a snapshot, copied into one
+// buffer (item, PK, SK of row i at ends[3i..3i+3]), or the error that
+// ended the stream.
+type rowBatch struct {
+	buf  []byte
+	ends []int
+	rows int
+	err  error
+	pool *sync.Pool
+}
+
+func (b *rowBatch) add(r storage.Row) {
+	for _, p := range [3][]byte{r.Item, r.PK, r.SK} {
+		b.buf = append(b.buf, p...)
+		b.ends = append(b.ends, len(b.buf))
+	}
+	b.rows++
+}
+
+// row returns row i's item and key bytes (valid until free).
+func (b *rowBatch) row(i int) (item, pk, sk []byte) {
+	start := 0
+	if i > 0 {
+		start = b.ends[3*i-1]
+	}
+	e := b.ends[3*i : 3*i+3]
+	return b.buf[start:e[0]:e[0]], b.buf[e[0]:e[1]:e[1]], b.buf[e[1]:e[2]:e[2]]
+}
+
+// itemBytes is the size of the batch's data file lines.
+func (b *rowBatch) itemBytes() int {
+	n := b.rows * (len(format.LinePrefix) + len(format.LineSuffix))
+	for i := 0; i < b.rows; i++ {
+		start := 0
+		if i > 0 {
+			start = b.ends[3*i-1]
+		}
+		n += b.ends[3*i] - start
+	}
+	return n
+}
+
+// free returns the batch's buffers for reuse by the reader.
+func (b *rowBatch) free() {
+	if b.pool != nil && cap(b.buf) <= 4*readAheadBytes {
+		b.buf, b.ends, b.rows, b.err = b.buf[:0], b.ends[:0], 0, nil
+		b.pool.Put(b)
+	}
+}
+
+// readAheadBytes and readAheadDepth bound what is read ahead: a batch
+// closes at readAheadBytes of rows (or readAheadRows rows) and at most
+// depth+2 batches exist at once.
 const (
-	readAheadBatch = 256
+	readAheadBytes = 1 << 20
+	readAheadRows  = 4096
 	readAheadDepth = 2
 )
 
 // readAhead drains a snapshot stream on its own goroutine into batches of
-// copied items; the channel closes after the last batch (or an error
+// copied rows; the channel closes after the last batch (or an error
 // batch). It stops when ctx ends.
-func readAhead(ctx context.Context, s *storage.SnapshotStream) <-chan rowBatch {
-	out := make(chan rowBatch, readAheadDepth)
+func readAhead(ctx context.Context, s *storage.SnapshotStream) <-chan *rowBatch {
+	out := make(chan *rowBatch, readAheadDepth)
+	pool := &sync.Pool{New: func() any { return &rowBatch{buf: make([]byte, 0, readAheadBytes+64<<10)} }}
 	go func() {
 		defer close(out)
 		for {
-			var b rowBatch
-			for len(b.items) < readAheadBatch {
+			b := pool.Get().(*rowBatch)
+			b.pool = pool
+			eof := false
+			for len(b.buf) < readAheadBytes && b.rows < readAheadRows {
 				row, err := s.Next(ctx)
 				if err == io.EOF {
+					eof = true
 					break
 				}
 				if err != nil {
 					b.err = err
 					break
 				}
-				b.items = append(b.items, append([]byte(nil), row.Item...))
+				b.add(row)
 			}
-			if len(b.items) == 0 && b.err == nil {
+			if b.rows == 0 && b.err == nil {
 				return
 			}
+			last := b.err != nil || eof // b belongs to the consumer once sent
 			select {
 			case out <- b:
 			case <-ctx.Done():
 				return
 			}
-			if b.err != nil || len(b.items) < readAheadBatch {
+			if last {
 				return
 			}
 		}

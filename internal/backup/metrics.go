@@ -12,7 +12,9 @@ import (
 )
 
 // Metrics of the jobs. Labels are bounded: the kind of job and the cause
-// of a failure, never a table or a backup (the log lines carry them).
+// of a failure, never a table or a backup (the log lines carry them),
+// except the progress of running jobs (at most max_concurrent_jobs series
+// of each, gone when the job ends).
 type metrics struct {
 	running      *prometheus.GaugeVec
 	items        *prometheus.CounterVec
@@ -21,6 +23,7 @@ type metrics struct {
 	finished     *prometheus.CounterVec
 	snapshotOpen prometheus.Histogram
 	reconciled   *prometheus.CounterVec
+	progress     *progressSet // per running job (labels: its table and backup id)
 }
 
 // Job kinds and failure causes (label values).
@@ -37,7 +40,7 @@ const (
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+	m := &metrics{progress: newProgressSet(),
 		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "extenddb_backup_jobs_running",
 			Help: "Backup, restore and delete jobs running in this process."}, []string{"kind"}),
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_items_total",
@@ -58,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.finished.WithLabelValues(k, "ok")
 	}
 	if reg != nil {
-		reg.MustRegister(m.running, m.items, m.bytes, m.duration, m.finished, m.snapshotOpen, m.reconciled)
+		reg.MustRegister(m.running, m.items, m.bytes, m.duration, m.finished, m.snapshotOpen, m.reconciled, m.progress)
 	}
 	return m
 }

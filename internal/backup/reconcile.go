@@ -154,7 +154,22 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 		if err != nil {
 			continue // no slot: the claim goes stale again and is retried
 		}
-		m.startRestore(*b, cur.Table, job, release)
+		// Fence the former owner: move the target's description version,
+		// so its item writes (fenced on the version it loads at, ADR 0010)
+		// and its flip to ACTIVE are refused from now on.
+		up, err := m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: r.Account, Name: r.TableName,
+			Fn: func(old *storage.Table) ([]byte, error) {
+				if old.ID != cur.Table.ID || !m.cfg.Restorer.IsRestoreTarget(old, r.BackupARN) {
+					return nil, errors.New("restore: the target table changed during the takeover")
+				}
+				return old.Desc, nil
+			}})
+		if err != nil {
+			release()
+			errs = append(errs, err)
+			continue // the claim goes stale again and is retried
+		}
+		m.startRestore(*b, up.Table, job, release)
 	}
 	// Duty 6: spool directories of owners that run nothing.
 	entries, _ := os.ReadDir(m.cfg.SpoolDir)

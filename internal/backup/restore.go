@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/format"
@@ -39,8 +40,18 @@ const (
 // owner's name.
 const spoolPrefix = "extenddb-restore-"
 
-// restoreBatch is the number of items written per atomic batch.
-const restoreBatch = 100
+// restoreBatch is the number of items written per atomic batch, and
+// restoreWriters the batches written at once by a restore.
+const (
+	restoreBatch   = 100
+	restoreWriters = 4
+)
+
+// restoreWork is one batch for a restore writer.
+type restoreWork struct {
+	ops   []storage.WriteItemParams
+	bytes int64
+}
 
 // RestoringFrom tells whether a restore from the backup runs (on any
 // server sharing the catalog, when the backend keeps restore jobs).
@@ -151,13 +162,17 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
+	var beat func(context.Context) (bool, error)
 	if m.rcat != nil {
-		go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+		beat = func(ctx context.Context) (bool, error) {
 			res, err := m.rcat.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: job.ID, Owner: m.cfg.Owner, Generation: job.Generation})
 			return err == nil && res.Matched, err
-		})
+		}
+		go m.keepAlive(ctx, cancel, beat)
 	}
-	n, err := m.restore(ctx, b, target)
+	prog := m.met.progress.start(kindRestore, target.Account, target.Name, b.BackupID, "spool")
+	defer prog.done()
+	n, err := m.restore(ctx, b, target, beat, prog)
 	m.met.items.WithLabelValues(kindRestore).Add(float64(n))
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
@@ -201,7 +216,38 @@ func (m *Manager) dropTarget(ctx context.Context, target *storage.Table) {
 	}
 }
 
-func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table) (int64, error) {
+// errTargetMoved: the target's description version is not the one the
+// job loads at. A takeover moves it (see reconcileRestores), so the writes
+// of a job whose claim was taken over are refused by the write fence
+// (ADR 0010), and so is its final flip to ACTIVE.
+var errTargetMoved = errors.New("restore: the target table's description changed")
+
+// refence is called when the target's version moved under the job: if the
+// job still holds its claim (beat matches), no takeover happened (a
+// takeover claims first, then moves the version), so the job goes on at
+// the current version; otherwise it is fenced.
+func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN string, beat func(context.Context) (bool, error)) (*storage.Table, error) {
+	if beat == nil {
+		return nil, errTargetMoved
+	}
+	ok, err := beat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errFenced
+	}
+	cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name})
+	if err != nil {
+		return nil, err
+	}
+	if cur.Table.ID != target.ID || !m.cfg.Restorer.IsRestoreTarget(cur.Table, backupARN) {
+		return nil, errors.New("restore: the target table was replaced")
+	}
+	return cur.Table, nil
+}
+
+func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, beat func(context.Context) (bool, error), prog *jobProgress) (int64, error) {
 	dir, err := os.MkdirTemp(m.cfg.SpoolDir, spoolPrefix+m.cfg.Owner+"-")
 	if err != nil {
 		return 0, fmt.Errorf("restore: spool directory: %w", err)
@@ -229,48 +275,121 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	if bk.BackupARN != b.ARN {
 		return 0, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
 	}
+	prog.setTotals(bk.ItemCount, bk.UncompressedBytes)
+	prog.setPhase("verify")
 	if err := bk.Verify(ctx); err != nil {
 		return 0, err
 	}
+	prog.setPhase("load")
 	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
 	// 3. Load in atomic batches, with the index entries the target needs.
 	load, err := m.cfg.Restorer.ItemLoader(target)
 	if err != nil {
 		return 0, err
 	}
+	// The first batch is written inline (the mid-load hook runs after it,
+	// with nothing else in flight); the rest by restoreWriters writers in
+	// parallel, batches in any order (a backup holds each key once, and
+	// every write is a blind put). mu guards target and ref, which move
+	// when a writer meets a moved version and the job still holds its
+	// claim (refence).
+	var mu sync.Mutex
 	ref := target.Ref()
+	write := func(ctx context.Context, batch []storage.WriteItemParams, bytes int64) error {
+		for attempt := 0; ; attempt++ {
+			_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+			if err == nil {
+				prog.add(int64(len(batch)), bytes)
+				return nil
+			}
+			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
+				return err
+			}
+			mu.Lock()
+			if batch[0].Table.Version == ref.Version { // nobody refenced since
+				cur, ferr := m.refence(ctx, target, b.ARN, beat)
+				if ferr != nil {
+					mu.Unlock()
+					return ferr
+				}
+				target, ref = cur, cur.Ref()
+			}
+			r := ref
+			mu.Unlock()
+			for i := range batch {
+				batch[i].Table = r
+			}
+		}
+	}
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	work := make(chan restoreWork, restoreWriters)
+	var wg sync.WaitGroup
+	var werr error
+	var werrOnce sync.Once
+	started := false
+	startWriters := func() {
+		started = true
+		for range restoreWriters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for w := range work {
+					if err := write(wctx, w.ops, w.bytes); err != nil {
+						werrOnce.Do(func() { werr = err })
+						stop(err)
+					}
+				}
+			}()
+		}
+	}
 	var batch []storage.WriteItemParams
-	var n int64
+	var n, batchBytes int64
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
-		batch = batch[:0]
-		return err
+		w := restoreWork{ops: batch, bytes: batchBytes}
+		batch, batchBytes = make([]storage.WriteItemParams, 0, restoreBatch), 0
+		if !started {
+			if err := write(ctx, w.ops, w.bytes); err != nil {
+				return err
+			}
+			m.hook(PointRestoreMidLoad)
+			startWriters()
+			return nil
+		}
+		select {
+		case work <- w:
+			return nil
+		case <-wctx.Done():
+			return context.Cause(wctx)
+		}
 	}
-	hooked := false
 	err = bk.Items(ctx, func(r *format.Record) error {
 		pk, sk, ch, err := load(bytes.Clone(r.Item))
 		if err != nil {
 			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
 		}
-		batch = append(batch, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Blind: true,
+		mu.Lock()
+		tr := ref
+		mu.Unlock()
+		batch = append(batch, storage.WriteItemParams{Table: tr, PK: pk, SK: sk, Blind: true,
 			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
 		n++
+		batchBytes += int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
 		if len(batch) == restoreBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-			if !hooked {
-				hooked = true
-				m.hook(PointRestoreMidLoad)
-			}
+			return flush()
 		}
 		return nil
 	})
 	if err == nil {
 		err = flush()
+	}
+	close(work)
+	wg.Wait()
+	if werr != nil && (err == nil || errors.Is(err, werr) || context.Cause(wctx) == werr) {
+		err = werr
 	}
 	if err != nil {
 		return n, err
@@ -279,15 +398,28 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		return n, fmt.Errorf("restore: loaded %d items, the manifest has %d", n, bk.ItemCount)
 	}
 	// 4. ACTIVE, only on this incarnation of the target.
+	prog.setPhase("activate")
 	m.hook(PointRestoreBeforeActive)
-	_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
-		Fn: func(old *storage.Table) ([]byte, error) {
-			if old.ID != target.ID {
-				return nil, errors.New("restore: the target table was replaced")
-			}
-			return m.cfg.Restorer.FinishRestore(old)
-		}})
-	return n, err
+	for attempt := 0; ; attempt++ {
+		_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
+			Fn: func(old *storage.Table) ([]byte, error) {
+				if old.ID != target.ID {
+					return nil, errors.New("restore: the target table was replaced")
+				}
+				if old.Version != target.Version {
+					return nil, errTargetMoved
+				}
+				return m.cfg.Restorer.FinishRestore(old)
+			}})
+		if !errors.Is(err, errTargetMoved) || attempt >= 3 {
+			return n, err
+		}
+		cur, ferr := m.refence(ctx, target, b.ARN, beat)
+		if ferr != nil {
+			return n, ferr
+		}
+		target = cur
+	}
 }
 
 // spool copies one object into the spool directory.

@@ -8,10 +8,13 @@ import (
 // Sentinel errors. Every verification failure is a *FileError that wraps
 // exactly one of these and names the object; test with errors.Is.
 var (
-	// ErrSidecarForm: the sidecar is not exactly one sha256sum line
-	// "<64 lowercase hex>  extenddb-manifest.json\n".
+	// ErrSidecarForm: the sidecar is not in its sha256sum form (lines
+	// "<64 lowercase hex>  <name>\n", the last naming
+	// extenddb-manifest.json), or does not list the files its format
+	// version requires.
 	ErrSidecarForm = errors.New("sidecar is not in sha256sum form")
-	// ErrSidecarMismatch: the sidecar's hash differs from the manifest's bytes.
+	// ErrSidecarMismatch: a hash in the sidecar differs from the bytes of
+	// the file it names (the manifest, a data file, an AWS manifest).
 	ErrSidecarMismatch = errors.New("sidecar hash does not match the manifest")
 	// ErrVersionTooNew: the manifest's format_version is newer than this reader.
 	ErrVersionTooNew = errors.New("backup format version is newer than this reader")

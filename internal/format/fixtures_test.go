@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,7 +138,7 @@ func (c fixtureCase) write(t testing.TB) (*memStore, *Result, ARN) {
 	return s, res, a
 }
 
-const fixtureVersionDir = "testdata/v1"
+const fixtureVersionDir = "testdata/v2"
 
 func decompressLines(t testing.TB, data []byte) []string {
 	t.Helper()
@@ -186,6 +187,25 @@ func TestGoldenFixtures(t *testing.T) {
 			}
 			got := res.Manifest
 			want := b.Manifest
+			if got.FormatVersion != FormatVersion || want.FormatVersion != FormatVersion {
+				t.Errorf("format version %d, fixture %d, want %d", got.FormatVersion, want.FormatVersion, FormatVersion)
+			}
+			gs, err := ParseSidecarLines(res.Sidecar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws, err := ParseSidecarLines(mustRead(t, src, SidecarKey(res.Prefix)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gs) != len(ws) {
+				t.Fatalf("sidecar of %d lines, fixture %d", len(gs), len(ws))
+			}
+			for i := range gs {
+				if gs[i].Name != ws[i].Name {
+					t.Errorf("sidecar line %d names %s, fixture %s", i+1, gs[i].Name, ws[i].Name)
+				}
+			}
 			if len(got.DataFiles) != len(want.DataFiles) {
 				t.Fatalf("%d data files, fixture has %d", len(got.DataFiles), len(want.DataFiles))
 			}
@@ -288,7 +308,7 @@ func TestReadReleasedFixtures(t *testing.T) {
 					t.Fatalf("%d items, manifest says %d", len(got), b.ItemCount)
 				}
 				c, ok := cases[filepath.Base(fixture)]
-				if filepath.Base(v) != "v1" || !ok {
+				if !ok {
 					return
 				}
 				want := append([]attr.Item(nil), c.items...)
@@ -324,6 +344,17 @@ func TestSha256sumAcceptsSidecar(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), ManifestName+": OK") {
 			t.Errorf("%s: sha256sum -c: %v\n%s", cmd.Dir, err, out)
+		}
+		// Every file of the backup but the sidecar is checked.
+		var files int
+		filepath.WalkDir(cmd.Dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && d.Name() != SidecarName {
+				files++
+			}
+			return nil
+		})
+		if ok := strings.Count(string(out), ": OK\n"); ok != files || files < 4 {
+			t.Errorf("%s: sha256sum -c checked %d files of %d:\n%s", cmd.Dir, ok, files, out)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package format
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -232,7 +234,26 @@ func rewriteManifest(t *testing.T, s *memStore, prefix string, f func(m map[stri
 		t.Fatal(err)
 	}
 	s.objects[ManifestKey(prefix)] = b
-	s.objects[SidecarKey(prefix)] = Sidecar(b)
+	s.objects[SidecarKey(prefix)] = resign(s, prefix, m, b)
+}
+
+// resign rewrites the sidecar for a rewritten manifest (m, stored as mb):
+// the manifest's line and, in a version 2 sidecar, the data files' lines
+// from m's hashes; the AWS manifests' lines stay.
+func resign(s *memStore, prefix string, m map[string]any, mb []byte) []byte {
+	lines, err := ParseSidecarLines(s.objects[SidecarKey(prefix)])
+	if err != nil || len(lines) == 1 {
+		return Sidecar(mb)
+	}
+	files, _ := m["data_files"].([]any)
+	for i := range files {
+		f, _ := files[i].(map[string]any)
+		if sum, ok := f["sha256"].(string); ok && i < len(lines)-3 {
+			hex.Decode(lines[i].Sum[:], []byte(sum))
+		}
+	}
+	lines[len(lines)-1].Sum = sha256.Sum256(mb)
+	return SidecarOf(lines)
 }
 
 func file0(m map[string]any) map[string]any { return m["data_files"].([]any)[0].(map[string]any) }
@@ -312,7 +333,7 @@ func TestVerificationErrors(t *testing.T) {
 		}, ErrSidecarMismatch, sk, true},
 		{"manifest missing", func(t *testing.T, s *memStore) FileSource { delete(s.objects, mk); return s }, ErrFileMissing, mk, true},
 		{"version newer", func(t *testing.T, s *memStore) FileSource {
-			rewriteManifest(t, s, p, func(m map[string]any) { m["format_version"] = 2; m["new_member"] = true })
+			rewriteManifest(t, s, p, func(m map[string]any) { m["format_version"] = FormatVersion + 1; m["new_member"] = true })
 			return s
 		}, ErrVersionTooNew, mk, true},
 		{"unknown member", func(t *testing.T, s *memStore) FileSource {
@@ -449,7 +470,8 @@ func TestVerificationErrors(t *testing.T) {
 			if tc.wantKey != "" && fe.Key != tc.wantKey {
 				t.Errorf("error names %s, want %s", fe.Key, tc.wantKey)
 			}
-			if tc.want == ErrVersionTooNew && !strings.Contains(err.Error(), "version 2") || tc.want == ErrVersionTooNew && !strings.Contains(err.Error(), "1 to 1") {
+			if tc.want == ErrVersionTooNew && (!strings.Contains(err.Error(), fmt.Sprintf("version %d", FormatVersion+1)) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("1 to %d", FormatVersion))) {
 				t.Errorf("version message: %v", err)
 			}
 			// Items must fail the same way.

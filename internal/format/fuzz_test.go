@@ -143,13 +143,22 @@ func FuzzParseSidecar(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte(strings.Repeat("0", 64) + " *" + ManifestName + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sum, err := ParseSidecar(data)
+		lines, err := ParseSidecarLines(data)
+		sum, err2 := ParseSidecar(data)
+		if (err == nil) != (err2 == nil) {
+			t.Fatalf("ParseSidecarLines %v, ParseSidecar %v", err, err2)
+		}
 		if err != nil {
 			return
 		}
-		want := hex.EncodeToString(sum[:]) + "  " + ManifestName + "\n"
-		if string(data) != want {
+		// Only the canonical form is accepted: it writes back byte for
+		// byte, and the last line is the manifest's.
+		if want := SidecarOf(lines); string(data) != string(want) {
 			t.Fatalf("accepted %q, canonical form is %q", data, want)
+		}
+		last := lines[len(lines)-1]
+		if last.Name != ManifestName || last.Sum != sum || !strings.HasSuffix(string(data), hex.EncodeToString(sum[:])+"  "+ManifestName+"\n") {
+			t.Fatalf("accepted %q: the last line is not the manifest's", data)
 		}
 	})
 }

@@ -14,8 +14,10 @@ import (
 )
 
 // FormatVersion is the newest backup format version this package writes
-// and reads. A reader accepts 1..FormatVersion.
-const FormatVersion = 1
+// and reads. A reader accepts 1..FormatVersion. Version 2 differs from 1
+// only in the sidecar: it lists every file of the backup (data files, the
+// AWS export manifests, the manifest), not the manifest alone.
+const FormatVersion = 2
 
 // MaxManifestBytes bounds the manifest a reader loads (a million data files
 // fit comfortably).

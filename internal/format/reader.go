@@ -3,6 +3,7 @@ package format
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -30,7 +32,8 @@ type Backup struct {
 	Prefix        string
 	ManifestBytes []byte
 	*Parsed
-	src FileSource
+	src     FileSource
+	awsSums []SidecarLine // the AWS manifests' sidecar lines (version 2)
 }
 
 // Record is one item read from a data file. Item and the key's binary
@@ -76,11 +79,15 @@ func Open(ctx context.Context, src FileSource, prefix string) (*Backup, error) {
 	}
 	prefix = Prefix(account, table, id)
 	sk, mk := SidecarKey(prefix), ManifestKey(prefix)
-	sidecar, err := readSmall(ctx, src, sk, int64(SidecarLen))
+	sidecar, err := readSmall(ctx, src, sk, MaxSidecarBytes)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ParseSidecar(sidecar); err != nil {
+	if len(sidecar) > MaxSidecarBytes {
+		return nil, fileErr(sk, ErrSidecarForm, "larger than %d bytes", MaxSidecarBytes)
+	}
+	lines, err := ParseSidecarLines(sidecar)
+	if err != nil {
 		fe := err.(*FileError)
 		fe.Key = sk
 		return nil, fe
@@ -106,7 +113,61 @@ func Open(ctx context.Context, src FileSource, prefix string) (*Backup, error) {
 	if p.ARN.Account != account || p.ARN.Table != table || p.ARN.BackupID != id {
 		return nil, fileErr(mk, ErrPrefixMismatch, "backup_arn %s does not belong under %s", p.ManifestARN(), prefix)
 	}
-	return &Backup{Prefix: prefix, ManifestBytes: mb, Parsed: p, src: src}, nil
+	b := &Backup{Prefix: prefix, ManifestBytes: mb, Parsed: p, src: src}
+	if err := b.checkSidecarLines(sk, lines); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// checkSidecarLines checks which files the sidecar lists. Version 1: the
+// manifest alone. Version 2: every data file (with the manifest's hash of
+// it), manifest-files.json, manifest-summary.json and the manifest, in
+// that order; the AWS manifests' hashes are kept for Verify.
+func (b *Backup) checkSidecarLines(sk string, lines []SidecarLine) error {
+	if b.FormatVersion < 2 {
+		if len(lines) != 1 {
+			return fileErr(sk, ErrSidecarForm, "a format version 1 sidecar has one line, this one has %d", len(lines))
+		}
+		return nil
+	}
+	want := len(b.DataFiles) + 3
+	if len(lines) != want {
+		return fileErr(sk, ErrSidecarForm, "%d lines, a sidecar of a backup of %d data files has %d", len(lines), len(b.DataFiles), want)
+	}
+	for i, f := range b.DataFiles {
+		l := lines[i]
+		if name := strings.TrimPrefix(f.Key, b.Prefix); l.Name != name {
+			return fileErr(sk, ErrSidecarForm, "line %d names %s, expected %s", i+1, l.Name, name)
+		}
+		if hex.EncodeToString(l.Sum[:]) != f.SHA256 {
+			return fileErr(sk, ErrSidecarMismatch, "sidecar hash of %s differs from the manifest's", f.Key)
+		}
+	}
+	for j, name := range []string{ManifestFilesName, ManifestSummaryName} {
+		l := lines[len(b.DataFiles)+j]
+		if l.Name != name {
+			return fileErr(sk, ErrSidecarForm, "line %d names %s, expected %s", len(b.DataFiles)+j+1, l.Name, name)
+		}
+		b.awsSums = append(b.awsSums, l)
+	}
+	return nil
+}
+
+// verifyAWSManifests checks the AWS export manifests against the
+// sidecar's hashes (format version 2; version 1 does not cover them).
+func (b *Backup) verifyAWSManifests(ctx context.Context) error {
+	for _, l := range b.awsSums {
+		key := b.Prefix + l.Name
+		data, err := readSmall(ctx, b.src, key, MaxManifestBytes)
+		if err != nil {
+			return err
+		}
+		if sha256.Sum256(data) != l.Sum {
+			return fileErr(key, ErrSidecarMismatch, "the sidecar's hash of %s differs from its bytes", l.Name)
+		}
+	}
+	return nil
 }
 
 // ManifestARN returns the manifest's backup ARN text.
@@ -153,6 +214,9 @@ func (b *Backup) CheckSizes(ctx context.Context) error {
 // ranges). Memory stays bounded whatever the line lengths.
 func (b *Backup) Verify(ctx context.Context) error {
 	if err := b.CheckSizes(ctx); err != nil {
+		return err
+	}
+	if err := b.verifyAWSManifests(ctx); err != nil {
 		return err
 	}
 	fr := newFileReader(b)

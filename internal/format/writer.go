@@ -114,6 +114,7 @@ type Writer struct {
 	first    Key
 	last     Key
 	lastBins [2][]byte
+	lastItem []byte // the last item's bytes when its key came as bytes
 	cur      encKey
 	prev     encKey
 	havePrev bool
@@ -179,14 +180,8 @@ func (w *Writer) Schema() KeySchema { return w.schema }
 // must be the item's key, of the schema's types, numbers normalized; with
 // item order key, keys must be strictly ascending.
 func (w *Writer) Append(item []byte, k Key) error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.done {
-		return errors.New("format: Append after Finish")
-	}
-	if len(item) < 2 || item[0] != '{' || item[len(item)-1] != '}' || bytes.IndexByte(item, '\n') >= 0 {
-		return w.fail(fmt.Errorf("%w: item bytes are not one JSON object on one line", ErrLine))
+	if err := w.checkItem(item); err != nil {
+		return err
 	}
 	if err := w.schema.Check(k); err != nil {
 		return w.fail(fmt.Errorf("%w: %v", ErrLine, err))
@@ -196,13 +191,105 @@ func (w *Writer) Append(item []byte, k Key) error {
 			return w.fail(err)
 		}
 	}
-	lineLen := int64(len(LinePrefix) + len(item) + len(LineSuffix))
-	if lineLen > MaxLineBytes+1 {
-		return w.fail(fmt.Errorf("%w: item of %d bytes", ErrLineTooLong, len(item)))
-	}
 	if err := w.cur.set(k, w.schema.HasRange()); err != nil {
 		return w.fail(fmt.Errorf("%w: %v", ErrLine, err))
 	}
+	if err := w.emit(item); err != nil {
+		return err
+	}
+	if w.items == 1 {
+		w.first = copyKey(k)
+	}
+	w.last = w.keepLast(k)
+	w.lastItem = w.lastItem[:0]
+	return nil
+}
+
+// AppendKeyBytes writes one item given as its canonical attribute-map
+// bytes and its key as the order-preserving key bytes storage keeps
+// (attr.KeyBytes of the partition and sort key values; sk empty when the
+// table has no sort key). It is the fastest path, for callers that read
+// rows from storage: the item is not decoded, the caller vouches that the
+// bytes are its key (with WriterConfig.VerifyItems they are checked). A
+// reader checks every line's key again on restore. With item order key
+// the bytes must be strictly ascending.
+func (w *Writer) AppendKeyBytes(item, pk, sk []byte) error {
+	if err := w.checkItem(item); err != nil {
+		return err
+	}
+	if len(pk) == 0 || w.schema.HasRange() != (len(sk) > 0) {
+		return w.fail(fmt.Errorf("%w: key bytes of %d and %d bytes do not fit the key schema", ErrLine, len(pk), len(sk)))
+	}
+	if w.cfg.VerifyItems {
+		k, err := w.itemKey(item)
+		if err != nil {
+			return w.fail(err)
+		}
+		if err := w.verifyItem(item, k); err != nil {
+			return w.fail(err)
+		}
+		if err := w.cur.set(k, w.schema.HasRange()); err != nil {
+			return w.fail(fmt.Errorf("%w: %v", ErrLine, err))
+		}
+		if !bytes.Equal(w.cur.h, pk) || !bytes.Equal(w.cur.r, sk) {
+			return w.fail(fmt.Errorf("%w: the given key bytes are not the item's key", ErrLine))
+		}
+	}
+	w.cur.h = append(w.cur.h[:0], pk...)
+	w.cur.r = append(w.cur.r[:0], sk...)
+	if err := w.emit(item); err != nil {
+		return err
+	}
+	if w.ordered {
+		// The key values of a file's first and last items go into its key
+		// range: decode the first now, keep the last item's bytes and
+		// decode them when the file closes.
+		if w.items == 1 {
+			k, err := w.itemKey(item)
+			if err != nil {
+				return w.fail(err)
+			}
+			w.first = copyKey(k)
+		}
+		w.lastItem = append(w.lastItem[:0], item...)
+	}
+	return nil
+}
+
+// itemKey decodes an item's key values from its bytes.
+func (w *Writer) itemKey(item []byte) (Key, error) {
+	it, err := attr.DecodeItem(item)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrLine, err)
+	}
+	k, err := w.schema.KeyOf(it)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrLine, err)
+	}
+	return k, nil
+}
+
+// checkItem checks the writer's state and an item's shape and size.
+func (w *Writer) checkItem(item []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return errors.New("format: Append after Finish")
+	}
+	if len(item) < 2 || item[0] != '{' || item[len(item)-1] != '}' || bytes.IndexByte(item, '\n') >= 0 {
+		return w.fail(fmt.Errorf("%w: item bytes are not one JSON object on one line", ErrLine))
+	}
+	if int64(len(LinePrefix)+len(item)+len(LineSuffix)) > MaxLineBytes+1 {
+		return w.fail(fmt.Errorf("%w: item of %d bytes", ErrLineTooLong, len(item)))
+	}
+	return nil
+}
+
+// emit writes one line whose key is in w.cur: it checks the order,
+// closes the data file at its target size and opens the next.
+func (w *Writer) emit(item []byte) error {
+	lineLen := int64(len(LinePrefix) + len(item) + len(LineSuffix))
 	if w.ordered && w.havePrev && w.prev.compare(&w.cur) >= 0 {
 		return w.fail(fmt.Errorf("%w: item %d is not after the previous item", ErrKeyOrder, w.totalItems()))
 	}
@@ -225,10 +312,6 @@ func (w *Writer) Append(item []byte, k Key) error {
 	if _, err := w.enc.Write([]byte(LineSuffix)); err != nil {
 		return w.fail(w.sinkErr(err))
 	}
-	if w.items == 0 {
-		w.first = copyKey(k)
-	}
-	w.last = w.keepLast(k)
 	w.items++
 	w.ubytes += lineLen
 	w.prev, w.cur = w.cur, w.prev
@@ -346,7 +429,15 @@ func (w *Writer) closeFile() error {
 		f.ETag = &s
 	}
 	if w.ordered && w.items > 0 {
-		f.KeyRange = &KeyRange{First: w.schema.Item(w.first), Last: w.schema.Item(copyKey(w.last))}
+		last := w.last
+		if len(w.lastItem) > 0 {
+			k, err := w.itemKey(w.lastItem)
+			if err != nil {
+				return w.fail(err)
+			}
+			last = k
+		}
+		f.KeyRange = &KeyRange{First: w.schema.Item(w.first), Last: w.schema.Item(copyKey(last))}
 	}
 	w.files = append(w.files, f)
 	return nil
@@ -417,7 +508,7 @@ func (w *Writer) Finish() (*Result, error) {
 	if err != nil {
 		return nil, w.fail(err)
 	}
-	sidecar := Sidecar(mb)
+	sidecar := SidecarOf(sidecarLines(m, files, summary, mb))
 	for _, o := range []struct {
 		key  string
 		data []byte

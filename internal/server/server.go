@@ -245,7 +245,8 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 // killHook is the tests' job hook (never set in production):
 // EXTENDDB_TEST_KILL_AT naming a job step (backup.Point*) makes the server
 // kill itself with SIGKILL there; EXTENDDB_TEST_HOLD_AT makes jobs wait
-// there while the file EXTENDDB_TEST_HOLD_FILE exists.
+// there while the file EXTENDDB_TEST_HOLD_FILE exists (writing
+// EXTENDDB_TEST_HOLD_FILE + ".reached" when a job gets there).
 func killHook(log *slog.Logger) func(string) {
 	kill, hold, holdFile := os.Getenv("EXTENDDB_TEST_KILL_AT"), os.Getenv("EXTENDDB_TEST_HOLD_AT"), os.Getenv("EXTENDDB_TEST_HOLD_FILE")
 	if kill == "" && (hold == "" || holdFile == "") {
@@ -259,6 +260,8 @@ func killHook(log *slog.Logger) func(string) {
 			select {}
 		}
 		if point == hold {
+			// Tell the test the job is here (it may stop the process now).
+			_ = os.WriteFile(holdFile+".reached", []byte(point), 0o600)
 			for {
 				if _, err := os.Stat(holdFile); err != nil {
 					return

@@ -36,6 +36,20 @@ func NewRowBuffer(pk []byte, index bool, hint int) *RowBuffer {
 	return rb
 }
 
+// Reserve makes room for n more bytes of columns in one allocation (a
+// caller that knows a page's size, such as a snapshot reading pages of
+// like size, avoids growing the buffer by doubling).
+func (rb *RowBuffer) Reserve(n int) {
+	if n > cap(rb.buf)-len(rb.buf) {
+		nb := make([]byte, len(rb.buf), len(rb.buf)+n)
+		copy(nb, rb.buf)
+		rb.buf = nb
+	}
+}
+
+// Size is the number of bytes of columns added so far.
+func (rb *RowBuffer) Size() int { return len(rb.buf) }
+
 // Columns is the number of columns each row must add.
 func (rb *RowBuffer) Columns() int { return rb.ncol }
 

@@ -121,6 +121,11 @@ def test_backup_round_trip(ddb, make_table, backup_root):
         d = Path(backup_root) / ACCOUNT / table / m.group("id")
         r = subprocess.run(["sha256sum", "-c", "extenddb-manifest.json.sha256"], cwd=d, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
+        # ... which lists every file of the backup: data files, the AWS
+        # export manifests and the manifest.
+        files = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() and p.name != "extenddb-manifest.json.sha256")
+        assert sorted(l.rsplit(": ", 1)[0] for l in r.stdout.splitlines() if l.endswith(": OK")) == files, r.stdout
+        assert {"manifest-files.json", "manifest-summary.json", "extenddb-manifest.json"} <= set(files)
         assert sorted(p.name for p in (d / "data").iterdir())[0] == "000001.json.zst"
 
     out = ddb.delete_backup(BackupArn=det["BackupArn"])["BackupDescription"]
@@ -493,7 +498,11 @@ def file_server(tmp_path, catalog_args, store, **env):
 
 def objects(store, table):
     d = Path(store) / ACCOUNT / table
-    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) if d.exists() else []
+    while True:
+        try:
+            return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) if d.exists() else []
+        except FileNotFoundError:
+            continue  # a directory went away during the walk (the reconciler is deleting): walk again
 
 
 @pytest.mark.parametrize("point", ["backup.snapshot-open", "backup.mid-data", "backup.before-manifest",

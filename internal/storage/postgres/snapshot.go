@@ -82,6 +82,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		p.AfterPin()
 	}
 	id := t.ID
+	lastPage := 0
 	fetch := func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		var rs pgx.Rows
 		var err error
@@ -96,6 +97,9 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		}
 		defer rs.Close()
 		rb := storage.NewRowBuffer(nil, false, limit)
+		// Pages are of like size: reserve the last one's size plus an
+		// eighth at once instead of growing the buffer by doubling.
+		rb.Reserve(lastPage + lastPage/8)
 		more := false
 		for rs.Next() {
 			if rb.Len() == limit {
@@ -108,6 +112,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		if err := rs.Err(); err != nil {
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
+		lastPage = rb.Size()
 		return rb.Rows(), more, nil
 	}
 	return &storage.TableSnapshot{

@@ -77,6 +77,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		p.AfterPin()
 	}
 	id := t.ID
+	lastPage := 0
 	fetch := func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		var rs *sql.Rows
 		var err error
@@ -91,6 +92,9 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		}
 		defer rs.Close()
 		rb := storage.NewRowBuffer(nil, false, limit)
+		// Pages are of like size: reserve the last one's size plus an
+		// eighth at once instead of growing the buffer by doubling.
+		rb.Reserve(lastPage + lastPage/8)
 		var h int64
 		var pk, sk, item sql.RawBytes
 		more := false
@@ -109,6 +113,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		if err := rs.Err(); err != nil {
 			return nil, false, mapErr(err, "sqlite: snapshot read")
 		}
+		lastPage = rb.Size()
 		return rb.Rows(), more, nil
 	}
 	return &storage.TableSnapshot{

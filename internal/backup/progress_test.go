@@ -1,0 +1,110 @@
+package backup
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/store/memstore"
+)
+
+// jobGauges reads the per-job progress gauges of a registry: name ->
+// labels of the series -> value.
+func jobGauges(t *testing.T, reg *prometheus.Registry) map[string]map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := ""
+			for _, l := range m.GetLabel() {
+				key += l.GetName() + "=" + l.GetValue() + ","
+			}
+			if out[mf.GetName()] == nil {
+				out[mf.GetName()] = map[string]float64{}
+			}
+			out[mf.GetName()][key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// A running backup and a running restore show their progress on /metrics
+// (items, bytes, the restore's totals and phase); the series go when the
+// job ends.
+func TestJobProgressMetrics(t *testing.T) {
+	b := backends(t)[0].open(t)
+	ref := createTable(t, b, "prog")
+	for i := range 300 {
+		put(t, b, ref, i, "v")
+	}
+	reg := prometheus.NewRegistry()
+	held := make(chan string)
+	release := make(chan struct{})
+	hold := map[string]bool{PointBeforeManifest: true, PointRestoreBeforeActive: true}
+	m := newManager(t, b, memstore.New(), func(c *Config) {
+		c.Registerer = reg
+		c.Restorer = testRestorer{}
+		c.SpoolDir = t.TempDir()
+		c.Hook = func(p string) {
+			if hold[p] {
+				held <- p
+				<-release
+			}
+		}
+	})
+	rec, err := m.CreateBackup(t.Context(), account, "prog", "progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := <-held; p != PointBeforeManifest {
+		t.Fatalf("held at %s", p)
+	}
+	g := jobGauges(t, reg)
+	key := "account=" + account + ",job=" + rec.BackupID + ",kind=backup,phase=finish,table=prog,"
+	if g["extenddb_backup_job_items"][key] != 300 || g["extenddb_backup_job_bytes"][key] < 300*100 {
+		t.Fatalf("backup progress: %v", g)
+	}
+	release <- struct{}{}
+	bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+	if g := jobGauges(t, reg); len(g["extenddb_backup_job_items"]) != 0 {
+		t.Fatalf("a finished backup still shows progress: %v", g)
+	}
+
+	create := func(ctx context.Context) (*storage.Table, error) {
+		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "progdst", Desc: []byte(`{"restoring":true}`)})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	}
+	if err := m.RestoreTable(t.Context(), bk, account, "progdst", create); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-held; p != PointRestoreBeforeActive {
+		t.Fatalf("held at %s", p)
+	}
+	g = jobGauges(t, reg)
+	key = "account=" + account + ",job=" + rec.BackupID + ",kind=restore,phase=activate,table=progdst,"
+	if g["extenddb_backup_job_items"][key] != 300 || g["extenddb_backup_job_total_items"][key] != 300 ||
+		g["extenddb_backup_job_bytes"][key] != g["extenddb_backup_job_total_bytes"][key] {
+		t.Fatalf("restore progress: %v", g)
+	}
+	close(release)
+	deadline := time.Now().Add(20 * time.Second)
+	for m.RestoringFrom(bk.ARN) {
+		if time.Now().After(deadline) {
+			t.Fatal("restore does not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := jobGauges(t, reg); len(g["extenddb_backup_job_items"]) != 0 {
+		t.Fatalf("a finished restore still shows progress: %v", g)
+	}
+}
