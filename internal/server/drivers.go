@@ -10,6 +10,7 @@ import (
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/memory"
+	"github.com/extenddb/extenddb/internal/storage/mongodb"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
@@ -22,6 +23,7 @@ func Drivers() []storage.Driver {
 		sqlite.Driver(),
 		postgres.Driver(),
 		memory.Driver(),
+		mongodb.Driver(),
 	}
 }
 

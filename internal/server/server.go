@@ -96,7 +96,15 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	readiness := backend.Ping
 	var jobs *backup.Manager
 	storeDesc := "disabled"
-	if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
+	if why := backupsAbsent(raw); why != "" {
+		// A backend without snapshots or a backup catalog (MongoDB) serves
+		// tables; every backup operation says why it cannot (never a 5xx).
+		if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
+			log.Warn("backup store configured, but backups are not supported on this backend", "backend", raw.Name(), "reason", why)
+			storeDesc = "unsupported by the backend"
+		}
+		eng.SetBackups(newNoBackups(raw.Name(), why))
+	} else if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
 		// The backup store is part of readiness: /ready answers 503 while it
 		// is unreachable (the server still serves tables).
 		st, err := store.Open(ctx, cfg.Backup.Store)
