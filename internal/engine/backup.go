@@ -43,6 +43,13 @@ type BackupService interface {
 // before serving.
 func (e *Engine) SetBackups(s BackupService) { e.backups = s }
 
+// SetBackupsUnavailable declares that this server cannot take backups
+// although a store is configured, because its backend lacks a capability
+// (reason names it, e.g. the snapshot capability); every backup operation
+// then answers a ValidationException with the reason. Call it before
+// serving.
+func (e *Engine) SetBackupsUnavailable(reason string) { e.backupsOff = reason }
+
 // TableDescriptionJSON is the DynamoDB TableDescription of a catalog row,
 // as a backup manifest records it (backup.Describer).
 func (e *Engine) TableDescriptionJSON(st *storage.Table) ([]byte, error) {
@@ -144,8 +151,11 @@ type ListBackupsOutput struct {
 }
 
 // errBackupsDisabled answers every backup operation of a server without a
-// store.
-func errBackupsDisabled() error {
+// store, or whose backend cannot take backups (SetBackupsUnavailable).
+func (e *Engine) errBackupsDisabled() error {
+	if e.backupsOff != "" {
+		return validationf("Backups are not available on this server: %s", e.backupsOff)
+	}
 	return validationf("Backups are not enabled on this server: configure a backup store in the [backup.store] section (kind = \"filesystem\" or \"s3\")")
 }
 
@@ -230,7 +240,7 @@ func (e *Engine) CreateBackup(ctx context.Context, account string, in *CreateBac
 		return nil, err
 	}
 	if e.backups == nil {
-		return nil, errBackupsDisabled()
+		return nil, e.errBackupsDisabled()
 	}
 	name := tableNameOrArn(*in.TableName)
 	e.tables.drop(account, name)
@@ -324,7 +334,7 @@ func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string)
 		return nil, err
 	}
 	if e.backups == nil {
-		return nil, errBackupsDisabled()
+		return nil, e.errBackupsDisabled()
 	}
 	r, err := e.backups.GetBackup(ctx, *arn)
 	if err != nil {
@@ -420,7 +430,7 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		return nil, validationf("TimeRangeLowerBound cannot be later than TimeRangeUpperBound")
 	}
 	if e.backups == nil {
-		return nil, errBackupsDisabled()
+		return nil, e.errBackupsDisabled()
 	}
 	out := &ListBackupsOutput{BackupSummaries: []BackupSummary{}}
 	if typ != "USER" && typ != "ALL" {

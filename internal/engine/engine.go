@@ -50,6 +50,7 @@ type Engine struct {
 	stats         statsCache
 	now           func() time.Time
 	backups       BackupService // nil: no backup store configured
+	backupsOff    string        // why backups are unavailable (SetBackupsUnavailable)
 }
 
 // New returns an engine over a backend.

@@ -96,15 +96,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	readiness := backend.Ping
 	var jobs *backup.Manager
 	storeDesc := "disabled"
-	if why := backupsAbsent(raw); why != "" {
-		// A backend without snapshots or a backup catalog (MongoDB) serves
-		// tables; every backup operation says why it cannot (never a 5xx).
-		if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
-			log.Warn("backup store configured, but backups are not supported on this backend", "backend", raw.Name(), "reason", why)
-			storeDesc = "unsupported by the backend"
-		}
-		eng.SetBackups(newNoBackups(raw.Name(), why))
-	} else if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
+	if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
 		// The backup store is part of readiness: /ready answers 503 while it
 		// is unreachable (the server still serves tables).
 		st, err := store.Open(ctx, cfg.Backup.Store)
@@ -115,16 +107,24 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		if err := st.Validate(ctx); err != nil {
 			log.Warn("backup store not reachable", "store", st.String(), "err", err)
 		}
-		if jobs, err = startBackups(ctx, cfg, backend, eng, st, opt.Build.Version, reg, log); err != nil {
-			return err
-		}
-		defer jobs.Close()
-		readiness = func(ctx context.Context) error {
-			if err := backend.Ping(ctx); err != nil {
+		if reason := backupsUnsupported(backend); reason != "" {
+			// A served backend that lacks a capability says so: loudly at
+			// startup, and on the wire to every backup operation.
+			log.Warn("backups unavailable on this backend although backup.store is set", "backend", backend.Name(), "reason", reason)
+			eng.SetBackupsUnavailable(reason)
+			storeDesc += " (backups unavailable: " + backend.Name() + " backend)"
+		} else {
+			if jobs, err = startBackups(ctx, cfg, backend, eng, st, opt.Build.Version, reg, log); err != nil {
 				return err
 			}
-			// Reachable, and its identity is this catalog's.
-			return jobs.Healthy(ctx)
+			defer jobs.Close()
+			readiness = func(ctx context.Context) error {
+				if err := backend.Ping(ctx); err != nil {
+					return err
+				}
+				// Reachable, and its identity is this catalog's.
+				return jobs.Healthy(ctx)
+			}
 		}
 	}
 	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth,
@@ -194,6 +194,23 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	}
 	log.Info("in-flight requests finished; stopping background work")
 	return nil
+}
+
+// backupsUnsupported says why the backend cannot take backups ("" when it
+// can): a backup needs the snapshot capability (one consistent instant of
+// a table) and a backup catalog (ADR 0006, ADR 0015).
+func backupsUnsupported(b storage.Backend) string {
+	var missing []string
+	if _, ok := storage.Snapshots(b); !ok {
+		missing = append(missing, "it cannot read a table as of one instant (no snapshot capability)")
+	}
+	if _, ok := storage.Backups(b); !ok {
+		missing = append(missing, "it keeps no backup catalog")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the %s storage backend does not support backups: %s", b.Name(), strings.Join(missing, "; "))
 }
 
 // startBackups starts the backup jobs over the configured store and hands
