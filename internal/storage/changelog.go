@@ -82,3 +82,11 @@ type TrimLogParams struct {
 }
 
 type TrimLogResult struct{ Removed int64 }
+
+// ChangeLogs returns the backend's change log capability, looking through
+// wrappers; ok is false when the backend does not have it. Callers use it
+// rather than a type assertion on a (possibly wrapped) Backend.
+func ChangeLogs(b Backend) (ChangeLog, bool) {
+	cl, ok := Unwrap(b).(ChangeLog)
+	return cl, ok
+}

@@ -73,6 +73,7 @@ type Backend struct {
 var (
 	_ storage.Backend        = (*Backend)(nil)
 	_ storage.SnapshotEngine = (*Backend)(nil)
+	_ storage.ChangeLog      = (*Backend)(nil)
 )
 
 type tableKey struct{ account, name string }
@@ -91,6 +92,12 @@ type table struct {
 	// itemCount and itemBytes count the table's items and the bytes of
 	// their canonical encoding (for table statistics).
 	itemCount, itemBytes int64
+	// log is the table's change log (changelog.go), in Seq order;
+	// lastSeq is the highest Seq ever assigned and lastAt the At of the
+	// latest record.
+	log     []storage.LogRecord
+	lastSeq int64
+	lastAt  time.Time
 }
 
 // index is one secondary index of a table: its entries, their number and
@@ -199,6 +206,7 @@ func (t *table) drop() {
 	t.items = nil
 	t.indexes = nil
 	t.itemCount, t.itemBytes = 0, 0
+	t.log = nil
 }
 
 func tableNotFound(ref storage.TableRef) error {

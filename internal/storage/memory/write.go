@@ -258,6 +258,11 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 	switch ch.Op {
 	case storage.Keep:
 		return
+	}
+	if ch.Log != nil {
+		t.appendLog(ch.Log)
+	}
+	switch ch.Op {
 	case storage.Put:
 		pl, sl := len(op.PK), len(op.SK)
 		buf := make([]byte, pl+sl+len(ch.Item))

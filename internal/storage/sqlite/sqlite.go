@@ -136,13 +136,17 @@ type Backend struct {
 	batches, batchedOps atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
+	readLog, logInfo                         *sql.Stmt
 	variants                                 sync.Map // int -> *sql.Stmt
 
 	snapOnce sync.Once
 	snaps    *storage.SnapshotLimiter
 }
 
-var _ storage.Backend = (*Backend)(nil)
+var (
+	_ storage.Backend   = (*Backend)(nil)
+	_ storage.ChangeLog = (*Backend)(nil)
+)
 
 // empty is the key of a hash-only table's sort key. It must be a non-nil
 // slice: the driver binds a nil []byte as NULL.
@@ -270,7 +274,8 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		return mapErr(err, "sqlite: writer connection")
 	}
 	b.cache = newItemCache(b.opts.ItemCacheBytes)
-	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{}}
+	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{},
+		logs: map[int64]logPos{}}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}
@@ -294,6 +299,9 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		{&b.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
 		{&b.listTables, `SELECT name FROM tables WHERE account = ? AND name > ? ORDER BY name LIMIT ?`},
 		{&b.tableByID, `SELECT 1 FROM tables WHERE id = ?`},
+		{&b.readLog, `SELECT seq, at, data FROM changelog WHERE t = ? AND seq > ? ORDER BY seq LIMIT ?`},
+		{&b.logInfo, `SELECT coalesce(min(seq), 0), coalesce(max(seq), 0), count(*),
+			(SELECT coalesce(max(seq), 0) FROM changelog_last WHERE t = ?1) FROM changelog WHERE t = ?1`},
 	} {
 		if *s.dst, err = b.rdb.PrepareContext(ctx, s.sql); err != nil {
 			return mapErr(err, "sqlite: prepare")
@@ -329,7 +337,7 @@ func (b *Backend) closeDBs() {
 	if b.w != nil {
 		b.w.close()
 	}
-	for _, s := range []*sql.Stmt{b.getItem, b.getTable, b.listTables, b.tableByID} {
+	for _, s := range []*sql.Stmt{b.getItem, b.getTable, b.listTables, b.tableByID, b.readLog, b.logInfo} {
 		if s != nil {
 			s.Close()
 		}

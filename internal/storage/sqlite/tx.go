@@ -146,6 +146,12 @@ type writer struct {
 	delTableStmt, deleteItems, deleteIdx, allTables, dropIdx *sql.Stmt
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
 	dataVersion                                              *sql.Stmt
+	// The change log (changelog.go).
+	putLog, lastLog, lastTrimmed, deleteLog, deleteLogLast *sql.Stmt
+
+	// logs holds, per table that wrote a record since it was loaded, the
+	// last Seq assigned and the At of the last record (changelog.go).
+	logs map[int64]logPos
 
 	// live maps the live table IDs to their description versions as of
 	// the last commit; pend holds this transaction's catalog changes (the
@@ -218,6 +224,11 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.release, `RELEASE tw`},
 		{&w.undo, `ROLLBACK TO tw`},
 		{&w.dataVersion, `PRAGMA data_version`},
+		{&w.putLog, `INSERT INTO changelog(t, seq, at, data) VALUES (?, ?, ?, ?)`},
+		{&w.lastLog, `SELECT seq, at FROM changelog WHERE t = ? ORDER BY seq DESC LIMIT 1`},
+		{&w.lastTrimmed, `SELECT seq FROM changelog_last WHERE t = ?`},
+		{&w.deleteLog, `DELETE FROM changelog WHERE t = ?`},
+		{&w.deleteLogLast, `DELETE FROM changelog_last WHERE t = ?`},
 	} {
 		var err error
 		if *s.dst, err = w.conn.PrepareContext(ctx, s.sql); err != nil {
@@ -230,7 +241,7 @@ func (w *writer) prepare(ctx context.Context) error {
 func (w *writer) close() {
 	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
 		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
-		w.savepoint, w.release, w.undo, w.dataVersion} {
+		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast} {
 		if s != nil {
 			s.Close()
 		}
@@ -285,6 +296,7 @@ func (w *writer) begin() error {
 			return err
 		}
 		w.catalogChanged = true
+		clear(w.logs)
 		if w.cache != nil {
 			// Another process wrote to the database.
 			w.cache.clear()
@@ -406,13 +418,14 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 	if old == nil {
 		return nil, storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
 	}
-	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteItems, w.deleteIdx} {
+	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteItems, w.deleteIdx, w.deleteLog, w.deleteLogLast} {
 		if _, err := s.ExecContext(bg, old.ID); err != nil {
 			return nil, fail(err, "sqlite: delete table")
 		}
 	}
 	w.pend[old.ID] = 0
 	w.catalogChanged = true
+	delete(w.logs, old.ID)
 	return old, nil
 }
 
@@ -462,9 +475,15 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned unknown op %d", ch.Op)
 	}
 	res.Old, res.Change = old, ch
-	switch ch.Op {
-	case storage.Keep:
+	if ch.Op == storage.Keep {
 		return nil, nil
+	}
+	if ch.Log != nil {
+		if err := w.appendLog(p.Table.ID, ch.Log); err != nil {
+			return nil, err
+		}
+	}
+	switch ch.Op {
 	case storage.Put:
 		if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
 			return nil, fail(err, "sqlite: put item")

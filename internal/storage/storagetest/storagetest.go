@@ -67,6 +67,11 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
 		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
+		{"ChangeLogAtomic", testChangeLogAtomic},
+		{"ChangeLogLimits", testChangeLogLimits},
+		{"ChangeLogTrim", testChangeLogTrim},
+		{"ChangeLogLifetime", testChangeLogLifetime},
+		{"ChangeLogConcurrent", testChangeLogConcurrent},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
