@@ -27,6 +27,7 @@ type itemDoc struct {
 	hasItem bool
 	v       int64
 	idx     map[string]entry // by index field suffix (hex of the index name)
+	pl      []pending        // change records not known to be published (changelog.go)
 }
 
 func binaryOf(rv bson.RawValue) ([]byte, bool) {
@@ -56,6 +57,25 @@ func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
 		case k == "v":
 			if n, ok := v.AsInt64OK(); ok {
 				d.v = n
+			}
+		case k == "pl":
+			arr, ok := v.ArrayOK()
+			if !ok {
+				continue
+			}
+			vals, err := arr.Values()
+			if err != nil {
+				return nil, err
+			}
+			for _, pv := range vals {
+				pd, ok := pv.DocumentOK()
+				if !ok {
+					continue
+				}
+				var pr pending
+				pr.R, _ = pd.Lookup("r").StringValueOK()
+				pr.D, _ = binaryOf(pd.Lookup("d"))
+				d.pl = append(d.pl, pr)
 			}
 		case strings.HasPrefix(k, "i_"):
 			e := d.idx[k[2:]]
@@ -248,7 +268,26 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 				return nil, err
 			}
 		}
-		doc, empty := newDoc(cur, id, p.PK, p.SK, ch)
+		// Change records: the ones the document holds that are not
+		// published yet are carried over, this write's is appended, and a
+		// hint tells the publisher (changelog.go).
+		var pl []pending
+		if cur != nil {
+			if pl, err = b.unpublished(ctx, p.Table.ID, cur.pl); err != nil {
+				return nil, waited(ctx, err, "mongodb: read published records")
+			}
+		}
+		if ch.Log != nil {
+			var v int64 = 1
+			if cur != nil {
+				v = cur.v + 1
+			}
+			pl = append(pl, pending{R: recordID(id, v), D: append([]byte{}, ch.Log...)})
+			if err := b.hint(ctx, p.Table.ID, id, v, exp); err != nil {
+				return nil, waited(ctx, err, "mongodb: record a change log hint")
+			}
+		}
+		doc, empty := newDoc(cur, id, p.PK, p.SK, ch, pl)
 		applied := false
 		switch {
 		case cur == nil && empty:
@@ -290,7 +329,7 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 // newDoc is the document after ch; empty when it keeps neither an item
 // nor an index entry (a new document is then not inserted; an existing one
 // keeps {_id, v} so its versions never repeat).
-func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change) (bson.D, bool) {
+func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change, pl []pending) (bson.D, bool) {
 	idx := map[string]entry{}
 	var v int64 = 1
 	if cur != nil {
@@ -316,7 +355,14 @@ func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change) (bson.D, 
 	for f, e := range idx {
 		doc = append(doc, bson.E{Key: "i_" + f, Value: e.key}, bson.E{Key: "j_" + f, Value: nz(e.proj)})
 	}
-	return doc, !hasItem && len(idx) == 0
+	if len(pl) > 0 {
+		arr := make(bson.A, len(pl))
+		for i, p := range pl {
+			arr[i] = bson.D{{Key: "r", Value: p.R}, {Key: "d", Value: nz(p.D)}}
+		}
+		doc = append(doc, bson.E{Key: "pl", Value: arr})
+	}
+	return doc, !hasItem && len(idx) == 0 && len(pl) == 0
 }
 
 func nz(b []byte) []byte {

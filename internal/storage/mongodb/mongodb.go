@@ -74,7 +74,9 @@ type Backend struct {
 	lease  time.Duration
 
 	mu      sync.Mutex
-	indexed map[string]bool // "t<ID>/<index field>" whose MongoDB index exists
+	indexed map[string]bool // "t<ID>/<index field>" (and "l<ID>/r") whose MongoDB index exists
+
+	pubs publishers // the change log publisher of each table, serialized in this process
 }
 
 // Name implements storage.Backend.
