@@ -38,9 +38,12 @@ var allowed = map[string][]string{
 	"internal/storage/sqlite":      {"internal/storage", "migrations"},
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
 	"internal/storage/memory":      {"internal/storage"},
-	"internal/storage/cassandra":   {"internal/storage"},
-	"internal/storage/mongodb":     {"internal/storage"},
-	"migrations":                   {},
+	"internal/storage/cassandra":   {"internal/storage", "internal/storage/txledger"},
+	// The per-item compare-and-set transaction ledger (ADR 0018), shared
+	// by the backends without multi-item atomicity.
+	"internal/storage/txledger": {"internal/storage"},
+	"internal/storage/mongodb":  {"internal/storage", "internal/storage/txledger"},
+	"migrations":                {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.

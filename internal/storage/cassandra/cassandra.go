@@ -7,7 +7,8 @@
 //
 // Data model: one Cassandra partition per DynamoDB item collection
 // (table id, partition key bytes) with the sort key bytes as a blob
-// clustering column, so Query reads in DynamoDB's order natively. Item
+// clustering column, so Query reads in DynamoDB's order natively.
+// Transactions run on the shared per-item ledger (txledger, ADR 0018). Item
 // writes are lightweight transactions (LWT) conditioned on the row's
 // version and on the partition's table-version fence. Scan walks a
 // partition directory kept in (KeyHash(pk), pk) order, so the contract's
@@ -26,6 +27,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // Options configure the backend.
@@ -47,8 +49,11 @@ type Options struct {
 	// applying them.
 	RequireMigrated bool
 	// OutboxSweep is how often every table's index outbox is drained in
-	// the background (default 1 min; negative: never, e.g. in tests).
+	// the background (default 1 min; negative: never, e.g. in tests). The
+	// same loop finishes transactions whose coordinator died.
 	OutboxSweep time.Duration
+	// Tx tunes the transaction ledger (lock timeout, waits; ADR 0018).
+	Tx txledger.Options
 }
 
 // Backend is the Cassandra backend.
@@ -66,6 +71,8 @@ type Backend struct {
 	// skipApply leaves index changes in the outbox (tests: a writer that
 	// died after its LWT).
 	skipApply bool
+	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0018).
+	tx *txledger.Ledger
 }
 
 type dirKey struct {
@@ -156,6 +163,7 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 		return nil, mapErr(err, "connect")
 	}
 	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}
+	b.tx = txledger.New(txStore{b}, opt.Tx)
 	if opt.RequireMigrated {
 		err = b.checkSchema(ctx)
 	} else {

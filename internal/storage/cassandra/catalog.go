@@ -189,18 +189,29 @@ func (b *Backend) finishPending(ctx context.Context, r *tableRow) error {
 	return mapErr(err, "commit table update")
 }
 
-// fencePartition raises the partition's fence to at least v.
+// fencePartition raises the partition's fence to at least v. A partition
+// with items locked by transactions (lks) is fenced only once they are
+// settled, and the raise is conditioned on lks being empty: a
+// transaction that locked an item at the old version either decides
+// before the fence rises or fails to lock (ADR 0018).
 func (b *Backend) fencePartition(ctx context.Context, t int64, pk []byte, v int64) error {
 	for {
 		var tv *int64
-		err := b.serial(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&tv)
+		var lks [][]byte
+		err := b.serial(ctx, `SELECT tv, lks FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&tv, &lks)
 		if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 			return mapErr(err, "read fence")
 		}
 		if tv != nil && *tv >= v {
 			return nil
 		}
-		applied, err := b.query(ctx, `UPDATE items SET tv = ? WHERE t = ? AND pk = ? IF tv = ?`, v, t, pk, tv).MapScanCAS(map[string]any{})
+		if len(lks) > 0 {
+			if err := b.settleLocks(ctx, storage.TableRef{ID: t}, pk, lks); err != nil {
+				return err
+			}
+			continue
+		}
+		applied, err := b.query(ctx, `UPDATE items SET tv = ? WHERE t = ? AND pk = ? IF tv = ? AND lks = null`, v, t, pk, tv).MapScanCAS(map[string]any{})
 		if err != nil {
 			return mapErr(err, "fence partition")
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // buckets splits a table's partition directory and each index into
@@ -22,10 +23,14 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	if err := b.live(ctx, p.Table); err != nil {
 		return nil, err
 	}
-	var item []byte
-	err := b.query(ctx, `SELECT item FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, p.Table.ID, skOf(p.PK), skOf(p.SK)).Scan(&item)
+	var item, txch []byte
+	var txid *gocql.UUID
+	err := b.query(ctx, `SELECT item, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, p.Table.ID, skOf(p.PK), skOf(p.SK)).Scan(&item, &txid, &txch)
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "get item")
+	}
+	if item, err = b.visible(ctx, item, txid, txch); err != nil {
+		return nil, err
 	}
 	return &storage.GetItemResult{Item: item}, nil
 }
@@ -43,6 +48,9 @@ type current struct {
 	item    []byte
 	ver, tv *int64
 	wid     gocql.UUID
+	// locked: a transaction holds the item (ADR 0018); the write settles
+	// the lock first.
+	locked bool
 }
 
 // readForWrite reads the row and the partition's fence. The first read of
@@ -51,23 +59,11 @@ type current struct {
 // SERIAL read (serial=true) completes any LWT in progress on the partition;
 // resolving an unknown outcome needs it.
 func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, serial bool) (*current, error) {
-	c := &current{}
-	rd := b.query
-	if serial {
-		rd = b.serial
+	r, err := b.readRow(ctx, t, pk, sk, serial)
+	if err != nil {
+		return nil, err
 	}
-	err := rd(ctx, `SELECT item, ver, tv, wid FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).Scan(&c.item, &c.ver, &c.tv, &c.wid)
-	if err == nil {
-		return c, nil
-	}
-	if !errors.Is(err, gocql.ErrNotFound) {
-		return nil, mapErr(err, "read item")
-	}
-	err = rd(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&c.tv)
-	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
-		return nil, mapErr(err, "read fence")
-	}
-	return c, nil
+	return &current{item: r.item, ver: r.ver, tv: r.tv, wid: r.wid, locked: r.txid != nil}, nil
 }
 
 // noteDir records the partition in the directory (before its first
@@ -157,6 +153,20 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 			cur, err = b.readForWrite(ctx, t, pk, sk, serial)
 			if err != nil {
 				return nil, err
+			}
+			if cur.locked {
+				// A transaction holds the item: settle it (roll a decided
+				// one forward or back, wait for a live one, at most the
+				// ledger's MaxWait: KindTransactionConflict), read again.
+				k := txledger.Key{Table: p.Table, PK: pk, SK: sk}
+				rec, err := txStore{b}.ReadItem(ctx, k)
+				if err == nil {
+					_, err = b.tx.Settle(ctx, k, rec)
+				}
+				if err != nil {
+					return nil, err
+				}
+				continue
 			}
 			if cur.tv != nil && *cur.tv > p.Table.Version {
 				return nil, storage.VersionChanged(p.Table, *cur.tv)
@@ -310,29 +320,4 @@ func putsKey(puts []storage.IndexEntry, k storage.IndexKey) bool {
 		}
 	}
 	return false
-}
-
-// TransactWrite needs the shared transaction ledger (issue 15), which does
-// not exist yet. The refusals that come before any write are real: a
-// missing table answers KindTableNotFound and a stale description
-// version KindTableVersion, writing nothing; otherwise KindUnsupported.
-func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
-	for _, op := range p.Ops {
-		if err := b.liveFor(ctx, op.Table); err != nil {
-			return nil, err
-		}
-	}
-	return nil, storage.Errorf(storage.KindUnsupported, "cassandra: TransactWriteItems is not implemented yet (needs the transaction ledger)")
-}
-
-// TransactGet needs the shared transaction ledger (issue 15): not yet. A
-// missing table answers KindTableNotFound; otherwise an internal error
-// (KindUnsupported is not a declared kind of TransactGet).
-func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
-	for _, k := range p.Keys {
-		if err := b.live(ctx, k.Table); err != nil {
-			return nil, err
-		}
-	}
-	return nil, storage.Errorf(storage.KindInternal, "cassandra: TransactGetItems is not implemented yet (needs the transaction ledger)")
 }

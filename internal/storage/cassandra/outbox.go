@@ -175,6 +175,7 @@ func (b *Backend) sweep(interval time.Duration) {
 			}
 		}()
 		_, _ = b.drainAll(ctx) // errors: the next round retries
+		_, _ = b.tx.Sweep(ctx) // transactions whose coordinator died
 		cancel()
 		select {
 		case <-b.closing:

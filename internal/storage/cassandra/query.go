@@ -38,7 +38,7 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 		conds = append(conds, "sk "+op("<", hi.Inclusive)+" ?")
 		args = append(args, skOf(hi.Key))
 	}
-	stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ? AND kind = 0`
+	stmt := `SELECT sk, item, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0`
 	for _, c := range conds {
 		stmt += " AND " + c
 	}
@@ -50,8 +50,16 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	iter := b.query(ctx, stmt, args...).PageSize(p.Limit + 1).Iter()
 	var rows []storage.Row
 	more := false
-	var sk, item []byte
-	for iter.Scan(&sk, &item) {
+	var sk, item, txch []byte
+	var txid *gocql.UUID
+	for iter.Scan(&sk, &item, &txid, &txch) {
+		if txid != nil {
+			var err error
+			if item, err = b.visible(ctx, item, txid, txch); err != nil {
+				iter.Close()
+				return nil, err
+			}
+		}
 		if item == nil {
 			continue // a deleted item's ghost row
 		}
@@ -60,7 +68,7 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 			break
 		}
 		rows = append(rows, storage.Row{PK: p.PK, SK: sk, BasePK: p.PK, BaseSK: sk, Item: item})
-		sk, item = nil, nil
+		sk, item, txid, txch = nil, nil, nil, nil
 	}
 	if err := iter.Close(); err != nil {
 		return nil, mapErr(err, "query")
@@ -237,15 +245,23 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	more := false
 	// readPart appends rows of one partition after sk (nil: from the start).
 	readPart := func(pk, after []byte) error {
-		stmt := `SELECT sk, item FROM items WHERE t = ? AND pk = ? AND kind = 0`
+		stmt := `SELECT sk, item, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0`
 		args := []any{t, pk}
 		if after != nil {
 			stmt += ` AND sk > ?`
 			args = append(args, after)
 		}
 		iter := b.query(ctx, stmt, args...).PageSize(p.Limit + 1 - len(rows)).Iter()
-		var sk, item []byte
-		for iter.Scan(&sk, &item) {
+		var sk, item, txch []byte
+		var txid *gocql.UUID
+		for iter.Scan(&sk, &item, &txid, &txch) {
+			if txid != nil {
+				var err error
+				if item, err = b.visible(ctx, item, txid, txch); err != nil {
+					iter.Close()
+					return err
+				}
+			}
 			if item == nil {
 				continue
 			}
@@ -254,7 +270,7 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 				break
 			}
 			rows = append(rows, storage.Row{PK: pk, SK: sk, BasePK: pk, BaseSK: sk, Item: item})
-			sk, item = nil, nil
+			sk, item, txid, txch = nil, nil, nil, nil
 		}
 		return mapErr(iter.Close(), "scan")
 	}
@@ -280,13 +296,21 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 			return nil
 		}
 		need := p.Limit + 1 - len(rows)
-		iter := b.query(ctx, `SELECT pk, sk, item FROM items WHERE t = ? AND pk IN ? AND kind = 0 PER PARTITION LIMIT ?`, t, batch, need).Iter()
+		iter := b.query(ctx, `SELECT pk, sk, item, txid, txch FROM items WHERE t = ? AND pk IN ? AND kind = 0 PER PARTITION LIMIT ?`, t, batch, need).Iter()
 		type kv struct{ sk, item []byte }
 		byPK := map[string][]kv{}
-		var pk, sk, item []byte
-		for iter.Scan(&pk, &sk, &item) {
+		var pk, sk, item, txch []byte
+		var txid *gocql.UUID
+		for iter.Scan(&pk, &sk, &item, &txid, &txch) {
+			if txid != nil {
+				var err error
+				if item, err = b.visible(ctx, item, txid, txch); err != nil {
+					iter.Close()
+					return err
+				}
+			}
 			byPK[string(pk)] = append(byPK[string(pk)], kv{sk, item})
-			pk, sk, item = nil, nil, nil
+			pk, sk, item, txid, txch = nil, nil, nil, nil, nil
 		}
 		if err := iter.Close(); err != nil {
 			return mapErr(err, "scan")

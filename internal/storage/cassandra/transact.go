@@ -1,0 +1,327 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
+)
+
+// Transactions run on the shared ledger (package txledger, ADR 0018).
+// txStore is its per-item compare-and-set on Cassandra: an item row's
+// lock is its txid/txch columns, set and cleared by LWTs conditioned on
+// the row's ver (which every lock, release and write bumps); the
+// partition's static lks set lists its locked sort keys for the
+// table-version fence; transaction records live in txs, changed by LWTs.
+
+type txStore struct{ b *Backend }
+
+var _ txledger.Store = txStore{}
+
+// fence is the Record.Token of a Cassandra record: the partition's
+// table-version fence as read.
+type fence struct{ tv *int64 }
+
+// row is an item row as the ledger's paths read it.
+type row struct {
+	item       []byte
+	ver, tv    *int64
+	txid       *gocql.UUID
+	txch       []byte
+	wid        gocql.UUID
+	haveRecord bool
+}
+
+// readRow reads an item row (and the partition's fence when the row is
+// missing); serial makes the read linearizable with the LWTs.
+func (b *Backend) readRow(ctx context.Context, t int64, pk, sk []byte, serial bool) (*row, error) {
+	rd := b.query
+	if serial {
+		rd = b.serial
+	}
+	r := &row{}
+	var txid gocql.UUID
+	err := rd(ctx, `SELECT item, ver, tv, wid, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).
+		Scan(&r.item, &r.ver, &r.tv, &r.wid, &txid, &r.txch)
+	if err == nil {
+		r.haveRecord = true
+		if txid != (gocql.UUID{}) {
+			r.txid = &txid
+		}
+		return r, nil
+	}
+	if !errors.Is(err, gocql.ErrNotFound) {
+		return nil, mapErr(err, "read item")
+	}
+	err = rd(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&r.tv)
+	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
+		return nil, mapErr(err, "read fence")
+	}
+	return r, nil
+}
+
+// record turns a row into the ledger's view.
+func (r *row) record() (txledger.Record, error) {
+	rec := txledger.Record{Item: r.item, Token: fence{r.tv}}
+	if r.ver != nil {
+		rec.Version = *r.ver
+	}
+	if r.txid != nil {
+		l, err := lockOf(*r.txid, r.txch)
+		if err != nil {
+			return rec, err
+		}
+		rec.Lock = l
+	}
+	return rec, nil
+}
+
+func lockOf(id gocql.UUID, txch []byte) (*txledger.Lock, error) {
+	ch, err := txledger.DecodeChange(txch)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindInternal, err, "cassandra: item lock")
+	}
+	return &txledger.Lock{Tx: txledger.TxID(id), Change: ch}, nil
+}
+
+func verArg(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func (s txStore) ReadItem(ctx context.Context, k txledger.Key) (txledger.Record, error) {
+	r, err := s.b.readRow(ctx, k.Table.ID, skOf(k.PK), skOf(k.SK), true)
+	if err != nil {
+		return txledger.Record{}, err
+	}
+	return r.record()
+}
+
+func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Record, tx txledger.TxID, ch storage.Change) (txledger.Record, bool, error) {
+	b := s.b
+	t, pk, sk := k.Table.ID, skOf(k.PK), skOf(k.SK)
+	if err := b.liveFor(ctx, k.Table); err != nil {
+		return txledger.Record{}, false, err
+	}
+	f, _ := cur.Token.(fence)
+	if f.tv != nil && *f.tv > k.Table.Version {
+		return txledger.Record{}, false, storage.VersionChanged(k.Table, *f.tv)
+	}
+	wrote, err := b.noteDir(ctx, t, pk)
+	if err != nil {
+		return txledger.Record{}, false, err
+	}
+	if wrote {
+		if err := b.liveFor(ctx, k.Table); err != nil {
+			return txledger.Record{}, false, err
+		}
+	}
+	nv := cur.Version + 1
+	applied, err := b.query(ctx, `UPDATE items SET ver = ?, wid = ?, txid = ?, txch = ?, lks = lks + ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
+		nv, gocql.TimeUUID(), gocql.UUID(tx), txledger.EncodeChange(ch), [][]byte{sk}, t, pk, sk, verArg(cur.Version), f.tv).MapScanCAS(map[string]any{})
+	if err != nil {
+		return txledger.Record{}, false, mapErr(err, "lock item")
+	}
+	if !applied {
+		return txledger.Record{}, false, nil
+	}
+	return txledger.Record{Item: cur.Item, Version: nv, Lock: &txledger.Lock{Tx: tx, Change: ch}, Token: f}, true, nil
+}
+
+func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.Record, commit bool) (bool, error) {
+	b := s.b
+	t, pk, sk := k.Table.ID, skOf(k.PK), skOf(k.SK)
+	if cur.Lock == nil {
+		return false, storage.Errorf(storage.KindInternal, "cassandra: release of an unlocked record")
+	}
+	item := cur.Item
+	var ch storage.Change
+	if commit {
+		ch = cur.Lock.Change
+		switch ch.Op {
+		case storage.Put:
+			item = ch.Item
+		case storage.Delete:
+			item = nil
+		default:
+			ch = storage.Change{}
+		}
+	}
+	nv := cur.Version + 1
+	indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
+	const set = `UPDATE items SET item = ?, ver = ?, wid = ?, txid = null, txch = null, lks = lks - ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ?`
+	args := []any{item, nv, gocql.TimeUUID(), [][]byte{sk}, t, pk, sk, cur.Version}
+	var applied bool
+	var err error
+	if indexed {
+		batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
+		batch.SetConsistency(b.cl)
+		batch.SerialConsistency(gocql.SerialConsistency(b.scl))
+		batch.Query(set, args...)
+		batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, encodeOutbox(ch))
+		var iter *gocql.Iter
+		applied, iter, err = b.s.MapExecuteBatchCAS(batch, map[string]any{})
+		if iter != nil {
+			iter.Close()
+		}
+	} else {
+		applied, err = b.query(ctx, set, args...).MapScanCAS(map[string]any{})
+	}
+	if err != nil {
+		return false, mapErr(err, "release item")
+	}
+	if applied && indexed && !b.skipApply {
+		_ = b.finishOutbox(ctx, t, pk, sk, nv, ch) // the sweep retries
+	}
+	return applied, nil
+}
+
+const (
+	txPending   = int8(txledger.Pending)
+	txCommitted = int8(txledger.Committed)
+	txAborted   = int8(txledger.Aborted)
+)
+
+func (s txStore) CreateTx(ctx context.Context, tx txledger.TxRecord) error {
+	applied, err := s.b.query(ctx, `INSERT INTO txs (id, state, started, items) VALUES (?, ?, ?, ?) IF NOT EXISTS`,
+		gocql.UUID(tx.ID), int8(tx.State), tx.Started, txledger.EncodeKeys(tx.Items)).MapScanCAS(map[string]any{})
+	if err != nil {
+		return mapErr(err, "create transaction")
+	}
+	if !applied {
+		return storage.Errorf(storage.KindInternal, "cassandra: transaction id %s taken", tx.ID)
+	}
+	return nil
+}
+
+func scanTx(id gocql.UUID, state int8, started time.Time, items []byte) (*txledger.TxRecord, error) {
+	keys, err := txledger.DecodeKeys(items)
+	if err != nil {
+		return nil, storage.Wrap(storage.KindInternal, err, "cassandra: transaction record")
+	}
+	return &txledger.TxRecord{ID: txledger.TxID(id), State: txledger.State(state), Started: started, Items: keys}, nil
+}
+
+func (s txStore) ReadTx(ctx context.Context, id txledger.TxID) (*txledger.TxRecord, error) {
+	var state int8
+	var started time.Time
+	var items []byte
+	err := s.b.serial(ctx, `SELECT state, started, items FROM txs WHERE id = ?`, gocql.UUID(id)).Scan(&state, &started, &items)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapErr(err, "read transaction")
+	}
+	return scanTx(gocql.UUID(id), state, started, items)
+}
+
+func (s txStore) SetTxState(ctx context.Context, id txledger.TxID, from, to txledger.State) (bool, error) {
+	applied, err := s.b.query(ctx, `UPDATE txs SET state = ? WHERE id = ? IF state = ?`, int8(to), gocql.UUID(id), int8(from)).MapScanCAS(map[string]any{})
+	return applied, mapErr(err, "transaction state")
+}
+
+func (s txStore) DeleteTx(ctx context.Context, id txledger.TxID) error {
+	_, err := s.b.query(ctx, `DELETE FROM txs WHERE id = ? IF EXISTS`, gocql.UUID(id)).MapScanCAS(map[string]any{})
+	return mapErr(err, "delete transaction")
+}
+
+func (s txStore) ListTx(ctx context.Context, before time.Time, limit int) ([]txledger.TxRecord, error) {
+	iter := s.b.query(ctx, `SELECT id, state, started, items FROM txs`).PageSize(500).Iter()
+	var out []txledger.TxRecord
+	var id gocql.UUID
+	var state int8
+	var started time.Time
+	var items []byte
+	for len(out) < limit && iter.Scan(&id, &state, &started, &items) {
+		if !started.Before(before) {
+			continue
+		}
+		tx, err := scanTx(id, state, started, items)
+		if err != nil {
+			iter.Close()
+			return nil, err
+		}
+		out = append(out, *tx)
+		items = nil
+	}
+	return out, mapErr(iter.Close(), "list transactions")
+}
+
+// TransactWrite runs the operations through the ledger. Every table is
+// checked first, so a missing table or a stale version refuses the
+// transaction before anything is locked.
+func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	seen := map[int64]bool{}
+	for _, op := range p.Ops {
+		if seen[op.Table.ID] {
+			continue
+		}
+		seen[op.Table.ID] = true
+		if err := b.liveFor(ctx, op.Table); err != nil {
+			return nil, err
+		}
+	}
+	return b.tx.TransactWrite(ctx, p)
+}
+
+// TransactGet reads the items from one instant through the ledger.
+func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	seen := map[int64]bool{}
+	for _, k := range p.Keys {
+		if seen[k.Table.ID] {
+			continue
+		}
+		seen[k.Table.ID] = true
+		if err := b.live(ctx, k.Table); err != nil {
+			return nil, err
+		}
+	}
+	return b.tx.TransactGet(ctx, p)
+}
+
+// visible is the committed item of a row read by a plain read path: the
+// stored item, or the after-image of a committed transaction's lock.
+func (b *Backend) visible(ctx context.Context, item []byte, txid *gocql.UUID, txch []byte) ([]byte, error) {
+	if txid == nil || *txid == (gocql.UUID{}) {
+		return item, nil
+	}
+	l, err := lockOf(*txid, txch)
+	if err != nil {
+		return nil, err
+	}
+	return b.tx.Visible(ctx, txledger.Record{Item: item, Lock: l})
+}
+
+// settleLocks settles every lock held in partition (t, pk) (listed in its
+// lks set); the table-version fence raises a partition's fence only once
+// it holds no lock.
+func (b *Backend) settleLocks(ctx context.Context, ref storage.TableRef, pk []byte, lks [][]byte) error {
+	for _, sk := range lks {
+		k := txledger.Key{Table: ref, PK: pk, SK: sk}
+		rec, err := txStore{b}.ReadItem(ctx, k)
+		if err != nil {
+			return err
+		}
+		if rec.Lock == nil {
+			// An entry without a lock (the lock and its entry are set and
+			// cleared in one LWT, so only a row removed otherwise leaves
+			// one): remove it, conditioned on the set as read.
+			_, err := b.query(ctx, `UPDATE items SET lks = lks - ? WHERE t = ? AND pk = ? IF lks = ?`, [][]byte{sk}, ref.ID, pk, lks).MapScanCAS(map[string]any{})
+			if err != nil {
+				return mapErr(err, "fence partition")
+			}
+			return nil // the caller reads the partition again
+		}
+		if _, err := b.tx.Settle(ctx, k, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,535 @@
+package txledger
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Options tune a Ledger. Zero values take the defaults.
+type Options struct {
+	// LockTimeout: a PENDING transaction older than this may be aborted by
+	// anyone who meets one of its locks, and the sweep finishes it. It
+	// must exceed the time a live coordinator takes to lock its items
+	// (default 5 s).
+	LockTimeout time.Duration
+	// MaxWait bounds how long a write (TransactWrite, or a backend's
+	// WriteItem through Settle) waits for locks held by live transactions
+	// and retries before answering KindTransactionConflict (default twice
+	// LockTimeout, so a dead coordinator's locks are taken over first).
+	// TransactGet uses the same bound.
+	MaxWait time.Duration
+	// ReaderWait is how long TransactGet waits for a live transaction's
+	// lock before aborting that transaction (default 20 ms).
+	ReaderWait time.Duration
+	// Parallel bounds concurrent store calls of one TransactGet or of the
+	// releases after a commit (default 16).
+	Parallel int
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = 5 * time.Second
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 2 * o.LockTimeout
+	}
+	if o.ReaderWait <= 0 {
+		o.ReaderWait = 20 * time.Millisecond
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 16
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Ledger runs transactions over a Store. It is safe for concurrent use;
+// several Ledgers (servers) may share one store.
+type Ledger struct {
+	s Store
+	o Options
+}
+
+// New returns a ledger over s.
+func New(s Store, o Options) *Ledger {
+	o.defaults()
+	return &Ledger{s: s, o: o}
+}
+
+// Options returns the effective options.
+func (l *Ledger) Options() Options { return l.o }
+
+func conflict() error {
+	return storage.Errorf(storage.KindTransactionConflict, "transaction is ongoing for the item")
+}
+
+// sleep waits a randomized, growing backoff; false when ctx ended.
+func sleep(ctx context.Context, attempt int) bool {
+	d := time.Duration(1+rand.IntN(1<<min(attempt, 5))) * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func ctxErr(ctx context.Context) error {
+	return storage.Wrap(storage.KindUnavailable, ctx.Err(), "transaction")
+}
+
+// mode is how settle treats a live (PENDING) owner.
+type mode int
+
+const (
+	// waitOwner waits for a live owner until it is older than LockTimeout
+	// (then aborts it) or the deadline passes (KindTransactionConflict).
+	waitOwner mode = iota
+	// woundOwner waits ReaderWait, then aborts the owner.
+	woundOwner
+)
+
+// settle returns the record of k unlocked, settling the locks it meets.
+// self is the calling transaction (zero for none): meeting its own lock
+// is an error (an item twice in one transaction).
+func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, m mode, deadline time.Time) (Record, error) {
+	start := l.o.Now()
+	for attempt := 0; rec.Lock != nil; attempt++ {
+		owner := rec.Lock.Tx
+		if !self.IsZero() && owner == self {
+			return rec, storage.Errorf(storage.KindInternal, "txledger: item locked twice by transaction %s", self)
+		}
+		tx, err := l.s.ReadTx(ctx, owner)
+		if err != nil {
+			return rec, err
+		}
+		if tx != nil && tx.State == Pending {
+			now := l.o.Now()
+			abort := now.Sub(tx.Started) > l.o.LockTimeout || (m == woundOwner && now.Sub(start) >= l.o.ReaderWait)
+			if abort {
+				if _, err := l.s.SetTxState(ctx, owner, Pending, Aborted); err != nil {
+					return rec, err
+				}
+				continue // read the owner's state again
+			}
+			if now.After(deadline) {
+				return rec, conflict()
+			}
+			if !sleep(ctx, attempt) {
+				return rec, ctxErr(ctx)
+			}
+			if rec, err = l.s.ReadItem(ctx, k); err != nil {
+				return rec, err
+			}
+			continue
+		}
+		commit := tx != nil && tx.State == Committed
+		if _, err := l.s.ReleaseItem(ctx, k, rec, commit); err != nil {
+			return rec, err
+		}
+		if rec, err = l.s.ReadItem(ctx, k); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+// Settle is for a backend's own WriteItem: it returns k's record free of
+// locks, rolling decided transactions forward or back and waiting for a
+// live one (at most Options.MaxWait, then KindTransactionConflict; a live
+// transaction older than LockTimeout is aborted). rec is the record the
+// writer read; an unlocked one is returned as it is.
+func (l *Ledger) Settle(ctx context.Context, k Key, rec Record) (Record, error) {
+	if rec.Lock == nil {
+		return rec, nil
+	}
+	return l.settle(ctx, k, rec, TxID{}, waitOwner, l.o.Now().Add(l.o.MaxWait))
+}
+
+// Visible is the committed item a plain read (GetItem, Query, Scan) of a
+// record shows: the stored item, or the lock's after-image when its
+// transaction has committed. It reads the owner's record but never waits
+// and never writes.
+func (l *Ledger) Visible(ctx context.Context, rec Record) ([]byte, error) {
+	if rec.Lock == nil {
+		return rec.Item, nil
+	}
+	tx, err := l.s.ReadTx(ctx, rec.Lock.Tx)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil && tx.State == Committed {
+		return After(rec.Item, rec.Lock), nil
+	}
+	return rec.Item, nil
+}
+
+func compareKeys(a, b Key) int {
+	if c := cmp.Compare(a.Table.ID, b.Table.ID); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.PK, b.PK); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.SK, b.SK)
+}
+
+// TransactWrite applies p.Ops all-or-nothing (the storage.Backend
+// contract): KindTransactionCanceled with per-operation Reasons when a
+// write function fails, KindTableVersion (from LockItem) when an
+// operation's description version is stale, KindTransactionConflict when
+// live transactions hold its items longer than MaxWait. Two operations
+// on one item are refused (KindInternal): the engine refuses them first.
+func (l *Ledger) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	n := len(p.Ops)
+	if n == 0 {
+		return &storage.TransactWriteResult{}, nil
+	}
+	keys := make([]Key, n)
+	for i, op := range p.Ops {
+		keys[i] = Key{Table: op.Table, PK: op.PK, SK: op.SK}
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return compareKeys(keys[a], keys[b]) })
+	for j := 1; j < n; j++ {
+		if compareKeys(keys[order[j-1]], keys[order[j]]) == 0 {
+			return nil, storage.Errorf(storage.KindInternal, "txledger: one item twice in a transaction (operations %d and %d)", order[j-1], order[j])
+		}
+	}
+	deadline := l.o.Now().Add(l.o.MaxWait)
+	for attempt := 0; ; attempt++ {
+		res, retry, err := l.try(ctx, p, keys, order, deadline)
+		if !retry {
+			return res, err
+		}
+		if l.o.Now().After(deadline) {
+			return nil, conflict()
+		}
+		if !sleep(ctx, attempt) {
+			return nil, ctxErr(ctx)
+		}
+	}
+}
+
+// try runs one attempt of a transaction; retry=true when another party
+// aborted it (the whole transaction runs again, write functions are pure).
+func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []Key, order []int, deadline time.Time) (*storage.TransactWriteResult, bool, error) {
+	n := len(p.Ops)
+	id := NewTxID()
+	sorted := make([]Key, n)
+	for j, i := range order {
+		sorted[j] = keys[i]
+	}
+	if err := l.s.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: l.o.Now(), Items: sorted}); err != nil {
+		return nil, false, err
+	}
+	locked := make([]Record, n) // the locked record per operation (Lock nil: not locked)
+	results := make([]storage.WriteItemResult, n)
+	var reasons []error
+	// abort rolls back what this attempt locked (best effort: a lock
+	// left behind belongs to an ABORTED or missing record, which every
+	// reader rolls back) and removes the record.
+	abort := func() {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := l.s.SetTxState(actx, id, Pending, Aborted); err != nil {
+			return // the record stays PENDING: it times out and the sweep finishes it
+		}
+		l.releaseAll(actx, keys, locked, false)
+		_ = l.s.DeleteTx(actx, id)
+	}
+	for _, i := range order {
+		op, k := p.Ops[i], keys[i]
+		for {
+			rec, err := l.s.ReadItem(ctx, k)
+			if err == nil {
+				rec, err = l.settle(ctx, k, rec, id, waitOwner, deadline)
+			}
+			if err != nil {
+				abort()
+				return nil, false, err
+			}
+			ch, fnErr := op.Fn(rec.Item)
+			if fnErr != nil {
+				if reasons == nil {
+					reasons = make([]error, n)
+				}
+				reasons[i] = fnErr
+				break
+			}
+			if reasons != nil {
+				break // canceled already: only evaluate, for the reasons
+			}
+			lr, ok, err := l.s.LockItem(ctx, k, rec, id, ch)
+			if err != nil {
+				// The lock's outcome may be unknown: settle it by reading.
+				if lr2, err2 := l.s.ReadItem(ctx, k); err2 == nil && lr2.Lock != nil && lr2.Lock.Tx == id {
+					locked[i] = lr2
+				}
+				abort()
+				return nil, false, err
+			}
+			if !ok {
+				continue
+			}
+			if lr.Lock == nil {
+				lr.Lock = &Lock{Tx: id, Change: ch}
+			}
+			locked[i] = lr
+			results[i] = storage.WriteItemResult{Old: rec.Item, Change: ch}
+			break
+		}
+	}
+	if reasons != nil {
+		abort()
+		return nil, false, &storage.Error{Kind: storage.KindTransactionCanceled, Message: "a write function failed", Reasons: reasons}
+	}
+	ok, err := l.s.SetTxState(ctx, id, Pending, Committed)
+	if err != nil {
+		// Outcome unknown: read the record.
+		tx, err2 := l.s.ReadTx(context.WithoutCancel(ctx), id)
+		switch {
+		case err2 != nil:
+			return nil, false, storage.Wrap(storage.KindUnavailable, err, "transaction: commit outcome unknown")
+		case tx != nil && tx.State == Committed:
+			ok = true
+		case tx != nil && tx.State == Pending:
+			abort()
+			return nil, false, err
+		case tx != nil && tx.State == Aborted:
+			ok = false
+		default:
+			// Gone: finished by the sweep, committed or not.
+			return nil, false, storage.Wrap(storage.KindUnavailable, err, "transaction: commit outcome unknown")
+		}
+	}
+	if !ok {
+		// Another party aborted this attempt (a reader, or a writer that
+		// took it for dead): roll back and run again.
+		abort()
+		return nil, true, nil
+	}
+	// Committed: the changes are durable. Apply them; what fails here is
+	// rolled forward by whoever meets the lock, or by the sweep.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if l.releaseAll(rctx, keys, locked, true) {
+		_ = l.s.DeleteTx(rctx, id)
+	}
+	return &storage.TransactWriteResult{Results: results}, false, nil
+}
+
+// releaseAll releases the locked records, at most Parallel at a time;
+// true when every release settled (applied, or found already released).
+func (l *Ledger) releaseAll(ctx context.Context, keys []Key, locked []Record, commit bool) bool {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, l.o.Parallel)
+	var mu sync.Mutex
+	all := true
+	for i := range locked {
+		if locked[i].Lock == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if !l.release(ctx, keys[i], locked[i], commit) {
+				mu.Lock()
+				all = false
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return all
+}
+
+// release releases one lock; when the CAS fails it checks that the lock
+// is gone (released by someone else).
+func (l *Ledger) release(ctx context.Context, k Key, rec Record, commit bool) bool {
+	ok, err := l.s.ReleaseItem(ctx, k, rec, commit)
+	if err == nil && ok {
+		return true
+	}
+	cur, err := l.s.ReadItem(ctx, k)
+	if err != nil {
+		return storage.IsKind(err, storage.KindTableNotFound)
+	}
+	if cur.Lock == nil || cur.Lock.Tx != rec.Lock.Tx {
+		return true
+	}
+	ok, err = l.s.ReleaseItem(ctx, k, cur, commit)
+	return err == nil && ok
+}
+
+// TransactGet reads the items of p.Keys from one instant: it reads every
+// record, settles the locks it meets (a live owner is aborted after
+// ReaderWait), and reads again until two passes find every record
+// unlocked and at the same version. A missing item is nil.
+func (l *Ledger) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	n := len(p.Keys)
+	keys := make([]Key, n)
+	for i, g := range p.Keys {
+		keys[i] = Key{Table: g.Table, PK: g.PK, SK: g.SK}
+	}
+	deadline := l.o.Now().Add(l.o.MaxWait)
+	first, err := l.readAll(ctx, keys, deadline)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		if n == 1 {
+			break // one item: one settled read is an instant
+		}
+		second, err := l.readAll(ctx, keys, deadline)
+		if err != nil {
+			return nil, err
+		}
+		same := true
+		for i := range first {
+			if first[i].Version != second[i].Version {
+				same = false
+				break
+			}
+		}
+		if same {
+			break
+		}
+		if l.o.Now().After(deadline) {
+			return nil, conflict()
+		}
+		first = second
+	}
+	out := &storage.TransactGetResult{Items: make([][]byte, n)}
+	for i := range first {
+		out.Items[i] = first[i].Item
+	}
+	return out, nil
+}
+
+// readAll reads every key, settling locks, until one pass meets no lock.
+func (l *Ledger) readAll(ctx context.Context, keys []Key, deadline time.Time) ([]Record, error) {
+	recs := make([]Record, len(keys))
+	for attempt := 0; ; attempt++ {
+		var mu sync.Mutex
+		var firstErr error
+		sawLock := false
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, l.o.Parallel)
+		for i := range keys {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				rec, err := l.s.ReadItem(ctx, keys[i])
+				if err == nil && rec.Lock != nil {
+					mu.Lock()
+					sawLock = true
+					mu.Unlock()
+					rec, err = l.settle(ctx, keys[i], rec, TxID{}, woundOwner, deadline)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				recs[i] = rec
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return nil, firstErr
+		}
+		if !sawLock {
+			return recs, nil
+		}
+		if l.o.Now().After(deadline) {
+			return nil, conflict()
+		}
+	}
+}
+
+// Sweep finishes the transactions started more than LockTimeout ago
+// whose records remain (their coordinator died or failed to clean up):
+// a PENDING one is aborted, then every lock it holds is rolled forward
+// (COMMITTED) or back (ABORTED), and the record is removed. It returns
+// how many records it removed. A backend runs it periodically.
+func (l *Ledger) Sweep(ctx context.Context) (int, error) {
+	done := 0
+	for {
+		txs, err := l.s.ListTx(ctx, l.o.Now().Add(-l.o.LockTimeout), 500)
+		if err != nil {
+			return done, err
+		}
+		progressed := 0
+		for _, tx := range txs {
+			ok, err := l.Finish(ctx, tx.ID)
+			if err != nil {
+				return done, err
+			}
+			if ok {
+				done++
+				progressed++
+			}
+		}
+		if len(txs) < 500 || progressed == 0 {
+			return done, nil
+		}
+	}
+}
+
+// Finish settles one transaction: a PENDING record is aborted, its locks
+// are released according to the decision, and the record is removed.
+// false when the record is gone already.
+func (l *Ledger) Finish(ctx context.Context, id TxID) (bool, error) {
+	tx, err := l.s.ReadTx(ctx, id)
+	if err != nil || tx == nil {
+		return false, err
+	}
+	if tx.State == Pending {
+		if _, err := l.s.SetTxState(ctx, id, Pending, Aborted); err != nil {
+			return false, err
+		}
+		if tx, err = l.s.ReadTx(ctx, id); err != nil || tx == nil {
+			return false, err
+		}
+	}
+	commit := tx.State == Committed
+	for _, k := range tx.Items {
+		for range 10 {
+			rec, err := l.s.ReadItem(ctx, k)
+			if storage.IsKind(err, storage.KindTableNotFound) {
+				break // the table is gone, and its items with it
+			}
+			if err != nil {
+				return false, err
+			}
+			if rec.Lock == nil || rec.Lock.Tx != id {
+				break
+			}
+			if _, err := l.s.ReleaseItem(ctx, k, rec, commit); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := l.s.DeleteTx(ctx, id); err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,0 +1,328 @@
+package txledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// memStore is a small, correct in-process Store: a map of item records and
+// a map of transaction records under one mutex. Each method is atomic. It
+// keeps a table version per table id (the fence) and applies a change's
+// item (index entries are recorded, so tests can check they land with the
+// item).
+type memStore struct {
+	mu      sync.Mutex
+	items   map[string]*memRec
+	txs     map[TxID]TxRecord
+	tables  map[int64]int64 // id -> description version; missing: not live
+	ver     int64
+	indexes map[string][]byte // index name + "/" + pk -> entry item
+	calls   atomic.Int64
+}
+
+type memRec struct {
+	item []byte
+	ver  int64
+	lock *Lock
+}
+
+func newMemStore() *memStore {
+	return &memStore{items: map[string]*memRec{}, txs: map[TxID]TxRecord{}, tables: map[int64]int64{}, indexes: map[string][]byte{}}
+}
+
+func mkey(k Key) string { return fmt.Sprintf("%d/%x/%x", k.Table.ID, k.PK, k.SK) }
+
+func (m *memStore) live(k Key) error {
+	if _, ok := m.tables[k.Table.ID]; !ok {
+		return storage.Errorf(storage.KindTableNotFound, "table %d", k.Table.ID)
+	}
+	return nil
+}
+
+func (m *memStore) ReadItem(_ context.Context, k Key) (Record, error) {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.live(k); err != nil {
+		return Record{}, err
+	}
+	r := m.items[mkey(k)]
+	if r == nil {
+		return Record{}, nil
+	}
+	var l *Lock
+	if r.lock != nil {
+		c := *r.lock
+		l = &c
+	}
+	return Record{Item: r.item, Version: r.ver, Lock: l}, nil
+}
+
+func (m *memStore) LockItem(_ context.Context, k Key, cur Record, tx TxID, ch storage.Change) (Record, bool, error) {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.live(k); err != nil {
+		return Record{}, false, err
+	}
+	if v := m.tables[k.Table.ID]; v != k.Table.Version {
+		return Record{}, false, storage.VersionChanged(k.Table, v)
+	}
+	r := m.items[mkey(k)]
+	var v int64
+	if r != nil {
+		v = r.ver
+	}
+	if v != cur.Version {
+		return Record{}, false, nil
+	}
+	if r == nil {
+		r = &memRec{}
+		m.items[mkey(k)] = r
+	}
+	m.ver++
+	r.ver = m.ver
+	r.lock = &Lock{Tx: tx, Change: ch}
+	return Record{Item: r.item, Version: r.ver, Lock: &Lock{Tx: tx, Change: ch}}, true, nil
+}
+
+func (m *memStore) apply(k Key, r *memRec, ch storage.Change) {
+	switch ch.Op {
+	case storage.Put:
+		r.item = ch.Item
+	case storage.Delete:
+		r.item = nil
+	default:
+		return
+	}
+	for _, d := range ch.DeleteIndex {
+		delete(m.indexes, d.Index+"/"+string(d.PK))
+	}
+	for _, p := range ch.PutIndex {
+		m.indexes[p.Index+"/"+string(p.PK)] = p.Item
+	}
+}
+
+func (m *memStore) ReleaseItem(_ context.Context, k Key, cur Record, commit bool) (bool, error) {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.live(k); err != nil {
+		return false, err
+	}
+	r := m.items[mkey(k)]
+	if r == nil || r.ver != cur.Version || r.lock == nil {
+		return false, nil
+	}
+	if commit {
+		m.apply(k, r, r.lock.Change)
+	}
+	m.ver++
+	r.ver = m.ver
+	r.lock = nil
+	return true, nil
+}
+
+// write is a plain WriteItem through the ledger's Settle.
+func (m *memStore) write(ctx context.Context, l *Ledger, k Key, fn storage.WriteFunc) error {
+	for {
+		rec, err := m.ReadItem(ctx, k)
+		if err != nil {
+			return err
+		}
+		if rec, err = l.Settle(ctx, k, rec); err != nil {
+			return err
+		}
+		ch, err := fn(rec.Item)
+		if err != nil {
+			return err
+		}
+		m.mu.Lock()
+		r := m.items[mkey(k)]
+		var v int64
+		if r != nil {
+			v = r.ver
+		}
+		if v != rec.Version {
+			m.mu.Unlock()
+			continue
+		}
+		if r == nil {
+			r = &memRec{}
+			m.items[mkey(k)] = r
+		}
+		m.apply(k, r, ch)
+		m.ver++
+		r.ver = m.ver
+		m.mu.Unlock()
+		return nil
+	}
+}
+
+func (m *memStore) CreateTx(_ context.Context, tx TxRecord) error {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.txs[tx.ID]; ok {
+		return errors.New("duplicate tx id")
+	}
+	m.txs[tx.ID] = tx
+	return nil
+}
+
+func (m *memStore) ReadTx(_ context.Context, id TxID) (*TxRecord, error) {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tx, ok := m.txs[id]
+	if !ok {
+		return nil, nil
+	}
+	return &tx, nil
+}
+
+func (m *memStore) SetTxState(_ context.Context, id TxID, from, to State) (bool, error) {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tx, ok := m.txs[id]
+	if !ok || tx.State != from {
+		return false, nil
+	}
+	tx.State = to
+	m.txs[id] = tx
+	return true, nil
+}
+
+func (m *memStore) DeleteTx(_ context.Context, id TxID) error {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.txs, id)
+	return nil
+}
+
+func (m *memStore) ListTx(_ context.Context, before time.Time, limit int) ([]TxRecord, error) {
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []TxRecord
+	for _, tx := range m.txs {
+		if tx.Started.Before(before) && len(out) < limit {
+			out = append(out, tx)
+		}
+	}
+	return out, nil
+}
+
+// locks counts the locked records and the transaction records left.
+func (m *memStore) leftovers() (locks, txs int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.items {
+		if r.lock != nil {
+			locks++
+		}
+	}
+	return locks, len(m.txs)
+}
+
+// errCrash is what a crashed coordinator's store answers.
+var errCrash = storage.Errorf(storage.KindUnavailable, "coordinator crashed")
+
+// crashStore lets a coordinator make `after` store calls, then fails every
+// call from it: the coordinator "dies" between two steps (its later calls
+// never reach the store). With mid set, the call that crosses the limit
+// reaches the store and then fails (the write happened, the coordinator
+// does not know).
+type crashStore struct {
+	Store
+	after int64
+	mid   bool
+	n     atomic.Int64
+}
+
+func (c *crashStore) step() (crossed, dead bool) {
+	n := c.n.Add(1)
+	return n == c.after+1, n > c.after
+}
+
+func (c *crashStore) ReadItem(ctx context.Context, k Key) (Record, error) {
+	if crossed, dead := c.step(); dead {
+		if crossed && c.mid {
+			_, _ = c.Store.ReadItem(ctx, k)
+		}
+		return Record{}, errCrash
+	}
+	return c.Store.ReadItem(ctx, k)
+}
+
+func (c *crashStore) LockItem(ctx context.Context, k Key, cur Record, tx TxID, ch storage.Change) (Record, bool, error) {
+	if crossed, dead := c.step(); dead {
+		if crossed && c.mid {
+			_, _, _ = c.Store.LockItem(ctx, k, cur, tx, ch)
+		}
+		return Record{}, false, errCrash
+	}
+	return c.Store.LockItem(ctx, k, cur, tx, ch)
+}
+
+func (c *crashStore) ReleaseItem(ctx context.Context, k Key, cur Record, commit bool) (bool, error) {
+	if crossed, dead := c.step(); dead {
+		if crossed && c.mid {
+			_, _ = c.Store.ReleaseItem(ctx, k, cur, commit)
+		}
+		return false, errCrash
+	}
+	return c.Store.ReleaseItem(ctx, k, cur, commit)
+}
+
+func (c *crashStore) CreateTx(ctx context.Context, tx TxRecord) error {
+	if crossed, dead := c.step(); dead {
+		if crossed && c.mid {
+			_ = c.Store.CreateTx(ctx, tx)
+		}
+		return errCrash
+	}
+	return c.Store.CreateTx(ctx, tx)
+}
+
+func (c *crashStore) ReadTx(ctx context.Context, id TxID) (*TxRecord, error) {
+	if _, dead := c.step(); dead {
+		return nil, errCrash
+	}
+	return c.Store.ReadTx(ctx, id)
+}
+
+func (c *crashStore) SetTxState(ctx context.Context, id TxID, from, to State) (bool, error) {
+	if crossed, dead := c.step(); dead {
+		if crossed && c.mid {
+			_, _ = c.Store.SetTxState(ctx, id, from, to)
+		}
+		return false, errCrash
+	}
+	return c.Store.SetTxState(ctx, id, from, to)
+}
+
+func (c *crashStore) DeleteTx(ctx context.Context, id TxID) error {
+	if crossed, dead := c.step(); dead {
+		if crossed && c.mid {
+			_ = c.Store.DeleteTx(ctx, id)
+		}
+		return errCrash
+	}
+	return c.Store.DeleteTx(ctx, id)
+}
+
+func (c *crashStore) ListTx(ctx context.Context, before time.Time, limit int) ([]TxRecord, error) {
+	if _, dead := c.step(); dead {
+		return nil, errCrash
+	}
+	return c.Store.ListTx(ctx, before, limit)
+}
