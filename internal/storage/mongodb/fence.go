@@ -117,6 +117,17 @@ type lease struct {
 // register checks ref.Version and registers a writer, waiting while a
 // catalog change is claimed.
 func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, error) {
+	return b.registerAt(ctx, ref, true)
+}
+
+// registerLive registers a writer of a live table at any version (the
+// release of a decided transaction's lock: its change always lands, and a
+// catalog change still drains it).
+func (b *Backend) registerLive(ctx context.Context, ref storage.TableRef) (*lease, error) {
+	return b.registerAt(ctx, ref, false)
+}
+
+func (b *Backend) registerAt(ctx context.Context, ref storage.TableRef, checkVersion bool) (*lease, error) {
 	for attempt := 0; ; attempt++ {
 		exp := time.Now().Add(b.lease)
 		l := &lease{b: b, id: regPrefix(ref.ID) + token(), expiry: exp}
@@ -127,7 +138,7 @@ func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, e
 		if err == nil && d == nil {
 			err = tableNotFound(ref)
 		}
-		if err == nil && d.Version != ref.Version {
+		if err == nil && checkVersion && d.Version != ref.Version {
 			err = storage.VersionChanged(ref, d.Version)
 		}
 		var live bool

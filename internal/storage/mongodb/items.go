@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // entry is one secondary index entry kept in an item document.
@@ -28,6 +29,7 @@ type itemDoc struct {
 	v       int64
 	idx     map[string]entry // by index field suffix (hex of the index name)
 	pl      []pending        // change records not known to be published (changelog.go)
+	lock    *txledger.Lock   // the transaction holding the item (transact.go), nil when none
 }
 
 func binaryOf(rv bson.RawValue) ([]byte, bool) {
@@ -47,9 +49,21 @@ func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lk, lc bson.RawValue
+	defer func() {
+		if lk.Type != 0 && d != nil {
+			if l, lerr := parseLock(lk, lc); lerr == nil {
+				d.lock = l
+			}
+		}
+	}()
 	for _, el := range els {
 		k, v := el.Key(), el.Value()
 		switch {
+		case k == "lk":
+			lk = v
+		case k == "lc":
+			lc = v
 		case k == "_id":
 			d.id, _ = v.StringValueOK()
 		case k == "it":
@@ -121,6 +135,14 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	if err != nil {
 		return nil, err
 	}
+	if d != nil && d.lock != nil {
+		// A committed transaction's change not applied yet is visible.
+		item, err := b.ledger.Visible(ctx, recordOf(d))
+		if err != nil {
+			return nil, err
+		}
+		return &storage.GetItemResult{Item: item}, nil
+	}
 	if d == nil || !d.hasItem {
 		return &storage.GetItemResult{}, nil
 	}
@@ -160,7 +182,7 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		if err != nil {
 			return nil, err
 		}
-		wctx, cancel := l.context(ctx)
+		wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{p.Table.ID}, true))
 		res, err := b.writeLoop(wctx, p, l.expiry)
 		cancel()
 		l.release()
@@ -250,6 +272,11 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 		cur, err := b.readDoc(ctx, coll, id)
 		if err != nil {
 			return nil, waited(ctx, err, "mongodb: read item")
+		}
+		// A transaction's lock is settled first: rolled forward or back,
+		// or waited for while its transaction is live (transact.go).
+		if cur, err = b.settleDoc(ctx, p.Table, p.PK, p.SK, cur); err != nil {
+			return nil, err
 		}
 		var old []byte
 		if cur != nil && cur.hasItem {
@@ -372,9 +399,8 @@ func nz(b []byte) []byte {
 	return b
 }
 
-// TransactWrite implements storage.Backend. Only one operation is
-// supported until the shared per-item transaction ledger exists (issue
-// "Cassandra backend"); more answer KindUnsupported.
+// TransactWrite implements storage.Backend: one operation is a WriteItem;
+// more run on the transaction ledger (transact.go).
 func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	for i := range p.Ops {
 		if p.Ops[i].Fn == nil {
@@ -386,22 +412,7 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 		return &storage.TransactWriteResult{}, nil
 	case 1:
 	default:
-		// The fence still answers first: a stale or deleted table refuses
-		// the transaction as the contract says, writing nothing.
-		for _, op := range p.Ops {
-			d, err := b.tableByID(ctx, op.Table.ID)
-			if err != nil {
-				return nil, err
-			}
-			if d == nil {
-				return nil, tableNotFound(op.Table)
-			}
-			if d.Version != op.Table.Version {
-				return nil, storage.VersionChanged(op.Table, d.Version)
-			}
-		}
-		return nil, storage.Errorf(storage.KindUnsupported,
-			"mongodb: transactions over %d items are not implemented yet (they need the per-item transaction ledger)", len(p.Ops))
+		return b.ledger.TransactWrite(ctx, p)
 	}
 	var fnErr error
 	op := p.Ops[0]
@@ -421,9 +432,8 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 	return &storage.TransactWriteResult{Results: []storage.WriteItemResult{*r}}, nil
 }
 
-// TransactGet implements storage.Backend: one key only until the
-// transaction ledger exists (a standalone server has no multi-document
-// snapshot read).
+// TransactGet implements storage.Backend: one key is a GetItem; more are
+// read from one instant by the transaction ledger (transact.go).
 func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
 	switch len(p.Keys) {
 	case 0:
@@ -435,6 +445,5 @@ func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) 
 		}
 		return &storage.TransactGetResult{Items: [][]byte{r.Item}}, nil
 	}
-	return nil, storage.Errorf(storage.KindUnsupported,
-		"mongodb: consistent reads of %d items are not implemented yet (they need the per-item transaction ledger)", len(p.Keys))
+	return b.ledger.TransactGet(ctx, p)
 }

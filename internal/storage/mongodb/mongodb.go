@@ -38,6 +38,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // Options configure Open.
@@ -77,6 +78,10 @@ type Backend struct {
 	indexed map[string]bool // "t<ID>/<index field>" (and "l<ID>/r") whose MongoDB index exists
 
 	pubs publishers // the change log publisher of each table, serialized in this process
+
+	ledger    *txledger.Ledger // multi-item transactions (transact.go)
+	stopSweep context.CancelFunc
+	swept     chan struct{}
 }
 
 // Name implements storage.Backend.
@@ -140,8 +145,16 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
-		lease: lease, indexed: map[string]bool{}}, nil
+	b := &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
+		lease: lease, indexed: map[string]bool{}, swept: make(chan struct{})}
+	b.ledger = txledger.New(txStore{b}, txledger.Options{})
+	sctx, stop := context.WithCancel(context.Background())
+	b.stopSweep = stop
+	go func() {
+		defer close(b.swept)
+		b.sweep(sctx)
+	}()
+	return b, nil
 }
 
 // Ping implements storage.Backend.
@@ -154,6 +167,8 @@ func (b *Backend) Ping(ctx context.Context) error {
 
 // Close implements storage.Backend.
 func (b *Backend) Close() error {
+	b.stopSweep()
+	<-b.swept
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return b.client.Disconnect(ctx)

@@ -49,6 +49,18 @@ var migrationList = []migration{
 			return err
 		},
 	},
+	{
+		Name: "0002_txledger",
+		Spec: "collection txs; index started {st:1}",
+		Apply: func(ctx context.Context, db *mongo.Database) error {
+			if err := createCollection(ctx, db, txColl); err != nil {
+				return err
+			}
+			_, err := db.Collection(txColl).Indexes().CreateOne(ctx, mongo.IndexModel{
+				Keys: bson.D{{Key: "st", Value: 1}}, Options: options.Index().SetName("started")})
+			return err
+		},
+	},
 }
 
 const migrationsColl = "schema_migrations"
