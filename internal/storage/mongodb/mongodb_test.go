@@ -35,6 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild() // the process TestCrashMidTransaction kills
+		return
+	}
 	requested = storagetest.Requested("mongodb")
 	if !requested {
 		fmt.Println("storage backends: mongodb not requested (EXTENDDB_TEST_BACKENDS=mongodb and EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start) run it)")
