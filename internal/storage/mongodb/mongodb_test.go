@@ -395,3 +395,22 @@ func TestKilledHoldersExpire(t *testing.T) {
 		t.Fatalf("write at the old version after UpdateTable: %v, want KindTableVersion", err)
 	}
 }
+
+// TestTwoClientsChangeLog: the change log scenario with the writers spread
+// over two Backends (two servers' pools and publishers) on one database:
+// one record per acknowledged write, per-item commit order, no late gaps.
+func TestTwoClientsChangeLog(t *testing.T) {
+	b1 := openT(t, Options{})
+	b2 := openT(t, Options{})
+	cr, err := b1.CreateTable(t.Context(), storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "log2", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.ChangeLogScenario(t, []storage.Backend{b1, b2}, []storage.ChangeLog{b1, b2}, cr.Table.Ref(), 8, 30, 50)
+}
+
+// TestChangeLogReopen: records survive closing and reopening the backend.
+func TestChangeLogReopen(t *testing.T) {
+	need(t)
+	storagetest.ChangeLogReopen(t, func(t *testing.T) storage.Backend { return openT(t, Options{}) })
+}
