@@ -53,6 +53,8 @@ type tableDoc struct {
 	// ("" when none): set by the holder after winning the claim, so a
 	// writer's one read of the catalog document sees it.
 	Claim string `bson:"x,omitempty"`
+	// Snaps are the table's open snapshot epochs (snapshot.go).
+	Snaps []snapEpoch `bson:"se,omitempty"`
 }
 
 func (d *tableDoc) table() *storage.Table {
@@ -112,6 +114,7 @@ type lease struct {
 	b      *Backend
 	id     string
 	expiry time.Time
+	epochs []string // the table's open snapshot epochs, as read at registration
 }
 
 // register checks ref.Version and registers a writer, waiting while a
@@ -146,6 +149,7 @@ func (b *Backend) registerAt(ctx context.Context, ref storage.TableRef, checkVer
 			live, err = b.claimLive(ctx, d.Claim)
 		}
 		if err == nil && !live {
+			l.epochs = openEpochs(d.Snaps)
 			return l, nil
 		}
 		l.release()

@@ -27,9 +27,10 @@ type itemDoc struct {
 	item    []byte // nil: no item (a document that only keeps index entries)
 	hasItem bool
 	v       int64
-	idx     map[string]entry // by index field suffix (hex of the index name)
-	pl      []pending        // change records not known to be published (changelog.go)
-	lock    *txledger.Lock   // the transaction holding the item (transact.go), nil when none
+	idx     map[string]entry    // by index field suffix (hex of the index name)
+	pl      []pending           // change records not known to be published (changelog.go)
+	lock    *txledger.Lock      // the transaction holding the item (transact.go), nil when none
+	pre     map[string]preImage // per snapshot epoch, the item as of its instant (snapshot.go)
 }
 
 func binaryOf(rv bson.RawValue) ([]byte, bool) {
@@ -62,6 +63,12 @@ func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
 		switch {
 		case k == "lk":
 			lk = v
+		case strings.HasPrefix(k, "s_"):
+			if d.pre == nil {
+				d.pre = map[string]preImage{}
+			}
+			item, ok := binaryOf(v)
+			d.pre[k[2:]] = preImage{item: item, has: ok}
 		case k == "lc":
 			lc = v
 		case k == "_id":
@@ -182,7 +189,7 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		if err != nil {
 			return nil, err
 		}
-		wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{p.Table.ID}, true))
+		wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{p.Table.ID}, l))
 		res, err := b.writeLoop(wctx, p, l.expiry)
 		cancel()
 		l.release()
@@ -315,6 +322,13 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 			}
 		}
 		doc, empty := newDoc(cur, id, p.PK, p.SK, ch, pl)
+		// Open snapshot epochs keep the item as it was at their instant.
+		if l := registered(ctx, p.Table.ID); l != nil {
+			if pre := preImages(cur, l.epochs); len(pre) > 0 {
+				doc = append(doc, preFields(pre)...)
+				empty = false
+			}
+		}
 		applied := false
 		switch {
 		case cur == nil && empty:

@@ -45,9 +45,9 @@ const txColl = "txs"
 // again (a claim waiting for the outer registration would wait for it).
 type regCtxKey struct{ table int64 }
 
-func registered(ctx context.Context, tid int64) bool {
-	v, _ := ctx.Value(regCtxKey{tid}).(bool)
-	return v
+func registered(ctx context.Context, tid int64) *lease {
+	l, _ := ctx.Value(regCtxKey{tid}).(*lease)
+	return l
 }
 
 // txStore is the Backend's txledger.Store.
@@ -120,14 +120,14 @@ func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Reco
 		return txledger.Record{}, false, err
 	}
 	defer l.release()
-	wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{k.Table.ID}, true))
+	wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{k.Table.ID}, l))
 	defer cancel()
 	id := b.keyOf(k)
 	cd := docOfRecord(cur)
 	lock := &txledger.Lock{Tx: tx, Change: ch}
 	nd := &itemDoc{id: id, v: 1, idx: map[string]entry{}, lock: lock}
 	if cd != nil {
-		nd.item, nd.hasItem, nd.v, nd.pl = cd.item, cd.hasItem, cd.v+1, cd.pl
+		nd.item, nd.hasItem, nd.v, nd.pl, nd.pre = cd.item, cd.hasItem, cd.v+1, cd.pl, cd.pre
 		for f, e := range cd.idx {
 			nd.idx[f] = e
 		}
@@ -146,20 +146,20 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	if cd == nil || cur.Lock == nil {
 		return false, storage.Errorf(storage.KindInternal, "mongodb: release of an unlocked record")
 	}
-	exp := time.Now().Add(b.lease)
-	if !registered(ctx, k.Table.ID) {
-		l, err := b.registerLive(ctx, k.Table)
-		if err != nil {
+	l := registered(ctx, k.Table.ID)
+	if l == nil {
+		var err error
+		if l, err = b.registerLive(ctx, k.Table); err != nil {
 			return false, err
 		}
 		defer l.release()
 		var cancel context.CancelFunc
 		ctx, cancel = l.context(ctx)
 		defer cancel()
-		exp = l.expiry
 	}
+	exp := l.expiry
 	id := b.keyOf(k)
-	nd := &itemDoc{id: id, v: cd.v + 1, item: cd.item, hasItem: cd.hasItem, idx: map[string]entry{}}
+	nd := &itemDoc{id: id, v: cd.v + 1, item: cd.item, hasItem: cd.hasItem, idx: map[string]entry{}, pre: cd.pre}
 	for f, e := range cd.idx {
 		nd.idx[f] = e
 	}
@@ -180,6 +180,7 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 				return false, err
 			}
 		}
+		nd.pre = preImages(cd, l.epochs)
 		nd.applyChange(k.PK, k.SK, ch)
 	}
 	return b.casWrite(ctx, k.Table.ID, id, cd, nd.bson(), exp)
@@ -223,7 +224,7 @@ func (d *itemDoc) bson() bson.D {
 	if d.lock != nil {
 		doc = append(doc, bson.E{Key: "lk", Value: d.lock.Tx[:]}, bson.E{Key: "lc", Value: txledger.EncodeChange(d.lock.Change)})
 	}
-	return doc
+	return append(doc, preFields(d.pre)...)
 }
 
 type txDoc struct {
