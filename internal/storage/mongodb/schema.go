@@ -61,6 +61,18 @@ var migrationList = []migration{
 			return err
 		},
 	},
+	{
+		Name: "0003_backup_catalog",
+		Spec: "collections backups, restores, jobclaims, backupmeta",
+		Apply: func(ctx context.Context, db *mongo.Database) error {
+			for _, c := range []string{backupsColl, restoresColl, jobClaimsColl, backupMeta} {
+				if err := createCollection(ctx, db, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
 }
 
 const migrationsColl = "schema_migrations"
