@@ -115,7 +115,15 @@ type lease struct {
 	id     string
 	expiry time.Time
 	epochs []string // the table's open snapshot epochs, as read at registration
+	// version is the description version checked at registration
+	// (checked false: registerLive, any version).
+	version int64
+	checked bool
 }
+
+// usable tells whether the lease still has time left for a write (the
+// margin of context).
+func (l *lease) usable() bool { return time.Now().Before(l.expiry.Add(-l.b.lease / 2)) }
 
 // register checks ref.Version and registers a writer, waiting while a
 // catalog change is claimed.
@@ -133,7 +141,7 @@ func (b *Backend) registerLive(ctx context.Context, ref storage.TableRef) (*leas
 func (b *Backend) registerAt(ctx context.Context, ref storage.TableRef, checkVersion bool) (*lease, error) {
 	for attempt := 0; ; attempt++ {
 		exp := time.Now().Add(b.lease)
-		l := &lease{b: b, id: regPrefix(ref.ID) + token(), expiry: exp}
+		l := &lease{b: b, id: regPrefix(ref.ID) + token(), expiry: exp, version: ref.Version, checked: checkVersion}
 		if _, err := b.fence.InsertOne(ctx, fenceDoc{ID: l.id, T: ref.ID, Exp: exp.UnixMilli()}); err != nil {
 			return nil, translate(err, "mongodb: table fence")
 		}

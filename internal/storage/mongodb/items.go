@@ -426,7 +426,30 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 		return &storage.TransactWriteResult{}, nil
 	case 1:
 	default:
-		return b.ledger.TransactWrite(ctx, p)
+		// One fence registration per table for the whole transaction
+		// (checked at the operations' version), instead of one per lock
+		// and per release: fewer writes on the server.
+		seen := map[int64]bool{}
+		var leases []*lease
+		defer func() {
+			for _, l := range leases {
+				l.release()
+			}
+		}()
+		tctx := ctx
+		for _, op := range p.Ops {
+			if seen[op.Table.ID] {
+				continue
+			}
+			seen[op.Table.ID] = true
+			l, err := b.register(ctx, op.Table)
+			if err != nil {
+				return nil, err
+			}
+			leases = append(leases, l)
+			tctx = context.WithValue(tctx, regCtxKey{op.Table.ID}, l)
+		}
+		return b.ledger.TransactWrite(tctx, p)
 	}
 	var fnErr error
 	op := p.Ops[0]

@@ -115,11 +115,16 @@ func (b *Backend) casWrite(ctx context.Context, tid int64, id string, cur *itemD
 // LockItem implements txledger.Store.
 func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Record, tx txledger.TxID, ch storage.Change) (txledger.Record, bool, error) {
 	b := s.b
-	l, err := b.register(ctx, k.Table)
-	if err != nil {
-		return txledger.Record{}, false, err
+	// The transaction's registration for the table (TransactWrite), when
+	// it was checked at this version and has time left; else its own.
+	l := registered(ctx, k.Table.ID)
+	if l == nil || !l.checked || l.version != k.Table.Version || !l.usable() {
+		var err error
+		if l, err = b.register(ctx, k.Table); err != nil {
+			return txledger.Record{}, false, err
+		}
+		defer l.release()
 	}
-	defer l.release()
 	wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{k.Table.ID}, l))
 	defer cancel()
 	id := b.keyOf(k)
@@ -147,6 +152,9 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 		return false, storage.Errorf(storage.KindInternal, "mongodb: release of an unlocked record")
 	}
 	l := registered(ctx, k.Table.ID)
+	if l != nil && !l.usable() {
+		l = nil // a transaction's registration that ran out: register again
+	}
 	if l == nil {
 		var err error
 		if l, err = b.registerLive(ctx, k.Table); err != nil {
