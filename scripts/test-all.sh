@@ -81,10 +81,10 @@ done
 EXTENDDB_ENDPOINTS="http://127.0.0.1:18101,http://127.0.0.1:18102" go test -count=1 -v ./tests/sdk/ 2>&1 | grep -E "^(=== RUN|--- |ok|FAIL|PASS|sdk tests)" 
 # MongoDB: the wire suite against `extenddb serve --backend mongodb` (one
 # server per worker on one fresh database), then the conditional race with
-# the clients split across two servers on that database. The wire run is
-# reported but decides the result only with EXTENDDB_TEST_MONGODB_WIRE=1
-# (backups are declared absent on MongoDB, so test_backups.py fails there:
-# docs/compatibility.md); the race always decides.
+# the clients split across two servers on that database. The wire run
+# decides the result unless EXTENDDB_TEST_MONGODB_WIRE=0 (then it is only
+# reported: FerretDB/SQLite is slow, and a heavily loaded machine can push
+# the restore test past its 30 s wait); the race always decides.
 mongo_db="extenddb_wire_$$"
 bin/extenddb migrate --backend mongodb --mongodb-uri "$mongo_uri" --mongodb-database "$mongo_db"
 mongo_args="--backend mongodb --mongodb-uri $mongo_uri --mongodb-database $mongo_db"
@@ -94,10 +94,10 @@ EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=mongodb EXTENDDB_SERVE_AR
 mongo_wire_rc=$?
 set -e
 if [ "$mongo_wire_rc" -ne 0 ]; then
-  if [ "${EXTENDDB_TEST_MONGODB_WIRE:-0}" = 1 ]; then
+  if [ "${EXTENDDB_TEST_MONGODB_WIRE:-1}" != 0 ]; then
     echo "== wire suite on mongodb FAILED (rc $mongo_wire_rc)"; exit 1
   fi
-  echo "== wire suite on mongodb: FAILURES above (rc $mongo_wire_rc); not deciding the run (set EXTENDDB_TEST_MONGODB_WIRE=1 to make it decide)"
+  echo "== wire suite on mongodb: FAILURES above (rc $mongo_wire_rc); reported only (EXTENDDB_TEST_MONGODB_WIRE=0)"
 fi
 echo "== aws-sdk-go-v2 tests against two servers on one mongodb database"
 for port in 18103 18104; do
