@@ -128,18 +128,22 @@ func backupCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "sync", Usage: "rebuild the catalog's backup rows from the store (with a SQLite catalog, while the server is stopped)", ArgsUsage: " ",
+				Name: "sync", Usage: "rebuild the catalog's backup rows from the store (with a SQLite catalog, while the server is stopped); --move-store, --forget-store and --forget-backup are subcommands of their own", ArgsUsage: " ",
 				Flags: append(storageFlags(),
 					&cli.BoolFlag{Name: "adopt-store", Usage: "take over a store that belongs to another catalog"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "report what a sync would do and change nothing"},
-					&cli.BoolFlag{Name: "prune-missing", Usage: "mark rows whose backup vanished from the store DELETING"}),
+					&cli.BoolFlag{Name: "prune-missing", Usage: "mark rows whose backup vanished from the store DELETING"},
+					&cli.StringFlag{Name: "move-store", Usage: "after a store was copied to the configured one: verify every backup of store `OLD` (id st-..., directory or s3://bucket/prefix) here, file by file, then re-point its rows (all or nothing)"},
+					&cli.StringFlag{Name: "forget-store", Usage: "remove the catalog rows of store `ROOT` (id st-..., directory or s3://bucket/prefix); no object is touched"},
+					&cli.StringSliceFlag{Name: "forget-backup", Usage: "remove the catalog row of backup `ARN` (repeatable); no object is touched"}),
 				Action: func(c *cli.Context) error {
 					cfg, err := loadConfig(c)
 					if err != nil {
 						return err
 					}
 					return server.SyncBackups(c.Context, cfg, server.SyncOptions{AdoptStore: c.Bool("adopt-store"),
-						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing")}, os.Stdout)
+						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing"), MoveStore: c.String("move-store"),
+						ForgetStore: c.String("forget-store"), ForgetBackups: c.StringSlice("forget-backup")}, os.Stdout, os.Stderr)
 				},
 			},
 			{

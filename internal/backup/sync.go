@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,39 +17,124 @@ import (
 	"github.com/extenddb/extenddb/internal/store"
 )
 
-// SyncOptions configure Sync.
+// SyncOptions configure Sync. MoveStore, ForgetStore and ForgetBackups
+// each select a subcommand of their own (at most one of them); without
+// them Sync rebuilds the rows from the configured store.
 type SyncOptions struct {
 	// AdoptStore takes over a store whose identity names another catalog
 	// (that catalog then finds the store unhealthy).
 	AdoptStore bool
 	// DryRun reports what a sync would do and changes nothing (no row, no
-	// identity): complete backups without a row are "adoptable".
+	// identity): outcomes are "adoptable", "movable", "forgettable".
 	DryRun bool
 	// PruneMissing marks AVAILABLE rows of this store whose backup has
 	// vanished from it DELETING (the reconciler then finishes them);
 	// without it they are only reported "missing".
 	PruneMissing bool
+	// MoveStore is the store id of a store that was copied to the
+	// configured one: every AVAILABLE row of it is verified in the
+	// configured store (every data file read: size, sha256, md5, items)
+	// and, only if all verify, every row of it is re-pointed here.
+	MoveStore string
+	// ForgetStore is a store id whose rows are removed from the catalog;
+	// no object is touched.
+	ForgetStore string
+	// ForgetBackups are ARNs whose rows are removed from the catalog; no
+	// object is touched.
+	ForgetBackups []string
+	// Progress, when not nil, is told what is being listed and verified.
+	Progress SyncProgress
 }
 
-// SyncEntry is one backup prefix found in the store.
+// SyncProgress receives a sync's progress: a phase starts with its total
+// (-1 when unknown), advances, and finishes.
+type SyncProgress interface {
+	Start(phase string, total int)
+	Add(n int)
+	Finish()
+}
+
+type noProgress struct{}
+
+func (noProgress) Start(string, int) {}
+func (noProgress) Add(int)           {}
+func (noProgress) Finish()           {}
+
+// Sync outcomes (SyncEntry.Outcome).
+const (
+	OutcomeAdopted     = "adopted"
+	OutcomeAdoptable   = "adoptable"
+	OutcomeKnown       = "known"
+	OutcomeIncomplete  = "incomplete"
+	OutcomeDamaged     = "damaged"
+	OutcomeMissing     = "missing"
+	OutcomePruned      = "pruned"
+	OutcomeOtherStore  = "other-store"
+	OutcomeMoved       = "moved"
+	OutcomeMovable     = "movable"
+	OutcomeForgotten   = "forgotten"
+	OutcomeForgettable = "forgettable"
+	OutcomeNotFound    = "not-found"
+)
+
+// Unfixed reports whether an outcome is a problem left for the operator
+// (the CLI exits non-zero when any entry has one).
+func Unfixed(outcome string) bool {
+	switch outcome {
+	case OutcomeIncomplete, OutcomeDamaged, OutcomeMissing, OutcomeOtherStore, OutcomeNotFound:
+		return true
+	}
+	return false
+}
+
+// SyncEntry is one backup prefix found in the store, or one row.
 type SyncEntry struct {
 	ARN     string
 	Prefix  string
-	Outcome string // adopted (adoptable with DryRun), known, incomplete, damaged, missing, pruned
+	Outcome string
 	Detail  string
 }
 
-// Sync rebuilds the catalog's backup rows from the store
-// (docs/backup-design.md section 4, `extenddb backup sync`): a complete
-// backup without a row becomes an AVAILABLE row; an incomplete prefix (no
-// sidecar) or one whose manifest does not check or misses a data file at
-// its recorded size is reported and never adopted; an AVAILABLE row of
-// this store whose backup is gone is reported "missing", and marked
-// DELETING with PruneMissing. DryRun changes nothing.
+// rowPage bounds the rows read at once.
+const rowPage = 500
+
+// Sync runs `extenddb backup sync` (docs/backup-design.md section 4).
+//
+// Without MoveStore or Forget*, it rebuilds the catalog's backup rows from
+// the store: a complete backup without a row becomes an AVAILABLE row; an
+// incomplete prefix (no sidecar) or one whose manifest does not check or
+// misses a data file at its recorded size is reported and never adopted;
+// an AVAILABLE row of this store whose backup is gone is reported
+// "missing", and marked DELETING with PruneMissing; a row of another store
+// is reported "other-store" (see MoveStore and ForgetStore).
+//
+// DryRun changes nothing. The entries are answered with the error, if any.
 func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, opt SyncOptions) ([]SyncEntry, error) {
 	cat, ok := storage.Backups(b)
 	if !ok {
 		return nil, fmt.Errorf("the %s backend has no backup catalog", b.Name())
+	}
+	if opt.Progress == nil {
+		opt.Progress = noProgress{}
+	}
+	n := 0
+	for _, set := range []bool{opt.MoveStore != "", opt.ForgetStore != "", len(opt.ForgetBackups) > 0} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, errors.New("--move-store, --forget-store and --forget-backup are separate subcommands: give one at a time")
+	}
+	if n == 1 && opt.PruneMissing {
+		return nil, errors.New("--prune-missing belongs to a plain sync; it cannot be combined with --move-store or --forget-*")
+	}
+	s := &syncer{ctx: ctx, cat: cat, st: st, d: d, opt: opt}
+	switch {
+	case len(opt.ForgetBackups) > 0:
+		return s.forgetBackups()
+	case opt.ForgetStore != "":
+		return s.forgetStore()
 	}
 	var nb [16]byte
 	rand.Read(nb[:])
@@ -55,121 +142,380 @@ func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, o
 	if err != nil {
 		return nil, err
 	}
-	id, err := store.ReadIdentity(ctx, st)
+	if err := s.identity(catalogID); err != nil {
+		return nil, err
+	}
+	if opt.MoveStore != "" {
+		return s.moveStore()
+	}
+	return s.rebuild()
+}
+
+type syncer struct {
+	ctx context.Context
+	cat storage.BackupCatalog
+	st  store.Store
+	d   Describer
+	opt SyncOptions
+	id  store.Identity // of the configured store; StoreID "" in a dry run over a store without one
+	out []SyncEntry
+}
+
+func (s *syncer) add(e SyncEntry) { s.out = append(s.out, e) }
+
+// identity binds the configured store to this catalog (creating its
+// identity, or adopting it with AdoptStore) and records it.
+func (s *syncer) identity(catalogID string) error {
+	id, err := store.ReadIdentity(s.ctx, s.st)
 	switch {
 	case err == nil && id.CatalogID != catalogID:
-		if !opt.AdoptStore {
-			return nil, fmt.Errorf("store %s belongs to catalog %s, not to this catalog %s: run again with --adopt-store to take it over", st, id.CatalogID, catalogID)
+		if !s.opt.AdoptStore {
+			return fmt.Errorf("store %s belongs to catalog %s, not to this catalog %s: run again with --adopt-store to take it over", s.st, id.CatalogID, catalogID)
 		}
-		if !opt.DryRun {
+		if !s.opt.DryRun {
 			id.CatalogID = catalogID
-			data, _ := json.MarshalIndent(id, "", "  ")
-			if err := st.Put(ctx, store.IdentityKey, bytes.NewReader(append(data, '\n'))); err != nil {
-				return nil, err
+			if err := s.writeIdentity(id); err != nil {
+				return err
 			}
 		}
 	case err == nil:
-	case opt.DryRun:
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	case s.opt.DryRun:
 		id = store.Identity{}
 	default:
-		if id, err = store.EnsureIdentity(ctx, st, catalogID); err != nil {
-			return nil, err
+		if id, err = store.EnsureIdentity(s.ctx, s.st, catalogID); err != nil {
+			return err
 		}
 	}
-	objs, err := st.List(ctx, "")
-	if err != nil {
-		return nil, err
+	s.id = id
+	return nil
+}
+
+func (s *syncer) writeIdentity(id store.Identity) error {
+	data, _ := json.MarshalIndent(id, "", "  ")
+	return s.st.Put(s.ctx, store.IdentityKey, bytes.NewReader(append(data, '\n')))
+}
+
+// eachRow calls fn for every row in the given statuses (all when empty),
+// a page at a time.
+func (s *syncer) eachRow(statuses []string, fn func(r storage.BackupRecord) error) error {
+	after := ""
+	for {
+		rows, err := s.cat.ListBackups(s.ctx, storage.ListBackupsParams{Statuses: statuses, StartAfter: after, Limit: rowPage})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(rows) < rowPage {
+			return nil
+		}
+		after = rows[len(rows)-1].ARN
 	}
-	prefixes := map[string]bool{}
+}
+
+// prefixes lists the store once and answers its backup prefixes in key
+// order, each with whether its sidecar exists (only what is needed is
+// kept, not the listing).
+func (s *syncer) prefixes() ([]string, map[string]bool, error) {
+	s.opt.Progress.Start("listing objects", -1)
+	objs, err := s.st.List(s.ctx, "")
+	if err != nil {
+		s.opt.Progress.Finish()
+		return nil, nil, err
+	}
+	s.opt.Progress.Add(len(objs))
+	s.opt.Progress.Finish()
+	complete := map[string]bool{}
 	var order []string
 	for _, o := range objs {
-		parts := strings.Split(o.Key, "/")
+		parts := strings.SplitN(o.Key, "/", 5)
 		if len(parts) < 4 {
 			continue
 		}
 		p := strings.Join(parts[:3], "/")
-		if _, seen := prefixes[p]; !seen {
-			prefixes[p] = false
-			order = append(order, p)
+		if _, seen := complete[p]; !seen {
+			complete[p] = false
+			order = append(order, strings.Clone(p))
 		}
-		if strings.HasSuffix(o.Key, "/"+format.SidecarName) && len(parts) == 4 {
-			prefixes[p] = true
+		if len(parts) == 4 && parts[3] == format.SidecarName {
+			complete[p] = true
 		}
 	}
-	var out []SyncEntry
-	for _, p := range order {
-		e := SyncEntry{Prefix: p}
-		if !prefixes[p] {
-			e.Outcome, e.Detail = "incomplete", "no sidecar: never adopted"
-			out = append(out, e)
-			continue
-		}
-		bk, err := format.Open(ctx, StoreSource{st}, p+"/")
-		if err == nil {
-			err = bk.CheckSizes(ctx)
-		}
-		if err != nil {
-			e.Outcome, e.Detail = "damaged", err.Error()
-			out = append(out, e)
-			continue
-		}
-		e.ARN = bk.BackupARN
-		if r, err := cat.GetBackup(ctx, storage.GetBackupParams{ARN: bk.BackupARN}); err != nil {
-			return out, err
-		} else if r != nil {
-			e.Outcome, e.Detail = "known", r.Status
-			out = append(out, e)
-			continue
-		}
-		a, err := format.ParseARN(bk.BackupARN)
-		if err != nil {
-			e.Outcome, e.Detail = "damaged", err.Error()
-			out = append(out, e)
-			continue
-		}
-		desc, err := d.StoredDescription(bk.SourceTable)
-		if err != nil {
-			e.Outcome, e.Detail = "damaged", err.Error()
-			out = append(out, e)
-			continue
-		}
-		if opt.DryRun {
-			e.Outcome = "adoptable"
-			out = append(out, e)
-			continue
-		}
-		_, err = cat.InsertBackup(ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
-			ARN: bk.BackupARN, Account: a.Account, TableName: a.Table, BackupID: a.BackupID, Name: bk.BackupName,
-			Type: "USER", Status: storage.BackupAvailable, CreatedAt: bk.BackupCreationDateTime.UTC().Truncate(time.Millisecond),
-			SizeBytes: bk.UncompressedBytes, ItemCount: bk.ItemCount, TableDesc: desc, StoreID: id.StoreID, Prefix: p, Owner: "sync",
-		}})
-		if err != nil {
-			return out, err
-		}
-		e.Outcome = "adopted"
-		out = append(out, e)
-	}
-	// Rows of this store whose backup is no longer complete in it.
-	rows, err := cat.ListBackups(ctx, storage.ListBackupsParams{Statuses: []string{storage.BackupAvailable}})
+	return order, complete, nil
+}
+
+func (s *syncer) rebuild() ([]SyncEntry, error) {
+	order, complete, err := s.prefixes()
 	if err != nil {
-		return out, err
+		return nil, err
 	}
-	for _, r := range rows {
-		if r.StoreID != id.StoreID || prefixes[r.Prefix] {
-			continue
+	s.opt.Progress.Start("verifying backups", len(order))
+	for _, p := range order {
+		err := s.rebuildOne(p, complete[p])
+		s.opt.Progress.Add(1)
+		if err != nil {
+			s.opt.Progress.Finish()
+			return s.out, err
 		}
-		e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: "missing", Detail: "the row is AVAILABLE but its backup is not complete in the store"}
-		if opt.PruneMissing && !opt.DryRun {
-			res, err := cat.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
+	}
+	s.opt.Progress.Finish()
+	// Rows whose backup is no longer complete in this store, and rows of
+	// other stores.
+	err = s.eachRow(nil, func(r storage.BackupRecord) error {
+		if r.Status == storage.BackupDeleted {
+			return nil
+		}
+		if r.StoreID != s.id.StoreID {
+			s.add(SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeOtherStore, Detail: fmt.Sprintf(
+				"%s row of store %s, not of the configured store: --move-store %s after copying it here, or --forget-store %s",
+				r.Status, r.StoreID, r.StoreID, r.StoreID)})
+			return nil
+		}
+		if r.Status != storage.BackupAvailable || complete[r.Prefix] {
+			return nil
+		}
+		e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeMissing, Detail: "the row is AVAILABLE but its backup is not complete in the store"}
+		if s.opt.PruneMissing && !s.opt.DryRun {
+			res, err := s.cat.UpdateBackup(s.ctx, storage.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
 				Status: storage.BackupAvailable, NewStatus: storage.BackupDeleting})
 			if err != nil {
-				return out, err
+				return err
 			}
 			if res.Matched {
-				e.Outcome, e.Detail = "pruned", "marked DELETING"
+				e.Outcome, e.Detail = OutcomePruned, "marked DELETING"
 			}
 		}
-		out = append(out, e)
+		s.add(e)
+		return nil
+	})
+	return s.out, err
+}
+
+func (s *syncer) rebuildOne(p string, complete bool) error {
+	e := SyncEntry{Prefix: p}
+	if !complete {
+		e.Outcome, e.Detail = OutcomeIncomplete, "no sidecar: never adopted"
+		s.add(e)
+		return nil
 	}
-	return out, nil
+	bk, err := format.Open(s.ctx, StoreSource{s.st}, p+"/")
+	if err == nil {
+		err = bk.CheckSizes(s.ctx)
+	}
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		e.Outcome, e.Detail = OutcomeDamaged, err.Error()
+		s.add(e)
+		return nil
+	}
+	e.ARN = bk.BackupARN
+	r, err := s.cat.GetBackup(s.ctx, storage.GetBackupParams{ARN: bk.BackupARN})
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		e.Outcome, e.Detail = OutcomeKnown, r.Status
+		if r.StoreID != s.id.StoreID {
+			// Reported with the rows of other stores below.
+			return nil
+		}
+		s.add(e)
+		return nil
+	}
+	desc, err := s.d.StoredDescription(bk.SourceTable)
+	if err != nil {
+		e.Outcome, e.Detail = OutcomeDamaged, err.Error()
+		s.add(e)
+		return nil
+	}
+	if s.opt.DryRun {
+		e.Outcome = OutcomeAdoptable
+		s.add(e)
+		return nil
+	}
+	a := bk.ARN
+	_, err = s.cat.InsertBackup(s.ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
+		ARN: bk.BackupARN, Account: a.Account, TableName: a.Table, BackupID: a.BackupID, Name: bk.BackupName,
+		Type: "USER", Status: storage.BackupAvailable, CreatedAt: bk.BackupCreationDateTime.UTC().Truncate(time.Millisecond),
+		SizeBytes: bk.UncompressedBytes, ItemCount: bk.ItemCount, TableDesc: desc, StoreID: s.id.StoreID, Prefix: p, Owner: "sync",
+	}})
+	if err != nil {
+		return err
+	}
+	e.Outcome = OutcomeAdopted
+	s.add(e)
+	return nil
+}
+
+// moveStore re-points the rows of store opt.MoveStore at the configured
+// store, all or nothing: every AVAILABLE row's backup is verified in full
+// in the configured store first; one that does not verify (a flipped
+// byte, a missing or short file) stops the move before any row changes.
+// When the configured store carries the old store's id (its identity file
+// was copied with it), it gets a fresh store id first, so that the copy
+// and the original are two stores.
+func (s *syncer) moveStore() ([]SyncEntry, error) {
+	old := s.opt.MoveStore
+	var rows []storage.BackupRecord
+	err := s.eachRow(nil, func(r storage.BackupRecord) error {
+		if r.StoreID == old && r.Status != storage.BackupDeleted {
+			r.TableDesc = nil // not needed here: keep only what the move needs
+			rows = append(rows, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("--move-store %s: the catalog has no backup rows of that store (%s)", old, s.storeIDsHint())
+	}
+	var verify int
+	for _, r := range rows {
+		if r.Status == storage.BackupAvailable {
+			verify++
+		}
+	}
+	bad := 0
+	s.opt.Progress.Start("verifying backups", verify)
+	for _, r := range rows {
+		if r.Status != storage.BackupAvailable {
+			continue
+		}
+		_, err := Verify(s.ctx, s.st, r.ARN)
+		s.opt.Progress.Add(1)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				s.opt.Progress.Finish()
+				return s.out, s.ctx.Err()
+			}
+			bad++
+			outcome := OutcomeDamaged
+			if errors.Is(err, store.ErrNotFound) {
+				outcome = OutcomeMissing
+			}
+			s.add(SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: outcome, Detail: "in the configured store: " + err.Error()})
+		}
+	}
+	s.opt.Progress.Finish()
+	if bad > 0 {
+		return s.out, fmt.Errorf("--move-store %s: %d of %d backups do not verify in %s: nothing was re-pointed", old, bad, verify, s.st)
+	}
+	if s.opt.DryRun {
+		for _, r := range rows {
+			s.add(SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeMovable, Detail: r.Status})
+		}
+		return s.out, nil
+	}
+	if s.id.StoreID == old {
+		s.id.StoreID = store.NewStoreID()
+		if err := s.writeIdentity(s.id); err != nil {
+			return s.out, err
+		}
+	}
+	newID := s.id.StoreID
+	for _, r := range rows {
+		res, err := s.cat.UpdateBackup(s.ctx, storage.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
+			Status: r.Status, NewStatus: r.Status, StoreID: &newID})
+		if err != nil {
+			return s.out, err
+		}
+		if !res.Matched {
+			return s.out, fmt.Errorf("--move-store: backup %s changed while it was being moved (now %+v); run the move again", r.ARN, res.Record)
+		}
+		s.add(SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeMoved, Detail: fmt.Sprintf("%s, store %s -> %s", r.Status, old, newID)})
+	}
+	return s.out, nil
+}
+
+// storeIDsHint names the store ids the catalog's rows use.
+func (s *syncer) storeIDsHint() string {
+	var ids []string
+	_ = s.eachRow(nil, func(r storage.BackupRecord) error {
+		if r.Status != storage.BackupDeleted && !slices.Contains(ids, r.StoreID) {
+			ids = append(ids, r.StoreID)
+		}
+		return nil
+	})
+	if len(ids) == 0 {
+		return "it has no backup rows at all"
+	}
+	slices.Sort(ids)
+	return "its rows name " + strings.Join(ids, ", ")
+}
+
+// forget removes one row (any status) without touching objects.
+func (s *syncer) forget(r storage.BackupRecord) error {
+	e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeForgettable, Detail: r.Status + " row of store " + r.StoreID}
+	if !s.opt.DryRun {
+		res, err := s.cat.RemoveBackup(s.ctx, storage.RemoveBackupParams{ARN: r.ARN, Generation: r.Generation, Status: r.Status})
+		if err != nil {
+			return err
+		}
+		if !res.Matched {
+			return fmt.Errorf("backup %s changed while it was being forgotten; run again", r.ARN)
+		}
+		e.Outcome = OutcomeForgotten
+	}
+	s.add(e)
+	return nil
+}
+
+func (s *syncer) forgetBackups() ([]SyncEntry, error) {
+	s.opt.Progress.Start("forgetting rows", len(s.opt.ForgetBackups))
+	defer s.opt.Progress.Finish()
+	for _, arn := range s.opt.ForgetBackups {
+		if _, err := format.ParseARN(arn); err != nil {
+			return s.out, fmt.Errorf("--forget-backup %q: %w", arn, err)
+		}
+		r, err := s.cat.GetBackup(s.ctx, storage.GetBackupParams{ARN: arn})
+		if err != nil {
+			return s.out, err
+		}
+		s.opt.Progress.Add(1)
+		if r == nil {
+			s.add(SyncEntry{ARN: arn, Outcome: OutcomeNotFound, Detail: "the catalog has no row for it"})
+			continue
+		}
+		if err := s.forget(*r); err != nil {
+			return s.out, err
+		}
+	}
+	return s.out, nil
+}
+
+func (s *syncer) forgetStore() ([]SyncEntry, error) {
+	gone := s.opt.ForgetStore
+	if id, err := store.ReadIdentity(s.ctx, s.st); err == nil && id.StoreID == gone {
+		return nil, fmt.Errorf("--forget-store %s is the configured store %s: its rows are rebuilt by a plain sync; use --forget-backup ARN for single rows", gone, s.st)
+	}
+	var rows []storage.BackupRecord
+	err := s.eachRow(nil, func(r storage.BackupRecord) error {
+		if r.StoreID == gone {
+			rows = append(rows, storage.BackupRecord{ARN: r.ARN, Prefix: r.Prefix, Status: r.Status, StoreID: r.StoreID, Generation: r.Generation})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("--forget-store %s: the catalog has no backup rows of that store (%s)", gone, s.storeIDsHint())
+	}
+	s.opt.Progress.Start("forgetting rows", len(rows))
+	defer s.opt.Progress.Finish()
+	for _, r := range rows {
+		if err := s.forget(r); err != nil {
+			return s.out, err
+		}
+		s.opt.Progress.Add(1)
+	}
+	return s.out, nil
 }

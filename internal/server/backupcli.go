@@ -149,15 +149,21 @@ func (c *Client) sign(r *http.Request, body []byte) {
 }
 
 // SyncOptions are the options of `extenddb backup sync` (the CLI wires
-// only through this package).
+// only through this package). MoveStore and ForgetStore may name a store
+// by its id (st-...), or by a filesystem root or an s3://bucket/prefix URL
+// whose identity file names it (the S3 settings other than bucket and
+// prefix are the configured store's).
 type SyncOptions = backup.SyncOptions
 
 // SyncBackups runs `extenddb backup sync` on the configured catalog and
-// store and prints a summary table. With a SQLite catalog the server must
-// not be running (one process per database file). It fails (exit status
-// non-zero) when anything was reported but not fixed: incomplete or
-// damaged prefixes, missing backups not pruned.
-func SyncBackups(ctx context.Context, cfg config.Config, opt SyncOptions, w io.Writer) error {
+// store, shows progress on progress (a bar on a terminal, plain lines
+// otherwise; nil for none) and prints the entries and a summary table on
+// w. With a SQLite catalog the server must not be running (one process
+// per database file). It fails (exit status non-zero) when anything was
+// reported but not fixed: incomplete or damaged prefixes, missing backups
+// not pruned, rows of another store, backups that do not verify for a
+// move.
+func SyncBackups(ctx context.Context, cfg config.Config, opt SyncOptions, w, progress io.Writer) error {
 	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
 		return errors.New("no backup store is configured: set [backup.store] in the configuration")
 	}
@@ -165,28 +171,116 @@ func SyncBackups(ctx context.Context, cfg config.Config, opt SyncOptions, w io.W
 	if err != nil {
 		return fmt.Errorf("backup.store: %w", err)
 	}
+	if opt.MoveStore != "" {
+		if opt.MoveStore, err = resolveStoreID(ctx, cfg.Backup.Store, opt.MoveStore); err != nil {
+			return fmt.Errorf("--move-store: %w", err)
+		}
+	}
+	if opt.ForgetStore != "" {
+		if opt.ForgetStore, err = resolveStoreID(ctx, cfg.Backup.Store, opt.ForgetStore); err != nil {
+			return fmt.Errorf("--forget-store: %w", err)
+		}
+	}
 	b, err := OpenBackend(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	if progress != nil && opt.Progress == nil {
+		opt.Progress = newSyncProgress(progress)
+	}
 	eng := engine.New(b, engine.Options{Region: cfg.Server.Region})
 	entries, err := backup.Sync(ctx, b, st, eng, opt)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PREFIX\tOUTCOME\tDETAIL")
-	counts := map[string]int{}
-	for _, e := range entries {
-		counts[e.Outcome]++
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Prefix, e.Outcome, e.Detail)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "%d adopted, %d adoptable (dry run), %d known, %d incomplete, %d damaged, %d missing, %d pruned\n",
-		counts["adopted"], counts["adoptable"], counts["known"], counts["incomplete"], counts["damaged"], counts["missing"], counts["pruned"])
+	unfixed := printSyncReport(w, entries)
 	if err != nil {
 		return err
 	}
-	if n := counts["incomplete"] + counts["damaged"] + counts["missing"]; n > 0 {
-		return fmt.Errorf("%d backup prefix(es) or row(s) reported and not fixed (see above)", n)
+	if unfixed > 0 {
+		return fmt.Errorf("%d backup prefix(es) or row(s) reported and not fixed (see above)", unfixed)
 	}
 	return nil
+}
+
+// syncSummary is the order and wording of the summary table.
+var syncSummary = []struct{ outcome, label string }{
+	{backup.OutcomeAdopted, "adopted"}, {backup.OutcomeAdoptable, "adoptable (dry run)"},
+	{backup.OutcomeKnown, "already known"}, {backup.OutcomeIncomplete, "incomplete"},
+	{backup.OutcomeDamaged, "damaged"}, {backup.OutcomeMissing, "missing"}, {backup.OutcomePruned, "pruned"},
+	{backup.OutcomeOtherStore, "rows of another store"},
+	{backup.OutcomeMoved, "moved"}, {backup.OutcomeMovable, "movable (dry run)"},
+	{backup.OutcomeForgotten, "forgotten"}, {backup.OutcomeForgettable, "forgettable (dry run)"},
+	{backup.OutcomeNotFound, "not found"},
+}
+
+// printSyncReport prints the entries, the summary table and the summary
+// line, and answers how many entries are unfixed.
+func printSyncReport(w io.Writer, entries []backup.SyncEntry) int {
+	counts := map[string]int{}
+	unfixed := 0
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(entries) > 0 {
+		fmt.Fprintln(tw, "PREFIX\tOUTCOME\tARN\tDETAIL")
+		for _, e := range entries {
+			counts[e.Outcome]++
+			if backup.Unfixed(e.Outcome) {
+				unfixed++
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", orNone(e.Prefix), e.Outcome, orNone(e.ARN), e.Detail)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(tw, "SUMMARY\tCOUNT")
+	var line []string
+	for _, s := range syncSummary {
+		n := counts[s.outcome]
+		switch s.outcome {
+		case backup.OutcomeAdopted, backup.OutcomeKnown, backup.OutcomeIncomplete, backup.OutcomeMissing,
+			backup.OutcomePruned, backup.OutcomeMoved, backup.OutcomeForgotten:
+		default:
+			if n == 0 {
+				continue
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\n", s.label, n)
+		line = append(line, fmt.Sprintf("%d %s", n, s.outcome))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, strings.Join(line, ", "))
+	return unfixed
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// resolveStoreID answers the store id arg names: an id as it is, else the
+// identity of the store at a filesystem root or s3://bucket/prefix.
+func resolveStoreID(ctx context.Context, base store.Config, arg string) (string, error) {
+	if strings.HasPrefix(arg, "st-") {
+		return arg, nil
+	}
+	var cfg store.Config
+	switch {
+	case strings.HasPrefix(arg, "s3://"):
+		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(arg, "s3://"), "/")
+		cfg = base
+		cfg.Kind, cfg.Root, cfg.Bucket, cfg.Prefix = store.KindS3, "", bucket, strings.Trim(prefix, "/")
+	case strings.HasPrefix(arg, "/"):
+		cfg = store.Config{Kind: store.KindFilesystem, Root: arg}
+	default:
+		return "", fmt.Errorf("%q is neither a store id (st-...), an absolute directory nor an s3://bucket/prefix URL", arg)
+	}
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (name the store by its id, st-..., when it is gone)", arg, err)
+	}
+	id, err := store.ReadIdentity(ctx, st)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (name the store by its id, st-..., when its identity is lost)", arg, err)
+	}
+	return id.StoreID, nil
 }

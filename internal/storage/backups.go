@@ -26,6 +26,11 @@ type BackupCatalog interface {
 	// row is at Generation and in Status; the heartbeat is renewed with
 	// it. Matched is false (and nothing is written) otherwise.
 	UpdateBackup(ctx context.Context, p UpdateBackupParams) (*BackupWriteResult, error)
+	// RemoveBackup deletes the row for good (no DELETED tombstone, which
+	// would make the reconciler delete the backup's objects) if and only
+	// if it is at Generation and in Status; Matched false otherwise. The
+	// objects in the store are not touched (`backup sync --forget-*`).
+	RemoveBackup(ctx context.Context, p RemoveBackupParams) (*BackupWriteResult, error)
 	// HeartbeatBackup renews the claim of Owner at Generation; Matched is
 	// false when the claim is no longer theirs (the job must stop).
 	HeartbeatBackup(ctx context.Context, p HeartbeatBackupParams) (*BackupWriteResult, error)
@@ -108,6 +113,17 @@ type UpdateBackupParams struct {
 	// likewise.
 	SizeBytes, ItemCount *int64
 	Message              *string
+	// StoreID, when not nil, re-points the row at another store (`backup
+	// sync --move-store`; the prefix is the same in every store).
+	StoreID *string
+}
+
+// RemoveBackupParams name the row RemoveBackup deletes and the state it
+// must be in.
+type RemoveBackupParams struct {
+	ARN        string
+	Generation int64
+	Status     string
 }
 
 type HeartbeatBackupParams struct {

@@ -9,7 +9,9 @@ import (
 // change records written atomically with the items they describe. The
 // engine builds DynamoDB Streams on it (shards, iterators and stream
 // labels are the engine's; the backend keeps ordered, durable records).
-// Design: docs/adr (the change log ADR) and docs/architecture.md.
+// Design: docs/adr/0018-change-log.md and docs/architecture.md. Callers
+// get it with ChangeLogs (which also finds it under storage.Checked), not
+// with a type assertion.
 //
 // The contract:
 //
@@ -42,10 +44,11 @@ type ChangeLog interface {
 	// bound), though it always returns at least one record when one
 	// exists.
 	ReadLog(ctx context.Context, p ReadLogParams) (*ReadLogResult, error)
-	// LogInfo describes the readable log: the first and last Seq present
-	// (0 and 0 when empty; Last is the highest Seq ever assigned even when
-	// trimmed since, so a reader can tell "nothing new" from "trimmed")
-	// and the number of records present.
+	// LogInfo describes the readable log: First is the lowest Seq present
+	// (0 when no record is); Last is the highest Seq ever assigned (0 when
+	// none ever was), kept when its record is trimmed, so a reader can
+	// tell "nothing new" from "trimmed"; Count is the number of records
+	// present.
 	LogInfo(ctx context.Context, p LogInfoParams) (*LogInfoResult, error)
 	// TrimLog removes the records whose At is before Before.
 	TrimLog(ctx context.Context, p TrimLogParams) (*TrimLogResult, error)
@@ -83,10 +86,80 @@ type TrimLogParams struct {
 
 type TrimLogResult struct{ Removed int64 }
 
-// ChangeLogs returns the backend's change log capability, looking through
-// wrappers; ok is false when the backend does not have it. Callers use it
-// rather than a type assertion on a (possibly wrapped) Backend.
+// ChangeLogs returns the backend's change log capability; ok is false
+// when the backend does not have it. Callers use it rather than a type
+// assertion on a Backend: through a Checked wrapper it returns the
+// capability checked the same way (see checkedLog).
 func ChangeLogs(b Backend) (ChangeLog, bool) {
+	c, wrapped := b.(*checked)
 	cl, ok := Unwrap(b).(ChangeLog)
-	return cl, ok
+	if !ok {
+		return nil, false
+	}
+	if wrapped {
+		return &checkedLog{c: c, cl: cl}, true
+	}
+	return cl, true
+}
+
+// checkedLog is a change log under the Checked contract checks: each
+// method answers only KindTableNotFound (besides KindInternal and
+// KindUnavailable), and what can be checked within one answer is: ReadLog
+// returns at most Limit records with Seq after After and strictly
+// increasing, At non-decreasing, within MaxBytes unless it is a single
+// record; LogInfo is coherent (First 0 exactly when Count is 0, First <=
+// Last); TrimLog removes a non-negative number of records.
+type checkedLog struct {
+	c  *checked
+	cl ChangeLog
+}
+
+func (l *checkedLog) ReadLog(ctx context.Context, p ReadLogParams) (*ReadLogResult, error) {
+	if p.Limit <= 0 {
+		return nil, l.c.violation("ReadLog", "called with limit %d (must be > 0)", p.Limit)
+	}
+	r, err := l.cl.ReadLog(ctx, p)
+	if err != nil {
+		return nil, l.c.checkErr("ReadLog", err, kindsTable, nil)
+	}
+	if len(r.Records) > p.Limit {
+		return nil, l.c.violation("ReadLog", "%d records for a limit of %d", len(r.Records), p.Limit)
+	}
+	prev, size := p.After, 0
+	for i, rec := range r.Records {
+		if rec.Seq <= prev || rec.Seq <= 0 {
+			return nil, l.c.violation("ReadLog", "Seq %d after %d (after %d asked): not strictly increasing", rec.Seq, prev, p.After)
+		}
+		if i > 0 && rec.At.Before(r.Records[i-1].At) {
+			return nil, l.c.violation("ReadLog", "At of Seq %d (%v) before At of Seq %d (%v)", rec.Seq, rec.At, prev, r.Records[i-1].At)
+		}
+		prev = rec.Seq
+		size += len(rec.Data)
+	}
+	if p.MaxBytes > 0 && len(r.Records) > 1 && size > p.MaxBytes {
+		return nil, l.c.violation("ReadLog", "%d records of %d bytes for MaxBytes %d", len(r.Records), size, p.MaxBytes)
+	}
+	return r, nil
+}
+
+func (l *checkedLog) LogInfo(ctx context.Context, p LogInfoParams) (*LogInfoResult, error) {
+	r, err := l.cl.LogInfo(ctx, p)
+	if err != nil {
+		return nil, l.c.checkErr("LogInfo", err, kindsTable, nil)
+	}
+	if r.Count < 0 || (r.Count == 0) != (r.First == 0) || r.First < 0 || r.First > r.Last {
+		return nil, l.c.violation("LogInfo", "incoherent answer %+v", *r)
+	}
+	return r, nil
+}
+
+func (l *checkedLog) TrimLog(ctx context.Context, p TrimLogParams) (*TrimLogResult, error) {
+	r, err := l.cl.TrimLog(ctx, p)
+	if err != nil {
+		return nil, l.c.checkErr("TrimLog", err, kindsTable, nil)
+	}
+	if r.Removed < 0 {
+		return nil, l.c.violation("TrimLog", "removed %d records", r.Removed)
+	}
+	return r, nil
 }

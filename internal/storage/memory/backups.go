@@ -140,7 +140,23 @@ func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams
 	if p.Message != nil {
 		r.Message = *p.Message
 	}
+	if p.StoreID != nil {
+		r.StoreID = *p.StoreID
+	}
 	return &storage.BackupWriteResult{Matched: true, Record: copyBackup(r)}, nil
+}
+
+// RemoveBackup implements storage.BackupCatalog.
+func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams) (*storage.BackupWriteResult, error) {
+	c := b.jobs()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.backups[p.ARN]
+	if r == nil || r.Generation != p.Generation || r.Status != p.Status {
+		return &storage.BackupWriteResult{Record: copyBackup(r)}, nil
+	}
+	delete(c.backups, p.ARN)
+	return &storage.BackupWriteResult{Matched: true}, nil
 }
 
 // HeartbeatBackup implements storage.BackupCatalog.

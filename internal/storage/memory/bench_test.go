@@ -44,3 +44,9 @@ func BenchmarkQuery25(b *testing.B) {
 	be, ref := benchBackend(b)
 	storagetest.BenchQuery25(b, be, ref)
 }
+
+// BenchmarkReadLog1000: ReadLog of 1,000 records.
+func BenchmarkReadLog1000(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchReadLog(b, be, ref)
+}

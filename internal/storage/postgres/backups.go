@@ -160,8 +160,21 @@ func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams
 	if p.Message != nil {
 		opt("message", *p.Message)
 	}
+	if p.StoreID != nil {
+		opt("store_id", *p.StoreID)
+	}
 	return b.condWrite(ctx, p.ARN, "postgres: update backup",
 		`UPDATE backups SET `+strings.Join(set, ", ")+` WHERE arn = $1 AND generation = $2 AND status = $3 RETURNING `+backupCols, args...)
+}
+
+// RemoveBackup implements storage.BackupCatalog.
+func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams) (*storage.BackupWriteResult, error) {
+	res, err := b.condWrite(ctx, p.ARN, "postgres: remove backup",
+		`DELETE FROM backups WHERE arn = $1 AND generation = $2 AND status = $3 RETURNING `+backupCols, p.ARN, p.Generation, p.Status)
+	if err == nil && res.Matched {
+		res.Record = nil // the row after the write: none
+	}
+	return res, err
 }
 
 // HeartbeatBackup implements storage.BackupCatalog.

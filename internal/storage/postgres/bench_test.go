@@ -29,6 +29,23 @@ func BenchmarkWriteItemSerial(b *testing.B) {
 	storagetest.BenchWriteItem(b, be, ref, 0)
 }
 
+// BenchmarkWriteItemLog1K*: the same puts with a 1 KiB change record each.
+func BenchmarkWriteItemLog1K(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchWriteItemLog(b, be, ref, 16, 1024)
+}
+
+func BenchmarkWriteItemLog1KSerial(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchWriteItemLog(b, be, ref, 0, 1024)
+}
+
+// BenchmarkReadLog1000: ReadLog of 1,000 records.
+func BenchmarkReadLog1000(b *testing.B) {
+	be, ref := benchBackend(b)
+	storagetest.BenchReadLog(b, be, ref)
+}
+
 func BenchmarkGetItem(b *testing.B) {
 	be, ref := benchBackend(b)
 	storagetest.BenchGetItem(b, be, ref, false)

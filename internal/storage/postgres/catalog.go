@@ -190,6 +190,9 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 		bt = &pgx.Batch{}
 		bt.Queue(sqlDelItems, res.ID)
 		bt.Queue(sqlDelIdxAll, res.ID)
+		bt.Queue(sqlDelLog, res.ID)
+		bt.Queue(sqlDelLogPending, res.ID)
+		bt.Queue(sqlDelLogLast, res.ID)
 		bt.Queue("COMMIT")
 		x.commitSent = true
 		return x.send(bt)

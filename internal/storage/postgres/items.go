@@ -194,6 +194,10 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 				ipk := nz(e.PK)
 				bt.Queue(sqlPutIdx, o.Table.ID, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
 			}
+			if ch.Log != nil {
+				// Published to the readable log later (changelog.go).
+				bt.Queue(sqlPendLog, o.Table.ID, nz(ch.Log))
+			}
 		}
 		if reasons != nil {
 			x.rollback()

@@ -166,9 +166,18 @@ func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams
 	if p.Message != nil {
 		set, args = append(set, "message = ?"), append(args, *p.Message)
 	}
+	if p.StoreID != nil {
+		set, args = append(set, "store_id = ?"), append(args, *p.StoreID)
+	}
 	args = append(args, p.ARN, p.Generation, p.Status)
 	return b.condWrite(ctx, p.ARN, "sqlite: update backup",
 		`UPDATE backups SET `+strings.Join(set, ", ")+` WHERE arn = ? AND generation = ? AND status = ?`, args...)
+}
+
+// RemoveBackup implements storage.BackupCatalog.
+func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams) (*storage.BackupWriteResult, error) {
+	return b.condWrite(ctx, p.ARN, "sqlite: remove backup",
+		`DELETE FROM backups WHERE arn = ? AND generation = ? AND status = ?`, p.ARN, p.Generation, p.Status)
 }
 
 // HeartbeatBackup implements storage.BackupCatalog.

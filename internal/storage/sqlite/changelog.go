@@ -15,10 +15,13 @@ import (
 // transaction's savepoint, a failed batch) and survives a crash exactly
 // like the item. There is one writer, so Seq is assigned in commit order:
 // the writer keeps, per table, the last Seq it assigned and gives the next
-// record the next one; a rolled-back record leaves a gap, which the
-// contract allows. A reader reads one WAL snapshot, in which every record
-// of a later commit has a higher Seq than every record it sees: there are
-// no late gaps without a separate publishing step.
+// record the next one. After a rollback (of the batch or of a
+// transaction's savepoint) it forgets its counters and reloads them from
+// the database, so Seqs stay consecutive per table, which lets LogInfo
+// count the records from the first and last Seq. A reader reads one WAL
+// snapshot, in which every record of a later commit has a higher Seq than
+// every record it sees: there are no late gaps without a separate
+// publishing step.
 //
 // At is the writer's clock when it inserts the record (just before the
 // batch commits), kept non-decreasing per table. TrimLog removes a prefix
@@ -62,11 +65,13 @@ func (w *writer) appendLog(t int64, data []byte) error {
 	if _, err := w.putLog.ExecContext(bg, t, pos.seq, pos.at, nz(data)); err != nil {
 		return fail(err, "sqlite: append change record")
 	}
-	// Kept even when the transaction rolls back: the Seq is then unused,
-	// never reused.
 	w.logs[t] = pos
 	return nil
 }
+
+// forgetLogs drops the counters after a rollback: they are loaded again
+// from what the database holds.
+func (w *writer) forgetLogs() { clear(w.logs) }
 
 // ReadLog implements storage.ChangeLog.
 func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storage.ReadLogResult, error) {
@@ -102,18 +107,22 @@ func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storag
 	return res, nil
 }
 
-// LogInfo implements storage.ChangeLog. Count counts the table's records
-// (a scan of its part of the log).
+// LogInfo implements storage.ChangeLog. Seqs are consecutive per table
+// (see above), so Count is Last present - First + 1: three index lookups,
+// however long the log.
 func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storage.LogInfoResult, error) {
 	if err := b.checkTable(ctx, p.Table); err != nil {
 		return nil, err
 	}
 	res := &storage.LogInfoResult{}
-	var trimmed int64
-	if err := b.logInfo.QueryRowContext(ctx, p.Table.ID).Scan(&res.First, &res.Last, &res.Count, &trimmed); err != nil {
+	var last, trimmed int64
+	if err := b.logInfo.QueryRowContext(ctx, p.Table.ID).Scan(&res.First, &last, &trimmed); err != nil {
 		return nil, mapErr(err, "sqlite: change log info")
 	}
-	res.Last = max(res.Last, trimmed)
+	if res.First > 0 {
+		res.Count = last - res.First + 1
+	}
+	res.Last = max(last, trimmed)
 	return res, nil
 }
 

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -66,5 +68,49 @@ func TestChangeLogTrimmedLastSurvivesReopen(t *testing.T) {
 	rl, err := b.ReadLog(ctx, storage.ReadLogParams{Table: ref, Limit: 10})
 	if err != nil || len(rl.Records) != 1 || rl.Records[0].Seq <= info.Last {
 		t.Fatalf("ReadLog after reopen %+v %v (last before %d)", rl, err, info.Last)
+	}
+}
+
+// TestChangeLogSeqsConsecutive: a canceled transaction (savepoint rolled
+// back) leaves no gap, so LogInfo's Count (Last - First + 1) stays exact.
+func TestChangeLogSeqsConsecutive(t *testing.T) {
+	ctx := context.Background()
+	b := openT(t, Options{Memory: true})
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "t", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	put := func(k string) storage.WriteItemParams {
+		return storage.WriteItemParams{Table: ref, PK: []byte(k), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte("v"), Log: []byte(k)}, nil
+		}}
+	}
+	failing := storage.WriteItemParams{Table: ref, PK: []byte("f"), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{}, errors.New("condition")
+	}}
+	if _, err := b.WriteItem(ctx, put("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{put("b"), put("c"), failing}})
+	if !storage.IsKind(err, storage.KindTransactionCanceled) {
+		t.Fatalf("canceled transaction: %v", err)
+	}
+	if _, err := b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{put("d"), put("e")}}); err != nil {
+		t.Fatal(err)
+	}
+	rl, err := b.ReadLog(ctx, storage.ReadLogParams{Table: ref, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, r := range rl.Records {
+		got = append(got, r.Seq)
+	}
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("Seqs %v, want [1 2 3]", got)
+	}
+	if info, err := b.LogInfo(ctx, storage.LogInfoParams{Table: ref}); err != nil || info.Count != 3 || info.First != 1 || info.Last != 3 {
+		t.Fatalf("LogInfo %+v %v", info, err)
 	}
 }

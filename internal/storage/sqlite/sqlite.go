@@ -300,8 +300,9 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		{&b.listTables, `SELECT name FROM tables WHERE account = ? AND name > ? ORDER BY name LIMIT ?`},
 		{&b.tableByID, `SELECT 1 FROM tables WHERE id = ?`},
 		{&b.readLog, `SELECT seq, at, data FROM changelog WHERE t = ? AND seq > ? ORDER BY seq LIMIT ?`},
-		{&b.logInfo, `SELECT coalesce(min(seq), 0), coalesce(max(seq), 0), count(*),
-			(SELECT coalesce(max(seq), 0) FROM changelog_last WHERE t = ?1) FROM changelog WHERE t = ?1`},
+		{&b.logInfo, `SELECT coalesce((SELECT min(seq) FROM changelog WHERE t = ?1), 0),
+			coalesce((SELECT max(seq) FROM changelog WHERE t = ?1), 0),
+			coalesce((SELECT seq FROM changelog_last WHERE t = ?1), 0)`},
 	} {
 		if *s.dst, err = b.rdb.PrepareContext(ctx, s.sql); err != nil {
 			return mapErr(err, "sqlite: prepare")

@@ -296,7 +296,7 @@ func (w *writer) begin() error {
 			return err
 		}
 		w.catalogChanged = true
-		clear(w.logs)
+		w.forgetLogs()
 		if w.cache != nil {
 			// Another process wrote to the database.
 			w.cache.clear()
@@ -333,6 +333,7 @@ func (w *writer) rollback() {
 	// SQLITE_FULL), and there is nothing more to undo.
 	w.rollback_.ExecContext(bg)
 	clear(w.pend)
+	w.forgetLogs()
 	if w.cache != nil {
 		w.clearPend()
 	}
@@ -577,6 +578,7 @@ func (w *writer) undoSavepoint() error {
 	if _, err := w.undo.ExecContext(bg); err != nil {
 		return fail(err, "sqlite: rollback to savepoint")
 	}
+	w.forgetLogs()
 	if _, err := w.release.ExecContext(bg); err != nil {
 		return fail(err, "sqlite: release savepoint")
 	}

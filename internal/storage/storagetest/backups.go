@@ -193,6 +193,76 @@ func testBackupCatalog(e *env) {
 	}
 }
 
+// testBackupRemoveRepoint: RemoveBackup deletes a row for good (it is
+// not listed in any status, DELETED included) only at its generation and
+// status; UpdateBackup with StoreID re-points a row under the same
+// conditions (backup sync --forget-*, --move-store).
+func testBackupRemoveRepoint(e *env) {
+	bc, ok := storage.Backups(e.b)
+	if !ok {
+		return
+	}
+	t, ctx := e.t, e.ctx
+	tbl := e.tableName("bkrm")
+	base := time.UnixMilli(1732908000123).UTC()
+	var recs []storage.BackupRecord
+	for i := range 3 {
+		r, err := bc.InsertBackup(ctx, storage.InsertBackupParams{Record: e.backupRecord(tbl, i, base.Add(time.Duration(i)*time.Second))})
+		if err != nil {
+			t.Fatalf("InsertBackup: %v", err)
+		}
+		recs = append(recs, *r)
+	}
+	rm := func(i int, gen int64, status string) *storage.BackupWriteResult {
+		t.Helper()
+		res, err := bc.RemoveBackup(ctx, storage.RemoveBackupParams{ARN: recs[i].ARN, Generation: gen, Status: status})
+		if err != nil {
+			t.Fatalf("RemoveBackup: %v", err)
+		}
+		return res
+	}
+	if res := rm(0, 2, storage.BackupCreating); res.Matched || res.Record == nil {
+		t.Fatalf("remove at a wrong generation matched: %+v", res)
+	}
+	if res := rm(0, 1, storage.BackupAvailable); res.Matched || res.Record == nil {
+		t.Fatalf("remove from a wrong status matched: %+v", res)
+	}
+	if res := rm(0, 1, storage.BackupCreating); !res.Matched || res.Record != nil {
+		t.Fatalf("remove did not match: %+v", res)
+	}
+	if got, err := bc.GetBackup(ctx, storage.GetBackupParams{ARN: recs[0].ARN}); err != nil || got != nil {
+		t.Fatalf("a removed row is still there: %+v, %v", got, err)
+	}
+	if res := rm(0, 1, storage.BackupCreating); res.Matched || res.Record != nil {
+		t.Fatalf("second remove = %+v", res)
+	}
+	rows, err := bc.ListBackups(ctx, storage.ListBackupsParams{Account: e.account, TableName: tbl})
+	if err != nil || len(rows) != 2 || rows[0].ARN != recs[1].ARN {
+		t.Fatalf("after remove, ListBackups = %+v, %v", rows, err)
+	}
+	// The ARN can be inserted again (sync adopting it later).
+	if _, err := bc.InsertBackup(ctx, storage.InsertBackupParams{Record: e.backupRecord(tbl, 0, base)}); err != nil {
+		t.Fatalf("InsertBackup after RemoveBackup: %v", err)
+	}
+
+	// Re-pointing: conditional like every status write; the rest of the
+	// row is kept.
+	other := "store-2"
+	if res, err := bc.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: recs[1].ARN, Generation: 1, Status: storage.BackupAvailable,
+		NewStatus: storage.BackupAvailable, StoreID: &other}); err != nil || res.Matched || res.Record.StoreID != "store-1" {
+		t.Fatalf("re-point from a wrong status = %+v, %v", res, err)
+	}
+	res, err := bc.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: recs[1].ARN, Generation: 1, Status: storage.BackupCreating,
+		NewStatus: storage.BackupCreating, StoreID: &other})
+	if err != nil || !res.Matched || res.Record.StoreID != "store-2" || res.Record.Prefix != recs[1].Prefix ||
+		res.Record.Status != storage.BackupCreating || res.Record.Name != recs[1].Name {
+		t.Fatalf("re-point = %+v, %v", res, err)
+	}
+	if got, _ := bc.GetBackup(ctx, storage.GetBackupParams{ARN: recs[2].ARN}); got.StoreID != "store-1" {
+		t.Fatalf("re-pointing one row moved another: %+v", got)
+	}
+}
+
 func testCatalogID(e *env) {
 	bc, ok := storage.Backups(e.b)
 	if !ok {

@@ -22,11 +22,23 @@ import (
 // BenchWriteItem: 1 KiB puts of distinct keys; parallelism as for
 // b.SetParallelism (0: one goroutine).
 func BenchWriteItem(b *testing.B, be storage.Backend, ref storage.TableRef, parallelism int) {
+	BenchWriteItemLog(b, be, ref, parallelism, 0)
+}
+
+// BenchWriteItemLog is BenchWriteItem with a change record of logBytes
+// bytes per write (0: none), for the cost of a stream on writes.
+func BenchWriteItemLog(b *testing.B, be storage.Backend, ref storage.TableRef, parallelism, logBytes int) {
 	item := make([]byte, 1024)
 	for i := range item {
 		item[i] = byte('a' + i%26)
 	}
-	fn := func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: item}, nil }
+	var log []byte
+	if logBytes > 0 {
+		log = bytes.Repeat([]byte{'r'}, logBytes)
+	}
+	fn := func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: item, Log: log}, nil
+	}
 	var n atomic.Uint64
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -266,5 +278,43 @@ func BenchScanPages(b *testing.B, be storage.Backend, ref storage.TableRef) {
 			}
 			b.ReportMetric(float64(spent[len(pages)-1])/float64(spent[0]), "last/first")
 		})
+	}
+}
+
+// BenchReadLog: ReadLog of 1,000 records (512 bytes each, the size of a
+// NEW_AND_OLD_IMAGES record of a small item) from a random position of a
+// 10,000-record log: the storage part of a full GetRecords.
+func BenchReadLog(b *testing.B, be storage.Backend, ref storage.TableRef) {
+	cl, ok := storage.ChangeLogs(be)
+	if !ok {
+		b.Skipf("capability absent: backend %s does not implement storage.ChangeLog", be.Name())
+	}
+	ctx := context.Background()
+	rec := bytes.Repeat([]byte{'r'}, 512)
+	const n, page = 10000, 100
+	for i := 0; i < n; i += page {
+		ops := make([]storage.WriteItemParams, page)
+		for j := range ops {
+			ops[j] = storage.WriteItemParams{Table: ref, PK: fmt.Appendf(nil, "k%06d", i+j),
+				Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: rec, Log: rec}, nil }}
+		}
+		if _, err := be.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: ref})
+	if err != nil || info.Count != n {
+		b.Fatalf("LogInfo %+v %v", info, err)
+	}
+	var i int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		i++
+		after := info.First - 1 + (i*7919)%(n-1000)
+		res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, After: after, Limit: 1000, MaxBytes: 1 << 20})
+		if err != nil || len(res.Records) != 1000 {
+			b.Fatalf("ReadLog after %d: %d records, %v", after, len(res.Records), err)
+		}
 	}
 }

@@ -454,35 +454,41 @@ func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.Change
 		}
 	}
 
-	var polled []storage.LogRecord
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		var after int64
-		cl := cls[len(cls)-1]
-		for {
-			finished := stop.Load()
-			res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, After: after, Limit: 1 + rand.IntN(64)})
-			if err != nil {
-				fail("polling ReadLog: %v", err)
-				return
-			}
-			for _, r := range res.Records {
-				if r.Seq <= after {
-					fail("polling ReadLog after %d returned Seq %d", after, r.Seq)
+	// Six polling readers (so that backends which publish on read
+	// publish concurrently), spread over the backends.
+	const readers = 6
+	polledBy := make([][]storage.LogRecord, readers)
+	var readersWG sync.WaitGroup
+	for ri := range readers {
+		readersWG.Add(1)
+		go func() {
+			defer readersWG.Done()
+			var after int64
+			cl := cls[(ri+1)%len(cls)]
+			for {
+				finished := stop.Load()
+				res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, After: after, Limit: 1 + rand.IntN(64)})
+				if err != nil {
+					fail("polling ReadLog: %v", err)
 					return
 				}
-				after = r.Seq
-			}
-			polled = append(polled, res.Records...)
-			if len(res.Records) == 0 {
-				if finished {
-					return
+				for _, r := range res.Records {
+					if r.Seq <= after {
+						fail("polling ReadLog after %d returned Seq %d", after, r.Seq)
+						return
+					}
+					after = r.Seq
 				}
-				time.Sleep(time.Millisecond)
+				polledBy[ri] = append(polledBy[ri], res.Records...)
+				if len(res.Records) == 0 {
+					if finished {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
 			}
-		}
-	}()
+		}()
+	}
 
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -544,7 +550,7 @@ func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.Change
 	}
 	wg.Wait()
 	stop.Store(true)
-	<-readerDone
+	readersWG.Wait()
 	if t.Failed() {
 		return
 	}
@@ -587,22 +593,24 @@ func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.Change
 	if int64(len(all)) != total {
 		t.Fatalf("%d records for %d acknowledged writes", len(all), total)
 	}
-	if fmt.Sprint(seqsOf(polled)) != fmt.Sprint(seqsOf(all)) {
-		missing := 0
-		in := map[int64]bool{}
-		for _, r := range polled {
-			in[r.Seq] = true
-		}
-		for _, r := range all {
-			if !in[r.Seq] {
-				missing++
+	for _, polled := range polledBy {
+		if fmt.Sprint(seqsOf(polled)) != fmt.Sprint(seqsOf(all)) {
+			missing := 0
+			in := map[int64]bool{}
+			for _, r := range polled {
+				in[r.Seq] = true
 			}
+			for _, r := range all {
+				if !in[r.Seq] {
+					missing++
+				}
+			}
+			t.Fatalf("the polling reader saw %d records, the log holds %d; %d appeared behind the reader (late gaps)", len(polled), len(all), missing)
 		}
-		t.Fatalf("the polling reader saw %d records, the log holds %d; %d appeared behind the reader (late gaps)", len(polled), len(all), missing)
-	}
-	for i := range polled {
-		if !bytes.Equal(polled[i].Data, all[i].Data) {
-			t.Fatalf("record %d read as %q while polling, %q after", polled[i].Seq, polled[i].Data, all[i].Data)
+		for i := range polled {
+			if !bytes.Equal(polled[i].Data, all[i].Data) {
+				t.Fatalf("record %d read as %q while polling, %q after", polled[i].Seq, polled[i].Data, all[i].Data)
+			}
 		}
 	}
 	info := logInfo(t, ctx, cls[0], ref)

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"Snapshot", testSnapshot},
 		{"BackupCatalog", testBackupCatalog},
 		{"BackupCatalogID", testCatalogID},
+		{"BackupCatalogRemoveRepoint", testBackupRemoveRepoint},
 		{"RestoreCatalog", testRestoreCatalog},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},

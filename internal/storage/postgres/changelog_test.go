@@ -1,0 +1,33 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/storagetest"
+)
+
+// TestChangeLogTwoPools: the concurrent change log scenario with writers
+// on two pools of one database (two servers), the reader on the second.
+func TestChangeLogTwoPools(t *testing.T) {
+	need(t)
+	b1 := storage.Checked(openT(t, Options{DSN: testDSN, MaxConns: 8}), func(err error) { t.Error(err) })
+	b2 := storage.Checked(openT(t, Options{DSN: testDSN, MaxConns: 8}), func(err error) { t.Error(err) })
+	ref := createTable(t, openT(t, Options{DSN: testDSN, MaxConns: 1}), "changelog-two-pools")
+	cl1, _ := storage.ChangeLogs(b1)
+	cl2, _ := storage.ChangeLogs(b2)
+	storagetest.ChangeLogScenario(t, []storage.Backend{b1, b2}, []storage.ChangeLog{cl1, cl2}, ref, 16, 60, 200)
+}
+
+// TestChangeLogReopen: records survive closing the pool and opening
+// another.
+func TestChangeLogReopen(t *testing.T) {
+	need(t)
+	storagetest.ChangeLogReopen(t, func(t *testing.T) storage.Backend {
+		b, err := Open(t.Context(), Options{DSN: testDSN})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storage.Checked(b, func(err error) { t.Error(err) })
+	})
+}
