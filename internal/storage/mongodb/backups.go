@@ -56,9 +56,11 @@ func readRow[T any](ctx context.Context, coll *mongo.Collection, id string) (*ro
 	return &d, nil
 }
 
-// casRow writes r as version cur.V+1 of row id; false when the row moved
-// on (the caller reads again).
-func casRow[T any](ctx context.Context, b *Backend, coll *mongo.Collection, cur *rowDoc[T], r T) (bool, error) {
+// casRow writes r as version cur.V+1 of row id (del: deletes the row);
+// false when the row moved on (the caller reads again). A deleted row's
+// ARN is never inserted again, and a late claimant's write at version
+// cur.V matches nothing.
+func casRow[T any](ctx context.Context, b *Backend, coll *mongo.Collection, cur *rowDoc[T], r T, del bool) (bool, error) {
 	claims := b.db.Collection(jobClaimsColl)
 	for gen := 0; ; gen++ {
 		cid := fmt.Sprintf("%s/%s@%016x@%d", coll.Name(), cur.ID, cur.V, gen)
@@ -77,20 +79,36 @@ func casRow[T any](ctx context.Context, b *Backend, coll *mongo.Collection, cur 
 		if err != nil {
 			return false, translate(err, "mongodb: claim job row")
 		}
-		res, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "v", Value: cur.V}}, rowDoc[T]{ID: cur.ID, V: cur.V + 1, R: r})
-		if err != nil {
-			return false, translate(err, "mongodb: write job row")
+		var matched int64
+		if del {
+			res, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "v", Value: cur.V}})
+			if err != nil {
+				return false, translate(err, "mongodb: delete job row")
+			}
+			matched = res.DeletedCount
+		} else {
+			res, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "v", Value: cur.V}}, rowDoc[T]{ID: cur.ID, V: cur.V + 1, R: r})
+			if err != nil {
+				return false, translate(err, "mongodb: write job row")
+			}
+			matched = res.MatchedCount
 		}
 		for g := 0; g <= gen; g++ {
 			_, _ = claims.DeleteOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("%s/%s@%016x@%d", coll.Name(), cur.ID, cur.V, g)}})
 		}
-		return res.MatchedCount == 1, nil
+		return matched == 1, nil
 	}
 }
 
 // condWrite applies change to row id while cond holds, retrying lost
 // races; it returns whether it matched and the row after it.
 func condWrite[T any](ctx context.Context, b *Backend, coll *mongo.Collection, id string, cond func(T) bool, change func(*T)) (bool, *T, error) {
+	return condWriteDel(ctx, b, coll, id, cond, change, false)
+}
+
+// condWriteDel is condWrite; del deletes the row instead (the row after
+// it is then nil).
+func condWriteDel[T any](ctx context.Context, b *Backend, coll *mongo.Collection, id string, cond func(T) bool, change func(*T), del bool) (bool, *T, error) {
 	for attempt := 0; ; attempt++ {
 		cur, err := readRow[T](ctx, coll, id)
 		if err != nil {
@@ -103,10 +121,15 @@ func condWrite[T any](ctx context.Context, b *Backend, coll *mongo.Collection, i
 			return false, &cur.R, nil
 		}
 		r := cur.R
-		change(&r)
-		ok, err := casRow(ctx, b, coll, cur, r)
+		if change != nil {
+			change(&r)
+		}
+		ok, err := casRow(ctx, b, coll, cur, r, del)
 		if err != nil {
 			return false, nil, err
+		}
+		if ok && del {
+			return true, nil, nil
 		}
 		if ok {
 			return true, &r, nil
@@ -256,7 +279,20 @@ func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams
 			if p.Message != nil {
 				r.Message = *p.Message
 			}
+			if p.StoreID != nil {
+				r.StoreID = *p.StoreID
+			}
 		})
+	if err != nil {
+		return nil, err
+	}
+	return backupResult(ok, r), nil
+}
+
+// RemoveBackup implements storage.BackupCatalog.
+func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams) (*storage.BackupWriteResult, error) {
+	ok, r, err := condWriteDel(ctx, b, b.db.Collection(backupsColl), p.ARN,
+		func(r backupRow) bool { return r.Generation == p.Generation && r.Status == p.Status }, nil, true)
 	if err != nil {
 		return nil, err
 	}
