@@ -14,7 +14,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DA
 ARGS ?=
 FUZZTIME ?= 5s
 
-.PHONY: run build test test-go test-wire test-scripts test-all lint bench clean fuzz
+.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench clean fuzz
 
 ## run: build bin/extenddb, then exec it (embedded SQLite at
 ## 127.0.0.1:8000). The shell execs the server, so Ctrl-C and SIGTERM reach
@@ -50,6 +50,19 @@ test-scripts: build
 ## and start each server.
 test-all:
 	scripts/test-all.sh
+
+## test-cassandra: every layer on a real Apache Cassandra 5.0
+## (scripts/cassandra.sh starts a private node, jars cached in
+## $$EXTENDDB_CACHE): storagetest and the backend's tests, the served
+## backend, the wire suite with two servers on one keyspace. make test-all
+## runs it when EXTENDDB_TEST_ALL_CASSANDRA=1.
+test-cassandra: build
+	scripts/test-cassandra.sh
+
+## test-wire-cassandra: only the wire suite against
+## `extenddb serve --backend cassandra`.
+test-wire-cassandra: build
+	EXTENDDB_BIN=$(abspath $(BIN)) scripts/wire-cassandra.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.venv/*')); \

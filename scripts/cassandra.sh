@@ -22,6 +22,7 @@
 # ~20 s without); RSS ~800 MB with the default 1 GB heap (EXTENDDB_CASSANDRA_HEAP).
 # Cassandra 4.1 does not run on Java 17; 5.0.x does.
 #
+# EXTENDDB_CASSANDRA_FRESH=1 start: remove the node's data first (make test-all).
 # Use: export EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start)
 set -euo pipefail
 
@@ -83,6 +84,10 @@ start() {
 	local port sport
 	# Defaults below Linux's ephemeral range (32768-60999): a port there
 	# can be taken by an outgoing connection between the check and the bind.
+	if [[ -n "${EXTENDDB_CASSANDRA_FRESH:-}" ]]; then
+		# A fresh node: no keyspaces left by earlier runs.
+		rm -rf "$RUN"/{data,commitlog,saved_caches,hints,cdc_raw}
+	fi
 	port=$(free_port "${1:-${EXTENDDB_CASSANDRA_PORT:-19042}}")
 	sport=$(free_port "${EXTENDDB_CASSANDRA_STORAGE_PORT:-17000}")
 	mkdir -p "$RUN"/{data,commitlog,saved_caches,hints,cdc_raw,logs}

@@ -108,4 +108,17 @@ for port in 18103 18104; do
   for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 done
 EXTENDDB_ENDPOINTS="http://127.0.0.1:18103,http://127.0.0.1:18104" go test -count=1 -v ./tests/sdk/ 2>&1 | grep -E "^(=== RUN|--- |ok|FAIL|PASS|sdk tests)"
-echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS], stores [$EXTENDDB_TEST_STORES]"
+# Apache Cassandra (scripts/test-cassandra.sh: a fresh private node,
+# storagetest, the served backend, the wire suite on two servers sharing
+# one keyspace; about 800 MB while it runs). Opt-in until the Cassandra
+# backend has transactions (issue 15: the shared transaction ledger);
+# EXTENDDB_TEST_ALL_CASSANDRA=1 runs it.
+if [[ "${EXTENDDB_TEST_ALL_CASSANDRA:-0}" == 1 ]]; then
+  echo "== cassandra"
+  env -u EXTENDDB_TEST_BACKENDS scripts/test-cassandra.sh
+  cass=", cassandra"
+else
+  echo "== cassandra: NOT run (EXTENDDB_TEST_ALL_CASSANDRA=1 runs it; make test-cassandra alone)"
+  cass=""
+fi
+echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS$cass], stores [$EXTENDDB_TEST_STORES]"

@@ -22,7 +22,7 @@ const mod = "github.com/extenddb/extenddb/"
 var allowed = map[string][]string{
 	"cmd/benchfloor":     {},
 	"cmd/extenddb":       {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
-	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/server":    {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/engine", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
 	"internal/api":       {"internal/attr", "internal/engine"},
 	"internal/engine":    {"internal/attr", "internal/expr", "internal/storage"},
 	"internal/expr":      {"internal/attr"},
@@ -41,9 +41,10 @@ var allowed = map[string][]string{
 	"internal/storage/cassandra":   {"internal/storage", "internal/storage/txledger"},
 	// The per-item compare-and-set transaction ledger (ADR 0018), shared
 	// by the backends without multi-item atomicity.
-	"internal/storage/txledger": {"internal/storage"},
-	"internal/storage/mongodb":  {"internal/storage", "internal/storage/txledger"},
-	"migrations":                {},
+	"internal/storage/txledger":            {"internal/storage"},
+	"internal/storage/txledger/ledgertest": {"internal/storage", "internal/storage/txledger"},
+	"internal/storage/mongodb":             {"internal/storage", "internal/storage/txledger"},
+	"migrations":                           {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
@@ -67,6 +68,7 @@ var allowed = map[string][]string{
 // multi-server tests: several servers on one database).
 var testSupport = []string{
 	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
+	"internal/storage/txledger/ledgertest",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
 	"internal/config", "internal/server",
 }

@@ -207,7 +207,7 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 						PutIndex: []storage.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}}, nil
 				}}
 			}
-			if _, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops}); err != nil {
+			if _, err := e.writeEach(ctx, ops); err != nil {
 				if storage.IsKind(err, storage.KindTableNotFound) {
 					return nil
 				}
@@ -303,6 +303,46 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 
 const sweepBatch = 500
 
+// readEach reads independent items: one TransactGet, or one GetItem each
+// on a backend that answers KindUnsupported to it.
+func (e *Engine) readEach(ctx context.Context, keys []storage.GetItemParams) (*storage.TransactGetResult, error) {
+	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
+		return res, err
+	}
+	res = &storage.TransactGetResult{Items: make([][]byte, 0, len(keys))}
+	for _, k := range keys {
+		r, err := e.backend.GetItem(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		res.Items = append(res.Items, r.Item)
+	}
+	return res, nil
+}
+
+// writeEach applies independent item writes (a backfill page, a batch of
+// the TTL sweep): they need no atomicity between them, so they go as one
+// TransactWrite where the backend has multi-item atomicity (the cheapest
+// there), and as one WriteItem each on a backend that answers
+// KindUnsupported to it. On an error the writes before it may have been
+// applied; each is idempotent, so the caller simply tries again later.
+func (e *Engine) writeEach(ctx context.Context, ops []storage.WriteItemParams) (*storage.TransactWriteResult, error) {
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+	if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
+		return res, err
+	}
+	res = &storage.TransactWriteResult{Results: make([]storage.WriteItemResult, 0, len(ops))}
+	for _, op := range ops {
+		r, err := e.backend.WriteItem(ctx, op)
+		if err != nil {
+			return nil, err
+		}
+		res.Results = append(res.Results, *r)
+	}
+	return res, nil
+}
+
 // sweepStats is what one sweep of a table did.
 type sweepStats struct {
 	deleted  int // expired items deleted
@@ -345,7 +385,7 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 				return t.sweepChange(ix, hit, oldRaw, nowSec)
 			}}
 		}
-		tw, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+		tw, err := e.writeEach(ctx, ops)
 		if err != nil {
 			if storage.IsKind(err, storage.KindTableVersion) || storage.IsKind(err, storage.KindTableNotFound) {
 				// The description changed (or the table is gone): the

@@ -185,7 +185,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 			}
 		}
 	}
-	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+	// Independent writes (BatchWriteItem is not atomic): one TransactWrite,
+	// or one write each on a backend without multi-item transactions.
+	res, err := e.writeEach(ctx, ops)
 	if err != nil {
 		if e.missing(err, account, slices.Collect(maps.Keys(in.RequestItems))...) {
 			return nil, notFound("")
@@ -289,7 +291,9 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 			keys = append(keys, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 		}
 	}
-	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	// Independent reads (BatchGetItem does not read from one instant):
+	// one TransactGet, or one read each on a backend without it.
+	res, err := e.readEach(ctx, keys)
 	if err != nil {
 		if e.missing(err, account, names...) {
 			return nil, notFound("")

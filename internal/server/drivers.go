@@ -9,6 +9,7 @@ import (
 
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/cassandra"
 	"github.com/extenddb/extenddb/internal/storage/memory"
 	"github.com/extenddb/extenddb/internal/storage/mongodb"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
@@ -23,6 +24,7 @@ func Drivers() []storage.Driver {
 		sqlite.Driver(),
 		postgres.Driver(),
 		memory.Driver(),
+		cassandra.Driver(),
 		mongodb.Driver(),
 	}
 }

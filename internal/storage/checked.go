@@ -290,7 +290,7 @@ func (c *checked) TransactGet(ctx context.Context, p TransactGetParams) (*Transa
 	if err == nil && len(r.Items) != len(p.Keys) {
 		return nil, c.violation("TransactGet", "%d items for %d keys", len(r.Items), len(p.Keys))
 	}
-	return r, c.checkErr("TransactGet", err, []Kind{KindTableNotFound, KindTransactionConflict}, nil)
+	return r, c.checkErr("TransactGet", err, []Kind{KindTableNotFound, KindTransactionConflict, KindUnsupported}, nil)
 }
 
 func (c *checked) Query(ctx context.Context, p QueryParams) (*QueryResult, error) {

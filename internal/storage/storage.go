@@ -62,6 +62,7 @@ type Backend interface {
 	// KindTransactionCanceled) and writes nothing.
 	TransactWrite(ctx context.Context, p TransactWriteParams) (*TransactWriteResult, error)
 	// TransactGet reads several items from one consistent instant.
+	// KindUnsupported from a backend without multi-item isolation.
 	TransactGet(ctx context.Context, p TransactGetParams) (*TransactGetResult, error)
 	// Query reads items of one partition (of the table or of an index) in
 	// sort key order within a byte range.

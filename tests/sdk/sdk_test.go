@@ -252,6 +252,88 @@ func conditionalRaceRound(t *testing.T, name, key string) {
 	}
 }
 
+// TestConditionalRaceRounds: rounds of the race on one existing item (a
+// lease taken over round after round: "attribute_not_exists(pk) OR
+// rnd < :r"), the 32 clients spread over every server of EXTENDDB_ENDPOINTS
+// (servers sharing one database): exactly one winner per round, and every
+// loser of a round sees that round's winner. EXTENDDB_SDK_RACE_ROUNDS sets
+// the rounds (default 5).
+func TestConditionalRaceRounds(t *testing.T) {
+	ctx := context.Background()
+	name := createTable(t, client(t), false)
+	rounds := 5
+	if v, err := strconv.Atoi(os.Getenv("EXTENDDB_SDK_RACE_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	const n = 32
+	clients := make([]*dynamodb.Client, n)
+	for i := range clients {
+		clients[i] = clientOf(t, endpoints[i%len(endpoints)])
+	}
+	for r := 1; r <= rounds; r++ {
+		rs := strconv.Itoa(r)
+		var wg sync.WaitGroup
+		winners := make(chan string, n)
+		losersSaw := make(chan string, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				me := "r" + rs + "-client-" + strconv.Itoa(i)
+				_, err := clients[i].PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name),
+					Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "lease"},
+						"owner": &types.AttributeValueMemberS{Value: me}, "rnd": &types.AttributeValueMemberN{Value: rs}},
+					ConditionExpression:                 aws.String("attribute_not_exists(pk) OR rnd < :r"),
+					ExpressionAttributeValues:           map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: rs}},
+					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+				var ccf *types.ConditionalCheckFailedException
+				switch {
+				case err == nil:
+					winners <- me
+				case errors.As(err, &ccf):
+					o, _ := ccf.Item["owner"].(*types.AttributeValueMemberS)
+					if o == nil {
+						losersSaw <- "<no item>"
+					} else {
+						losersSaw <- o.Value
+					}
+				default:
+					t.Errorf("round %d, client %d (%s): %v", r, i, endpoints[i%len(endpoints)], err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		close(winners)
+		close(losersSaw)
+		var ws []string
+		for w := range winners {
+			ws = append(ws, w)
+		}
+		if len(ws) != 1 {
+			t.Fatalf("round %d: %d winners %v", r, len(ws), ws)
+		}
+		losers := 0
+		for s := range losersSaw {
+			losers++
+			if s != ws[0] {
+				t.Errorf("round %d: a loser saw owner %q, the winner was %q", r, s, ws[0])
+			}
+		}
+		if losers != n-1 {
+			t.Fatalf("round %d: %d losers", r, losers)
+		}
+		out, err := clients[0].GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(name), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "lease"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := out.Item["owner"].(*types.AttributeValueMemberS); o == nil || o.Value != ws[0] {
+			t.Fatalf("round %d: item owner %v, winner %q", r, out.Item["owner"], ws[0])
+		}
+	}
+	t.Logf("%d rounds of 32 clients over %d server(s): one winner each", rounds, len(endpoints))
+}
+
 // TestDedupePattern reproduces a real client's dedupe flow: the
 // conditional-put race (above), then a 25-item BatchWriteItem with no
 // UnprocessedItems, then a DeleteItem conditioned on a token attribute that

@@ -64,6 +64,7 @@ type Backend struct {
 	dirMu    sync.Mutex
 	dirKnown map[dirKey]struct{} // partition directory rows known to exist
 	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
+	dirty    dirtyCache          // change log markers this process wrote (changelog.go)
 
 	closing   chan struct{} // closed by Close: stops the outbox sweep
 	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
@@ -71,6 +72,9 @@ type Backend struct {
 	// skipApply leaves index changes in the outbox (tests: a writer that
 	// died after its LWT).
 	skipApply bool
+	// skipForget leaves published change log records pending (tests: a
+	// publisher that died after its commit).
+	skipForget bool
 	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0018).
 	tx *txledger.Ledger
 }
@@ -226,10 +230,16 @@ func validIdent(s string) bool {
 	return true
 }
 
-// Ping checks that the cluster answers.
+// Ping (readiness) checks that the keyspace answers a read at the
+// consistency the catalog needs (a quorum of its replicas, not just the
+// node the driver talks to).
 func (b *Backend) Ping(ctx context.Context) error {
-	var v string
-	return mapErr(b.s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&v), "ping")
+	var v int
+	err := b.quorum(ctx, `SELECT version FROM schema_migrations WHERE version = 1`).Scan(&v)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return storage.Errorf(storage.KindSchema, "cassandra keyspace %q is not migrated: run `extenddb migrate`", b.opt.Keyspace)
+	}
+	return mapErr(err, "ping")
 }
 
 // Close stops the outbox sweep and closes the session.

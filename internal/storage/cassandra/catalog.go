@@ -299,9 +299,15 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 // directory), the directory, index entries and index names.
 func (b *Backend) purge(ctx context.Context, t int64) error {
 	err := b.eachPartition(ctx, t, 0, 0xFFFFFFFF, nil, func(pk []byte) (bool, error) {
+		if err := b.query(ctx, `DELETE FROM log_marks WHERE t = ? AND pk = ?`, t, pk).Exec(); err != nil {
+			return false, mapErr(err, "purge change log marks")
+		}
 		return true, mapErr(b.query(ctx, `DELETE FROM items WHERE t = ? AND pk = ?`, t, pk).Exec(), "purge items")
 	})
 	if err != nil {
+		return err
+	}
+	if err := b.purgeLog(ctx, t); err != nil {
 		return err
 	}
 	names, err := b.indexNames(ctx, t)

@@ -68,15 +68,18 @@ func configOf(env storage.DriverEnv) *Config {
 	return defaultConfig()
 }
 
-// Driver is the Cassandra entry for the server's driver table. It is NOT
-// in the table yet (internal/server/drivers.go): the backend is
-// experimental until every storagetest section passes on it.
+// Driver is the Cassandra entry for the server's driver table
+// (internal/server/drivers.go). The backend lacks the snapshot capability,
+// so a server on it answers backup operations with a clear error.
 func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "cassandra",
 		Summary:   "Apache Cassandra 5 (experimental)",
 		NewConfig: func() any { return defaultConfig() },
-		Flags:     []storage.Flag{{Name: "cassandra-hosts", Key: "hosts", Usage: "Cassandra contact points (host:port, comma-separated)"}},
+		Flags: []storage.Flag{
+			{Name: "cassandra-hosts", Key: "hosts", Usage: "Cassandra contact points (host:port, comma-separated)"},
+			{Name: "cassandra-keyspace", Key: "keyspace", Usage: "Cassandra keyspace of the backend's tables"},
+		},
 		Keys: []storage.KeyDoc{
 			{Key: "hosts", Default: "127.0.0.1:9042", Doc: "contact points, comma-separated host:port"},
 			{Key: "keyspace", Default: "extenddb", Doc: "keyspace of the backend's tables"},

@@ -208,9 +208,20 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 			item = ch.Item
 		}
 		indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
+		if ch.Log != nil {
+			// The change log: the partition is marked before the LWT
+			// that writes the record (changelog.go).
+			if err := b.markDirty(ctx, t, pk); err != nil {
+				return nil, err
+			}
+		}
 		var applied bool
-		if indexed {
-			applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, encodeOutbox(ch))
+		if indexed || ch.Log != nil {
+			var ob []byte
+			if indexed {
+				ob = encodeOutbox(ch)
+			}
+			applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, ob, ch.Log)
 		} else {
 			applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
 				item, nv, wid, t, pk, sk, cur.ver, cur.tv).MapScanCAS(map[string]any{})

@@ -185,15 +185,22 @@ func (b *Backend) sweep(interval time.Duration) {
 	}
 }
 
-// writeWithOutbox is the item's conditional batch: the item row and the
-// outbox row, conditioned on the item's version and the fence.
-func (b *Backend) writeWithOutbox(ctx context.Context, t int64, pk, sk, item []byte, nv int64, wid gocql.UUID, cur *current, ob []byte) (bool, error) {
+// writeWithOutbox is the item's conditional batch: the item row, the
+// outbox row (ob, when not nil) and the pending change log record (lg,
+// when not nil; changelog.go), conditioned on the item's version and the
+// fence.
+func (b *Backend) writeWithOutbox(ctx context.Context, t int64, pk, sk, item []byte, nv int64, wid gocql.UUID, cur *current, ob, lg []byte) (bool, error) {
 	batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 	batch.SetConsistency(b.cl)
 	batch.SerialConsistency(gocql.SerialConsistency(b.scl))
 	batch.Query(`UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
 		item, nv, wid, t, pk, sk, cur.ver, cur.tv)
-	batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, ob)
+	if ob != nil {
+		batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, ob)
+	}
+	if lg != nil {
+		batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 2, ?, ?, ?)`, t, pk, sk, nv, lg)
+	}
 	applied, iter, err := b.s.MapExecuteBatchCAS(batch, map[string]any{})
 	if iter != nil {
 		iter.Close()

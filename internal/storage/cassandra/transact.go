@@ -106,9 +106,10 @@ func (s txStore) ReadItem(ctx context.Context, k txledger.Key) (txledger.Record,
 func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Record, tx txledger.TxID, ch storage.Change) (txledger.Record, bool, error) {
 	b := s.b
 	t, pk, sk := k.Table.ID, skOf(k.PK), skOf(k.SK)
-	if err := b.liveFor(ctx, k.Table); err != nil {
-		return txledger.Record{}, false, err
-	}
+	// The catalog check of WriteItem's step (a) (ADR 0016) is done once
+	// per table by TransactWrite before the ledger runs; the partition's
+	// fence (tv in the LWT condition) and the re-check after a new
+	// directory row below are what make the lock safe, as for WriteItem.
 	f, _ := cur.Token.(fence)
 	if f.tv != nil && *f.tv > k.Table.Version {
 		return txledger.Record{}, false, storage.VersionChanged(k.Table, *f.tv)
@@ -155,16 +156,29 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	}
 	nv := cur.Version + 1
 	indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
+	if ch.Log != nil {
+		// The change log record travels in the lock and is written here,
+		// in the release's conditional batch, as WriteItem writes it
+		// (changelog.go: the partition is marked before the LWT).
+		if err := b.markDirty(ctx, t, pk); err != nil {
+			return false, err
+		}
+	}
 	const set = `UPDATE items SET item = ?, ver = ?, wid = ?, txid = null, txch = null, lks = lks - ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ?`
 	args := []any{item, nv, gocql.TimeUUID(), [][]byte{sk}, t, pk, sk, cur.Version}
 	var applied bool
 	var err error
-	if indexed {
+	if indexed || ch.Log != nil {
 		batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 		batch.SetConsistency(b.cl)
 		batch.SerialConsistency(gocql.SerialConsistency(b.scl))
 		batch.Query(set, args...)
-		batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, encodeOutbox(ch))
+		if indexed {
+			batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, encodeOutbox(ch))
+		}
+		if ch.Log != nil {
+			batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 2, ?, ?, ?)`, t, pk, sk, nv, ch.Log)
+		}
 		var iter *gocql.Iter
 		applied, iter, err = b.s.MapExecuteBatchCAS(batch, map[string]any{})
 		if iter != nil {

@@ -253,10 +253,20 @@ func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []
 		l.releaseAll(actx, keys, locked, false)
 		_ = l.s.DeleteTx(actx, id)
 	}
+	// Every record is read at once (the reads of a transaction's items do
+	// not wait for each other); the locks are then taken in order, each
+	// from the record read, and a lost CAS reads that item again.
+	pre, preErr := l.readEach(ctx, keys)
 	for _, i := range order {
 		op, k := p.Ops[i], keys[i]
-		for {
-			rec, err := l.s.ReadItem(ctx, k)
+		for first := true; ; first = false {
+			var rec Record
+			var err error
+			if first {
+				rec, err = pre[i], preErr[i]
+			} else {
+				rec, err = l.s.ReadItem(ctx, k)
+			}
 			if err == nil {
 				rec, err = l.settle(ctx, k, rec, id, waitOwner, deadline)
 			}
@@ -421,6 +431,28 @@ func (l *Ledger) TransactGet(ctx context.Context, p storage.TransactGetParams) (
 		out.Items[i] = first[i].Item
 	}
 	return out, nil
+}
+
+// readEach reads every key once, at most Parallel at a time.
+func (l *Ledger) readEach(ctx context.Context, keys []Key) ([]Record, []error) {
+	recs := make([]Record, len(keys))
+	errs := make([]error, len(keys))
+	if len(keys) == 1 {
+		recs[0], errs[0] = l.s.ReadItem(ctx, keys[0])
+		return recs, errs
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, l.o.Parallel)
+	for i := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			recs[i], errs[i] = l.s.ReadItem(ctx, keys[i])
+		}()
+	}
+	wg.Wait()
+	return recs, errs
 }
 
 // readAll reads every key, settling locks, until one pass meets no lock.

@@ -1,4 +1,4 @@
-package txledger
+package txledger_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // memStore is a small, correct in-process Store: a map of item records and
@@ -19,7 +20,7 @@ import (
 type memStore struct {
 	mu      sync.Mutex
 	items   map[string]*memRec
-	txs     map[TxID]TxRecord
+	txs     map[txledger.TxID]txledger.TxRecord
 	tables  map[int64]int64 // id -> description version; missing: not live
 	ver     int64
 	indexes map[string][]byte // index name + "/" + pk -> entry item
@@ -29,50 +30,50 @@ type memStore struct {
 type memRec struct {
 	item []byte
 	ver  int64
-	lock *Lock
+	lock *txledger.Lock
 }
 
 func newMemStore() *memStore {
-	return &memStore{items: map[string]*memRec{}, txs: map[TxID]TxRecord{}, tables: map[int64]int64{}, indexes: map[string][]byte{}}
+	return &memStore{items: map[string]*memRec{}, txs: map[txledger.TxID]txledger.TxRecord{}, tables: map[int64]int64{}, indexes: map[string][]byte{}}
 }
 
-func mkey(k Key) string { return fmt.Sprintf("%d/%x/%x", k.Table.ID, k.PK, k.SK) }
+func mkey(k txledger.Key) string { return fmt.Sprintf("%d/%x/%x", k.Table.ID, k.PK, k.SK) }
 
-func (m *memStore) live(k Key) error {
+func (m *memStore) live(k txledger.Key) error {
 	if _, ok := m.tables[k.Table.ID]; !ok {
 		return storage.Errorf(storage.KindTableNotFound, "table %d", k.Table.ID)
 	}
 	return nil
 }
 
-func (m *memStore) ReadItem(_ context.Context, k Key) (Record, error) {
+func (m *memStore) ReadItem(_ context.Context, k txledger.Key) (txledger.Record, error) {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.live(k); err != nil {
-		return Record{}, err
+		return txledger.Record{}, err
 	}
 	r := m.items[mkey(k)]
 	if r == nil {
-		return Record{}, nil
+		return txledger.Record{}, nil
 	}
-	var l *Lock
+	var l *txledger.Lock
 	if r.lock != nil {
 		c := *r.lock
 		l = &c
 	}
-	return Record{Item: r.item, Version: r.ver, Lock: l}, nil
+	return txledger.Record{Item: r.item, Version: r.ver, Lock: l}, nil
 }
 
-func (m *memStore) LockItem(_ context.Context, k Key, cur Record, tx TxID, ch storage.Change) (Record, bool, error) {
+func (m *memStore) LockItem(_ context.Context, k txledger.Key, cur txledger.Record, tx txledger.TxID, ch storage.Change) (txledger.Record, bool, error) {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.live(k); err != nil {
-		return Record{}, false, err
+		return txledger.Record{}, false, err
 	}
 	if v := m.tables[k.Table.ID]; v != k.Table.Version {
-		return Record{}, false, storage.VersionChanged(k.Table, v)
+		return txledger.Record{}, false, storage.VersionChanged(k.Table, v)
 	}
 	r := m.items[mkey(k)]
 	var v int64
@@ -80,7 +81,7 @@ func (m *memStore) LockItem(_ context.Context, k Key, cur Record, tx TxID, ch st
 		v = r.ver
 	}
 	if v != cur.Version {
-		return Record{}, false, nil
+		return txledger.Record{}, false, nil
 	}
 	if r == nil {
 		r = &memRec{}
@@ -88,11 +89,11 @@ func (m *memStore) LockItem(_ context.Context, k Key, cur Record, tx TxID, ch st
 	}
 	m.ver++
 	r.ver = m.ver
-	r.lock = &Lock{Tx: tx, Change: ch}
-	return Record{Item: r.item, Version: r.ver, Lock: &Lock{Tx: tx, Change: ch}}, true, nil
+	r.lock = &txledger.Lock{Tx: tx, Change: ch}
+	return txledger.Record{Item: r.item, Version: r.ver, Lock: &txledger.Lock{Tx: tx, Change: ch}}, true, nil
 }
 
-func (m *memStore) apply(k Key, r *memRec, ch storage.Change) {
+func (m *memStore) apply(k txledger.Key, r *memRec, ch storage.Change) {
 	switch ch.Op {
 	case storage.Put:
 		r.item = ch.Item
@@ -109,7 +110,7 @@ func (m *memStore) apply(k Key, r *memRec, ch storage.Change) {
 	}
 }
 
-func (m *memStore) ReleaseItem(_ context.Context, k Key, cur Record, commit bool) (bool, error) {
+func (m *memStore) ReleaseItem(_ context.Context, k txledger.Key, cur txledger.Record, commit bool) (bool, error) {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -130,7 +131,7 @@ func (m *memStore) ReleaseItem(_ context.Context, k Key, cur Record, commit bool
 }
 
 // write is a plain WriteItem through the ledger's Settle.
-func (m *memStore) write(ctx context.Context, l *Ledger, k Key, fn storage.WriteFunc) error {
+func (m *memStore) write(ctx context.Context, l *txledger.Ledger, k txledger.Key, fn storage.WriteFunc) error {
 	for {
 		rec, err := m.ReadItem(ctx, k)
 		if err != nil {
@@ -165,7 +166,7 @@ func (m *memStore) write(ctx context.Context, l *Ledger, k Key, fn storage.Write
 	}
 }
 
-func (m *memStore) CreateTx(_ context.Context, tx TxRecord) error {
+func (m *memStore) CreateTx(_ context.Context, tx txledger.TxRecord) error {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -176,7 +177,7 @@ func (m *memStore) CreateTx(_ context.Context, tx TxRecord) error {
 	return nil
 }
 
-func (m *memStore) ReadTx(_ context.Context, id TxID) (*TxRecord, error) {
+func (m *memStore) ReadTx(_ context.Context, id txledger.TxID) (*txledger.TxRecord, error) {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -187,7 +188,7 @@ func (m *memStore) ReadTx(_ context.Context, id TxID) (*TxRecord, error) {
 	return &tx, nil
 }
 
-func (m *memStore) SetTxState(_ context.Context, id TxID, from, to State) (bool, error) {
+func (m *memStore) SetTxState(_ context.Context, id txledger.TxID, from, to txledger.State) (bool, error) {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -200,7 +201,7 @@ func (m *memStore) SetTxState(_ context.Context, id TxID, from, to State) (bool,
 	return true, nil
 }
 
-func (m *memStore) DeleteTx(_ context.Context, id TxID) error {
+func (m *memStore) DeleteTx(_ context.Context, id txledger.TxID) error {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -208,11 +209,11 @@ func (m *memStore) DeleteTx(_ context.Context, id TxID) error {
 	return nil
 }
 
-func (m *memStore) ListTx(_ context.Context, before time.Time, limit int) ([]TxRecord, error) {
+func (m *memStore) ListTx(_ context.Context, before time.Time, limit int) ([]txledger.TxRecord, error) {
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []TxRecord
+	var out []txledger.TxRecord
 	for _, tx := range m.txs {
 		if tx.Started.Before(before) && len(out) < limit {
 			out = append(out, tx)
@@ -231,98 +232,4 @@ func (m *memStore) leftovers() (locks, txs int) {
 		}
 	}
 	return locks, len(m.txs)
-}
-
-// errCrash is what a crashed coordinator's store answers.
-var errCrash = storage.Errorf(storage.KindUnavailable, "coordinator crashed")
-
-// crashStore lets a coordinator make `after` store calls, then fails every
-// call from it: the coordinator "dies" between two steps (its later calls
-// never reach the store). With mid set, the call that crosses the limit
-// reaches the store and then fails (the write happened, the coordinator
-// does not know).
-type crashStore struct {
-	Store
-	after int64
-	mid   bool
-	n     atomic.Int64
-}
-
-func (c *crashStore) step() (crossed, dead bool) {
-	n := c.n.Add(1)
-	return n == c.after+1, n > c.after
-}
-
-func (c *crashStore) ReadItem(ctx context.Context, k Key) (Record, error) {
-	if crossed, dead := c.step(); dead {
-		if crossed && c.mid {
-			_, _ = c.Store.ReadItem(ctx, k)
-		}
-		return Record{}, errCrash
-	}
-	return c.Store.ReadItem(ctx, k)
-}
-
-func (c *crashStore) LockItem(ctx context.Context, k Key, cur Record, tx TxID, ch storage.Change) (Record, bool, error) {
-	if crossed, dead := c.step(); dead {
-		if crossed && c.mid {
-			_, _, _ = c.Store.LockItem(ctx, k, cur, tx, ch)
-		}
-		return Record{}, false, errCrash
-	}
-	return c.Store.LockItem(ctx, k, cur, tx, ch)
-}
-
-func (c *crashStore) ReleaseItem(ctx context.Context, k Key, cur Record, commit bool) (bool, error) {
-	if crossed, dead := c.step(); dead {
-		if crossed && c.mid {
-			_, _ = c.Store.ReleaseItem(ctx, k, cur, commit)
-		}
-		return false, errCrash
-	}
-	return c.Store.ReleaseItem(ctx, k, cur, commit)
-}
-
-func (c *crashStore) CreateTx(ctx context.Context, tx TxRecord) error {
-	if crossed, dead := c.step(); dead {
-		if crossed && c.mid {
-			_ = c.Store.CreateTx(ctx, tx)
-		}
-		return errCrash
-	}
-	return c.Store.CreateTx(ctx, tx)
-}
-
-func (c *crashStore) ReadTx(ctx context.Context, id TxID) (*TxRecord, error) {
-	if _, dead := c.step(); dead {
-		return nil, errCrash
-	}
-	return c.Store.ReadTx(ctx, id)
-}
-
-func (c *crashStore) SetTxState(ctx context.Context, id TxID, from, to State) (bool, error) {
-	if crossed, dead := c.step(); dead {
-		if crossed && c.mid {
-			_, _ = c.Store.SetTxState(ctx, id, from, to)
-		}
-		return false, errCrash
-	}
-	return c.Store.SetTxState(ctx, id, from, to)
-}
-
-func (c *crashStore) DeleteTx(ctx context.Context, id TxID) error {
-	if crossed, dead := c.step(); dead {
-		if crossed && c.mid {
-			_ = c.Store.DeleteTx(ctx, id)
-		}
-		return errCrash
-	}
-	return c.Store.DeleteTx(ctx, id)
-}
-
-func (c *crashStore) ListTx(ctx context.Context, before time.Time, limit int) ([]TxRecord, error) {
-	if _, dead := c.step(); dead {
-		return nil, errCrash
-	}
-	return c.Store.ListTx(ctx, before, limit)
 }

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
+)
+
+// noMultiItem is a real backend that answers KindUnsupported to
+// TransactWrite, as a backend without multi-item atomicity does (the
+// Cassandra backend until the transaction ledger is wired in).
+type noMultiItem struct{ storage.Backend }
+
+func (noMultiItem) TransactWrite(context.Context, storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
+}
+
+func (noMultiItem) TransactGet(context.Context, storage.TransactGetParams) (*storage.TransactGetResult, error) {
+	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
+}
+
+// TestBackgroundWithoutTransactions: the TTL sweeper, index backfills,
+// BatchWriteItem and BatchGetItem write (read) independent items; on a backend without multi-item
+// transactions they write them one by one, so TTL, new indexes and batch
+// writes work there too.
+func TestBackgroundWithoutTransactions(t *testing.T) {
+	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	e := startEngine(t, storage.Checked(noMultiItem{b}, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
+	ctx := t.Context()
+	const name = "no-multi-item"
+	createHashTable(t, e, name)
+	now := time.Now().Unix()
+	for i := 0; i < 30; i++ {
+		exp := now + 3600
+		if i%3 == 0 {
+			exp = now - 10
+		}
+		ok(t)(e.PutItem(ctx, msAccount, &PutItemInput{TableName: ptr(name), Item: attr.Item{"pk": sv(fmt.Sprintf("k%02d", i)),
+			"exp": attr.MustNum(strconv.FormatInt(exp, 10)), "g": sv("x")}}))
+	}
+	// BatchWriteItem: a put and a delete.
+	ok(t)(e.BatchWriteItem(ctx, msAccount, &BatchWriteItemInput{RequestItems: map[string][]WriteRequest{name: {
+		{PutRequest: &PutRequest{Item: attr.Item{"pk": sv("batch"), "g": sv("y")}}},
+		{DeleteRequest: &DeleteRequest{Key: attr.Item{"pk": sv("batch-absent")}}},
+	}}}))
+	if out, err := e.GetItem(ctx, msAccount, &GetItemInput{TableName: ptr(name), Key: attr.Item{"pk": sv("batch")}}); err != nil || out.Item == nil {
+		t.Fatalf("item of BatchWriteItem: %v %v", out, err)
+	}
+	// BatchGetItem reads item by item; TransactGetItems and
+	// TransactWriteItems say clearly that the backend cannot.
+	bg, err := e.BatchGetItem(ctx, msAccount, &BatchGetItemInput{RequestItems: map[string]KeysAndAttributes{name: {
+		Keys: []attr.Item{{"pk": sv("batch")}, {"pk": sv("k01")}, {"pk": sv("absent")}}}}})
+	if err != nil || len(bg.Responses[name]) != 2 {
+		t.Fatalf("BatchGetItem: %v %v", bg, err)
+	}
+	_, err = e.TransactGetItems(ctx, msAccount, &TransactGetItemsInput{TransactItems: []TransactGetItem{{Get: &TransactGet{TableName: ptr(name), Key: attr.Item{"pk": sv("batch")}}}}})
+	if code(FromStorage(err)) != CodeValidation {
+		t.Fatalf("TransactGetItems without multi-item reads: %v", err)
+	}
+	// Backfills: the TTL index and a GSI over items that exist.
+	ok(t)(e.UpdateTimeToLive(ctx, msAccount, &UpdateTimeToLiveInput{TableName: ptr(name),
+		TimeToLiveSpecification: &TimeToLiveSpecification{Enabled: ptr(true), AttributeName: ptr("exp")}}))
+	waitBackfilled(t, e, name, 10*time.Second)
+	addGSI(t, e, name, "by-g", "g", "S")
+	tb := waitBackfilled(t, e, name, 10*time.Second)
+	q, err := e.Query(ctx, msAccount, &QueryInput{TableName: ptr(name), IndexName: ptr("by-g"),
+		KeyConditionExpression: ptr("g = :g"), ExpressionAttributeValues: attr.Item{":g": sv("x")}})
+	if err != nil || q.Count != 30 {
+		t.Fatalf("GSI after backfill: %v %v", q, err)
+	}
+	st, err := e.sweepTable(ctx, tb)
+	if err != nil || st.deleted != 10 {
+		t.Fatalf("sweep: %+v %v", st, err)
+	}
+	for i := 0; i < 30; i++ {
+		out, err := e.GetItem(ctx, msAccount, &GetItemInput{TableName: ptr(name), Key: attr.Item{"pk": sv(fmt.Sprintf("k%02d", i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone := out.Item == nil; gone != (i%3 == 0) {
+			t.Fatalf("item k%02d: gone=%v after the sweep", i, gone)
+		}
+	}
+}
