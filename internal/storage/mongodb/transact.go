@@ -74,6 +74,18 @@ func docOfRecord(r txledger.Record) *itemDoc {
 	return d
 }
 
+// baseOf is the document a compare-and-set on r replaces: the one read,
+// at r.Version (nil: absent, Version 0).
+func baseOf(r txledger.Record) *itemDoc {
+	d := docOfRecord(r)
+	if d == nil || r.Version == 0 {
+		return nil
+	}
+	c := *d
+	c.v = r.Version
+	return &c
+}
+
 // ReadItem implements txledger.Store.
 func (s txStore) ReadItem(ctx context.Context, k txledger.Key) (txledger.Record, error) {
 	if err := s.b.live(ctx, k.Table); err != nil {
@@ -128,7 +140,7 @@ func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Reco
 	wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{k.Table.ID}, l))
 	defer cancel()
 	id := b.keyOf(k)
-	cd := docOfRecord(cur)
+	cd := baseOf(cur)
 	lock := &txledger.Lock{Tx: tx, Change: ch}
 	nd := &itemDoc{id: id, v: 1, idx: map[string]entry{}, lock: lock}
 	if cd != nil {
@@ -147,7 +159,7 @@ func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Reco
 // ReleaseItem implements txledger.Store.
 func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.Record, commit bool) (bool, error) {
 	b := s.b
-	cd := docOfRecord(cur)
+	cd := baseOf(cur)
 	if cd == nil || cur.Lock == nil {
 		return false, storage.Errorf(storage.KindInternal, "mongodb: release of an unlocked record")
 	}
