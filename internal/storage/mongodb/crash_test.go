@@ -28,6 +28,9 @@ import (
 
 const crashChildEnv = "EXTENDDB_TEST_MONGODB_CRASH_CHILD"
 
+// txLockTimeout keeps the dead coordinators' locks short in these tests.
+const txLockTimeout = 3 * time.Second
+
 type crashSpec struct {
 	URI      string           `json:"uri"`
 	Database string           `json:"db"`
@@ -50,7 +53,7 @@ func crashChild() {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		os.Exit(2)
 	}
-	b, err := Open(context.Background(), Options{URI: spec.URI, Database: spec.Database, LeaseDuration: spec.Lease})
+	b, err := Open(context.Background(), Options{URI: spec.URI, Database: spec.Database, LeaseDuration: spec.Lease, TxLockTimeout: txLockTimeout})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		os.Exit(2)
@@ -82,7 +85,7 @@ func TestCrashMidTransaction(t *testing.T) {
 	// A killed writer's item version claim holds its item for one lease
 	// (ADR 0017); a short lease keeps the test short.
 	const lease = 2 * time.Second
-	b := openT(t, Options{LeaseDuration: lease})
+	b := openT(t, Options{LeaseDuration: lease, TxLockTimeout: txLockTimeout})
 	ctx := t.Context()
 	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "crash", Desc: []byte("d")})
 	if err != nil {
@@ -101,7 +104,7 @@ func TestCrashMidTransaction(t *testing.T) {
 	check := func(round int) {
 		t.Helper()
 		// A fresh process's view: a new Backend (its own pool and ledger).
-		fresh := openT(t, Options{LeaseDuration: lease})
+		fresh := openT(t, Options{LeaseDuration: lease, TxLockTimeout: txLockTimeout})
 		sum := 0
 		var gets []storage.GetItemParams
 		for i := range keys {

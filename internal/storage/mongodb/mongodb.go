@@ -57,7 +57,17 @@ type Options struct {
 	// SkipSchemaCheck opens without checking the migrations (tests that
 	// migrate themselves).
 	SkipSchemaCheck bool
+	// TxLockTimeout is the transaction ledger's LockTimeout (0:
+	// DefaultTxLockTimeout): a PENDING transaction older than this may be
+	// aborted by anyone (the sweep included), so it must exceed the time a
+	// live coordinator takes to lock its items (up to 100 on a slow
+	// server); MaxWait is twice it.
+	TxLockTimeout time.Duration
 }
+
+// DefaultTxLockTimeout is the ledger's lock timeout on MongoDB: FerretDB
+// takes several seconds to lock 100 items on a loaded machine.
+const DefaultTxLockTimeout = 15 * time.Second
 
 // DefaultMaxPoolSize is the connection pool size on MongoDB when none is
 // configured.
@@ -147,7 +157,11 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	b := &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
 		lease: lease, indexed: map[string]bool{}, swept: make(chan struct{})}
-	b.ledger = txledger.New(txStore{b}, txledger.Options{})
+	lt := opts.TxLockTimeout
+	if lt <= 0 {
+		lt = DefaultTxLockTimeout
+	}
+	b.ledger = txledger.New(txStore{b}, txledger.Options{LockTimeout: lt})
 	sctx, stop := context.WithCancel(context.Background())
 	b.stopSweep = stop
 	go func() {
