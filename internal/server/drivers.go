@@ -11,6 +11,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/cassandra"
 	"github.com/extenddb/extenddb/internal/storage/memory"
+	"github.com/extenddb/extenddb/internal/storage/mongodb"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
@@ -24,6 +25,7 @@ func Drivers() []storage.Driver {
 		postgres.Driver(),
 		memory.Driver(),
 		cassandra.Driver(),
+		mongodb.Driver(),
 	}
 }
 

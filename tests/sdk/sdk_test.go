@@ -190,11 +190,23 @@ func TestConditionFailureReturnsOldItem(t *testing.T) {
 }
 
 // TestConditionalRace: 32 clients race a conditional put on one key;
-// exactly one wins and every loser sees the winner's item.
+// exactly one wins and every loser sees the winner's item, in each of
+// raceRounds rounds.
 func TestConditionalRace(t *testing.T) {
-	ctx := context.Background()
 	c := client(t)
 	name := createTable(t, c, false)
+	// Several rounds, each on a fresh key: every round has one winner.
+	for round := range raceRounds {
+		conditionalRaceRound(t, name, "lock-"+strconv.Itoa(round))
+	}
+}
+
+// raceRounds is how many rounds TestConditionalRace runs.
+const raceRounds = 5
+
+func conditionalRaceRound(t *testing.T, name, key string) {
+	t.Helper()
+	ctx := context.Background()
 	const n = 32
 	var wins atomic.Int32
 	var wg sync.WaitGroup
@@ -207,7 +219,7 @@ func TestConditionalRace(t *testing.T) {
 			cl := clientOf(t, endpoints[i%len(endpoints)])
 			me := "client-" + strconv.Itoa(i)
 			_, err := cl.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name),
-				Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "lock"},
+				Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key},
 					"owner": &types.AttributeValueMemberS{Value: me}, "ex": &types.AttributeValueMemberN{Value: "100"}},
 				ConditionExpression:                 aws.String("attribute_not_exists(pk) OR ex <= :now"),
 				ExpressionAttributeValues:           map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: "50"}},
@@ -232,7 +244,7 @@ func TestConditionalRace(t *testing.T) {
 	close(winner)
 	close(losersSaw)
 	if wins.Load() != 1 {
-		t.Fatalf("%d winners", wins.Load())
+		t.Fatalf("key %s: %d winners", key, wins.Load())
 	}
 	w := <-winner
 	count := 0
@@ -243,7 +255,7 @@ func TestConditionalRace(t *testing.T) {
 		}
 	}
 	if count != n-1 {
-		t.Fatalf("%d losers", count)
+		t.Fatalf("key %s: %d losers", key, count)
 	}
 }
 

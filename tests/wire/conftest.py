@@ -253,10 +253,10 @@ def endpoint(request, tmp_path_factory):
     # sending (test_protocol.py) finish quickly; they read the same value.
     os.environ.setdefault("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "5s")
     # One catalog binds one store: the servers of xdist workers that share
-    # one database (PostgreSQL in EXTENDDB_SERVE_ARGS) share one store of
+    # one database (PostgreSQL or MongoDB in EXTENDDB_SERVE_ARGS) share one store of
     # this run; servers with a database each have a store each.
     store_root = None
-    if extra and "postgres" in extra and os.environ.get("PYTEST_XDIST_WORKER"):
+    if extra and ("postgres" in extra or "mongodb" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
         store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
                             env=server_env(logdir, store_root))

@@ -153,6 +153,12 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 	if err := b.claims(id).Drop(ctx); err != nil {
 		return nil, translate(err, "mongodb: drop the table's claims")
 	}
+	if err := b.logColl(id).Drop(ctx); err != nil {
+		return nil, translate(err, "mongodb: drop the table's change log")
+	}
+	if err := b.hintsColl(id).Drop(ctx); err != nil {
+		return nil, translate(err, "mongodb: drop the table's change log hints")
+	}
 	if _, err := b.fence.DeleteMany(ctx, bson.D{{Key: "t", Value: id}}); err != nil {
 		return nil, translate(err, "mongodb: delete the table's fence documents")
 	}
@@ -162,6 +168,7 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 			delete(b.indexed, k)
 		}
 	}
+	delete(b.indexed, logName(id)+"/r")
 	b.mu.Unlock()
 	return &storage.DeleteTableResult{Table: c.doc.table()}, nil
 }

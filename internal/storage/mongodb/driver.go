@@ -56,9 +56,9 @@ func configOf(env storage.DriverEnv) *Config {
 	return defaultConfig()
 }
 
-// Driver is the MongoDB entry for the server's driver table. It is not in
-// the table yet: the backend does not pass every storagetest section
-// (multi-item transactions need the per-item transaction ledger).
+// Driver is the MongoDB entry for the server's driver table. The backend
+// has no snapshot capability and no backup catalog (ADR 0017): the server
+// answers backup operations with a ValidationException that says so.
 func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "mongodb",
@@ -66,6 +66,7 @@ func Driver() storage.Driver {
 		NewConfig: func() any { return defaultConfig() },
 		Flags: []storage.Flag{
 			{Name: "mongodb-uri", Key: "uri", Usage: "MongoDB connection string (storage.mongodb.uri)"},
+			{Name: "mongodb-database", Key: "database", Usage: "MongoDB database holding extenddb's collections (storage.mongodb.database)"},
 		},
 		Keys: []storage.KeyDoc{
 			{Key: "uri", Default: "", Doc: "MongoDB connection string, e.g. mongodb://127.0.0.1:27017/"},

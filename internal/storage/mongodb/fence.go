@@ -53,6 +53,8 @@ type tableDoc struct {
 	// ("" when none): set by the holder after winning the claim, so a
 	// writer's one read of the catalog document sees it.
 	Claim string `bson:"x,omitempty"`
+	// Snaps are the table's open snapshot epochs (snapshot.go).
+	Snaps []snapEpoch `bson:"se,omitempty"`
 }
 
 func (d *tableDoc) table() *storage.Table {
@@ -112,14 +114,34 @@ type lease struct {
 	b      *Backend
 	id     string
 	expiry time.Time
+	epochs []string // the table's open snapshot epochs, as read at registration
+	// version is the description version checked at registration
+	// (checked false: registerLive, any version).
+	version int64
+	checked bool
 }
+
+// usable tells whether the lease still has time left for a write (the
+// margin of context).
+func (l *lease) usable() bool { return time.Now().Before(l.expiry.Add(-l.b.lease / 2)) }
 
 // register checks ref.Version and registers a writer, waiting while a
 // catalog change is claimed.
 func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, error) {
+	return b.registerAt(ctx, ref, true)
+}
+
+// registerLive registers a writer of a live table at any version (the
+// release of a decided transaction's lock: its change always lands, and a
+// catalog change still drains it).
+func (b *Backend) registerLive(ctx context.Context, ref storage.TableRef) (*lease, error) {
+	return b.registerAt(ctx, ref, false)
+}
+
+func (b *Backend) registerAt(ctx context.Context, ref storage.TableRef, checkVersion bool) (*lease, error) {
 	for attempt := 0; ; attempt++ {
 		exp := time.Now().Add(b.lease)
-		l := &lease{b: b, id: regPrefix(ref.ID) + token(), expiry: exp}
+		l := &lease{b: b, id: regPrefix(ref.ID) + token(), expiry: exp, version: ref.Version, checked: checkVersion}
 		if _, err := b.fence.InsertOne(ctx, fenceDoc{ID: l.id, T: ref.ID, Exp: exp.UnixMilli()}); err != nil {
 			return nil, translate(err, "mongodb: table fence")
 		}
@@ -127,7 +149,7 @@ func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, e
 		if err == nil && d == nil {
 			err = tableNotFound(ref)
 		}
-		if err == nil && d.Version != ref.Version {
+		if err == nil && checkVersion && d.Version != ref.Version {
 			err = storage.VersionChanged(ref, d.Version)
 		}
 		var live bool
@@ -135,6 +157,7 @@ func (b *Backend) register(ctx context.Context, ref storage.TableRef) (*lease, e
 			live, err = b.claimLive(ctx, d.Claim)
 		}
 		if err == nil && !live {
+			l.epochs = openEpochs(d.Snaps)
 			return l, nil
 		}
 		l.release()

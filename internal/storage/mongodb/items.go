@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // entry is one secondary index entry kept in an item document.
@@ -26,7 +27,10 @@ type itemDoc struct {
 	item    []byte // nil: no item (a document that only keeps index entries)
 	hasItem bool
 	v       int64
-	idx     map[string]entry // by index field suffix (hex of the index name)
+	idx     map[string]entry    // by index field suffix (hex of the index name)
+	pl      []pending           // change records not known to be published (changelog.go)
+	lock    *txledger.Lock      // the transaction holding the item (transact.go), nil when none
+	pre     map[string]preImage // per snapshot epoch, the item as of its instant (snapshot.go)
 }
 
 func binaryOf(rv bson.RawValue) ([]byte, bool) {
@@ -46,9 +50,27 @@ func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lk, lc bson.RawValue
+	defer func() {
+		if lk.Type != 0 && d != nil {
+			if l, lerr := parseLock(lk, lc); lerr == nil {
+				d.lock = l
+			}
+		}
+	}()
 	for _, el := range els {
 		k, v := el.Key(), el.Value()
 		switch {
+		case k == "lk":
+			lk = v
+		case strings.HasPrefix(k, "s_"):
+			if d.pre == nil {
+				d.pre = map[string]preImage{}
+			}
+			item, ok := binaryOf(v)
+			d.pre[k[2:]] = preImage{item: item, has: ok}
+		case k == "lc":
+			lc = v
 		case k == "_id":
 			d.id, _ = v.StringValueOK()
 		case k == "it":
@@ -56,6 +78,25 @@ func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
 		case k == "v":
 			if n, ok := v.AsInt64OK(); ok {
 				d.v = n
+			}
+		case k == "pl":
+			arr, ok := v.ArrayOK()
+			if !ok {
+				continue
+			}
+			vals, err := arr.Values()
+			if err != nil {
+				return nil, err
+			}
+			for _, pv := range vals {
+				pd, ok := pv.DocumentOK()
+				if !ok {
+					continue
+				}
+				var pr pending
+				pr.R, _ = pd.Lookup("r").StringValueOK()
+				pr.D, _ = binaryOf(pd.Lookup("d"))
+				d.pl = append(d.pl, pr)
 			}
 		case strings.HasPrefix(k, "i_"):
 			e := d.idx[k[2:]]
@@ -101,6 +142,14 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	if err != nil {
 		return nil, err
 	}
+	if d != nil && d.lock != nil {
+		// A committed transaction's change not applied yet is visible.
+		item, err := b.ledger.Visible(ctx, recordOf(d))
+		if err != nil {
+			return nil, err
+		}
+		return &storage.GetItemResult{Item: item}, nil
+	}
 	if d == nil || !d.hasItem {
 		return &storage.GetItemResult{}, nil
 	}
@@ -140,7 +189,7 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		if err != nil {
 			return nil, err
 		}
-		wctx, cancel := l.context(ctx)
+		wctx, cancel := l.context(context.WithValue(ctx, regCtxKey{p.Table.ID}, l))
 		res, err := b.writeLoop(wctx, p, l.expiry)
 		cancel()
 		l.release()
@@ -231,6 +280,11 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 		if err != nil {
 			return nil, waited(ctx, err, "mongodb: read item")
 		}
+		// A transaction's lock is settled first: rolled forward or back,
+		// or waited for while its transaction is live (transact.go).
+		if cur, err = b.settleDoc(ctx, p.Table, p.PK, p.SK, cur); err != nil {
+			return nil, err
+		}
 		var old []byte
 		if cur != nil && cur.hasItem {
 			old = cur.item
@@ -248,7 +302,33 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 				return nil, err
 			}
 		}
-		doc, empty := newDoc(cur, id, p.PK, p.SK, ch)
+		// Change records: the ones the document holds that are not
+		// published yet are carried over, this write's is appended, and a
+		// hint tells the publisher (changelog.go).
+		var pl []pending
+		if cur != nil {
+			if pl, err = b.unpublished(ctx, p.Table.ID, cur.pl); err != nil {
+				return nil, waited(ctx, err, "mongodb: read published records")
+			}
+		}
+		if ch.Log != nil {
+			var v int64 = 1
+			if cur != nil {
+				v = cur.v + 1
+			}
+			pl = append(pl, pending{R: recordID(id, v), D: append([]byte{}, ch.Log...)})
+			if err := b.hint(ctx, p.Table.ID, id, v, exp); err != nil {
+				return nil, waited(ctx, err, "mongodb: record a change log hint")
+			}
+		}
+		doc, empty := newDoc(cur, id, p.PK, p.SK, ch, pl)
+		// Open snapshot epochs keep the item as it was at their instant.
+		if l := registered(ctx, p.Table.ID); l != nil {
+			if pre := preImages(cur, l.epochs); len(pre) > 0 {
+				doc = append(doc, preFields(pre)...)
+				empty = false
+			}
+		}
 		applied := false
 		switch {
 		case cur == nil && empty:
@@ -290,7 +370,7 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 // newDoc is the document after ch; empty when it keeps neither an item
 // nor an index entry (a new document is then not inserted; an existing one
 // keeps {_id, v} so its versions never repeat).
-func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change) (bson.D, bool) {
+func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change, pl []pending) (bson.D, bool) {
 	idx := map[string]entry{}
 	var v int64 = 1
 	if cur != nil {
@@ -316,7 +396,14 @@ func newDoc(cur *itemDoc, id string, pk, sk []byte, ch storage.Change) (bson.D, 
 	for f, e := range idx {
 		doc = append(doc, bson.E{Key: "i_" + f, Value: e.key}, bson.E{Key: "j_" + f, Value: nz(e.proj)})
 	}
-	return doc, !hasItem && len(idx) == 0
+	if len(pl) > 0 {
+		arr := make(bson.A, len(pl))
+		for i, p := range pl {
+			arr[i] = bson.D{{Key: "r", Value: p.R}, {Key: "d", Value: nz(p.D)}}
+		}
+		doc = append(doc, bson.E{Key: "pl", Value: arr})
+	}
+	return doc, !hasItem && len(idx) == 0 && len(pl) == 0
 }
 
 func nz(b []byte) []byte {
@@ -326,9 +413,8 @@ func nz(b []byte) []byte {
 	return b
 }
 
-// TransactWrite implements storage.Backend. Only one operation is
-// supported until the shared per-item transaction ledger exists (issue
-// "Cassandra backend"); more answer KindUnsupported.
+// TransactWrite implements storage.Backend: one operation is a WriteItem;
+// more run on the transaction ledger (transact.go).
 func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	for i := range p.Ops {
 		if p.Ops[i].Fn == nil {
@@ -340,22 +426,30 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 		return &storage.TransactWriteResult{}, nil
 	case 1:
 	default:
-		// The fence still answers first: a stale or deleted table refuses
-		// the transaction as the contract says, writing nothing.
+		// One fence registration per table for the whole transaction
+		// (checked at the operations' version), instead of one per lock
+		// and per release: fewer writes on the server.
+		seen := map[int64]bool{}
+		var leases []*lease
+		defer func() {
+			for _, l := range leases {
+				l.release()
+			}
+		}()
+		tctx := ctx
 		for _, op := range p.Ops {
-			d, err := b.tableByID(ctx, op.Table.ID)
+			if seen[op.Table.ID] {
+				continue
+			}
+			seen[op.Table.ID] = true
+			l, err := b.register(ctx, op.Table)
 			if err != nil {
 				return nil, err
 			}
-			if d == nil {
-				return nil, tableNotFound(op.Table)
-			}
-			if d.Version != op.Table.Version {
-				return nil, storage.VersionChanged(op.Table, d.Version)
-			}
+			leases = append(leases, l)
+			tctx = context.WithValue(tctx, regCtxKey{op.Table.ID}, l)
 		}
-		return nil, storage.Errorf(storage.KindUnsupported,
-			"mongodb: transactions over %d items are not implemented yet (they need the per-item transaction ledger)", len(p.Ops))
+		return b.ledger.TransactWrite(tctx, p)
 	}
 	var fnErr error
 	op := p.Ops[0]
@@ -375,9 +469,8 @@ func (b *Backend) TransactWrite(ctx context.Context, p storage.TransactWritePara
 	return &storage.TransactWriteResult{Results: []storage.WriteItemResult{*r}}, nil
 }
 
-// TransactGet implements storage.Backend: one key only until the
-// transaction ledger exists (a standalone server has no multi-document
-// snapshot read).
+// TransactGet implements storage.Backend: one key is a GetItem; more are
+// read from one instant by the transaction ledger (transact.go).
 func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
 	switch len(p.Keys) {
 	case 0:
@@ -389,6 +482,5 @@ func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) 
 		}
 		return &storage.TransactGetResult{Items: [][]byte{r.Item}}, nil
 	}
-	return nil, storage.Errorf(storage.KindUnsupported,
-		"mongodb: consistent reads of %d items are not implemented yet (they need the per-item transaction ledger)", len(p.Keys))
+	return b.ledger.TransactGet(ctx, p)
 }

@@ -38,6 +38,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // Options configure Open.
@@ -56,7 +57,17 @@ type Options struct {
 	// SkipSchemaCheck opens without checking the migrations (tests that
 	// migrate themselves).
 	SkipSchemaCheck bool
+	// TxLockTimeout is the transaction ledger's LockTimeout (0:
+	// DefaultTxLockTimeout): a PENDING transaction older than this may be
+	// aborted by anyone (the sweep included), so it must exceed the time a
+	// live coordinator takes to lock its items (up to 100 on a slow
+	// server); MaxWait is twice it.
+	TxLockTimeout time.Duration
 }
+
+// DefaultTxLockTimeout is the ledger's lock timeout on MongoDB: FerretDB
+// takes several seconds to lock 100 items on a loaded machine.
+const DefaultTxLockTimeout = 15 * time.Second
 
 // DefaultMaxPoolSize is the connection pool size on MongoDB when none is
 // configured.
@@ -74,7 +85,13 @@ type Backend struct {
 	lease  time.Duration
 
 	mu      sync.Mutex
-	indexed map[string]bool // "t<ID>/<index field>" whose MongoDB index exists
+	indexed map[string]bool // "t<ID>/<index field>" (and "l<ID>/r") whose MongoDB index exists
+
+	pubs publishers // the change log publisher of each table, serialized in this process
+
+	ledger    *txledger.Ledger // multi-item transactions (transact.go)
+	stopSweep context.CancelFunc
+	swept     chan struct{}
 }
 
 // Name implements storage.Backend.
@@ -138,8 +155,20 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
-		lease: lease, indexed: map[string]bool{}}, nil
+	b := &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
+		lease: lease, indexed: map[string]bool{}, swept: make(chan struct{})}
+	lt := opts.TxLockTimeout
+	if lt <= 0 {
+		lt = DefaultTxLockTimeout
+	}
+	b.ledger = txledger.New(txStore{b}, txledger.Options{LockTimeout: lt})
+	sctx, stop := context.WithCancel(context.Background())
+	b.stopSweep = stop
+	go func() {
+		defer close(b.swept)
+		b.sweep(sctx)
+	}()
+	return b, nil
 }
 
 // Ping implements storage.Backend.
@@ -152,6 +181,8 @@ func (b *Backend) Ping(ctx context.Context) error {
 
 // Close implements storage.Backend.
 func (b *Backend) Close() error {
+	b.stopSweep()
+	<-b.swept
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return b.client.Disconnect(ctx)

@@ -35,6 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild() // the process TestCrashMidTransaction kills
+		return
+	}
 	requested = storagetest.Requested("mongodb")
 	if !requested {
 		fmt.Println("storage backends: mongodb not requested (EXTENDDB_TEST_BACKENDS=mongodb and EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start) run it)")
@@ -390,4 +394,23 @@ func TestKilledHoldersExpire(t *testing.T) {
 	if err := put(ref, "5"); !storage.IsKind(err, storage.KindTableVersion) {
 		t.Fatalf("write at the old version after UpdateTable: %v, want KindTableVersion", err)
 	}
+}
+
+// TestTwoClientsChangeLog: the change log scenario with the writers spread
+// over two Backends (two servers' pools and publishers) on one database:
+// one record per acknowledged write, per-item commit order, no late gaps.
+func TestTwoClientsChangeLog(t *testing.T) {
+	b1 := openT(t, Options{})
+	b2 := openT(t, Options{})
+	cr, err := b1.CreateTable(t.Context(), storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "log2", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storagetest.ChangeLogScenario(t, []storage.Backend{b1, b2}, []storage.ChangeLog{b1, b2}, cr.Table.Ref(), 8, 30, 50)
+}
+
+// TestChangeLogReopen: records survive closing and reopening the backend.
+func TestChangeLogReopen(t *testing.T) {
+	need(t)
+	storagetest.ChangeLogReopen(t, func(t *testing.T) storage.Backend { return openT(t, Options{}) })
 }

@@ -66,7 +66,7 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	if !p.Forward {
 		dir = -1
 	}
-	rows, more, err := b.readRange(ctx, p.Table.ID, p.Index, conds, field, dir, p.Limit)
+	rows, more, err := b.readRange(ctx, p.Table, p.Index, conds, field, dir, p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -108,54 +108,101 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	if p.After != nil {
 		conds = append(conds, bson.D{{Key: field, Value: bson.D{{Key: "$gt", Value: cursorKey(p.Index, p.After)}}}})
 	}
-	rows, more, err := b.readRange(ctx, p.Table.ID, p.Index, conds, field, 1, p.Limit)
+	rows, more, err := b.readRange(ctx, p.Table, p.Index, conds, field, 1, p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return &storage.ScanResult{Rows: rows, More: more}, nil
 }
 
-// readRange reads up to limit rows of a filter in field order.
-func (b *Backend) readRange(ctx context.Context, id int64, index string, conds bson.A, field string, dir, limit int) ([]storage.Row, bool, error) {
+// readRange reads up to limit rows of a filter in field order. A document
+// locked by a committed transaction whose change is not applied yet is
+// rolled forward (the ledger's release) and the range read again, so a
+// read never misses a committed transaction's item or index entry; other
+// locks show the document as stored.
+func (b *Backend) readRange(ctx context.Context, ref storage.TableRef, index string, conds bson.A, field string, dir, limit int) ([]storage.Row, bool, error) {
+	for attempt := 0; ; attempt++ {
+		rows, more, locked, err := b.readRangeOnce(ctx, ref.ID, index, conds, field, dir, limit)
+		if err != nil || len(locked) == 0 || attempt == 8 {
+			return rows, more, err
+		}
+		rolled := false
+		for _, d := range locked {
+			ok, err := b.committedLock(ctx, d)
+			if err != nil {
+				return nil, false, err
+			}
+			if !ok {
+				continue
+			}
+			ks, err := splitKey(d.id, 2)
+			if err != nil {
+				return nil, false, storage.Wrap(storage.KindInternal, err, "mongodb: decode key")
+			}
+			if _, err := b.settleDoc(ctx, ref, ks[0], ks[1], d); err != nil {
+				return nil, false, err
+			}
+			rolled = true
+		}
+		if !rolled {
+			return rows, more, nil
+		}
+	}
+}
+
+func (b *Backend) readRangeOnce(ctx context.Context, id int64, index string, conds bson.A, field string, dir, limit int) ([]storage.Row, bool, []*itemDoc, error) {
 	if index == "" {
-		conds = append(conds, bson.D{{Key: "it", Value: bson.D{{Key: "$exists", Value: true}}}})
+		conds = append(conds, bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: "it", Value: bson.D{{Key: "$exists", Value: true}}}},
+			bson.D{{Key: "lk", Value: bson.D{{Key: "$exists", Value: true}}}}}}})
 	}
 	filter := bson.D{{Key: "$and", Value: conds}}
-	o := options.Find().SetSort(bson.D{{Key: field, Value: dir}}).SetLimit(int64(limit) + 1)
+	o := options.Find().SetSort(bson.D{{Key: field, Value: dir}})
 	if index == "" {
-		o.SetProjection(bson.D{{Key: "it", Value: 1}})
+		// Documents of locks on absent items are skipped: no limit, the
+		// cursor is closed after limit+1 rows.
+		o.SetBatchSize(int32(min(limit+1, 10000)))
+		o.SetProjection(bson.D{{Key: "it", Value: 1}, {Key: "lk", Value: 1}, {Key: "lc", Value: 1}})
 	} else {
-		o.SetProjection(bson.D{{Key: field, Value: 1}, {Key: projField(index), Value: 1}})
+		o.SetLimit(int64(limit) + 1)
+		o.SetProjection(bson.D{{Key: field, Value: 1}, {Key: projField(index), Value: 1}, {Key: "lk", Value: 1}, {Key: "lc", Value: 1}})
 	}
 	cur, err := b.items(id).Find(ctx, filter, o)
 	if err != nil {
-		return nil, false, translate(err, "mongodb: read range")
+		return nil, false, nil, translate(err, "mongodb: read range")
 	}
 	defer cur.Close(context.Background())
 	var rows []storage.Row
+	var locked []*itemDoc
 	more := false
 	for cur.Next(ctx) {
 		if len(rows) == limit {
 			more = true
 			break
 		}
-		row, err := rowOf(cur.Current, index)
+		d, err := parseItemDoc(cur.Current)
 		if err != nil {
-			return nil, false, storage.Wrap(storage.KindInternal, err, "mongodb: decode row")
+			return nil, false, nil, storage.Wrap(storage.KindInternal, err, "mongodb: decode row")
+		}
+		if d.lock != nil {
+			locked = append(locked, d)
+		}
+		if index == "" && !d.hasItem {
+			continue // a transaction's lock on an absent item
+		}
+		row, err := rowOf(d, index)
+		if err != nil {
+			return nil, false, nil, storage.Wrap(storage.KindInternal, err, "mongodb: decode row")
 		}
 		rows = append(rows, row)
 	}
 	if err := cur.Err(); err != nil {
-		return nil, false, translate(err, "mongodb: read range")
+		return nil, false, nil, translate(err, "mongodb: read range")
 	}
-	return rows, more, nil
+	return rows, more, locked, nil
 }
 
-func rowOf(raw bson.Raw, index string) (storage.Row, error) {
-	d, err := parseItemDoc(raw)
-	if err != nil {
-		return storage.Row{}, err
-	}
+func rowOf(d *itemDoc, index string) (storage.Row, error) {
 	if index == "" {
 		ks, err := splitKey(d.id, 2)
 		if err != nil {

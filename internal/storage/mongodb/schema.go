@@ -49,6 +49,30 @@ var migrationList = []migration{
 			return err
 		},
 	},
+	{
+		Name: "0002_txledger",
+		Spec: "collection txs; index started {st:1}",
+		Apply: func(ctx context.Context, db *mongo.Database) error {
+			if err := createCollection(ctx, db, txColl); err != nil {
+				return err
+			}
+			_, err := db.Collection(txColl).Indexes().CreateOne(ctx, mongo.IndexModel{
+				Keys: bson.D{{Key: "st", Value: 1}}, Options: options.Index().SetName("started")})
+			return err
+		},
+	},
+	{
+		Name: "0003_backup_catalog",
+		Spec: "collections backups, restores, jobclaims, backupmeta",
+		Apply: func(ctx context.Context, db *mongo.Database) error {
+			for _, c := range []string{backupsColl, restoresColl, jobClaimsColl, backupMeta} {
+				if err := createCollection(ctx, db, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	},
 }
 
 const migrationsColl = "schema_migrations"

@@ -1,0 +1,434 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// The backup and restore job catalogs (storage.BackupCatalog,
+// storage.RestoreCatalog) on single-document atomicity (ADR 0017): one
+// document per row {_id: ARN or job id, v: version, r: the record}. Every
+// conditional write (status, heartbeat, claim) reads the row, checks its
+// condition in Go and writes version v+1 by the same discipline as item
+// writes: a unique insert for a new row, else the claim
+// "<collection>/<_id>@<v>@<generation>" in jobclaims whose winner alone
+// replaces {_id, v}. The "database clock" is the server process's clock
+// (servers sharing a database must agree on time, as the leases assume).
+
+var (
+	_ storage.BackupCatalog  = (*Backend)(nil)
+	_ storage.RestoreCatalog = (*Backend)(nil)
+)
+
+const (
+	backupsColl   = "backups"
+	restoresColl  = "restores"
+	jobClaimsColl = "jobclaims"
+	backupMeta    = "backupmeta"
+)
+
+func catalogNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+type rowDoc[T any] struct {
+	ID string `bson:"_id"`
+	V  int64  `bson:"v"`
+	R  T      `bson:"r"`
+}
+
+func readRow[T any](ctx context.Context, coll *mongo.Collection, id string) (*rowDoc[T], error) {
+	var d rowDoc[T]
+	err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, translate(err, "mongodb: read "+coll.Name())
+	}
+	return &d, nil
+}
+
+// casRow writes r as version cur.V+1 of row id (del: deletes the row);
+// false when the row moved on (the caller reads again). A deleted row's
+// ARN is never inserted again, and a late claimant's write at version
+// cur.V matches nothing.
+func casRow[T any](ctx context.Context, b *Backend, coll *mongo.Collection, cur *rowDoc[T], r T, del bool) (bool, error) {
+	claims := b.db.Collection(jobClaimsColl)
+	for gen := 0; ; gen++ {
+		cid := fmt.Sprintf("%s/%s@%016x@%d", coll.Name(), cur.ID, cur.V, gen)
+		_, err := claims.InsertOne(ctx, claimDoc{ID: cid, Exp: time.Now().Add(b.lease).UnixMilli()})
+		if isDup(err) {
+			var held claimDoc
+			err := claims.FindOne(ctx, bson.D{{Key: "_id", Value: cid}}).Decode(&held)
+			if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && held.Exp > time.Now().UnixMilli()) {
+				return false, nil
+			}
+			if err != nil {
+				return false, translate(err, "mongodb: read job claim")
+			}
+			continue // expired: the next generation
+		}
+		if err != nil {
+			return false, translate(err, "mongodb: claim job row")
+		}
+		var matched int64
+		if del {
+			res, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "v", Value: cur.V}})
+			if err != nil {
+				return false, translate(err, "mongodb: delete job row")
+			}
+			matched = res.DeletedCount
+		} else {
+			res, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "v", Value: cur.V}}, rowDoc[T]{ID: cur.ID, V: cur.V + 1, R: r})
+			if err != nil {
+				return false, translate(err, "mongodb: write job row")
+			}
+			matched = res.MatchedCount
+		}
+		for g := 0; g <= gen; g++ {
+			_, _ = claims.DeleteOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("%s/%s@%016x@%d", coll.Name(), cur.ID, cur.V, g)}})
+		}
+		return matched == 1, nil
+	}
+}
+
+// condWrite applies change to row id while cond holds, retrying lost
+// races; it returns whether it matched and the row after it.
+func condWrite[T any](ctx context.Context, b *Backend, coll *mongo.Collection, id string, cond func(T) bool, change func(*T)) (bool, *T, error) {
+	return condWriteDel(ctx, b, coll, id, cond, change, false)
+}
+
+// condWriteDel is condWrite; del deletes the row instead (the row after
+// it is then nil).
+func condWriteDel[T any](ctx context.Context, b *Backend, coll *mongo.Collection, id string, cond func(T) bool, change func(*T), del bool) (bool, *T, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := readRow[T](ctx, coll, id)
+		if err != nil {
+			return false, nil, err
+		}
+		if cur == nil {
+			return false, nil, nil
+		}
+		if !cond(cur.R) {
+			return false, &cur.R, nil
+		}
+		r := cur.R
+		if change != nil {
+			change(&r)
+		}
+		ok, err := casRow(ctx, b, coll, cur, r, del)
+		if err != nil {
+			return false, nil, err
+		}
+		if ok && del {
+			return true, nil, nil
+		}
+		if ok {
+			return true, &r, nil
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return false, nil, translate(err, "mongodb: job row contended")
+		}
+	}
+}
+
+type backupRow struct {
+	ARN        string    `bson:"arn"`
+	Account    string    `bson:"account"`
+	TableName  string    `bson:"table_name"`
+	TableID    int64     `bson:"table_id"`
+	BackupID   string    `bson:"backup_id"`
+	Name       string    `bson:"name"`
+	Type       string    `bson:"type"`
+	Status     string    `bson:"status"`
+	CreatedAt  time.Time `bson:"created_at"`
+	SizeBytes  int64     `bson:"size_bytes"`
+	ItemCount  int64     `bson:"item_count"`
+	TableDesc  []byte    `bson:"table_desc"`
+	StoreID    string    `bson:"store_id"`
+	Prefix     string    `bson:"prefix"`
+	Message    string    `bson:"message"`
+	Owner      string    `bson:"owner"`
+	Generation int64     `bson:"generation"`
+	Heartbeat  time.Time `bson:"heartbeat"`
+}
+
+func (r backupRow) record() *storage.BackupRecord {
+	desc := r.TableDesc
+	if desc == nil {
+		desc = []byte{}
+	}
+	return &storage.BackupRecord{ARN: r.ARN, Account: r.Account, TableName: r.TableName, TableID: r.TableID, BackupID: r.BackupID,
+		Name: r.Name, Type: r.Type, Status: r.Status, CreatedAt: r.CreatedAt.UTC(), SizeBytes: r.SizeBytes, ItemCount: r.ItemCount,
+		TableDesc: desc, StoreID: r.StoreID, Prefix: r.Prefix, Message: r.Message, Owner: r.Owner, Generation: r.Generation,
+		Heartbeat: r.Heartbeat.UTC()}
+}
+
+func backupRowOf(r storage.BackupRecord) backupRow {
+	return backupRow{ARN: r.ARN, Account: r.Account, TableName: r.TableName, TableID: r.TableID, BackupID: r.BackupID,
+		Name: r.Name, Type: r.Type, Status: r.Status, CreatedAt: r.CreatedAt.UTC().Truncate(time.Millisecond), SizeBytes: r.SizeBytes,
+		ItemCount: r.ItemCount, TableDesc: nz(r.TableDesc), StoreID: r.StoreID, Prefix: r.Prefix, Message: r.Message, Owner: r.Owner,
+		Generation: r.Generation, Heartbeat: r.Heartbeat.UTC()}
+}
+
+func backupResult(matched bool, r *backupRow) *storage.BackupWriteResult {
+	res := &storage.BackupWriteResult{Matched: matched}
+	if r != nil {
+		res.Record = r.record()
+	}
+	return res
+}
+
+// CatalogID implements storage.BackupCatalog.
+func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
+	coll := b.db.Collection(backupMeta)
+	_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "catalog"}, {Key: "id", Value: newID}})
+	if err == nil {
+		return newID, nil
+	}
+	if !isDup(err) {
+		return "", translate(err, "mongodb: catalog id")
+	}
+	var d struct {
+		ID string `bson:"id"`
+	}
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "catalog"}}).Decode(&d); err != nil {
+		return "", translate(err, "mongodb: catalog id")
+	}
+	return d.ID, nil
+}
+
+// InsertBackup implements storage.BackupCatalog.
+func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams) (*storage.BackupRecord, error) {
+	r := backupRowOf(p.Record)
+	r.Generation, r.Heartbeat = 1, catalogNow()
+	_, err := b.db.Collection(backupsColl).InsertOne(ctx, rowDoc[backupRow]{ID: r.ARN, V: 1, R: r})
+	if isDup(err) {
+		return nil, storage.Errorf(storage.KindInternal, "mongodb: backup %s exists", r.ARN)
+	}
+	if err != nil {
+		return nil, translate(err, "mongodb: insert backup")
+	}
+	return r.record(), nil
+}
+
+// GetBackup implements storage.BackupCatalog.
+func (b *Backend) GetBackup(ctx context.Context, p storage.GetBackupParams) (*storage.BackupRecord, error) {
+	d, err := readRow[backupRow](ctx, b.db.Collection(backupsColl), p.ARN)
+	if err != nil || d == nil {
+		return nil, err
+	}
+	return d.R.record(), nil
+}
+
+// ListBackups implements storage.BackupCatalog.
+func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error) {
+	filter := bson.D{}
+	if p.StartAfter != "" {
+		filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: p.StartAfter}}}}
+	}
+	cur, err := b.db.Collection(backupsColl).Find(ctx, filter)
+	if err != nil {
+		return nil, translate(err, "mongodb: list backups")
+	}
+	var docs []rowDoc[backupRow]
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, translate(err, "mongodb: list backups")
+	}
+	var out []storage.BackupRecord
+	for _, d := range docs {
+		r := d.R.record()
+		switch {
+		case p.Account != "" && r.Account != p.Account,
+			p.TableName != "" && r.TableName != p.TableName,
+			len(p.Statuses) > 0 && !slices.Contains(p.Statuses, r.Status),
+			!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom.Truncate(time.Millisecond)),
+			!p.CreatedTo.IsZero() && r.CreatedAt.After(p.CreatedTo),
+			p.StartAfter != "" && r.ARN <= p.StartAfter:
+			continue
+		}
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ARN < out[j].ARN })
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
+}
+
+// UpdateBackup implements storage.BackupCatalog.
+func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams) (*storage.BackupWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(backupsColl), p.ARN,
+		func(r backupRow) bool { return r.Generation == p.Generation && r.Status == p.Status },
+		func(r *backupRow) {
+			r.Status, r.Heartbeat = p.NewStatus, catalogNow()
+			if p.SizeBytes != nil {
+				r.SizeBytes = *p.SizeBytes
+			}
+			if p.ItemCount != nil {
+				r.ItemCount = *p.ItemCount
+			}
+			if p.Message != nil {
+				r.Message = *p.Message
+			}
+			if p.StoreID != nil {
+				r.StoreID = *p.StoreID
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return backupResult(ok, r), nil
+}
+
+// RemoveBackup implements storage.BackupCatalog.
+func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams) (*storage.BackupWriteResult, error) {
+	ok, r, err := condWriteDel(ctx, b, b.db.Collection(backupsColl), p.ARN,
+		func(r backupRow) bool { return r.Generation == p.Generation && r.Status == p.Status }, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	return backupResult(ok, r), nil
+}
+
+// HeartbeatBackup implements storage.BackupCatalog.
+func (b *Backend) HeartbeatBackup(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.BackupWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(backupsColl), p.ARN,
+		func(r backupRow) bool { return r.Owner == p.Owner && r.Generation == p.Generation },
+		func(r *backupRow) { r.Heartbeat = catalogNow() })
+	if err != nil {
+		return nil, err
+	}
+	return backupResult(ok, r), nil
+}
+
+// ClaimBackup implements storage.BackupCatalog.
+func (b *Backend) ClaimBackup(ctx context.Context, p storage.ClaimBackupParams) (*storage.BackupWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(backupsColl), p.ARN,
+		func(r backupRow) bool {
+			return r.Generation == p.Generation && r.Status == p.Status && !r.Heartbeat.After(catalogNow().Add(-p.StaleAfter))
+		},
+		func(r *backupRow) {
+			r.Owner, r.Generation, r.Heartbeat = p.Owner, r.Generation+1, catalogNow()
+			if p.NewStatus != "" {
+				r.Status = p.NewStatus
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return backupResult(ok, r), nil
+}
+
+type restoreRow struct {
+	ID         string    `bson:"id"`
+	Account    string    `bson:"account"`
+	TableName  string    `bson:"table_name"`
+	TableID    int64     `bson:"table_id"`
+	BackupARN  string    `bson:"backup_arn"`
+	Status     string    `bson:"status"`
+	Message    string    `bson:"message"`
+	Owner      string    `bson:"owner"`
+	Generation int64     `bson:"generation"`
+	Heartbeat  time.Time `bson:"heartbeat"`
+}
+
+func (r restoreRow) record() *storage.RestoreRecord {
+	return &storage.RestoreRecord{ID: r.ID, Account: r.Account, TableName: r.TableName, TableID: r.TableID, BackupARN: r.BackupARN,
+		Status: r.Status, Message: r.Message, Owner: r.Owner, Generation: r.Generation, Heartbeat: r.Heartbeat.UTC()}
+}
+
+func restoreResult(matched bool, r *restoreRow) *storage.RestoreWriteResult {
+	res := &storage.RestoreWriteResult{Matched: matched}
+	if r != nil {
+		res.Record = r.record()
+	}
+	return res
+}
+
+// InsertRestore implements storage.RestoreCatalog.
+func (b *Backend) InsertRestore(ctx context.Context, p storage.RestoreRecord) (*storage.RestoreRecord, error) {
+	r := restoreRow{ID: p.ID, Account: p.Account, TableName: p.TableName, TableID: p.TableID, BackupARN: p.BackupARN,
+		Status: storage.RestoreRunning, Message: p.Message, Owner: p.Owner, Generation: 1, Heartbeat: catalogNow()}
+	_, err := b.db.Collection(restoresColl).InsertOne(ctx, rowDoc[restoreRow]{ID: r.ID, V: 1, R: r})
+	if isDup(err) {
+		return nil, storage.Errorf(storage.KindInternal, "mongodb: restore job %s exists", r.ID)
+	}
+	if err != nil {
+		return nil, translate(err, "mongodb: insert restore job")
+	}
+	return r.record(), nil
+}
+
+// ListRestores implements storage.RestoreCatalog.
+func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storage.RestoreRecord, error) {
+	cur, err := b.db.Collection(restoresColl).Find(ctx, bson.D{})
+	if err != nil {
+		return nil, translate(err, "mongodb: list restore jobs")
+	}
+	var docs []rowDoc[restoreRow]
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, translate(err, "mongodb: list restore jobs")
+	}
+	var out []storage.RestoreRecord
+	for _, d := range docs {
+		if len(statuses) == 0 || slices.Contains(statuses, d.R.Status) {
+			out = append(out, *d.R.record())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// UpdateRestore implements storage.RestoreCatalog.
+func (b *Backend) UpdateRestore(ctx context.Context, p storage.UpdateBackupParams) (*storage.RestoreWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(restoresColl), p.ARN,
+		func(r restoreRow) bool { return r.Generation == p.Generation && r.Status == p.Status },
+		func(r *restoreRow) {
+			r.Status, r.Heartbeat, r.Message = p.NewStatus, catalogNow(), ""
+			if p.Message != nil {
+				r.Message = *p.Message
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return restoreResult(ok, r), nil
+}
+
+// HeartbeatRestore implements storage.RestoreCatalog.
+func (b *Backend) HeartbeatRestore(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.RestoreWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(restoresColl), p.ARN,
+		func(r restoreRow) bool { return r.Owner == p.Owner && r.Generation == p.Generation },
+		func(r *restoreRow) { r.Heartbeat = catalogNow() })
+	if err != nil {
+		return nil, err
+	}
+	return restoreResult(ok, r), nil
+}
+
+// ClaimRestore implements storage.RestoreCatalog.
+func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams) (*storage.RestoreWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(restoresColl), p.ARN,
+		func(r restoreRow) bool {
+			return r.Generation == p.Generation && r.Status == p.Status && !r.Heartbeat.After(catalogNow().Add(-p.StaleAfter))
+		},
+		func(r *restoreRow) {
+			r.Owner, r.Generation, r.Heartbeat = p.Owner, r.Generation+1, catalogNow()
+			if p.NewStatus != "" {
+				r.Status = p.NewStatus
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return restoreResult(ok, r), nil
+}
