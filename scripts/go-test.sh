@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp -t extenddb-go-test.XXXXXX)
-go test -count=1 -v "$@" ./... >"$log" 2>&1
+go test -count=1 -timeout 30m -v "$@" ./... >"$log" 2>&1
 rc=$?
 echo "== go test packages"
 grep -E '^(ok|FAIL|---|panic:|\?)' "$log" | grep -vE '^--- (PASS|SKIP)' | grep -vE '^\?' || true

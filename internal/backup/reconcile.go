@@ -171,14 +171,14 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 		}
 		m.startRestore(*b, up.Table, job, release)
 	}
-	// Duty 6: spool directories of owners that run nothing.
+	// Duty 6: spool directories of this catalog's owners that run nothing.
 	entries, _ := os.ReadDir(m.cfg.SpoolDir)
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, spoolPrefix) {
-			continue
+		if !e.IsDir() || m.catalogID == "" || !strings.HasPrefix(name, m.spoolDirPrefix()) {
+			continue // another catalog's (or an older version's): not ours to judge
 		}
-		rest := strings.TrimPrefix(name, spoolPrefix)
+		rest := strings.TrimPrefix(name, m.spoolDirPrefix())
 		i := strings.LastIndexByte(rest, '-')
 		if i < 0 || live[rest[:i]] {
 			continue

@@ -37,8 +37,14 @@ const (
 )
 
 // spoolPrefix starts every spool directory's name, followed by the
-// owner's name.
+// catalog's id, a dot and the owner's name (spoolDirPrefix): the spool
+// directory is often the system's temporary directory, shared with other
+// servers of other catalogs, so the reconciler removes only the spool
+// directories of its own catalog's dead owners.
 const spoolPrefix = "extenddb-restore-"
+
+// spoolDirPrefix is the name prefix of this catalog's spool directories.
+func (m *Manager) spoolDirPrefix() string { return spoolPrefix + m.catalogID + "." }
 
 // restoreBatch is the number of items written per atomic batch, and
 // restoreWriters the batches written at once by a restore.
@@ -248,7 +254,7 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 }
 
 func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, beat func(context.Context) (bool, error), prog *jobProgress) (int64, error) {
-	dir, err := os.MkdirTemp(m.cfg.SpoolDir, spoolPrefix+m.cfg.Owner+"-")
+	dir, err := os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
 	if err != nil {
 		return 0, fmt.Errorf("restore: spool directory: %w", err)
 	}
