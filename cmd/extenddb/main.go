@@ -176,7 +176,13 @@ func statusCommand() *cli.Command {
 			}
 			fmt.Printf("backend: %s\n", st.Backend)
 			if st.Missing != "" {
-				fmt.Printf("database: none at %s (created by `extenddb serve`, `init` or `migrate`)\n", st.Missing)
+				// Only the embedded SQLite database is created by serve; the
+				// server backends refuse to serve an unmigrated schema.
+				by := "`extenddb init` or `migrate`"
+				if st.Backend == "sqlite" {
+					by = "`extenddb serve`, `init` or `migrate`"
+				}
+				fmt.Printf("database: none at %s (created by %s)\n", st.Missing, by)
 			}
 			fmt.Printf("applied: %v\npending: %v\n", st.Applied, st.Pending)
 			return nil
