@@ -81,9 +81,9 @@ const (
 	OutcomeForgettable = "forgettable"
 	OutcomeNotFound    = "not-found"
 	// The store itself (entry of extenddb-store.json) with AdoptStore.
-	OutcomeStoreAdopted   = "store-adopted"
-	OutcomeStoreAdoptable = "store-adoptable"
-	OutcomeStoreRefused   = "store-refused" // dry run: the adoption would be refused (live owner, no --force)
+	OutcomeStoreAdopted   = "store-taken-over"
+	OutcomeStoreAdoptable = "store-takeover"         // dry run: the store would be taken over
+	OutcomeStoreRefused   = "store-takeover-refused" // dry run: it would be refused (live owner, no --force)
 )
 
 // Unfixed reports whether an outcome is a problem left for the operator
