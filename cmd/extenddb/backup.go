@@ -132,7 +132,8 @@ func backupCommand() *cli.Command {
 			{
 				Name: "sync", Usage: "rebuild the catalog's backup rows from the store (with a SQLite catalog, while the server is stopped); --move-store, --forget-store and --forget-backup are subcommands of their own", ArgsUsage: " ",
 				Flags: append(storageFlags(),
-					&cli.BoolFlag{Name: "adopt-store", Usage: "take over a store that belongs to another catalog"},
+					&cli.BoolFlag{Name: "adopt-store", Usage: "take over a store that belongs to another catalog (refused while that catalog's heartbeat in the store is live)"},
+					&cli.BoolFlag{Name: "force", Usage: "with --adopt-store: take the store over even though its owner's heartbeat is live (its servers then refuse to write backups there)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "report what a sync would do and change nothing"},
 					&cli.BoolFlag{Name: "prune-missing", Usage: "mark rows whose backup vanished from the store DELETING"},
 					&cli.StringFlag{Name: "move-store", Usage: "after a store was copied to the configured one: verify every backup of store `OLD` (id st-..., directory or s3://bucket/prefix) here, file by file, then re-point its rows (all or nothing)"},
@@ -143,7 +144,7 @@ func backupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return server.SyncBackups(c.Context, cfg, server.SyncOptions{AdoptStore: c.Bool("adopt-store"),
+					return server.SyncBackups(c.Context, cfg, server.SyncOptions{AdoptStore: c.Bool("adopt-store"), Force: c.Bool("force"),
 						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing"), MoveStore: c.String("move-store"),
 						ForgetStore: c.String("forget-store"), ForgetBackups: c.StringSlice("forget-backup")}, os.Stdout, os.Stderr)
 				},

@@ -112,6 +112,8 @@ type Manager struct {
 
 	met       *metrics
 	sweptOnce atomic.Bool // the reconciler made its full pass
+	closeOnce sync.Once
+	beatErr   string // the last heartbeat's error, logged when it changes (heartbeat goroutine only)
 
 	mu        sync.Mutex
 	restoring map[string]int // backup ARN -> restores running from it
@@ -188,10 +190,26 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := m.checkHealth(ctx); err != nil {
 		m.log.Warn("backup store unhealthy", "store", m.st.String(), "err", err)
-	} else if err := m.Reconcile(ctx); err != nil {
-		m.log.Warn("backup reconciler", "err", err)
+	} else {
+		m.heartbeat(ctx)
+		if err := m.Reconcile(ctx); err != nil {
+			m.log.Warn("backup reconciler", "err", err)
+		}
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(m.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-t.C:
+				m.heartbeat(m.ctx)
+			}
+		}
+	}()
 	go func() {
 		defer m.wg.Done()
 		t := time.NewTicker(m.cfg.ReconcileInterval)
@@ -213,11 +231,73 @@ func (m *Manager) Start(ctx context.Context) error {
 // Close stops the reconciler and the running jobs and waits for them. A
 // job stopped this way leaves its row CREATING; the reconciler of a later
 // run fails it once its claim is stale.
+//
+// A clean Close marks the store's heartbeat stopped (when this catalog
+// still owns the store), so that `backup sync --adopt-store` need not wait
+// for it to go stale.
 func (m *Manager) Close() {
-	if m.cancel != nil {
+	m.closeOnce.Do(func() {
+		if m.cancel == nil {
+			return
+		}
 		m.cancel()
+		m.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if p := m.health.Load(); p != nil && *p == nil {
+			if err := m.beat(ctx, true); err != nil {
+				m.log.Warn("backup store heartbeat", "store", m.st.String(), "err", err)
+			}
+		}
+	})
+}
+
+// heartbeat runs beat and logs when its outcome changes.
+func (m *Manager) heartbeat(ctx context.Context) {
+	err := m.beat(ctx, false)
+	if ctx.Err() != nil {
+		return
 	}
-	m.wg.Wait()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg != m.beatErr {
+		if err != nil {
+			m.log.Warn("backup store heartbeat stopped: backups are refused", "store", m.st.String(), "err", err)
+		} else {
+			m.log.Info("backup store heartbeat resumed", "store", m.st.String())
+		}
+		m.beatErr = msg
+	}
+}
+
+// beat writes the store's heartbeat (docs/backup-design.md section 2) if
+// this catalog still owns the store: the identity is read first, so a
+// server whose store was taken over (`backup sync --adopt-store`) stops
+// beating and records the store unhealthy.
+func (m *Manager) beat(ctx context.Context, stopped bool) error {
+	now := time.Now()
+	if err := m.stillOwner(ctx); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	return store.WriteHeartbeat(ctx, m.st, store.Heartbeat{CatalogID: m.catalogID, StoreID: *m.storeID.Load(),
+		Owner: m.cfg.Owner, Host: host, Store: m.st.String(), Time: now, Interval: m.cfg.HeartbeatInterval, Stopped: stopped})
+}
+
+// stillOwner answers nil when the store's identity still names this
+// catalog and the store id last checked; otherwise it checks the health
+// again (recording the verdict) and answers its error.
+func (m *Manager) stillOwner(ctx context.Context) error {
+	if p := m.health.Load(); p != nil && *p == nil {
+		sid := m.storeID.Load()
+		id, err := store.ReadIdentity(ctx, m.st)
+		if err == nil && sid != nil && id.CatalogID == m.catalogID && id.StoreID == *sid {
+			return nil
+		}
+	}
+	return m.checkHealth(ctx)
 }
 
 // checkHealth applies the store identity rules and records the verdict.
@@ -249,15 +329,14 @@ func (m *Manager) checkHealth(ctx context.Context) error {
 }
 
 // Healthy answers nil when the store is reachable and its identity is
-// this catalog's, else an error that says what is wrong.
+// this catalog's, else an error that says what is wrong. The identity is
+// read on every call, so a store taken over by another catalog is refused
+// at once.
 func (m *Manager) Healthy(ctx context.Context) error {
 	if err := m.st.Validate(ctx); err != nil {
 		return fmt.Errorf("backup store %s: %w", m.st, err)
 	}
-	if p := m.health.Load(); p == nil || *p != nil {
-		return m.checkHealth(ctx)
-	}
-	return nil
+	return m.stillOwner(ctx)
 }
 
 func unavailable(err error) error {

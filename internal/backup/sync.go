@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,10 @@ type SyncOptions struct {
 	// AdoptStore takes over a store whose identity names another catalog
 	// (that catalog then finds the store unhealthy).
 	AdoptStore bool
+	// Force, with AdoptStore, takes the store over even while its owner's
+	// heartbeat is live (that owner's servers then refuse to write
+	// backups there).
+	Force bool
 	// DryRun reports what a sync would do and changes nothing (no row, no
 	// identity): outcomes are "adoptable", "movable", "forgettable".
 	DryRun bool
@@ -75,13 +80,17 @@ const (
 	OutcomeForgotten   = "forgotten"
 	OutcomeForgettable = "forgettable"
 	OutcomeNotFound    = "not-found"
+	// The store itself (entry of extenddb-store.json) with AdoptStore.
+	OutcomeStoreAdopted   = "store-taken-over"
+	OutcomeStoreAdoptable = "store-takeover"         // dry run: the store would be taken over
+	OutcomeStoreRefused   = "store-takeover-refused" // dry run: it would be refused (live owner, no --force)
 )
 
 // Unfixed reports whether an outcome is a problem left for the operator
 // (the CLI exits non-zero when any entry has one).
 func Unfixed(outcome string) bool {
 	switch outcome {
-	case OutcomeIncomplete, OutcomeDamaged, OutcomeMissing, OutcomeOtherStore, OutcomeNotFound:
+	case OutcomeIncomplete, OutcomeDamaged, OutcomeMissing, OutcomeOtherStore, OutcomeNotFound, OutcomeStoreRefused:
 		return true
 	}
 	return false
@@ -125,6 +134,9 @@ func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, o
 	}
 	if n > 1 {
 		return nil, errors.New("--move-store, --forget-store and --forget-backup are separate subcommands: give one at a time")
+	}
+	if opt.Force && !opt.AdoptStore {
+		return nil, errors.New("--force only applies with --adopt-store (it takes over a store whose owner's heartbeat is live)")
 	}
 	if n == 1 && opt.PruneMissing {
 		return nil, errors.New("--prune-missing belongs to a plain sync; it cannot be combined with --move-store or --forget-*")
@@ -172,11 +184,8 @@ func (s *syncer) identity(catalogID string) error {
 		if !s.opt.AdoptStore {
 			return fmt.Errorf("store %s belongs to catalog %s, not to this catalog %s: run again with --adopt-store to take it over", s.st, id.CatalogID, catalogID)
 		}
-		if !s.opt.DryRun {
-			id.CatalogID = catalogID
-			if err := s.writeIdentity(id); err != nil {
-				return err
-			}
+		if err := s.adopt(&id, catalogID); err != nil {
+			return err
 		}
 	case err == nil:
 	case !errors.Is(err, store.ErrNotFound):
@@ -190,6 +199,90 @@ func (s *syncer) identity(catalogID string) error {
 	}
 	s.id = id
 	return nil
+}
+
+// adopt takes the store over from the catalog its identity names (id is
+// rewritten in place), unless that catalog's heartbeat is live and Force
+// is not set. In a dry run it only reports.
+func (s *syncer) adopt(id *store.Identity, catalogID string) error {
+	prev := id.CatalogID
+	now := time.Now()
+	live := false
+	var about string
+	hb, err := store.ReadHeartbeat(s.ctx, s.st)
+	switch {
+	case errors.Is(err, store.ErrNotFound), err == nil && hb.CatalogID != prev:
+		about = fmt.Sprintf("no heartbeat of catalog %s in the store (written by an older server, or none of its servers ran here)", prev)
+	case err != nil:
+		if s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		live = true // cannot tell: treated as alive
+		about = fmt.Sprintf("the heartbeat of catalog %s cannot be read (%v)", prev, err)
+	default:
+		live = hb.Live(now)
+		about = describeHeartbeat(hb, now, s.st.String())
+	}
+	if live && !s.opt.Force {
+		if s.opt.DryRun {
+			s.add(SyncEntry{Prefix: store.IdentityKey, Outcome: OutcomeStoreRefused, Detail: fmt.Sprintf(
+				"--adopt-store would be refused: the store belongs to catalog %s and %s; --force would take it over anyway", prev, about)})
+			return nil
+		}
+		return fmt.Errorf("store %s belongs to catalog %s, whose servers look alive: %s. "+
+			"Stop that catalog's servers first (a clean stop marks the heartbeat stopped; after a crash, wait until it is older than its bound), "+
+			"or run again with --adopt-store --force to take the store over anyway (that catalog's servers then refuse to write backups there)",
+			s.st, prev, about)
+	}
+	verb := "taken over"
+	if s.opt.DryRun {
+		verb = "would be taken over"
+	}
+	detail := fmt.Sprintf("%s from catalog %s: %s", verb, prev, about)
+	if live {
+		detail += "; a live owner was overridden with --force: its servers refuse to write backups here from now on"
+		if s.opt.DryRun {
+			detail = fmt.Sprintf("%s from catalog %s: %s; a live owner would be overridden (--force)", verb, prev, about)
+		}
+	}
+	if s.opt.DryRun {
+		s.add(SyncEntry{Prefix: store.IdentityKey, Outcome: OutcomeStoreAdoptable, Detail: detail})
+		return nil
+	}
+	at := now.UTC().Truncate(time.Millisecond)
+	host, _ := os.Hostname()
+	id.CatalogID, id.AdoptedFrom, id.AdoptedAt, id.AdoptedOn = catalogID, prev, &at, host
+	if err := s.writeIdentity(*id); err != nil {
+		return err
+	}
+	s.add(SyncEntry{Prefix: store.IdentityKey, Outcome: OutcomeStoreAdopted, Detail: detail})
+	return nil
+}
+
+// describeHeartbeat says who wrote hb, when and where, and whether it is
+// live at now.
+func describeHeartbeat(hb store.Heartbeat, now time.Time, here string) string {
+	host, owner := hb.Host, hb.Owner
+	if host == "" {
+		host = "(unknown)"
+	}
+	if owner == "" {
+		owner = "(unknown)"
+	}
+	age := hb.Age(now).Round(time.Second)
+	out := fmt.Sprintf("its last heartbeat was at %s (%s ago) from host %s, server %s, ", hb.Time.UTC().Format(time.RFC3339), age, host, owner)
+	switch {
+	case hb.Stopped:
+		out += "which stopped cleanly"
+	case hb.Live(now):
+		out += fmt.Sprintf("younger than %s (%d × its %s interval): live", hb.StaleAfter(), store.HeartbeatStaleFactor, hb.Interval)
+	default:
+		out += fmt.Sprintf("older than %s (%d × its %s interval): stale", hb.StaleAfter(), store.HeartbeatStaleFactor, hb.Interval)
+	}
+	if hb.Store != "" && hb.Store != here {
+		out += fmt.Sprintf(" (written to %s: if this store is a copy of that one, its owner writes there, not here)", hb.Store)
+	}
+	return out
 }
 
 func (s *syncer) writeIdentity(id store.Identity) error {

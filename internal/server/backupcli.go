@@ -210,6 +210,8 @@ var syncSummary = []struct{ outcome, label string }{
 	{backup.OutcomeMoved, "moved"}, {backup.OutcomeMovable, "movable (dry run)"},
 	{backup.OutcomeForgotten, "forgotten"}, {backup.OutcomeForgettable, "forgettable (dry run)"},
 	{backup.OutcomeNotFound, "not found"},
+	{backup.OutcomeStoreAdopted, "store taken over"}, {backup.OutcomeStoreAdoptable, "store to take over (dry run)"},
+	{backup.OutcomeStoreRefused, "store takeover refused (dry run)"},
 }
 
 // printSyncReport prints the entries, the summary table and the summary

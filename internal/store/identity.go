@@ -21,13 +21,21 @@ const IdentityKey = "extenddb-store.json"
 const maxIdentitySize = 64 << 10
 
 // Identity is the content of extenddb-store.json: which store this is and
-// which catalog owns it. It is created once, with PutIfAbsent, and never
-// rewritten.
+// which catalog owns it. It is created once, with PutIfAbsent, and
+// rewritten only by `extenddb backup sync` (--adopt-store names the new
+// owner and records the old one in the Adopted* fields; --move-store gives
+// a copy a fresh store id).
 type Identity struct {
 	Version   int       `json:"version"`
 	StoreID   string    `json:"store_id"`
 	CatalogID string    `json:"catalog_id"`
 	CreatedAt time.Time `json:"created_at"`
+	// AdoptedFrom is the catalog the store was taken over from, AdoptedAt
+	// when and AdoptedOn on which host (empty unless adopted; older
+	// servers ignore these fields).
+	AdoptedFrom string     `json:"adopted_from,omitempty"`
+	AdoptedAt   *time.Time `json:"adopted_at,omitempty"`
+	AdoptedOn   string     `json:"adopted_on,omitempty"`
 }
 
 // IdentityVersion is the version EnsureIdentity writes; ReadIdentity
@@ -155,7 +163,13 @@ func EvaluateHealth(id *Identity, storeHasObjects bool, catalogID string, knownS
 		return h
 	}
 	if id.CatalogID != catalogID {
-		h.Problems = append(h.Problems, fmt.Sprintf("the store belongs to catalog %s, not to this catalog %s", id.CatalogID, catalogID))
+		p := fmt.Sprintf("the store belongs to catalog %s, not to this catalog %s", id.CatalogID, catalogID)
+		if id.AdoptedFrom == catalogID && id.AdoptedAt != nil {
+			p += fmt.Sprintf(" (it was taken over from this catalog at %s on host %s by `extenddb backup sync --adopt-store`: "+
+				"point backup.store at another store, or take it back with `extenddb backup sync --adopt-store` once catalog %s stops)",
+				id.AdoptedAt.UTC().Format(time.RFC3339), orUnknown(id.AdoptedOn), id.CatalogID)
+		}
+		h.Problems = append(h.Problems, p)
 	}
 	if len(known) == 1 && known[0] != id.StoreID {
 		h.Problems = append(h.Problems, fmt.Sprintf("the catalog's backups are in store %s but this store is %s", known[0], id.StoreID))
@@ -200,4 +214,11 @@ func CheckHealth(ctx context.Context, s Store, catalogID string, knownStoreIDs [
 		h = EvaluateHealth(&id, false, catalogID, knownStoreIDs)
 	}
 	return h, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import _build_binary, _free_port, _make_client, _stop, _wait_health, server_env
 from test_backups import ACCOUNT, ARN_RE, catalog, fill, scan_all, wait_backup, wait_table  # noqa: F401
-from wire_helpers import expect_error
+from wire_helpers import expect_error, raw_get
 
 S3_KEYS = {"EXTENDDB__BACKUP__STORE__REGION": "us-east-1", "EXTENDDB__BACKUP__STORE__ACCESS_KEY_ID": "extenddb-test",
            "EXTENDDB__BACKUP__STORE__SECRET_ACCESS_KEY": "extenddb-test-secret"}
@@ -333,6 +333,9 @@ def test_sync_never_adopts_a_crashed_backup(tmp_path, catalog, s3_gofakes3, poin
         assert left, st.objects()
     fresh = tmp_path / "fresh"
     fresh.mkdir(mode=0o700)
+    # The killed server's heartbeat (100 ms interval) is stale after 300 ms:
+    # until then a new catalog's --adopt-store is refused.
+    time.sleep(0.5)
     for args in (catalog, ["--data-dir", str(fresh)]):
         before = st.objects()
         p = sync(args, st, "--adopt-store", "--dry-run", ok=None)
@@ -341,6 +344,44 @@ def test_sync_never_adopts_a_crashed_backup(tmp_path, catalog, s3_gofakes3, poin
         assert st.objects() == before
         p = sync(args, st, "--adopt-store", ok=None)
         assert "0 adopted" in p.stdout and f"{len(left) and 1} incomplete" in p.stdout, p.stdout
+
+
+def test_adopt_store_refuses_a_live_owner(tmp_path, catalog):
+    """Two catalogs on one store: --adopt-store is refused while the
+    owner's server runs (its heartbeat is live), naming it and --force;
+    --force takes the store over and says so; the server that lost it then
+    refuses backups and is not ready, saying why. Once the new owner's
+    server stops cleanly, the first catalog adopts the store back without
+    --force."""
+    st = FSStore(tmp_path / "store")
+    a_data = tmp_path / "a-data"
+    a_data.mkdir(mode=0o700)
+    a_args = ["--data-dir", str(a_data)]
+    host = os.uname().nodename
+    with store_server(tmp_path, a_args, st) as a:
+        a.create_table(TableName="src", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        fill(a, "src", 50)
+        arn = a.create_backup(TableName="src", BackupName="one")["BackupDetails"]["BackupArn"]
+        wait_backup(a, arn)
+        before = {k: v for k, v in st.objects().items() if k != "extenddb-heartbeat.json"}
+        p = sync(catalog, st, "--adopt-store", ok=False)
+        assert "heartbeat" in p.stderr and host in p.stderr and "--force" in p.stderr and "live" in p.stderr, p.stderr
+        p = sync(catalog, st, "--adopt-store", "--dry-run", ok=False)
+        assert "store-takeover-refused" in p.stdout and "1 adoptable" in p.stdout, p.stdout
+        assert {k: v for k, v in st.objects().items() if k != "extenddb-heartbeat.json"} == before
+        p = sync(catalog, st, "--adopt-store", "--force")
+        assert "store-taken-over" in p.stdout and "a live owner was overridden" in p.stdout and "1 adopted" in p.stdout, p.stdout
+        info = expect_error(a.create_backup, "ServiceUnavailable", status=503, TableName="src", BackupName="late")
+        assert "taken over from this catalog" in info.message and "--adopt-store" in info.message, info.message
+        assert raw_get(a.meta.endpoint_url, "/ready").status == 503
+    with store_server(tmp_path, catalog, st) as b:
+        assert rows(b, "src") == [(arn, "AVAILABLE")]
+        p = sync(a_args, st, "--adopt-store", ok=False)
+        assert "whose servers look alive" in p.stderr, p.stderr
+    p = sync(a_args, st, "--adopt-store")
+    assert "store-taken-over" in p.stdout and "stopped cleanly" in p.stdout and "overridden" not in p.stdout, p.stdout
+    assert "1 known" in p.stdout, p.stdout
 
 
 def _alive(c):
