@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"net/http"
 	"net/http/httptest"
@@ -192,5 +193,31 @@ func TestStreamsTarget(t *testing.T) {
 	}
 	if w := do(t, s, "DynamoDBStreams_20120810.GetRecords", `{"ShardIterator":"x"}`); w.Code != 400 || errType(t, w) != prefixValidate+"ValidationException" {
 		t.Errorf("bad iterator: %d %s", w.Code, w.Body.String())
+	}
+}
+
+// TestReadyReason: /ready says why it is not ready when the readiness
+// error carries a reason written for operators (NotReady), and nothing
+// more than "unavailable" otherwise (a driver's error may name hosts).
+func TestReadyReason(t *testing.T) {
+	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&NotReady{Reason: "the store was taken over", Err: errors.New("x")}, `{"reason":"the store was taken over","status":"unavailable"}`},
+		{fmt.Errorf("wrapped: %w", &NotReady{Reason: "r"}), `{"reason":"r","status":"unavailable"}`},
+		{errors.New("dial tcp db.internal:5432: refused"), `{"status":"unavailable"}`},
+	} {
+		s := New(engine.New(b, engine.Options{}), Options{Ready: func(context.Context) error { return tc.err }})
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ready", nil))
+		if w.Code != 503 || w.Body.String() != tc.want {
+			t.Errorf("%v: %d %s, want 503 %s", tc.err, w.Code, w.Body.String(), tc.want)
+		}
 	}
 }

@@ -174,6 +174,19 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	s.writeRaw(w, newRequestID(), http.StatusOK, []byte(`{"status":"ok"}`))
 }
 
+// NotReady is a readiness failure whose Reason may be shown on /ready,
+// which answers without authentication: a reason written for operators
+// (e.g. the backup store belongs to another catalog, and the command that
+// takes it back), never a driver's error that could name hosts or users.
+// Other readiness errors are logged and answered without a reason.
+type NotReady struct {
+	Reason string
+	Err    error
+}
+
+func (e *NotReady) Error() string { return e.Reason }
+func (e *NotReady) Unwrap() error { return e.Err }
+
 func (s *Server) readyHandler(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -181,7 +194,12 @@ func (s *Server) readyHandler(w http.ResponseWriter, r *http.Request) {
 	if s.ready != nil {
 		if err := s.ready(ctx); err != nil {
 			s.log.Warn("not ready", "err", err, "request_id", id)
-			s.writeRaw(w, id, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`))
+			body := []byte(`{"status":"unavailable"}`)
+			var nr *NotReady
+			if errors.As(err, &nr) {
+				body, _ = json.Marshal(map[string]string{"status": "unavailable", "reason": nr.Reason})
+			}
+			s.writeRaw(w, id, http.StatusServiceUnavailable, body)
 			return
 		}
 	}

@@ -126,8 +126,19 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 				if err := backend.Ping(ctx); err != nil {
 					return err
 				}
-				// Reachable, and its identity is this catalog's.
-				return jobs.Healthy(ctx)
+				// Reachable, and its identity is this catalog's; /ready
+				// says why not when the identity is wrong (those messages
+				// are written for operators: owner catalogs, the command
+				// to run).
+				// An unreachable store's driver error stays in the log.
+				if err := jobs.Healthy(ctx); err != nil {
+					reason := "the backup store cannot be reached (the server log says why)"
+					if errors.Is(err, store.ErrUnhealthy) {
+						reason = err.Error()
+					}
+					return &api.NotReady{Reason: reason, Err: err}
+				}
+				return nil
 			}
 		}
 	}

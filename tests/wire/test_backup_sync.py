@@ -11,6 +11,7 @@ never adopted, a vanished backup pruned only with --prune-missing, and
 
 import contextlib
 import hashlib
+import json
 import os
 import random
 import re
@@ -374,7 +375,10 @@ def test_adopt_store_refuses_a_live_owner(tmp_path, catalog):
         assert "store-taken-over" in p.stdout and "a live owner was overridden" in p.stdout and "1 adopted" in p.stdout, p.stdout
         info = expect_error(a.create_backup, "ServiceUnavailable", status=503, TableName="src", BackupName="late")
         assert "taken over from this catalog" in info.message and "--adopt-store" in info.message, info.message
-        assert raw_get(a.meta.endpoint_url, "/ready").status == 503
+        ready = raw_get(a.meta.endpoint_url, "/ready")
+        assert ready.status == 503
+        reason = json.loads(ready.body)["reason"]
+        assert "taken over from this catalog" in reason and "--adopt-store" in reason, reason
     with store_server(tmp_path, catalog, st) as b:
         assert rows(b, "src") == [(arn, "AVAILABLE")]
         p = sync(a_args, st, "--adopt-store", ok=False)
