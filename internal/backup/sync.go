@@ -311,52 +311,59 @@ func (s *syncer) eachRow(statuses []string, fn func(r storage.BackupRecord) erro
 	}
 }
 
-// prefixes lists the store once and answers its backup prefixes in key
-// order, each with whether its sidecar exists (only what is needed is
-// kept, not the listing).
-func (s *syncer) prefixes() ([]string, map[string]bool, error) {
-	s.opt.Progress.Start("listing objects", -1)
-	objs, err := s.st.List(s.ctx, "")
-	if err != nil {
-		s.opt.Progress.Finish()
-		return nil, nil, err
-	}
-	s.opt.Progress.Add(len(objs))
-	s.opt.Progress.Finish()
-	complete := map[string]bool{}
-	var order []string
-	for _, o := range objs {
+// walkBackups walks the store once and calls fn for every backup prefix
+// ("account/table/backup-id"), in key order, with whether its sidecar
+// exists, as soon as the prefix's objects end: the objects of one backup
+// are contiguous in key order (every key between two keys under P + "/"
+// is under it too), so nothing but the current prefix and its flag is
+// held, never the listing.
+func (s *syncer) walkBackups(fn func(prefix string, complete bool) error) error {
+	cur, complete := "", false
+	err := s.st.Walk(s.ctx, "", func(o store.ObjectInfo) error {
 		parts := strings.SplitN(o.Key, "/", 5)
 		if len(parts) < 4 {
-			continue
+			return nil
 		}
-		p := strings.Join(parts[:3], "/")
-		if _, seen := complete[p]; !seen {
-			complete[p] = false
-			order = append(order, strings.Clone(p))
+		p := o.Key[:len(parts[0])+len(parts[1])+len(parts[2])+2]
+		if p != cur {
+			if cur != "" {
+				if err := fn(cur, complete); err != nil {
+					return err
+				}
+			}
+			cur, complete = strings.Clone(p), false
 		}
 		if len(parts) == 4 && parts[3] == format.SidecarName {
-			complete[p] = true
+			complete = true
 		}
+		return nil
+	})
+	if err == nil && cur != "" {
+		err = fn(cur, complete)
 	}
-	return order, complete, nil
+	return err
 }
 
 func (s *syncer) rebuild() ([]SyncEntry, error) {
-	order, complete, err := s.prefixes()
-	if err != nil {
-		return nil, err
-	}
-	s.opt.Progress.Start("verifying backups", len(order))
-	for _, p := range order {
-		err := s.rebuildOne(p, complete[p])
+	// The entries the walk adds are in key order of prefix + "/" (at most
+	// one per prefix); those not "incomplete" are the prefixes with a
+	// sidecar, which the row pass below looks up instead of keeping a set.
+	from := len(s.out)
+	s.opt.Progress.Start("verifying backups", -1)
+	err := s.walkBackups(func(p string, complete bool) error {
+		err := s.rebuildOne(p, complete)
 		s.opt.Progress.Add(1)
-		if err != nil {
-			s.opt.Progress.Finish()
-			return s.out, err
-		}
-	}
+		return err
+	})
 	s.opt.Progress.Finish()
+	if err != nil {
+		return s.out, err
+	}
+	walked := s.out[from:]
+	hasSidecar := func(p string) bool {
+		i, found := slices.BinarySearchFunc(walked, p+"/", func(e SyncEntry, t string) int { return strings.Compare(e.Prefix+"/", t) })
+		return found && walked[i].Outcome != OutcomeIncomplete
+	}
 	// Rows whose backup is no longer complete in this store, and rows of
 	// other stores.
 	err = s.eachRow(nil, func(r storage.BackupRecord) error {
@@ -369,7 +376,7 @@ func (s *syncer) rebuild() ([]SyncEntry, error) {
 				r.Status, r.StoreID, r.StoreID, r.StoreID)})
 			return nil
 		}
-		if r.Status != storage.BackupAvailable || complete[r.Prefix] {
+		if r.Status != storage.BackupAvailable || hasSidecar(r.Prefix) {
 			return nil
 		}
 		e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeMissing, Detail: "the row is AVAILABLE but its backup is not complete in the store"}

@@ -3,11 +3,13 @@ package backup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	rtmetrics "runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +73,14 @@ func cloneStore(b *testing.B, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
+	sc, err := os.ReadFile(filepath.Join(src, format.SidecarName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	scLines, err := format.ParseSidecarLines(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
 	id := rec.BackupID
 	millis := id[:strings.IndexByte(id, '-')]
 	for i := 1; i < n; i++ {
@@ -101,7 +111,17 @@ func cloneStore(b *testing.B, n int) string {
 		if err := os.WriteFile(filepath.Join(dst, format.ManifestName), mb, 0o600); err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dst, format.SidecarName), format.Sidecar(mb), 0o600); err != nil {
+		// The sidecar names every file of the backup (format v2): each
+		// line's sum is recomputed over the copy.
+		lines := slices.Clone(scLines)
+		for j := range lines {
+			data, err := os.ReadFile(filepath.Join(dst, filepath.FromSlash(lines[j].Name)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			lines[j].Sum = sha256.Sum256(data)
+		}
+		if err := os.WriteFile(filepath.Join(dst, format.SidecarName), format.SidecarOf(lines), 0o600); err != nil {
 			b.Fatal(err)
 		}
 	}

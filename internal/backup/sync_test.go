@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
+	"github.com/extenddb/extenddb/internal/store/faultstore"
 )
 
 func outcomes(es []SyncEntry) map[string]int {
@@ -472,6 +474,60 @@ func TestSyncNeverAdoptsPartialPrefixes(t *testing.T) {
 		got, err := Sync(ctx, b, st, descJSON{}, SyncOptions{})
 		if err != nil || outcomes(got)[OutcomeAdopted] != 1 {
 			t.Fatalf("intact: %+v %v", got, err)
+		}
+	})
+}
+
+// TestSyncStreamsTheListing: sync adopts each backup as the store's walk
+// leaves its prefix, not after listing the whole store: a listing that
+// breaks inside the second backup fails the sync with that error after
+// the first backup was adopted, and the broken one is not.
+func TestSyncStreamsTheListing(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		inner, _ := syncFixture(t, b, t.TempDir(), 3)
+		objs, err := inner.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := ""
+		n0 := 0
+		for _, o := range objs {
+			if parts := strings.Split(o.Key, "/"); len(parts) >= 4 {
+				p := strings.Join(parts[:3], "/")
+				if first == "" {
+					first = p
+				}
+				if p != first {
+					break
+				}
+				n0++
+			}
+		}
+		other := backends(t)[0].open(t)
+		if b.Name() == "postgres" {
+			other = backends(t)[1].open(t)
+		}
+		st := faultstore.New(inner)
+		boom := errors.New("listing connection reset")
+		st.Inject(faultstore.Fault{Op: faultstore.OpWalk, Cut: true, CutAfter: int64(n0 + 1), Err: boom})
+		got, err := Sync(ctx, other, st, descJSON{}, SyncOptions{AdoptStore: true})
+		if !errors.Is(err, boom) {
+			t.Fatalf("sync over a broken listing: %v (%+v)", err, got)
+		}
+		if o := outcomes(got); o[OutcomeAdopted] != 1 {
+			t.Fatalf("sync over a broken listing: %+v, want the first backup adopted", got)
+		}
+		cat, _ := storage.Backups(other)
+		rows, err := cat.ListBackups(ctx, storage.ListBackupsParams{Limit: 10})
+		if err != nil || len(rows) != 1 || rows[0].Prefix != first {
+			t.Fatalf("rows after a broken listing: %+v %v, want only %s", rows, err, first)
+		}
+		// The listing whole again: the rest is adopted.
+		st.Reset()
+		got, err = Sync(ctx, other, st, descJSON{}, SyncOptions{})
+		if o := outcomes(got); err != nil || o[OutcomeAdopted] != 2 || o[OutcomeKnown] != 1 {
+			t.Fatalf("second sync: %+v %v", got, err)
 		}
 	})
 }

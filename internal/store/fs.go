@@ -476,55 +476,63 @@ func (s *FS) locate(root int, prefix string) (fds []int, name string, st unix.St
 }
 
 func (s *FS) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := ValidatePrefix(prefix); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	root, err := s.openRoot()
+	var out []ObjectInfo
+	err := s.Walk(ctx, prefix, func(o ObjectInfo) error {
+		out = append(out, o)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// Walk visits the objects List would answer in key order, one directory
+// read at a time: only the entries of the directories on the current path
+// are held, never the whole tree.
+func (s *FS) Walk(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	if err := ValidatePrefix(prefix); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return err
+	}
 	defer unix.Close(root)
-	var out []ObjectInfo
 	if prefix == "" {
 		d, err := unix.Dup(root)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := listTree(ctx, d, "", &out); err != nil {
-			return nil, err
-		}
-	} else {
-		fds, name, st, found, err := s.locate(root, prefix)
-		if err != nil {
-			return nil, err
-		}
-		defer closeAll(fds)
-		if !found {
-			return nil, nil
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			out = append(out, fsInfo(prefix, &st))
-		case unix.S_IFLNK:
-			return nil, fmt.Errorf("%w: %q in key %q is a symlink", ErrUnsafe, name, prefix)
-		case unix.S_IFDIR:
-			d, err := unix.Openat(dirOf(root, fds), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err == unix.ENOENT {
-				return nil, nil
-			}
-			if err != nil {
-				return nil, refuseIfSymlink(dirOf(root, fds), name, prefix, fmt.Errorf("fsstore: list %q: %w", prefix, err))
-			}
-			if err := listTree(ctx, d, prefix+"/", &out); err != nil {
-				return nil, err
-			}
-		}
+		return walkTree(ctx, d, "", fn)
 	}
-	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
+	fds, name, st, found, err := s.locate(root, prefix)
+	if err != nil {
+		return err
+	}
+	defer closeAll(fds)
+	if !found {
+		return nil
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return fn(fsInfo(prefix, &st))
+	case unix.S_IFLNK:
+		return fmt.Errorf("%w: %q in key %q is a symlink", ErrUnsafe, name, prefix)
+	case unix.S_IFDIR:
+		d, err := unix.Openat(dirOf(root, fds), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			return nil
+		}
+		if err != nil {
+			return refuseIfSymlink(dirOf(root, fds), name, prefix, fmt.Errorf("fsstore: list %q: %w", prefix, err))
+		}
+		return walkTree(ctx, d, prefix+"/", fn)
+	}
+	return nil
 }
 
 // readDir reads the entries of the directory fd and closes it.
@@ -534,10 +542,13 @@ func readDir(fd int) ([]os.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
-// listTree appends the valid objects below directory fd (closed on return);
-// keyPrefix is "" or ends in "/". Entries that vanish meanwhile are skipped;
-// symlinks and other non-regular files are never listed or followed.
-func listTree(ctx context.Context, fd int, keyPrefix string, out *[]ObjectInfo) error {
+// walkTree visits the valid objects below directory fd (closed on return)
+// in ascending key order; keyPrefix is "" or ends in "/". A directory's
+// entries are ordered by the key text they contribute (a directory "d" as
+// "d/", so that "d-x" comes before "d/y"). Entries that vanish meanwhile
+// are skipped; symlinks and other non-regular files are never listed or
+// followed.
+func walkTree(ctx context.Context, fd int, keyPrefix string, fn func(ObjectInfo) error) error {
 	dup, err := unix.Dup(fd)
 	if err != nil {
 		unix.Close(fd)
@@ -551,7 +562,15 @@ func listTree(ctx context.Context, fd int, keyPrefix string, out *[]ObjectInfo) 
 	if err != nil {
 		return fmt.Errorf("fsstore: list: %w", err)
 	}
-	for _, e := range ents {
+	sortName := func(e os.DirEntry) string {
+		if e.IsDir() {
+			return e.Name() + "/"
+		}
+		return e.Name()
+	}
+	slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(sortName(a), sortName(b)) })
+	for i, e := range ents {
+		ents[i] = nil // let visited entries go
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -569,7 +588,7 @@ func listTree(ctx context.Context, fd int, keyPrefix string, out *[]ObjectInfo) 
 			if err != nil {
 				return fmt.Errorf("fsstore: list %q: %w", key, err)
 			}
-			if err := listTree(ctx, sub, key+"/", out); err != nil {
+			if err := walkTree(ctx, sub, key+"/", fn); err != nil {
 				return err
 			}
 		case e.Type().IsRegular():
@@ -582,7 +601,9 @@ func listTree(ctx context.Context, fd int, keyPrefix string, out *[]ObjectInfo) 
 				return fmt.Errorf("fsstore: list %q: %w", key, err)
 			}
 			if st.Mode&unix.S_IFMT == unix.S_IFREG {
-				*out = append(*out, fsInfo(key, &st))
+				if err := fn(fsInfo(key, &st)); err != nil {
+					return err
+				}
 			}
 		}
 	}

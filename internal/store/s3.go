@@ -437,29 +437,94 @@ func (s *S3) listRaw(ctx context.Context, prefix string) ([]types.Object, error)
 }
 
 func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := ValidatePrefix(prefix); err != nil {
+	var out []ObjectInfo
+	err := s.Walk(ctx, prefix, func(o ObjectInfo) error {
+		out = append(out, o)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	raw, err := s.listRaw(ctx, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("s3store: list %q: %w", prefix, err)
-	}
-	out := make([]ObjectInfo, 0, len(raw))
-	for _, o := range raw {
-		k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)
-		if !ok || ValidateKey(k) != nil || !UnderPrefix(k, prefix) {
-			continue
-		}
-		out = append(out, ObjectInfo{
-			Key:     k,
-			Size:    aws.ToInt64(o.Size),
-			ModTime: aws.ToTime(o.LastModified).UTC(),
-			ETag:    strings.Trim(aws.ToString(o.ETag), `"`),
-		})
-	}
-	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
+
+// Walk visits the objects List would answer one ListObjectsV2 page at a
+// time (S3 answers keys in ascending UTF-8 byte order; each page is sorted
+// again in case a service does not).
+func (s *S3) Walk(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	if err := ValidatePrefix(prefix); err != nil {
+		return err
+	}
+	last := ""
+	visit := func(objs []types.Object) error {
+		page := make([]ObjectInfo, 0, len(objs))
+		for _, o := range objs {
+			k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)
+			if !ok || ValidateKey(k) != nil || !UnderPrefix(k, prefix) {
+				continue
+			}
+			page = append(page, ObjectInfo{
+				Key:     k,
+				Size:    aws.ToInt64(o.Size),
+				ModTime: aws.ToTime(o.LastModified).UTC(),
+				ETag:    strings.Trim(aws.ToString(o.ETag), `"`),
+			})
+		}
+		slices.SortFunc(page, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+		for _, o := range page {
+			if last != "" && o.Key <= last {
+				continue // never backwards, never twice
+			}
+			last = o.Key
+			if err := fn(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	walk := func(p string) error {
+		pg := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(p)})
+		for pg.HasMorePages() {
+			page, err := pg.NextPage(ctx)
+			if err != nil {
+				return &walkErr{err}
+			}
+			if err := visit(page.Contents); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if prefix == "" {
+		err = walk(s.prefix)
+	} else {
+		// The object named exactly prefix, if any, is the first key that
+		// starts with it; then everything under prefix + "/".
+		full := s.full(prefix)
+		var page *s3.ListObjectsV2Output
+		page, err = s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(full), MaxKeys: aws.Int32(1)})
+		if err != nil {
+			err = &walkErr{err}
+		} else if len(page.Contents) > 0 && aws.ToString(page.Contents[0].Key) == full {
+			err = visit(page.Contents[:1])
+		}
+		if err == nil {
+			err = walk(full + "/")
+		}
+	}
+	if we, ok := err.(*walkErr); ok {
+		return fmt.Errorf("s3store: list %q: %w", prefix, we.err)
+	}
+	return err
+}
+
+// walkErr marks an error of the service during Walk (as opposed to one
+// returned by the caller's fn, which Walk answers unchanged).
+type walkErr struct{ err error }
+
+func (e *walkErr) Error() string { return e.err.Error() }
+func (e *walkErr) Unwrap() error { return e.err }
 
 func (s *S3) DeletePrefix(ctx context.Context, prefix string) error {
 	if err := ValidatePrefix(prefix); err != nil {

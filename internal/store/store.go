@@ -39,6 +39,14 @@
 //     "a/b/c", never "a/bc"), in ascending byte order of key. The empty prefix
 //     lists everything. Objects whose name breaks the key rule (temporary
 //     files, foreign objects) are never listed.
+//   - Walk(prefix, fn) visits the objects List(prefix) would answer, in the
+//     same ascending byte order of key, calling fn once per object, without
+//     holding the whole listing: S3 reads one ListObjectsV2 page at a time,
+//     the filesystem one directory at a time. If fn returns an error the
+//     walk stops at once and Walk returns that error unchanged. Objects
+//     published or removed during a walk may or may not be visited; every
+//     key is visited at most once and keys never go backwards. Use it
+//     where a listing can be large (backup sync over a whole store).
 //   - DeletePrefix(prefix) removes every object that List(prefix) would
 //     answer (and any stray object under the prefix). Missing objects are not
 //     an error, so concurrent deleters of one prefix all succeed.
@@ -90,6 +98,7 @@ type Store interface {
 	GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error)
 	Head(ctx context.Context, key string) (ObjectInfo, error)
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	Walk(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
 	DeletePrefix(ctx context.Context, prefix string) error
 	Validate(ctx context.Context) error
 	// String describes the store for logs ("fs:/var/lib/x", "s3://bucket/prefix").

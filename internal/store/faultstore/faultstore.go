@@ -33,6 +33,7 @@ const (
 	OpGetRange     Op = "GetRange"
 	OpHead         Op = "Head"
 	OpList         Op = "List"
+	OpWalk         Op = "Walk"
 	OpDeletePrefix Op = "DeletePrefix"
 	OpValidate     Op = "Validate"
 )
@@ -57,7 +58,8 @@ type Fault struct {
 	// CutAfter >= 0 with Cut set: for Put and PutIfAbsent the input stream
 	// fails with Err after CutAfter bytes (the inner store sees a failing
 	// reader); for Get and GetRange the returned stream fails with Err
-	// after CutAfter bytes.
+	// after CutAfter bytes; for Walk the walk fails with Err after
+	// CutAfter objects were visited (a listing that breaks mid-way).
 	Cut      bool
 	CutAfter int64
 	// Delay before the call (respects the context). A fault with a Delay
@@ -256,6 +258,33 @@ func (s *Store) List(ctx context.Context, prefix string) (out []store.ObjectInfo
 		return nil, err
 	}
 	return out, nil
+}
+
+// Walk is OpWalk: a fault fails the walk before any object (or, with
+// After, once the inner walk completed; with Cut, after CutAfter objects).
+func (s *Store) Walk(ctx context.Context, prefix string, fn func(store.ObjectInfo) error) error {
+	f, err := s.begin(ctx, OpWalk, prefix)
+	if err != nil {
+		return err
+	}
+	if f != nil && f.Cut {
+		n := int64(0)
+		return s.inner.Walk(ctx, prefix, func(o store.ObjectInfo) error {
+			if n >= f.CutAfter {
+				return f.Err
+			}
+			n++
+			return fn(o)
+		})
+	}
+	if f.fails() {
+		return f.Err
+	}
+	err = s.inner.Walk(ctx, prefix, fn)
+	if err == nil && f != nil && f.After {
+		return f.Err
+	}
+	return err
 }
 
 func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {

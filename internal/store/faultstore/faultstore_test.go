@@ -91,3 +91,46 @@ func TestFaults(t *testing.T) {
 		t.Fatal("DeletePrefix/Validate faults not applied")
 	}
 }
+
+func TestWalkFaults(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	fs := faultstore.New(mem)
+	for _, k := range []string{"a/1", "a/2", "a/3", "b/1"} {
+		if err := mem.Put(ctx, k, strings.NewReader("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(prefix string) (int, error) {
+		n := 0
+		err := fs.Walk(ctx, prefix, func(store.ObjectInfo) error { n++; return nil })
+		return n, err
+	}
+	// Before: nothing visited.
+	fs.Inject(faultstore.Fault{Op: faultstore.OpWalk, Nth: 1})
+	if n, err := count(""); !errors.Is(err, faultstore.ErrInjected) || n != 0 {
+		t.Fatalf("1st Walk: %d visited, %v", n, err)
+	}
+	// Cut: the listing breaks after two objects.
+	boom := errors.New("connection reset")
+	fs.Inject(faultstore.Fault{Op: faultstore.OpWalk, Nth: 2, Cut: true, CutAfter: 2, Err: boom})
+	if n, err := count(""); !errors.Is(err, boom) || n != 2 {
+		t.Fatalf("cut Walk: %d visited, %v", n, err)
+	}
+	// After: everything visited, then the error.
+	fs.Inject(faultstore.Fault{Op: faultstore.OpWalk, Nth: 3, After: true})
+	if n, err := count(""); !errors.Is(err, faultstore.ErrInjected) || n != 4 {
+		t.Fatalf("After Walk: %d visited, %v", n, err)
+	}
+	// KeyPrefix limits the fault; calls are counted.
+	fs.Inject(faultstore.Fault{Op: faultstore.OpWalk, KeyPrefix: "b"})
+	if n, err := count("a"); err != nil || n != 3 {
+		t.Fatalf("Walk(a): %d visited, %v", n, err)
+	}
+	if _, err := count("b"); !errors.Is(err, faultstore.ErrInjected) {
+		t.Fatalf("Walk(b): %v", err)
+	}
+	if got := fs.Calls(faultstore.OpWalk); got != 5 {
+		t.Fatalf("Walk calls = %d, want 5", got)
+	}
+}

@@ -152,6 +152,24 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.ObjectInfo, er
 	return out, nil
 }
 
+// Walk visits a snapshot of List(prefix), calling fn outside the lock (fn
+// may use the store).
+func (s *Store) Walk(ctx context.Context, prefix string, fn func(store.ObjectInfo) error) error {
+	objs, err := s.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 	if err := store.ValidatePrefix(prefix); err != nil {
 		return err

@@ -107,6 +107,7 @@ var cases = []struct {
 	{"PutIfAbsentRace", testPutIfAbsentRace},
 	{"ConcurrentPut", testConcurrentPut},
 	{"List", testList},
+	{"Walk", testWalk},
 	{"DeletePrefix", testDeletePrefix},
 	{"DeletePrefixConcurrent", testDeletePrefixConcurrent},
 	{"FailedPutSmall", func(t *testing.T, s *suite) { testFailedPut(t, s, 1000) }},
@@ -612,6 +613,124 @@ func testList(t *testing.T, s *suite) {
 	}
 	if got := list(t, st, "m"); len(got) != 0 {
 		t.Fatalf("after DeletePrefix(m): %d keys left", len(got))
+	}
+}
+
+// walk answers the keys Walk(prefix) visits, failing on a walk error.
+func walk(t *testing.T, st store.Store, prefix string) []store.ObjectInfo {
+	t.Helper()
+	var out []store.ObjectInfo
+	if err := st.Walk(ctxT(t), prefix, func(o store.ObjectInfo) error {
+		out = append(out, o)
+		return nil
+	}); err != nil {
+		t.Fatalf("Walk(%q): %v", prefix, err)
+	}
+	return out
+}
+
+func testWalk(t *testing.T, s *suite) {
+	st := s.newStore(t)
+	if got := walk(t, st, ""); len(got) != 0 {
+		t.Fatalf("Walk of an empty store visited %q", keys(got))
+	}
+	putAll(t, st, listKeys)
+	// Files and directories whose names sort around "/" in one directory:
+	// key order, not directory order ("d-x" < "d/y" < "d0").
+	extra := []string{"w/d/y", "w/d-x", "w/d0", "w/d/a/b", "w/d.z", "w/c"}
+	putAll(t, st, extra)
+	for _, prefix := range []string{"", "a", "a/b", "a/b/d", "a/b/c", "a/bc", "b", "u", "w", "w/d", "a/b/c/d", "zzz", "a/bb"} {
+		got := walk(t, st, prefix)
+		want, err := st.List(ctxT(t), prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(keys(got), keys(want)) {
+			t.Errorf("Walk(%q) visited %q, List answered %q", prefix, keys(got), keys(want))
+		}
+		if !slices.IsSorted(keys(got)) {
+			t.Errorf("Walk(%q) visited %q: not in ascending key order", prefix, keys(got))
+		}
+		for i := range got {
+			if i < len(want) && (got[i].Size != want[i].Size || got[i].ETag != want[i].ETag || !got[i].ModTime.Equal(want[i].ModTime)) {
+				t.Errorf("Walk(%q): %+v, List: %+v", prefix, got[i], want[i])
+			}
+		}
+	}
+	if got, want := keys(walk(t, st, "w")), []string{"w/c", "w/d-x", "w/d.z", "w/d/a/b", "w/d/y", "w/d0"}; !slices.Equal(got, want) {
+		t.Errorf("Walk(w) = %q, want %q", got, want)
+	}
+	if got, want := keys(walk(t, st, "a/b")), []string{"a/b/c", "a/b/d/e", "a/b/d/f"}; !slices.Equal(got, want) {
+		t.Errorf("Walk(a/b) = %q, want %q (whole-component prefix)", got, want)
+	}
+	// fn's error stops the walk at once and comes back unchanged.
+	stop := errors.New("stop here")
+	var seen []string
+	err := st.Walk(ctxT(t), "", func(o store.ObjectInfo) error {
+		seen = append(seen, o.Key)
+		if len(seen) == 3 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop {
+		t.Fatalf("Walk with fn failing: got %v, want fn's error unchanged", err)
+	}
+	if all := keys(walk(t, st, "")); !slices.Equal(seen, all[:3]) {
+		t.Fatalf("Walk stopped after %q, want the first three keys %q", seen, all[:3])
+	}
+	// Bad prefixes are refused before any visit.
+	for _, k := range []string{"/", "a/", "a//b", ".."} {
+		err := st.Walk(ctxT(t), k, func(store.ObjectInfo) error {
+			t.Fatalf("Walk(%q) visited an object", k)
+			return nil
+		})
+		if !errors.Is(err, store.ErrInvalidKey) {
+			t.Errorf("Walk(%q): got %v, want ErrInvalidKey", k, err)
+		}
+	}
+	// A cancelled context fails the walk.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if err := st.Walk(ctx, "", func(store.ObjectInfo) error { return nil }); err == nil {
+		t.Errorf("Walk with a cancelled context succeeded")
+	}
+	// Beyond one S3 listing page: every key once, in order, and an early
+	// stop in the second page.
+	many := make([]string, 1005)
+	ctx = ctxT(t)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(many))
+	for i := range many {
+		many[i] = fmt.Sprintf("m/%05d", i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := st.Put(ctx, many[i], strings.NewReader("x")); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := keys(walk(t, st, "m")); !slices.Equal(got, many) {
+		t.Fatalf("Walk(m) visited %d keys, want %d in order", len(got), len(many))
+	}
+	n := 0
+	err = st.Walk(ctx, "m", func(o store.ObjectInfo) error {
+		if n++; n == 1002 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || n != 1002 {
+		t.Fatalf("Walk(m) stopped in its second page: err %v after %d objects", err, n)
 	}
 }
 
