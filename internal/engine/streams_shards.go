@@ -54,15 +54,7 @@ func (e *Engine) settleShards(ctx context.Context, t *table) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: t.ref.Account, Name: t.ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
-		if old.ID != t.ref.ID {
-			return nil, errNothingToSettle
-		}
-		var st storedTable
-		if err := json.Unmarshal(old.Desc, &st); err != nil {
-			return nil, err
-		}
-		st.Streams = cloneStreams(st.Streams)
+	_, err = e.editStreams(ctx, t.ref, func(st *storedTable) bool {
 		changed := false
 		for i := range st.Streams {
 			for j := range st.Streams[i].Shards {
@@ -73,15 +65,8 @@ func (e *Engine) settleShards(ctx context.Context, t *table) error {
 				}
 			}
 		}
-		if !changed {
-			return nil, errNothingToSettle
-		}
-		return json.Marshal(&st)
-	}})
-	e.tables.drop(t.ref.Account, t.ref.Name)
-	if err == errNothingToSettle || storage.IsKind(err, storage.KindTableNotFound) {
-		return nil
-	}
+		return changed
+	})
 	return err
 }
 
@@ -101,36 +86,24 @@ func (e *Engine) rollover(ctx context.Context, t *table, force bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: t.ref.Account, Name: t.ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
-		if old.ID != t.ref.ID {
-			return nil, errNothingToSettle
-		}
-		var st storedTable
-		if err := json.Unmarshal(old.Desc, &st); err != nil {
-			return nil, err
-		}
+	changed, err := e.editStreams(ctx, t.ref, func(st *storedTable) bool {
 		n := len(st.Streams)
 		if n == 0 || st.Streams[n-1].Ended != 0 {
-			return nil, errNothingToSettle
+			return false
 		}
-		st.Streams = cloneStreams(st.Streams)
 		ss := &st.Streams[n-1]
 		last := &ss.Shards[len(ss.Shards)-1]
 		if last.Gen != cur.Gen || last.Closed != 0 {
-			return nil, errNothingToSettle
+			return false
 		}
 		ms := now.UnixMilli()
 		last.Closed = ms
 		gen := st.nextGen()
 		st.ShardGen = gen
 		ss.Shards = append(ss.Shards, shardState{Gen: gen, Created: ms, From: max(from, last.From)})
-		return json.Marshal(&st)
-	}})
-	e.tables.drop(t.ref.Account, t.ref.Name)
-	if err == errNothingToSettle || storage.IsKind(err, storage.KindTableNotFound) {
-		return nil
-	}
-	if err != nil {
+		return true
+	})
+	if err != nil || !changed {
 		return err
 	}
 	nt, err := e.currentTable(ctx, t.ref)
@@ -174,14 +147,7 @@ func (e *Engine) trimStreams(ctx context.Context, t *table) error {
 	if !stale {
 		return nil
 	}
-	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: t.ref.Account, Name: t.ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
-		if old.ID != t.ref.ID {
-			return nil, errNothingToSettle
-		}
-		var st storedTable
-		if err := json.Unmarshal(old.Desc, &st); err != nil {
-			return nil, err
-		}
+	_, err = e.editStreams(ctx, t.ref, func(st *storedTable) bool {
 		var keep []streamState
 		for _, s := range st.Streams {
 			if s.Ended == 0 || s.Ended >= cut {
@@ -189,15 +155,11 @@ func (e *Engine) trimStreams(ctx context.Context, t *table) error {
 			}
 		}
 		if len(keep) == len(st.Streams) {
-			return nil, errNothingToSettle
+			return false
 		}
 		st.Streams = keep
-		return json.Marshal(&st)
-	}})
-	e.tables.drop(t.ref.Account, t.ref.Name)
-	if err == errNothingToSettle || storage.IsKind(err, storage.KindTableNotFound) {
-		return nil
-	}
+		return true
+	})
 	return err
 }
 
@@ -256,28 +218,44 @@ func (e *Engine) adoptStream(ctx context.Context, t *table) error {
 		return err
 	}
 	now := e.now()
-	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: t.ref.Account, Name: t.ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
-		if old.ID != t.ref.ID {
+	_, err = e.editStreams(ctx, t.ref, func(st *storedTable) bool {
+		if len(st.Streams) != 0 || st.Desc.StreamSpecification == nil {
+			return false
+		}
+		label, arn := st.Desc.LatestStreamLabel, st.Desc.LatestStreamArn
+		st.enableStream(st.Desc.StreamSpecification.StreamViewType, now, from)
+		st.Streams[0].Label = label
+		st.Desc.LatestStreamLabel, st.Desc.LatestStreamArn = label, arn
+		return true
+	})
+	return err
+}
+
+// editStreams rewrites the stored description of table incarnation ref
+// through edit, which changes a fresh copy of it (its streams cloned) and
+// answers false when there is nothing to change. A table gone or created
+// again meanwhile is not an error (changed false); the cached description
+// is dropped either way.
+func (e *Engine) editStreams(ctx context.Context, ref storage.TableRef, edit func(st *storedTable) bool) (changed bool, err error) {
+	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
+		if old.ID != ref.ID {
 			return nil, errNothingToSettle
 		}
 		var st storedTable
 		if err := json.Unmarshal(old.Desc, &st); err != nil {
 			return nil, err
 		}
-		if len(st.Streams) != 0 || st.Desc.StreamSpecification == nil {
+		st.Streams = cloneStreams(st.Streams)
+		if !edit(&st) {
 			return nil, errNothingToSettle
 		}
-		label, arn := st.Desc.LatestStreamLabel, st.Desc.LatestStreamArn
-		st.enableStream(st.Desc.StreamSpecification.StreamViewType, now, from)
-		st.Streams[0].Label = label
-		st.Desc.LatestStreamLabel, st.Desc.LatestStreamArn = label, arn
 		return json.Marshal(&st)
 	}})
-	e.tables.drop(t.ref.Account, t.ref.Name)
+	e.tables.drop(ref.Account, ref.Name)
 	if err == errNothingToSettle || storage.IsKind(err, storage.KindTableNotFound) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // streamMetrics are the /metrics of DynamoDB Streams.
