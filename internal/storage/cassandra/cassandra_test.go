@@ -374,6 +374,14 @@ func TestOutboxSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(q.Rows) == 1 {
+			// The GSI lag metric: the sweep's application is counted, and
+			// nothing is left pending in either process.
+			if st := s.Stats(); !st.HasOutbox || st.OutboxRecovered < 1 || st.OutboxPending != 0 || st.OutboxOldest != 0 {
+				t.Fatalf("sweeper stats after the sweep: %+v", st)
+			}
+			if st := w.Stats(); st.OutboxPending != 0 || st.OutboxRecovered != 0 {
+				t.Fatalf("writer stats: %+v", st)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
