@@ -202,6 +202,12 @@ func (c *consumer) poll(ctx context.Context) (bool, error) {
 	}
 	c.shards = len(shards)
 	idle := true
+	// A busy open shard may never give an empty page when a GetRecords
+	// takes longer than the writers need for a new record (Cassandra
+	// publishes pending records on every read): poll returns after a
+	// while anyway, not idle, so the caller's schedule (stop the writers,
+	// then drain) goes on.
+	pollEnd := time.Now().Add(2 * time.Second)
 	for _, sh := range shards {
 		id := aws.ToString(sh.ShardId)
 		if c.done[id] {
@@ -244,6 +250,9 @@ func (c *consumer) poll(ctx context.Context) (bool, error) {
 				break
 			}
 			idle = false
+			if time.Now().After(pollEnd) {
+				break
+			}
 		}
 		c.iters[id] = it
 		if !c.done[id] {
