@@ -394,25 +394,30 @@ func (b *Backend) collectGroup(ctx context.Context, t, last int64, group []dirty
 		return nil, mapErr(err, "change log pending")
 	}
 	var withRows [][]byte
+	var quiet []dirty
+	old := time.Now().Add(-dirtyGrace).UnixMicro()
 	for _, d := range group {
 		if len(rowsOf[string(d.pk)]) > 0 {
 			withRows = append(withRows, d.pk)
-			continue
-		}
-		// Empty and quiet: remove the marks older than dirtyGrace,
-		// then the marker when no mark is left (a newer marker,
-		// written by a writer since, survives: the delete carries the
-		// time it read).
-		old := time.Now().Add(-dirtyGrace).UnixMicro()
-		if d.wt < old {
-			_ = b.query(ctx, `DELETE FROM log_marks USING TIMESTAMP ? WHERE t = ? AND pk = ?`, old, t, d.pk).Exec()
-			var s int64
-			err := b.quorum(ctx, `SELECT s FROM log_marks WHERE t = ? AND pk = ? LIMIT 1`, t, d.pk).Scan(&s)
-			if errors.Is(err, gocql.ErrNotFound) {
-				_ = b.query(ctx, `DELETE FROM log_dirty USING TIMESTAMP ? WHERE t = ? AND pk = ?`, d.wt, t, d.pk).Exec()
-			}
+		} else if d.wt < old {
+			quiet = append(quiet, d)
 		}
 	}
+	// Empty and quiet: remove the marks older than dirtyGrace, then the
+	// marker when no mark is left (a newer marker, written by a writer
+	// since, survives: the delete carries the time it read). Partitions
+	// at once: after a burst of writes every partition it touched turns
+	// quiet together.
+	_ = parallel(len(quiet), 4, func(i int) error {
+		d := quiet[i]
+		_ = b.query(ctx, `DELETE FROM log_marks USING TIMESTAMP ? WHERE t = ? AND pk = ?`, old, t, d.pk).Exec()
+		var s int64
+		err := b.quorum(ctx, `SELECT s FROM log_marks WHERE t = ? AND pk = ? LIMIT 1`, t, d.pk).Scan(&s)
+		if errors.Is(err, gocql.ErrNotFound) {
+			_ = b.query(ctx, `DELETE FROM log_dirty USING TIMESTAMP ? WHERE t = ? AND pk = ?`, d.wt, t, d.pk).Exec()
+		}
+		return nil
+	})
 	if len(withRows) == 0 {
 		return nil, nil
 	}
