@@ -350,12 +350,9 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 // DropIndex implements storage.Backend, fenced on the table's description
 // version like a write.
 func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
-	t := b.lookup(p.Table.ID)
-	if t == nil {
-		return nil, tableNotFound(p.Table)
+	t, err := b.liveTable(p.Table)
+	if err != nil {
+		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
