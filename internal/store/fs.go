@@ -476,15 +476,7 @@ func (s *FS) locate(root int, prefix string) (fds []int, name string, st unix.St
 }
 
 func (s *FS) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	var out []ObjectInfo
-	err := s.Walk(ctx, prefix, func(o ObjectInfo) error {
-		out = append(out, o)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return listByWalk(ctx, prefix, s.Walk)
 }
 
 // Walk visits the objects List would answer in key order, one directory
