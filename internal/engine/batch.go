@@ -66,15 +66,24 @@ func keyID(t *table, pk, sk []byte) string {
 	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
 }
 
+// checkRequestItems checks that a batch's RequestItems is there and not
+// empty.
+func checkRequestItems[V any](m map[string]V) error {
+	if m == nil {
+		return validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
+	}
+	if len(m) == 0 {
+		return validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	}
+	return nil
+}
+
 // batchWriteItem puts and deletes up to 25 items across tables. Every
 // request is validated before anything is written; the writes are then
 // applied in one backend transaction, so UnprocessedItems is always empty.
 func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
-	if in.RequestItems == nil {
-		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
-	}
-	if len(in.RequestItems) == 0 {
-		return nil, validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	if err := checkRequestItems(in.RequestItems); err != nil {
+		return nil, err
 	}
 	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
 		return nil, err
@@ -241,11 +250,8 @@ const maxBatchGetResponse = 16 * 1024 * 1024
 // BatchGetItem reads up to 100 items across tables from one consistent
 // instant of the backend.
 func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetItemInput) (*BatchGetItemOutput, error) {
-	if in.RequestItems == nil {
-		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
-	}
-	if len(in.RequestItems) == 0 {
-		return nil, validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	if err := checkRequestItems(in.RequestItems); err != nil {
+		return nil, err
 	}
 	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
 		return nil, err
