@@ -6,15 +6,12 @@ import contextlib
 import os
 import re
 import shlex
-import subprocess
 import time
 
-import boto3
 import pytest
 
-from conftest import (_build_binary, _check_response_headers, _client_config, _free_port,
-                      _make_client, _stop, _wait_health, server_env, unique_table_name, wait_active)
-from wire_helpers import ACCESS_KEY, REGION, SECRET_KEY, expect_error
+from conftest import _make_client, extra_server, server_env, unique_table_name, wait_active
+from wire_helpers import REGION, expect_error
 
 VIEWS = ["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"]
 
@@ -24,12 +21,7 @@ def S(v):
 
 
 def _streams_client(endpoint, validate=True):
-    c = boto3.session.Session().client(
-        "dynamodbstreams", endpoint_url=endpoint, region_name=REGION,
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=_client_config(validate))
-    c.meta.events.register("after-call.dynamodbstreams", _check_response_headers)
-    return c
+    return _make_client(endpoint, validate, service="dynamodbstreams")
 
 
 @pytest.fixture(scope="module")
@@ -277,21 +269,10 @@ def test_stream_on_create_and_describe_table(ddb, make_table):
 def own_server(tmp_path, **env):
     """A server of its own, on the backend under test, with extra
     environment (short shard rollover and retention)."""
-    binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
     extra = os.environ.get("EXTENDDB_SERVE_ARGS")
     args = shlex.split(extra) if extra else ["--memory"]
-    log = open(tmp_path / "streams.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *args],
-                            stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **env))
-    try:
-        err = _wait_health(ep, proc)
-        assert err is None, err
+    with extra_server(tmp_path, args, server_env(tmp_path, **env), "streams.log") as (ep, _):
         yield _make_client(ep), _streams_client(ep), _streams_client(ep, validate=False)
-    finally:
-        _stop(proc)
-        log.close()
 
 
 def test_rollover_and_retention(tmp_path):
