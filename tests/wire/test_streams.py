@@ -275,15 +275,21 @@ def own_server(tmp_path, **env):
         yield _make_client(ep), _streams_client(ep), _streams_client(ep, validate=False)
 
 
+def own_stream_table(ddb, prefix):
+    """Creates a KEYS_ONLY stream table on an own_server (whose tables no
+    make_table fixture deletes) and answers its name and stream ARN."""
+    t = unique_table_name(prefix)
+    ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                     BillingMode="PAY_PER_REQUEST",
+                     StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    wait_active(ddb, t)
+    return t, latest_arn(ddb, t)
+
+
 def test_rollover_and_retention(tmp_path):
     with own_server(tmp_path, EXTENDDB__STREAMS__SHARD_ROLLOVER="1s", EXTENDDB__STREAMS__RETENTION="10s") as (ddb, streams, raw):
-        t = unique_table_name("rollover")
-        ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                         BillingMode="PAY_PER_REQUEST",
-                         StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
-        wait_active(ddb, t)
-        arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
+        t, arn = own_stream_table(ddb, "rollover")
         first_shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
         old_it = streams.get_shard_iterator(StreamArn=arn, ShardId=first_shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         written = []
@@ -347,13 +353,7 @@ def test_stream_metrics(ddb, streams, make_table, endpoint):
 
 def test_expired_iterator(tmp_path):
     with own_server(tmp_path, EXTENDDB__STREAMS__ITERATOR_LIFETIME="1s") as (ddb, streams, raw):
-        t = unique_table_name("expiry")
-        ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                         BillingMode="PAY_PER_REQUEST",
-                         StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
-        wait_active(ddb, t)
-        arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
+        t, arn = own_stream_table(ddb, "expiry")
         shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
         it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         nxt = streams.get_records(ShardIterator=it)["NextShardIterator"]
