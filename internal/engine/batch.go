@@ -78,6 +78,24 @@ func checkRequestItems[V any](m map[string]V) error {
 	return nil
 }
 
+// countRequests checks each table name of a batch's RequestItems and
+// that its requests (count answers how many; member names them in the
+// error) are not empty, and answers the number of requests.
+func countRequests[V any](m map[string]V, member string, count func(V) int) (int, error) {
+	total := 0
+	for name, v := range m {
+		n := name
+		if _, err := requireTableName(&n); err != nil {
+			return 0, err
+		}
+		if count(v) == 0 {
+			return 0, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.%s' failed to satisfy constraint: Member must have length greater than or equal to 1", name, member)
+		}
+		total += count(v)
+	}
+	return total, nil
+}
+
 // batchWriteItem puts and deletes up to 25 items across tables. Every
 // request is validated before anything is written; the writes are then
 // applied in one backend transaction, so UnprocessedItems is always empty.
@@ -91,16 +109,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
 		return nil, err
 	}
-	total := 0
-	for name, reqs := range in.RequestItems {
-		n := name
-		if _, err := requireTableName(&n); err != nil {
-			return nil, err
-		}
-		if len(reqs) == 0 {
-			return nil, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.member' failed to satisfy constraint: Member must have length greater than or equal to 1", name)
-		}
-		total += len(reqs)
+	total, err := countRequests(in.RequestItems, "member", func(reqs []WriteRequest) int { return len(reqs) })
+	if err != nil {
+		return nil, err
 	}
 	if total > maxBatchWrite {
 		return nil, validationf("Too many items requested for the BatchWriteItem call")
@@ -256,16 +267,9 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
 		return nil, err
 	}
-	total := 0
-	for name, ka := range in.RequestItems {
-		n := name
-		if _, err := requireTableName(&n); err != nil {
-			return nil, err
-		}
-		if len(ka.Keys) == 0 {
-			return nil, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.member.keys' failed to satisfy constraint: Member must have length greater than or equal to 1", name)
-		}
-		total += len(ka.Keys)
+	total, err := countRequests(in.RequestItems, "member.keys", func(ka KeysAndAttributes) int { return len(ka.Keys) })
+	if err != nil {
+		return nil, err
 	}
 	if total > maxBatchGet {
 		return nil, validationf("Too many items requested for the BatchGetItem call")
