@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -352,12 +351,7 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 		out.Responses[w.table] = append(out.Responses[w.table], raw)
 	}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		tn := make([]string, 0, len(units))
-		for n := range units {
-			tn = append(tn, n)
-		}
-		sort.Strings(tn)
-		for _, n := range tn {
+		for _, n := range sortedNames(units) {
 			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
 		}
 	}

@@ -162,6 +162,7 @@ func legacyGreater(a, b attr.Value) bool {
 	return false
 }
 
+// sortedNames answers a map's keys in ascending order.
 func sortedNames[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
