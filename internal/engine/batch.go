@@ -61,8 +61,18 @@ type BatchGetItemOutput struct {
 
 var errDuplicateKeys = validationf("Provided list of item keys contains duplicates")
 
-func keyID(t *table, pk, sk []byte) string {
-	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
+// keySet holds the items (table and key) a batch or a transaction names,
+// so that an item named twice is refused.
+type keySet map[string]bool
+
+// add adds an item; false when it is there already.
+func (s keySet) add(t *table, pk, sk []byte) bool {
+	id := t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
+	if s[id] {
+		return false
+	}
+	s[id] = true
+	return true
 }
 
 // checkRequestItems checks that a batch's RequestItems is there and not
@@ -120,7 +130,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	var opNames []string  // and its name in the request
 	var opSizes []int     // and the size of the item it puts (0 for a delete)
 	wantCap := wantsCapacity(in.ReturnConsumedCapacity)
-	seen := map[string]bool{}
+	seen := keySet{}
 	units := map[string]float64{}
 	for _, name := range sortedNames(in.RequestItems) {
 		t, err := e.loadTable(ctx, account, name)
@@ -147,11 +157,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				if size > attr.MaxItemSize {
 					return nil, errItemTooLarge
 				}
-				id := keyID(t, pk, sk)
-				if seen[id] {
+				if !seen.add(t, pk, sk) {
 					return nil, errDuplicateKeys
 				}
-				seen[id] = true
 				raw := attr.EncodeItem(it)
 				entries, err := t.indexEntries(it, raw)
 				if err != nil {
@@ -185,11 +193,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				if err != nil {
 					return nil, err
 				}
-				id := keyID(t, pk, sk)
-				if seen[id] {
+				if !seen.add(t, pk, sk) {
 					return nil, errDuplicateKeys
 				}
-				seen[id] = true
 				units[name] = 0
 				tt := t
 				opTables = append(opTables, t)
@@ -294,17 +300,15 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 		if err != nil {
 			return nil, err
 		}
-		seen := map[string]bool{}
+		seen := keySet{}
 		for _, k := range ka.Keys {
 			pk, sk, err := t.keyParam(k)
 			if err != nil {
 				return nil, err
 			}
-			id := keyID(t, pk, sk)
-			if seen[id] {
+			if !seen.add(t, pk, sk) {
 				return nil, errDuplicateKeys
 			}
-			seen[id] = true
 			wants = append(wants, want{table: name, proj: proj, key: k})
 			keys = append(keys, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 		}
