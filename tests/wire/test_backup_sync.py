@@ -42,8 +42,19 @@ class FSStore:
         return {"EXTENDDB__BACKUP__STORE__KIND": "filesystem", "EXTENDDB__BACKUP__STORE__ROOT": str(self.root)}
 
     def objects(self):
-        return {str(p.relative_to(self.root)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(self.root.rglob("*")) if p.is_file()}
+        """The store's objects and their hashes. A write in flight (the FS
+        store's temporary file, renamed into place when complete: a live
+        server's heartbeat, for one) is not an object yet, and may vanish
+        while the tree is read."""
+        out = {}
+        for p in sorted(self.root.rglob("*")):
+            if p.name.startswith(".extenddb-tmp\\") or not p.is_file():
+                continue
+            try:
+                out[str(p.relative_to(self.root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+            except FileNotFoundError:
+                continue
+        return out
 
     def read(self, key):
         return (self.root / key).read_bytes()
