@@ -95,6 +95,10 @@ type Options struct {
 	// MaxSnapshots bounds the table snapshots open at once (default
 	// storage.DefaultMaxSnapshots); each holds a pooled connection.
 	MaxSnapshots int
+	// WriteGuessBytes bounds the cache of items this process saw
+	// committed, the guesses of speculative one-round-trip writes
+	// (speculate.go; default 16 MiB, negative: no speculation).
+	WriteGuessBytes int
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
@@ -108,6 +112,12 @@ type Backend struct {
 
 	snapOnce sync.Once
 	snaps    *storage.SnapshotLimiter
+
+	// Speculative writes (speculate.go).
+	guess                    *guessCache
+	tabVersions              sync.Map // table ID -> description version last seen current
+	absent                   absentScore
+	specApplied, specRefused atomic.Int64
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -147,6 +157,10 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, mapErr(err, "postgres: create pool")
 	}
 	b := &Backend{opts: opts, pool: pool}
+	if opts.WriteGuessBytes == 0 {
+		opts.WriteGuessBytes = defaultGuessBytes
+	}
+	b.guess = newGuessCache(opts.WriteGuessBytes)
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
