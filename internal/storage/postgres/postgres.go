@@ -29,12 +29,17 @@
 // add a tuple write. Ordered acquisition keeps writers free of deadlocks;
 // the deadlocks still possible with DropIndex (40P01) and serialization
 // failures (40001) are retried, which is safe because write functions are
-// pure. Round trips per write: two pipelined batches — (BEGIN, locks,
-// catalog check, item reads) and (item write, index deletes then puts,
-// COMMIT). A failure before the COMMIT batch was sent (a killed
-// connection, a failover) is retried transparently on another connection;
-// a connection lost while the COMMIT was in flight has an unknown outcome
-// and answers KindUnavailable without retry (never a silent double apply).
+// pure. Round trips per write on this locked path: two pipelined batches
+// — (BEGIN, locks, catalog check, item reads) and (item write, index
+// deletes then puts, COMMIT). A failure before the COMMIT batch was sent
+// (a killed connection, a failover) is retried transparently on another
+// connection; a connection lost while the COMMIT was in flight has an
+// unknown outcome and answers KindUnavailable without retry (never a
+// silent double apply). A write whose current items this process can
+// guess runs first as one speculative batch (speculate.go, ADR 0028): the
+// same locks, the fence and the writes guarded by the guesses, in one
+// implicit transaction; a wrong guess writes nothing and falls back to the
+// locked path.
 //
 // Reads. GetItem, Query and Scan are single statements that join the
 // catalog row, so they answer KindTableNotFound for a dead table ID in the
