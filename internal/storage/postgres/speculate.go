@@ -47,7 +47,11 @@ import (
 // The one difference: the COMMIT travels in the first batch, so a
 // connection lost while the batch is in flight answers KindUnavailable
 // ("may or may not have been applied") where the locked path could retry
-// transparently before sending its COMMIT batch.
+// transparently before sending its COMMIT batch — unless nothing was sent,
+// or the server ended the session (a FATAL error: pg_terminate_backend,
+// an idle connection killed by a restart) before the result of the last
+// statement, hence before the COMMIT at the Sync: then the write runs on
+// the locked path.
 
 const (
 	sqlSpecFence  = `SELECT 1 / count(*) FROM (SELECT 1 FROM tables WHERE id = $1 AND version = $2 FOR SHARE) s`
@@ -139,6 +143,16 @@ func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemP
 		queueIndexAndLog(bt, t, pk, sk, ch)
 	}
 
+	// lastDone: the last statement's result arrived. The implicit COMMIT
+	// runs at the Sync, after it, so a server that ends the session (a
+	// FATAL error: pg_terminate_backend, shutdown) before that result
+	// committed nothing and the write can run again.
+	lastDone := false
+	bt.QueuedQueries[len(bt.QueuedQueries)-1].Exec(func(pgconn.CommandTag) error {
+		lastDone = true
+		return nil
+	})
+
 	c, err := b.acquire(ctx)
 	if err != nil {
 		if retryableBeforeCommit(err) {
@@ -178,6 +192,11 @@ func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemP
 	}
 	if pgconn.SafeToRetry(sendErr) {
 		return nil, false, nil // nothing reached the server
+	}
+	if errors.As(sendErr, &pe) && (pe.Severity == "FATAL" || pe.Severity == "PANIC") && !lastDone {
+		// The messages of a session come in order: the session ended
+		// before the last statement completed, so before the COMMIT.
+		return nil, false, nil
 	}
 	if errors.Is(sendErr, context.Canceled) || errors.Is(sendErr, context.DeadlineExceeded) {
 		return nil, true, storage.Wrap(storage.KindUnavailable, sendErr,
