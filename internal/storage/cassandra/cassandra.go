@@ -62,9 +62,9 @@ type Backend struct {
 	opt      Options
 	cl, scl  gocql.Consistency
 	dirMu    sync.Mutex
-	dirKnown map[dirKey]struct{} // partition directory rows known to exist
-	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
-	dirty    dirtyCache          // change log markers this process wrote (changelog.go)
+	dirKnown map[dirKey]time.Time // partition directory rows known to exist, since when
+	ixKnown  map[ixKey]struct{}   // index_names rows known to exist
+	dirty    dirtyCache           // change log markers this process wrote (changelog.go)
 
 	closing   chan struct{} // closed by Close: stops the outbox sweep
 	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
@@ -77,6 +77,8 @@ type Backend struct {
 	skipForget bool
 	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0019).
 	tx *txledger.Ledger
+	// snapLim bounds the snapshots this process holds open (snapshot.go).
+	snapLim *storage.SnapshotLimiter
 }
 
 type dirKey struct {
@@ -166,7 +168,7 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 	if err != nil {
 		return nil, mapErr(err, "connect")
 	}
-	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}
+	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: storage.NewSnapshotLimiter(maxOpenSnapshots)}
 	b.tx = txledger.New(txStore{b}, opt.Tx)
 	if opt.RequireMigrated {
 		err = b.checkSchema(ctx)

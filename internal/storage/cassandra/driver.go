@@ -157,5 +157,5 @@ func connect(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, mapErr(err, "connect")
 	}
-	return &Backend{s: s, opt: o, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}, nil
+	return &Backend{s: s, opt: o, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: storage.NewSnapshotLimiter(maxOpenSnapshots)}, nil
 }
