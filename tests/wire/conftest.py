@@ -43,8 +43,8 @@ _server = {"endpoint": None, "proc": None, "log": None}
 
 # ------------------------------------------------------- declared capabilities
 #
-# A backend may declare a capability absent (the Cassandra backend has no
-# snapshot and no backup catalog, so it takes no backups). A test that
+# A backend may declare a capability absent (e.g. one without the snapshot
+# capability or a backup catalog takes no backups). A test that
 # needs such a capability carries @pytest.mark.capability("backups"). On a
 # server that declares the capability absent, the test's body does not
 # run: instead the test asserts the declaration itself (every operation of

@@ -1,9 +1,9 @@
 // Package cassandra is an EXPERIMENTAL storage backend on Apache Cassandra
-// (5.0) through gocql. It is not in the server's driver table yet: it does
-// not pass every storagetest section (no transactions, no snapshot
-// capability, index entries outside the item's conditional write). See
-// docs/adr/0016-cassandra-backend.md for the data model, the table-version
-// fence and the limits.
+// (5.0) through gocql. See docs/adr/0016-cassandra-backend.md for the data
+// model, the table-version fence and the limits, and
+// docs/adr/0021-cassandra-change-log-and-snapshots.md for the change log,
+// the snapshot capability (pre-images of open epochs, snapshot.go) and the
+// backup catalogs (backups.go).
 //
 // Data model: one Cassandra partition per DynamoDB item collection
 // (table id, partition key bytes) with the sort key bytes as a blob
