@@ -217,7 +217,15 @@ func ensureKeyspace(ctx context.Context, opt Options, create bool) error {
 	if repl == "" {
 		repl = defaultReplication
 	}
-	return mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
+	// Idempotent: a statement that timed out (schema changes are slow on a
+	// loaded node) is run again.
+	for attempt := 0; ; attempt++ {
+		err := mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
+		if attempt == 5 || !storage.IsKind(err, storage.KindUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 func validIdent(s string) bool {
