@@ -79,6 +79,9 @@ type Backend struct {
 	tx *txledger.Ledger
 	// snapLim bounds the snapshots this process holds open (snapshot.go).
 	snapLim *storage.SnapshotLimiter
+	// sfSeen: the highest committed snapshot fence seen per table (under
+	// dirMu; snapshot.go).
+	sfSeen map[int64]int64
 }
 
 type dirKey struct {

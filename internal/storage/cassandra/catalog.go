@@ -276,6 +276,7 @@ func (b *Backend) liveView(ctx context.Context, ref storage.TableRef) (*tableRow
 		if r.version != ref.Version {
 			return nil, storage.VersionChanged(ref, r.version)
 		}
+		b.noteSF(r.id, val(r.sf))
 		return r, nil
 	}
 }

@@ -82,6 +82,26 @@ var (
 	openBeat  = 5 * time.Second
 )
 
+// sfCommitted is the highest committed snapshot fence this process has
+// seen for table t (0: none); noteSF records one. The committed counter
+// only grows, so a partition fence at or below it is committed.
+func (b *Backend) sfCommitted(t int64) int64 {
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	return b.sfSeen[t]
+}
+
+func (b *Backend) noteSF(t, sf int64) {
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	if b.sfSeen == nil || len(b.sfSeen) >= dirCacheMax {
+		b.sfSeen = map[int64]int64{}
+	}
+	if sf > b.sfSeen[t] {
+		b.sfSeen[t] = sf
+	}
+}
+
 func val(p *int64) int64 {
 	if p == nil {
 		return 0

@@ -169,3 +169,41 @@ func TestLiveReadSnapshotFailsScenario(t *testing.T) {
 }
 
 func randSuffix() uint32 { return rand.Uint32() }
+
+// TestSnapshotOpenRefusesLocksInRaisedPartitions: while an open is pending,
+// a transaction may not lock an item in a partition the open has already
+// raised (it may hold locks taken before the instant elsewhere): it is
+// cancelled with a conflict, and the open then commits.
+func TestSnapshotOpenRefusesLocksInRaisedPartitions(t *testing.T) {
+	b := openT(t, keyspace)
+	ctx := t.Context()
+	ref := snapTable(t, b, "pending-"+strconv.Itoa(int(randSuffix())), 2)
+	var e int64
+	_, err := b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{{Table: ref, PK: []byte("k0"),
+		Fn: func([]byte) (storage.Change, error) {
+			if e == 0 {
+				_, ep, err := b.beginOpen(ctx, "snap", ref.Name)
+				if err != nil {
+					return storage.Change{}, err
+				}
+				e = ep
+				if err := b.fenceSnap(ctx, ref, []byte("k0"), e); err != nil {
+					return storage.Change{}, err
+				}
+			}
+			return storage.Change{Op: storage.Put, Item: []byte("tx")}, nil
+		}}}})
+	if !storage.IsKind(err, storage.KindTransactionConflict) {
+		t.Fatalf("a lock in a raised partition during a pending open: %v, want a transaction conflict", err)
+	}
+	tbl, _, err := b.finishOpen(ctx, ref, e)
+	if err != nil || tbl.ID != ref.ID {
+		t.Fatalf("finishOpen = %v, %v", tbl, err)
+	}
+	if err := b.closeEpoch(ctx, ref, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte("k0")}); err != nil || string(got.Item) != "v0" {
+		t.Fatalf("k0 = %v, %v; want v0 (the refused transaction wrote nothing)", got, err)
+	}
+}
