@@ -231,6 +231,14 @@ func (b *Backend) openSnapshot(ctx context.Context, p storage.OpenSnapshotParams
 	ref := storage.TableRef{Account: r.account, Name: r.name, ID: r.id, Version: r.version}
 	tbl, at, err := b.finishOpen(ctx, ref, e)
 	if err != nil {
+		// Writers wait for a pending open: end it now rather than after
+		// openStale (the counter moves on without the epoch, as when a
+		// waiter aborts a stale one).
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = b.query(actx, `UPDATE tables SET sf = ?, pending_sf = null, pending_sf_at = null WHERE id = ? IF pending_sf = ?`, e, ref.ID, e).MapScanCAS(map[string]any{})
+		// A commit whose outcome was unknown may have opened the epoch.
+		_, _ = b.query(actx, `DELETE snaps[?] FROM tables WHERE id = ? IF EXISTS`, e, ref.ID).MapScanCAS(map[string]any{})
 		return nil, err
 	}
 	if p.AfterPin != nil {
