@@ -6,10 +6,14 @@
 # answers fixed responses and does no work â€” what the HTTP layer alone
 # costs), dynalite (in memory), dynalite-path (on LevelDB, --path),
 # extenddb-memory (`serve --memory`), extenddb (`serve` on SQLite in a data
-# directory), extenddb-postgres (`serve --backend postgres` on the database
-# EXTENDDB_BENCH_POSTGRES_DSN), extenddb-cassandra (`serve --backend
-# cassandra` on EXTENDDB_BENCH_CASSANDRA_HOSTS, keyspace
-# EXTENDDB_BENCH_CASSANDRA_KEYSPACE; both migrated here first). Installs dynalite (npm, cached outside the repository), builds
+# directory), extenddb-postgres (`serve` on the PostgreSQL database of
+# EXTENDDB_BENCH_POSTGRES_DSN, migrated first; the summed CPU of that
+# database's backend processes is reported beside it as "db cpu/req"), and
+# extenddb-before / extenddb-postgres-before (the same with the binary
+# EXTENDDB_BIN_BEFORE, on EXTENDDB_BENCH_POSTGRES_DSN_BEFORE: an A/B run of
+# two builds, alternated like the rest), extenddb-cassandra (`serve
+# --backend cassandra` on EXTENDDB_BENCH_CASSANDRA_HOSTS, keyspace
+# EXTENDDB_BENCH_CASSANDRA_KEYSPACE, migrated first). Installs dynalite (npm, cached outside the repository), builds
 # bin/extenddb and the floor, starts the servers on free loopback ports,
 # then runs every workload on the servers in alternation (one after the
 # other, for N rounds) with `extenddb bench --server-pid`, and prints per
@@ -28,8 +32,7 @@
 #         --warmup D         warm-up per run (default 2s)
 #     -c, --concurrency N    closed-loop workers (default 16)
 #         --servers LIST     servers to run (default: floor,dynalite,dynalite-path,
-#                            extenddb-memory,extenddb; also extenddb-postgres,
-#                            extenddb-cassandra)
+#                            extenddb-memory,extenddb)
 #         --partitions N     preloaded 100-item partitions per worker (default:
 #                            extenddb bench's)
 #         --lag-workloads L  workloads during which the GSI lag is sampled
@@ -40,9 +43,13 @@
 #   EXTENDDB_CACHE   cache root (default $HOME/.cache/extenddb); dynalite goes
 #                    to $EXTENDDB_CACHE/dynalite (npm install --prefix)
 #   EXTENDDB_BIN     use this extenddb binary instead of building bin/extenddb
-#   EXTENDDB_BENCH_POSTGRES_DSN        database of extenddb-postgres
-#   EXTENDDB_BENCH_CASSANDRA_HOSTS     contact points of extenddb-cassandra
-#   EXTENDDB_BENCH_CASSANDRA_KEYSPACE  its keyspace (default extenddb_bench)
+#   EXTENDDB_BIN_BEFORE                 binary of the *-before servers
+#   EXTENDDB_BENCH_POSTGRES_DSN         postgres://USER@HOST:PORT/DB?... of
+#                                       extenddb-postgres (a database of its own)
+#   EXTENDDB_BENCH_POSTGRES_DSN_BEFORE  the same for extenddb-postgres-before
+#                                       (another database)
+#   EXTENDDB_BENCH_CASSANDRA_HOSTS      contact points of extenddb-cassandra
+#   EXTENDDB_BENCH_CASSANDRA_KEYSPACE   its keyspace (default extenddb_bench)
 #
 # Figures are medians over the rounds. CPU per request comes from the
 # server's /proc/PID/stat over each measured window; it is the robust figure
@@ -87,10 +94,14 @@ done
 IFS=', ' read -r -a SERVER_LIST <<<"$SERVERS"
 IFS=', ' read -r -a WORKLOAD_LIST <<<"$WORKLOADS"
 for s in "${SERVER_LIST[@]}"; do
-	case "$s" in
-	floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;;
-	extenddb-postgres) [[ -n "${EXTENDDB_BENCH_POSTGRES_DSN:-}" ]] || die "extenddb-postgres needs EXTENDDB_BENCH_POSTGRES_DSN" ;;
-	extenddb-cassandra) [[ -n "${EXTENDDB_BENCH_CASSANDRA_HOSTS:-}" ]] || die "extenddb-cassandra needs EXTENDDB_BENCH_CASSANDRA_HOSTS" ;;
+	case "$s" in floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;;
+	extenddb-postgres) [[ -n "${EXTENDDB_BENCH_POSTGRES_DSN:-}" ]] || die "$s needs EXTENDDB_BENCH_POSTGRES_DSN" ;;
+	extenddb-before) [[ -n "${EXTENDDB_BIN_BEFORE:-}" ]] || die "$s needs EXTENDDB_BIN_BEFORE" ;;
+	extenddb-cassandra) [[ -n "${EXTENDDB_BENCH_CASSANDRA_HOSTS:-}" ]] || die "$s needs EXTENDDB_BENCH_CASSANDRA_HOSTS" ;;
+	extenddb-postgres-before)
+		[[ -n "${EXTENDDB_BIN_BEFORE:-}" && -n "${EXTENDDB_BENCH_POSTGRES_DSN_BEFORE:-}" ]] ||
+			die "$s needs EXTENDDB_BIN_BEFORE and EXTENDDB_BENCH_POSTGRES_DSN_BEFORE"
+		;;
 	*) die "unknown server $s" ;;
 	esac
 done
@@ -105,7 +116,7 @@ else
 	mkdir -p "$RESULTS"
 fi
 
-declare -A PID PORT
+declare -A PID PORT PROCS
 LAGPID=""
 cleanup() {
 	local s p
@@ -173,15 +184,31 @@ start_server() {
 	extenddb-memory)
 		"$BIN" serve --listen "127.0.0.1:$port" --memory >"$WORK/$s.log" 2>&1 &
 		;;
-	extenddb-postgres)
-		"$BIN" migrate --backend postgres --dsn "$EXTENDDB_BENCH_POSTGRES_DSN" >"$WORK/$s.migrate.log" 2>&1 || die "migrate $s: $(tail -3 "$WORK/$s.migrate.log")"
-		"$BIN" serve --listen "127.0.0.1:$port" --backend postgres --dsn "$EXTENDDB_BENCH_POSTGRES_DSN" >"$WORK/$s.log" 2>&1 &
-		;;
 	extenddb-cassandra)
 		local ks="${EXTENDDB_BENCH_CASSANDRA_KEYSPACE:-extenddb_bench}"
 		"$BIN" migrate --backend cassandra --cassandra-hosts "$EXTENDDB_BENCH_CASSANDRA_HOSTS" --cassandra-keyspace "$ks" >"$WORK/$s.migrate.log" 2>&1 ||
-			die "migrate $s: $(tail -3 "$WORK/$s.migrate.log")"
+			{ cat "$WORK/$s.migrate.log" >&2; die "$s: migrate failed"; }
 		"$BIN" serve --listen "127.0.0.1:$port" --backend cassandra --cassandra-hosts "$EXTENDDB_BENCH_CASSANDRA_HOSTS" --cassandra-keyspace "$ks" >"$WORK/$s.log" 2>&1 &
+		;;
+	extenddb-before)
+		mkdir -p "$WORK/extenddb-before-data"
+		"$EXTENDDB_BIN_BEFORE" serve --listen "127.0.0.1:$port" --data-dir "$WORK/extenddb-before-data" >"$WORK/$s.log" 2>&1 &
+		;;
+	extenddb-postgres | extenddb-postgres-before)
+		local bin="$BIN" dsn="${EXTENDDB_BENCH_POSTGRES_DSN:-}"
+		if [[ "$s" == *-before ]]; then
+			bin="$EXTENDDB_BIN_BEFORE" dsn="$EXTENDDB_BENCH_POSTGRES_DSN_BEFORE"
+		fi
+		"$bin" migrate --backend postgres --dsn "$dsn" >"$WORK/$s.migrate.log" 2>&1 ||
+			{ cat "$WORK/$s.migrate.log" >&2; die "$s: migrate failed"; }
+		# The backends of the database: process title "postgres: USER DB ...".
+		local rest="${dsn#*://}" user db
+		user="${rest%%@*}"
+		user="${user%%:*}"
+		db="${rest#*/}"
+		db="${db%%\?*}"
+		PROCS[$s]="postgres: $user $db "
+		"$bin" serve --listen "127.0.0.1:$port" --backend postgres --dsn "$dsn" >"$WORK/$s.log" 2>&1 &
 		;;
 	dynalite)
 		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
@@ -219,21 +246,22 @@ sample_lag() {
 		sleep 0.1
 	done
 }
-EXTRA=()
-[[ -z "$PARTITIONS" ]] || EXTRA+=(--partitions "$PARTITIONS")
 FAILED=0
 for wl in "${WORKLOAD_LIST[@]}"; do
 	for round in $(seq "$ROUNDS"); do
 		for s in "${SERVER_LIST[@]}"; do
 			json="$RESULTS/$wl.$s.$round.json"
 			log "$wl round $round/$ROUNDS on $s"
+			extra=()
+			[[ -n "${PROCS[$s]:-}" ]] && extra=(--backend-procs "${PROCS[$s]}")
+			[[ -z "$PARTITIONS" ]] || extra+=(--partitions "$PARTITIONS")
 			if [[ "$s" == extenddb* && ",$LAG_WORKLOADS," == *",$wl,"* ]]; then
 				sample_lag "${PORT[$s]}" "$RESULTS/$wl.$s.$round.lag" &
 				LAGPID=$!
 			fi
-			if ! "$BIN" bench --endpoint "http://127.0.0.1:${PORT[$s]}" --server-pid "${PID[$s]}" \
+			if ! "$BIN" bench --endpoint "http://127.0.0.1:${PORT[$s]}" --server-pid "${PID[$s]}" "${extra[@]}" \
 				--workload "$wl" --concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" \
-				--table-prefix "bench-compare" "${EXTRA[@]}" --quiet --json "$json" >"$RESULTS/$wl.$s.$round.txt" 2>&1; then
+				--table-prefix "bench-compare" --quiet --json "$json" >"$RESULTS/$wl.$s.$round.txt" 2>&1; then
 				log "$wl on $s failed:"
 				tail -5 "$RESULTS/$wl.$s.$round.txt" >&2
 				FAILED=$((FAILED + 1))
@@ -283,7 +311,7 @@ const cpu = (x) => (Number.isFinite(x) && x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "Â
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) + "x" : "-");
 const mib = (b) => (Number.isFinite(b) ? (b / 1048576).toFixed(1) + "MiB" : "-");
 
-const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "errors"];
+const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "cpu / sqlite", "db cpu/req", "errors"];
 const rows = [head];
 const peak = {}, rss = {};
 for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
@@ -296,6 +324,7 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
       p99: agg(rs, (r) => r.p99_us),
       cpu: agg(rs, (r) => r.server?.cpu_us_per_op),
       item: agg(rs, (r) => r.server?.cpu_us_per_item),
+      db: agg(rs, (r) => r.backend?.cpu_us_per_op),
       errs: rs ? rs.reduce((a, r) => a + r.errors, 0) : NaN,
     };
     for (const r of rs || []) {
@@ -309,7 +338,9 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
   for (const s of servers) {
     const x = v[s];
     rows.push([wl, s, num(x.ops), us(x.p99), cpu(x.cpu), s === "floor" ? "" : cpu(x.cpu - floor), cpu(x.item),
-      s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "", num(x.errs)]);
+      s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "",
+      s === "extenddb-postgres" ? ratio(x.cpu, v.extenddb?.cpu) : s === "extenddb-postgres-before" ? ratio(x.cpu, v["extenddb-before"]?.cpu) : "",
+      cpu(x.db), num(x.errs)]);
   }
 }
 const width = head.map((_, i) => Math.max(...rows.map((r) => [...r[i]].length)));

@@ -9,7 +9,6 @@ import (
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // noMultiItem is a real backend that answers KindUnsupported to
@@ -30,12 +29,8 @@ func (noMultiItem) TransactGet(context.Context, storage.TransactGetParams) (*sto
 // transactions they write them one by one, so TTL, new indexes and batch
 // writes work there too.
 func TestBackgroundWithoutTransactions(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	e := startEngine(t, storage.Checked(noMultiItem{b}, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
+	b := memSQLite(t)
+	e := startEngine(t, checked(t, noMultiItem{b}), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "no-multi-item"
 	createHashTable(t, e, name)

@@ -14,6 +14,7 @@ EXTENDDB_ENDPOINT or EXTENDDB_SERVE_ARGS; the suite fails rather than
 silently testing the memory backend instead.
 """
 
+import contextlib
 import fcntl
 import os
 import random
@@ -43,8 +44,8 @@ _server = {"endpoint": None, "proc": None, "log": None}
 
 # ------------------------------------------------------- declared capabilities
 #
-# A backend may declare a capability absent (the Cassandra backend has no
-# snapshot and no backup catalog, so it takes no backups). A test that
+# A backend may declare a capability absent (e.g. one without the snapshot
+# capability or a backup catalog takes no backups). A test that
 # needs such a capability carries @pytest.mark.capability("backups"). On a
 # server that declares the capability absent, the test's body does not
 # run: instead the test asserts the declaration itself (every operation of
@@ -213,11 +214,13 @@ def _check_server_log(log):
     assert not bad, "server log has storage contract violations:\n" + "\n".join(bad[:20])
 
 
-def server_env(logdir, store_root=None, **extra):
+def server_env(logdir, store_root=None, main=False, **extra):
     """The environment of a server the suite starts: backups go to a fresh
     filesystem store (store_root, default under logdir), unless the caller
     configured one with EXTENDDB__BACKUP__STORE__* or
-    EXTENDDB_TEST_BACKUP_STORE=disabled."""
+    EXTENDDB_TEST_BACKUP_STORE=disabled. Only the suite's own server
+    (main) sets the backup_root fixture: a test's extra server must not
+    re-point it for the tests that run after it on the worker."""
     env = dict(os.environ)
     if (os.environ.get("EXTENDDB_TEST_BACKUP_STORE") != "disabled"
             and "EXTENDDB__BACKUP__STORE__KIND" not in env
@@ -226,9 +229,34 @@ def server_env(logdir, store_root=None, **extra):
         root.mkdir(mode=0o700, exist_ok=True)
         env["EXTENDDB__BACKUP__STORE__KIND"] = "filesystem"
         env["EXTENDDB__BACKUP__STORE__ROOT"] = str(root)
-        _server["backup_root"] = str(root)
+        if main:
+            _server["backup_root"] = str(root)
     env.update(extra)
     return env
+
+
+@contextlib.contextmanager
+def extra_server(log_dir, args, env, log_name="server-{port}.log"):
+    """Starts a server of a test's own, `extenddb serve --listen
+    127.0.0.1:PORT *args` with the environment env (whole, see server_env;
+    log_name may name the port), waits until it is healthy and yields
+    (endpoint, process); stops it afterwards (continuing it first, should
+    the test have stopped it)."""
+    binary = _build_binary()
+    port = _free_port()
+    ep = f"http://127.0.0.1:{port}"
+    log = open(Path(log_dir) / log_name.format(port=port), "wb")
+    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        err = _wait_health(ep, proc)
+        assert err is None, err
+        yield ep, proc
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)  # never leave a stopped process
+        _stop(proc)
+        log.close()
 
 
 @pytest.fixture(scope="session")
@@ -253,13 +281,13 @@ def endpoint(request, tmp_path_factory):
     # sending (test_protocol.py) finish quickly; they read the same value.
     os.environ.setdefault("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "5s")
     # One catalog binds one store: the servers of xdist workers that share
-    # one database (PostgreSQL or MongoDB in EXTENDDB_SERVE_ARGS) share one store of
+    # one database (PostgreSQL, MongoDB or a Cassandra keyspace in EXTENDDB_SERVE_ARGS) share one store of
     # this run; servers with a database each have a store each.
     store_root = None
-    if extra and ("postgres" in extra or "mongodb" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
+    if extra and ("postgres" in extra or "mongodb" in extra or "cassandra" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
         store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                            env=server_env(logdir, store_root))
+                            env=server_env(logdir, store_root, main=True))
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)
@@ -293,12 +321,17 @@ def _client_config(validate=True):
                   parameter_validation=validate, connect_timeout=10, read_timeout=60)
 
 
-def _make_client(endpoint, validate=True):
-    c = boto3.session.Session().client(
-        "dynamodb", endpoint_url=endpoint, region_name=REGION,
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=_client_config(validate))
-    c.meta.events.register("after-call.dynamodb", _check_response_headers)
+def _connect_args(endpoint, validate=True):
+    """The endpoint, region, credentials and config of the suite's clients."""
+    return dict(endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                aws_secret_access_key=SECRET_KEY, config=_client_config(validate))
+
+
+def _make_client(endpoint, validate=True, service="dynamodb"):
+    """A client of service ("dynamodb" or "dynamodbstreams") that checks
+    every response's headers."""
+    c = boto3.session.Session().client(service, **_connect_args(endpoint, validate))
+    c.meta.events.register(f"after-call.{service}", _check_response_headers)
     return c
 
 
@@ -317,10 +350,7 @@ def ddb_raw(endpoint):
 
 @pytest.fixture(scope="session")
 def ddb_resource(endpoint):
-    r = boto3.session.Session().resource(
-        "dynamodb", endpoint_url=endpoint, region_name=REGION,
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=_client_config())
+    r = boto3.session.Session().resource("dynamodb", **_connect_args(endpoint))
     r.meta.client.meta.events.register("after-call.dynamodb", _check_response_headers)
     return r
 

@@ -14,12 +14,11 @@ database file).
 import contextlib
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
-from conftest import _build_binary, _free_port, _make_client, _stop, _wait_health, server_env
+from conftest import _make_client, extra_server, server_env
 from test_backups import (_pg_dsn_from_serve_args, catalog, fill, objects, scan_all,  # noqa: F401 (fixture)
                           wait_backup, wait_table, S)
 from wire_helpers import expect_error, raw_get
@@ -53,27 +52,14 @@ class Server:
 
 @contextlib.contextmanager
 def serve(tmp_path, catalog_args, store, name, **env):
-    binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
     full = dict(FAST)
     spool = tmp_path / f"spool-{name}"  # each server its own, as on two hosts
     spool.mkdir(mode=0o700, exist_ok=True)
     full.update(EXTENDDB__BACKUP__STORE__KIND="filesystem", EXTENDDB__BACKUP__STORE__ROOT=str(store),
                 EXTENDDB__BACKUP__SPOOL_DIR=str(spool))
     full.update(env)
-    log = open(tmp_path / f"server-{name}-{port}.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *catalog_args],
-                            stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **full))
-    try:
-        err = _wait_health(ep, proc)
-        assert err is None, err
+    with extra_server(tmp_path, catalog_args, server_env(tmp_path, **full), f"server-{name}-{{port}}.log") as (ep, proc):
         yield Server(_make_client(ep), proc, ep)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)  # never leave a stopped process
-        _stop(proc)
-        log.close()
 
 
 def until(cond, what, timeout=60.0):
