@@ -177,12 +177,16 @@ func (m *Manager) recordLoop(ctx context.Context, stop context.CancelCauseFunc, 
 }
 
 // RestoringFrom tells whether a restore from the backup runs (on any
-// server sharing the catalog, when the backend keeps restore jobs).
+// server sharing the catalog, when the backend keeps restore jobs). A job
+// whose target is no longer this backup's restore in progress (it flipped
+// ACTIVE and only its DONE write is left, or the table was replaced) no
+// longer reads the backup: a client that saw the target ACTIVE can delete
+// the backup at once.
 func (m *Manager) RestoringFrom(arn string) bool {
 	m.mu.Lock()
 	n := m.restoring[arn]
 	m.mu.Unlock()
-	if n > 0 || m.rcat == nil {
+	if m.rcat == nil {
 		return n > 0
 	}
 	rows, err := m.rcat.ListRestores(context.Background(), []string{storage.RestoreRunning})
@@ -190,8 +194,12 @@ func (m *Manager) RestoringFrom(arn string) bool {
 		return true // cannot tell: refuse the delete rather than lose the backup
 	}
 	for _, r := range rows {
-		if r.BackupARN == arn {
-			return true
+		if r.BackupARN != arn {
+			continue
+		}
+		cur, err := m.cfg.Backend.GetTable(context.Background(), storage.GetTableParams{Account: r.Account, Name: r.TableName})
+		if err != nil || m.cfg.Restorer == nil || m.cfg.Restorer.IsRestoreTarget(cur.Table, arn) {
+			return true // not created yet (or cannot tell), or still loading
 		}
 	}
 	return false
@@ -434,7 +442,8 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		return 0, skip, err
 	}
 	// The first batch is written inline (its progress is recorded and the
-	// mid-load hook runs after it, with nothing else in flight); the rest
+	// mid-load hook runs after it, with nothing else in flight; or at the
+	// end of the load when there is no batch to write); the rest
 	// by restoreWriters writers in parallel, batches in any order (a
 	// backup holds each key once, and every write is a blind put). mu
 	// guards target and ref, which move when a writer meets a moved
@@ -557,6 +566,11 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	}
 	if err == nil && n == 0 && skip > 0 {
 		prog.add(skip, skippedBytes) // every item was loaded before
+	}
+	if err == nil && !started {
+		// Nothing to load (an empty backup, or every item recorded by
+		// the former owner): the load step still passes its hook once.
+		m.hook(PointRestoreMidLoad)
 	}
 	close(work)
 	wg.Wait()

@@ -89,7 +89,7 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 			return nil, err
 		}
 		deadline := time.Now().Add(20 * time.Second)
-		for m.RestoringFrom(bk.ARN) {
+		for m.restoresRunning(bk.ARN) {
 			if time.Now().After(deadline) {
 				t.Fatal("restore does not end")
 			}
@@ -243,7 +243,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for bm.RestoringFrom(bk.ARN) {
+	for bm.restoresRunning(bk.ARN) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := counterValue(bm.met.skipped); got != float64(recorded) {
@@ -294,4 +294,12 @@ func counterValue(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// restoresRunning tells whether a restore job from the backup still runs
+// in this process (its goroutine has not returned).
+func (m *Manager) restoresRunning(arn string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restoring[arn] > 0
 }
