@@ -598,7 +598,8 @@ func (b *Backend) insertRecs(ctx context.Context, tid int64, todo []pending) err
 
 // ReadLog implements storage.ChangeLog. After publishing, the records are
 // point lookups from After+1 (in parallel, in growing windows) up to the
-// highest Seq, Limit or MaxBytes.
+// highest Seq, Limit or MaxBytes; a read of a large share of the log is
+// one range read instead.
 func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storage.ReadLogResult, error) {
 	if err := b.live(ctx, p.Table); err != nil {
 		return nil, err
@@ -613,6 +614,17 @@ func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storag
 		return res, err
 	}
 	limit := max(p.Limit, 1)
+	if n := min(int64(limit), last.Seq-p.After); n >= 32 {
+		// A large share of the log (a reader far behind, a short log):
+		// one range read costs less than n lookups, even as a scan.
+		first, err := b.firstRec(ctx, tid, last)
+		if err != nil {
+			return nil, err
+		}
+		if n*4 >= last.Seq-first.Seq+1 {
+			return b.readLogRange(ctx, tid, p, limit)
+		}
+	}
 	next, size, width := p.After+1, 0, 4
 	for len(res.Records) < limit && next <= last.Seq {
 		n := min(int64(width), last.Seq-next+1, int64(limit-len(res.Records)))
@@ -648,6 +660,37 @@ func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storag
 			res.Records = append(res.Records, storage.LogRecord{Seq: r.Seq, At: time.UnixMicro(r.At), Data: nz(r.D)})
 		}
 		width = min(width*2, 64)
+	}
+	return res, nil
+}
+
+// readLogRange is ReadLog as one range read of the log in Seq order (an _id
+// index range on MongoDB; on FerretDB/SQLite a read of the whole log).
+func (b *Backend) readLogRange(ctx context.Context, tid int64, p storage.ReadLogParams, limit int) (*storage.ReadLogResult, error) {
+	cur, err := b.logColl(tid).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: seqKey(p.After)}}}},
+		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, translate(err, "mongodb: read the change log")
+	}
+	defer cur.Close(ctx)
+	res := &storage.ReadLogResult{}
+	size := 0
+	for cur.Next(ctx) {
+		var r logRec
+		if err := cur.Decode(&r); err != nil {
+			return nil, translate(err, "mongodb: decode a change record")
+		}
+		if r.X {
+			continue
+		}
+		if p.MaxBytes > 0 && len(res.Records) > 0 && size+len(r.D) > p.MaxBytes {
+			break
+		}
+		size += len(r.D)
+		res.Records = append(res.Records, storage.LogRecord{Seq: r.Seq, At: time.UnixMicro(r.At), Data: nz(r.D)})
+	}
+	if err := cur.Err(); err != nil {
+		return nil, translate(err, "mongodb: read the change log")
 	}
 	return res, nil
 }
