@@ -504,9 +504,13 @@ func (b *Backend) publish(ctx context.Context, tid int64) error {
 	return nil
 }
 
-// publishBatch bounds one insert of records (count and bytes).
+// publishBatch bounds one insert of records (count and bytes). At most
+// 100 records: FerretDB v1.24 splits an insert into batches of 100 and,
+// for an ordered insert, goes on with the next batch after a failed one
+// (handler/msg_insert.go), which would insert Seqs above a hole; within
+// one batch it stops at the first error, as MongoDB does.
 const (
-	publishBatch      = 256
+	publishBatch      = 100
 	publishBatchBytes = 4 << 20
 )
 

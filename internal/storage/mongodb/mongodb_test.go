@@ -463,3 +463,50 @@ func TestChangeLogKeyMigration(t *testing.T) {
 		t.Fatalf("records after the migration: %v", got)
 	}
 }
+
+// TestChangeLogPublishConflictInBatch: a publication of more records than
+// one FerretDB insert batch (100), one of them already in the log, still
+// numbers every record once, contiguously, At never decreasing (FerretDB
+// v1.24 goes on with the next batch of an ordered insert after an error).
+func TestChangeLogPublishConflictInBatch(t *testing.T) {
+	b := openT(t, Options{})
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "logbatch", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	const n = 150
+	for i := 0; i < n; i++ {
+		data := fmt.Appendf(nil, "rec%03d", i)
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: fmt.Appendf(nil, "k%03d", i), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte("v"), Log: data}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Record 10 is published already (as by another server's publisher
+	// that has not deleted its hint yet).
+	if err := b.ensureLogIndex(ctx, ref.ID); err != nil {
+		t.Fatal(err)
+	}
+	r10 := recordID(itemID([]byte("k010"), nil), 1)
+	if _, err := b.logColl(ref.ID).InsertOne(ctx, logRec{ID: seqKey(1), Seq: 1, R: r10, At: time.Now().UnixMicro(), D: []byte("rec010")}); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := storage.ChangeLogs(storage.Checked(b, func(err error) { t.Error(err) }))
+	res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i, r := range res.Records {
+		if r.Seq != int64(i+1) || seen[string(r.Data)] {
+			t.Fatalf("record %d: Seq %d, data %s (seen before: %v)", i, r.Seq, r.Data, seen[string(r.Data)])
+		}
+		seen[string(r.Data)] = true
+	}
+	if len(res.Records) != n {
+		t.Fatalf("%d records, want %d", len(res.Records), n)
+	}
+}
