@@ -138,8 +138,9 @@ type Backend struct {
 	// batches and batchedOps count the writer's transactions and the
 	// operations they carried (group commit factor = batchedOps/batches).
 	batches, batchedOps atomic.Int64
-	// commitWaits counts the writer's waits for more writes (writeLoop).
-	commitWaits atomic.Int64
+	// commitWaits counts the writer's waits for more writes (writeLoop),
+	// commitTimeouts those that ended at Options.CommitWait.
+	commitWaits, commitTimeouts atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
 	readLog, logInfo                         *sql.Stmt

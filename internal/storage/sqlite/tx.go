@@ -53,7 +53,7 @@ func (b *Backend) submit(ctx context.Context, run func(w *writer) error) error {
 // DefaultCommitWait is the default Options.CommitWait.
 const DefaultCommitWait = defaultCommitWaitUS * time.Microsecond
 
-const defaultCommitWaitUS = 200
+const defaultCommitWaitUS = 2000
 
 // writeLoop is the writer goroutine: group commit of whatever is queued.
 //
@@ -63,12 +63,18 @@ const defaultCommitWaitUS = 200
 // HTTP layer in front of it the queue rarely holds more than one write
 // (about 1.4 writes per commit at 16 concurrent clients). So while writes
 // arrive concurrently the writer waits, after taking what is queued, for
-// more writes to join the batch: until the batch is one larger than the
-// previous one or Options.CommitWait has passed. "Concurrently" is
-// learnt: waiting starts when the queue by itself held two writes or
-// more, and stops when a wait for a single write gathered nothing, so a
-// lone client never waits (except once, right after a concurrent
-// stretch).
+// more writes to join the batch, at most Options.CommitWait: until the
+// batch holds as many writes as the previous one, or one more (a probe
+// for more concurrency). "Concurrently" is learnt: waiting starts when
+// the queue by itself held two writes or more, and stops when a wait for
+// a single write gathered nothing, so a lone client never waits (except
+// once, right after a concurrent stretch). A probe that runs into the
+// wait's end means that the batch has reached the clients' concurrency
+// (a closed loop of k clients never has more than k writes to offer): the
+// writer then holds the batch size without probing for probeHoldMin
+// batches, doubling up to probeHoldMax while probes keep failing, so that
+// k concurrent clients (2, say) do not pay the whole wait on every other
+// commit (ADR 0027).
 func (b *Backend) writeLoop() {
 	defer close(b.done)
 	batch := make([]*wop, 0, b.opts.MaxBatch)
@@ -78,6 +84,7 @@ func (b *Backend) writeLoop() {
 		wait.Stop()
 	}
 	waiting, prev := false, 0
+	hold, holdLen := 0, probeHoldMin
 	for {
 		op, ok := <-b.ops
 		if !ok {
@@ -88,15 +95,31 @@ func (b *Backend) writeLoop() {
 		if len(batch) >= 2 {
 			waiting = true
 		}
-		if open && waiting && wait != nil && len(batch) <= prev && len(batch) < b.opts.MaxBatch {
+		target, probe := prev, false
+		if hold > 0 {
+			hold--
+		} else {
+			target, probe = prev+1, true
+		}
+		target = min(target, b.opts.MaxBatch)
+		if open && waiting && wait != nil && len(batch) < target {
 			n := len(batch)
 			wait.Reset(b.opts.CommitWait)
-			b.drain(&batch, prev+1, wait.C)
+			b.drain(&batch, target, wait.C)
 			wait.Stop()
 			if n == 1 && len(batch) == 1 {
 				waiting = false
 			}
 			b.commitWaits.Add(1)
+			switch {
+			case len(batch) < target && probe:
+				b.commitTimeouts.Add(1)
+				hold, holdLen = holdLen, min(2*holdLen, probeHoldMax)
+			case len(batch) < target:
+				b.commitTimeouts.Add(1)
+			case probe:
+				holdLen = probeHoldMin
+			}
 		}
 		prev = len(batch)
 		b.batches.Add(1)
@@ -106,6 +129,14 @@ func (b *Backend) writeLoop() {
 		b.boundWAL()
 	}
 }
+
+// probeHoldMin and probeHoldMax bound the batches during which the
+// writer's commit wait does not probe for a larger batch after a probe
+// ran into the wait's end (writeLoop).
+const (
+	probeHoldMin = 8
+	probeHoldMax = 1024
+)
 
 // drain appends queued operations to batch, up to MaxBatch: what is
 // queued now when until is nil, else whatever arrives until it fires or
