@@ -25,7 +25,7 @@ import (
 // log over at the beginning of the file. The file is not emptied: the
 // next batch overwrites its frames (appending to a file costs about twice
 // as much as overwriting it: the file system allocates blocks, and on a
-// file system mounted with discard, freeing them costs too; ADR 0027).
+// file system mounted with discard, freeing them costs too; ADR 0029).
 // The writer's connection has journal_size_limit set to the limit, so the
 // first commit after the restart trims the file back to the limit if a
 // batch had grown it past it; the file's size is therefore at most the

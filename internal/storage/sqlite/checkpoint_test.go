@@ -131,7 +131,7 @@ func TestWALStaysBounded(t *testing.T) {
 }
 
 // TestWALFileReused: the writer's checkpoint starts the log over without
-// emptying the file (ADR 0027). Appending to a file costs about twice as
+// emptying the file (ADR 0029). Appending to a file costs about twice as
 // much as overwriting it (block allocation, and freeing the blocks on a
 // truncate), so once the log has reached its limit the -wal file stays
 // allocated: serial writes after the first checkpoint never see it

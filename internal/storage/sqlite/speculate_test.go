@@ -13,7 +13,7 @@ import (
 
 // TestSpeculativeInsert: a write of a key the item cache does not hold
 // runs Fn on "absent" first and inserts unless the key exists (one
-// statement instead of a read and a write, ADR 0027). Disabled cache, so
+// statement instead of a read and a write, ADR 0029). Disabled cache, so
 // that every write takes that path: new keys are inserted by the
 // speculation; existing keys are not overwritten by it, Fn runs again on
 // the stored item (Old, index deletes and a condition on the old item

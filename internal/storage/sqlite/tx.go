@@ -74,7 +74,7 @@ const defaultCommitWaitUS = 2000
 // writer then holds the batch size without probing for probeHoldMin
 // batches, doubling up to probeHoldMax while probes keep failing, so that
 // k concurrent clients (2, say) do not pay the whole wait on every other
-// commit (ADR 0027).
+// commit (ADR 0029).
 func (b *Backend) writeLoop() {
 	defer close(b.done)
 	batch := make([]*wop, 0, b.opts.MaxBatch)
@@ -564,7 +564,7 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	inserted := false
 	var ch storage.Change
 	if !known && !p.Blind && w.specScore >= 0 {
-		// Speculation (ADR 0027): a write of a key that the item cache
+		// Speculation (ADR 0029): a write of a key that the item cache
 		// does not hold mostly creates the item (a PutItem of a new key).
 		// Fn is run on "absent" and, if it puts, the item is inserted
 		// unless the key exists: one statement instead of a read and a
