@@ -612,11 +612,25 @@ def test_backup_metrics(ddb, table, endpoint):
         assert name in text, name
 
 
+def _metrics(endpoint):
+    """The server's /metrics samples, by series (name and labels)."""
+    from wire_helpers import raw_get
+    out = {}
+    for line in raw_get(endpoint, "/metrics").body.decode().splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            out[series] = float(value)
+    return out
+
+
 @pytest.mark.parametrize("point", ["restore.before-target", "restore.mid-spool", "restore.mid-load", "restore.before-active"])
 def test_restore_crash_then_resume(tmp_path, catalog, point):
     """The server is killed at a step of a restore; after a restart the
-    reconciler takes the job over and loads the target again: it becomes
-    ACTIVE with every item, and no spool directory is left."""
+    reconciler takes the job over, verifies the backup again and loads the
+    items after the job's recorded progress (ADR 0027): it becomes ACTIVE
+    with every item, each loaded once across both runs (the killed run had
+    loaded and recorded the first batch at mid-load, every batch before
+    ACTIVE), and no spool directory is left."""
     store, spool = tmp_path / "store", tmp_path / "spool"
     for d in (store, spool):
         d.mkdir(mode=0o700)
@@ -650,6 +664,18 @@ def test_restore_crash_then_resume(tmp_path, catalog, point):
         t = wait_table(c, "rdst", timeout=60)
         assert t["RestoreSummary"]["RestoreInProgress"] is False
         assert scan_all(c, "rdst") == scan_all(c, "rsrc")
+        # Items the killed run had recorded are skipped, the others loaded
+        # once (metrics of the restarted server: the resumed run only).
+        skipped = {"restore.mid-spool": 0, "restore.mid-load": 100, "restore.before-active": 350}[point]
+        deadline = time.monotonic() + 10
+        while True:
+            m = _metrics(c.meta.endpoint_url)
+            if m.get('extenddb_backup_jobs_finished_total{kind="restore",result="ok"}', 0) >= 1:
+                break
+            assert time.monotonic() < deadline, m
+            time.sleep(0.1)
+        assert m.get("extenddb_backup_restore_skipped_items_total") == skipped, m
+        assert m.get('extenddb_backup_items_total{kind="restore"}') == 350 - skipped, m
         deadline = time.monotonic() + 10
         while list(spool.iterdir()):
             assert time.monotonic() < deadline, list(spool.iterdir())

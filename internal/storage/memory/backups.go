@@ -266,7 +266,7 @@ func (b *Backend) InsertRestore(ctx context.Context, p storage.RestoreRecord) (*
 		return nil, storage.Errorf(storage.KindInternal, "memory: restore job %s exists", p.ID)
 	}
 	r := copyRestore(&p)
-	r.Status, r.Generation, r.Heartbeat = storage.RestoreRunning, 1, c.now()
+	r.Status, r.Generation, r.Heartbeat, r.Loaded = storage.RestoreRunning, 1, c.now(), 0
 	c.restores[r.ID] = r
 	return copyRestore(r), nil
 }
@@ -312,4 +312,17 @@ func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams)
 	defer c.mu.Unlock()
 	ok, r := claimRow(c, c.restoreRows(), p)
 	return &storage.RestoreWriteResult{Matched: ok, Record: r}, nil
+}
+
+// RecordRestoreProgress implements storage.RestoreCatalog.
+func (b *Backend) RecordRestoreProgress(ctx context.Context, p storage.RestoreProgressParams) (*storage.RestoreWriteResult, error) {
+	c := b.jobs()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.restores[p.ID]
+	if r == nil || r.Owner != p.Owner || r.Generation != p.Generation || r.Status != storage.RestoreRunning || r.Loaded > p.Loaded {
+		return &storage.RestoreWriteResult{Record: copyRestore(r)}, nil
+	}
+	r.Loaded = p.Loaded
+	return &storage.RestoreWriteResult{Matched: true, Record: copyRestore(r)}, nil
 }

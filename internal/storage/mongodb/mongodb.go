@@ -88,6 +88,7 @@ type Backend struct {
 	indexed map[string]bool // "t<ID>/<index field>" (and "l<ID>/r") whose MongoDB index exists
 
 	pubs publishers // the change log publisher of each table, serialized in this process
+	logc logCache   // where the change log searches start (changelog.go)
 
 	ledger    *txledger.Ledger // multi-item transactions (transact.go)
 	stopSweep context.CancelFunc

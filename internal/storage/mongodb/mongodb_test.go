@@ -414,3 +414,99 @@ func TestChangeLogReopen(t *testing.T) {
 	need(t)
 	storagetest.ChangeLogReopen(t, func(t *testing.T) storage.Backend { return openT(t, Options{}) })
 }
+
+// TestChangeLogKeyMigration: records of the first log layout (_id the Seq
+// as a number, with a trim marker) are rewritten by migration
+// 0004_changelog_seq_keys so ReadLog, LogInfo and the next publication see
+// them; a second run changes nothing.
+func TestChangeLogKeyMigration(t *testing.T) {
+	b := openT(t, Options{})
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "logkeys", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	coll := b.logColl(ref.ID)
+	at := time.Now().Add(-time.Minute).UnixMicro()
+	old := []any{
+		bson.D{{Key: "_id", Value: int64(1)}, {Key: "r", Value: "a@1"}, {Key: "at", Value: at}, {Key: "d", Value: []byte{}}, {Key: "x", Value: true}},
+		bson.D{{Key: "_id", Value: int64(2)}, {Key: "r", Value: "b@1"}, {Key: "at", Value: at}, {Key: "d", Value: []byte("two")}},
+		bson.D{{Key: "_id", Value: int64(3)}, {Key: "r", Value: "c@1"}, {Key: "at", Value: at + 1}, {Key: "d", Value: []byte("three")}},
+	}
+	if _, err := coll.InsertMany(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for run := 0; run < 2; run++ {
+		if err := migrateLogKeys(ctx, b.db); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+	}
+	info, err := b.LogInfo(ctx, storage.LogInfoParams{Table: ref})
+	if err != nil || *info != (storage.LogInfoResult{First: 2, Last: 3, Count: 2}) {
+		t.Fatalf("LogInfo after the migration: %+v %v", info, err)
+	}
+	if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("k"), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: []byte("v"), Log: []byte("four")}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.ReadLog(ctx, storage.ReadLogParams{Table: ref, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res.Records {
+		got = append(got, fmt.Sprintf("%d:%s", r.Seq, r.Data))
+	}
+	if strings.Join(got, ",") != "2:two,3:three,4:four" {
+		t.Fatalf("records after the migration: %v", got)
+	}
+}
+
+// TestChangeLogPublishConflictInBatch: a publication of more records than
+// one FerretDB insert batch (100), one of them already in the log, still
+// numbers every record once, contiguously, At never decreasing (FerretDB
+// v1.24 goes on with the next batch of an ordered insert after an error).
+func TestChangeLogPublishConflictInBatch(t *testing.T) {
+	b := openT(t, Options{})
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "logbatch", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	const n = 150
+	for i := 0; i < n; i++ {
+		data := fmt.Appendf(nil, "rec%03d", i)
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: fmt.Appendf(nil, "k%03d", i), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte("v"), Log: data}, nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Record 10 is published already (as by another server's publisher
+	// that has not deleted its hint yet).
+	if err := b.ensureLogIndex(ctx, ref.ID); err != nil {
+		t.Fatal(err)
+	}
+	r10 := recordID(itemID([]byte("k010"), nil), 1)
+	if _, err := b.logColl(ref.ID).InsertOne(ctx, logRec{ID: seqKey(1), Seq: 1, R: r10, At: time.Now().UnixMicro(), D: []byte("rec010")}); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := storage.ChangeLogs(storage.Checked(b, func(err error) { t.Error(err) }))
+	res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i, r := range res.Records {
+		if r.Seq != int64(i+1) || seen[string(r.Data)] {
+			t.Fatalf("record %d: Seq %d, data %s (seen before: %v)", i, r.Seq, r.Data, seen[string(r.Data)])
+		}
+		seen[string(r.Data)] = true
+	}
+	if len(res.Records) != n {
+		t.Fatalf("%d records, want %d", len(res.Records), n)
+	}
+}

@@ -73,6 +73,85 @@ var migrationList = []migration{
 			return nil
 		},
 	},
+	{
+		Name:  "0004_changelog_seq_keys",
+		Spec:  "collections l<table id>: records {_id: int Seq, ...} become {_id: 16-hex-digit Seq, s: Seq, ...}",
+		Apply: migrateLogKeys,
+	},
+}
+
+// migrateLogKeys rewrites the change log records of every table from the
+// first layout (_id the Seq as a number) to string keys (changelog.go):
+// it drops the unique index on r (the next publisher recreates it),
+// inserts each old record under its new key, then deletes the old ones.
+// Idempotent and safe to interrupt: a rerun finishes the copy. Run by
+// `extenddb migrate`, while no server publishes.
+func migrateLogKeys(ctx context.Context, db *mongo.Database) error {
+	names, err := db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if !isLogName(name) {
+			continue
+		}
+		coll := db.Collection(name)
+		cur, err := coll.Find(ctx, bson.D{})
+		if err != nil {
+			return err
+		}
+		var old []bson.M
+		if err := cur.All(ctx, &old); err != nil {
+			return err
+		}
+		var ids bson.A
+		for _, d := range old {
+			var seq int64
+			switch v := d["_id"].(type) {
+			case int64:
+				seq = v
+			case int32:
+				seq = int64(v)
+			default:
+				continue // a record of the current layout
+			}
+			if len(ids) == 0 {
+				if err := coll.Indexes().DropOne(ctx, "r"); err != nil {
+					var ce mongo.CommandError
+					if !errors.As(err, &ce) || (ce.Code != 27 && ce.Name != "IndexNotFound") {
+						return err
+					}
+				}
+			}
+			ids = append(ids, d["_id"])
+			d["_id"], d["s"] = seqKey(seq), seq
+			if _, err := coll.InsertOne(ctx, d); err != nil && !isDup(err) {
+				return err
+			}
+		}
+		for len(ids) > 0 {
+			n := min(len(ids), 500)
+			if _, err := coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids[:n]}}}}); err != nil {
+				return err
+			}
+			ids = ids[n:]
+		}
+	}
+	return nil
+}
+
+// isLogName reports whether a collection name is a table's change log
+// (l<decimal table id>).
+func isLogName(name string) bool {
+	if len(name) < 2 || name[0] != 'l' {
+		return false
+	}
+	for _, c := range name[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 const migrationsColl = "schema_migrations"

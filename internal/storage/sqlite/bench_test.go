@@ -122,7 +122,7 @@ func BenchmarkWALBatchLoad(b *testing.B) {
 				b.ReportMetric(float64(cpu.Microseconds())/float64(items), "cpu-µs/item")
 				b.ReportMetric(float64(maxWAL)/(1<<20), "max-wal-MiB")
 				b.ReportMetric(float64(dbSize)/(1<<20), "db-MiB")
-				b.ReportMetric(float64(be.walTruncates.Load()), "truncates")
+				b.ReportMetric(float64(be.walRestarts.Load()), "restarts")
 				b.ReportMetric(float64(be.walBusy.Load()), "busy")
 				be.Close()
 			}

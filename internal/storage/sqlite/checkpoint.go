@@ -17,16 +17,24 @@ import (
 // load lasted (hundreds of MiB beside a database of a few).
 //
 // The bound: after each batch the writer looks at the -wal file's size;
-// once it reaches Options.WALLimitBytes, the writer itself runs a
-// TRUNCATE checkpoint before its next batch. It is the only writer, so the
+// once the log has passed Options.WALLimitBytes, the writer itself runs a
+// RESTART checkpoint before its next batch. It is the only writer, so the
 // checkpoint never waits for one; it copies what the background
-// checkpoints have not copied yet, waits (at most walBusyWait) for
-// readers still reading older frames, and empties the -wal file, so the
-// file's size is the WAL's content again and the next batch starts the
-// log over. Batching (group commit) is unchanged: the writer pauses once
-// per WALLimitBytes of log, not per commit. If readers hold an old
-// snapshot past walBusyWait (a long-running read, a reader descheduled on
-// a saturated machine), the checkpoint reports busy and the writer goes
+// checkpoints have not copied yet and waits (at most walBusyWait) for
+// readers still reading older frames, so that the next batch starts the
+// log over at the beginning of the file. The file is not emptied: the
+// next batch overwrites its frames (appending to a file costs about twice
+// as much as overwriting it: the file system allocates blocks, and on a
+// file system mounted with discard, freeing them costs too; ADR 0029).
+// The writer's connection has journal_size_limit set to the limit, so the
+// first commit after the restart trims the file back to the limit if a
+// batch had grown it past it; the file's size is therefore at most the
+// limit while the log's content is, and passes it exactly when the
+// content does: one stat per batch stays an exact trigger (size > limit).
+// Batching (group commit) is unchanged: the writer pauses once per
+// WALLimitBytes of log, not per commit. If readers hold an old snapshot
+// past walBusyWait (a long-running read, a reader descheduled on a
+// saturated machine), the checkpoint reports busy and the writer goes
 // on, trying again after a delay that doubles from walRetryMin to
 // walRetryMax while it stays busy: the WAL grows by what is written
 // meanwhile (SQLite cannot restart a log that a reader still uses). The
@@ -68,13 +76,13 @@ func (b *Backend) checkpointLoop() {
 }
 
 // boundWAL runs on the writer goroutine between batches: when the WAL has
-// reached its limit, a TRUNCATE checkpoint on the writer's connection.
+// passed its limit, a RESTART checkpoint on the writer's connection.
 func (b *Backend) boundWAL() {
 	if b.opts.WALLimitBytes < 0 {
 		return
 	}
 	st, err := os.Stat(b.walPath)
-	if err != nil || st.Size() < b.opts.WALLimitBytes {
+	if err != nil || st.Size() <= b.opts.WALLimitBytes {
 		return
 	}
 	now := time.Now()
@@ -91,7 +99,7 @@ func (b *Backend) boundWAL() {
 	var busy, logFrames, copied int64
 	_, err = c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", walBusyWait.Milliseconds()))
 	if err == nil {
-		err = c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &copied)
+		err = c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logFrames, &copied)
 		c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", b.opts.BusyTimeout.Milliseconds()))
 	}
 	if err != nil || busy != 0 {
@@ -104,5 +112,5 @@ func (b *Backend) boundWAL() {
 		return
 	}
 	b.walBackoff = 0
-	b.walTruncates.Add(1)
+	b.walRestarts.Add(1)
 }

@@ -118,14 +118,61 @@ func TestWALStaysBounded(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "wal.db")
 			b := openT(t, Options{Path: path, WALLimitBytes: limit})
 			got := walLoad(t, b, path, tc.items, 8, tc.readers)
-			t.Logf("largest WAL %.1f MiB (limit %.1f MiB), %d TRUNCATE checkpoints by the writer, %d busy",
-				float64(got)/(1<<20), float64(limit)/(1<<20), b.walTruncates.Load(), b.walBusy.Load())
+			t.Logf("largest WAL %.1f MiB (limit %.1f MiB), %d RESTART checkpoints by the writer, %d busy",
+				float64(got)/(1<<20), float64(limit)/(1<<20), b.walRestarts.Load(), b.walBusy.Load())
 			if got > tc.bound {
 				t.Fatalf("WAL reached %d bytes, bound %d", got, tc.bound)
 			}
-			if b.walTruncates.Load() == 0 {
+			if b.walRestarts.Load() == 0 {
 				t.Fatal("the writer never checkpointed")
 			}
 		})
+	}
+}
+
+// TestWALFileReused: the writer's checkpoint starts the log over without
+// emptying the file (ADR 0029). Appending to a file costs about twice as
+// much as overwriting it (block allocation, and freeing the blocks on a
+// truncate), so once the log has reached its limit the -wal file stays
+// allocated: serial writes after the first checkpoint never see it
+// shorter than the limit, and it never passes the limit by more than one
+// write's frames (journal_size_limit trims what a batch added past it).
+func TestWALFileReused(t *testing.T) {
+	const limit = 1 << 20
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "reuse.db")
+	b := openT(t, Options{Path: path, WALLimitBytes: limit, ItemCacheBytes: -1})
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "reuse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	item := make([]byte, 1024)
+	put := func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: item}, nil }
+	minAfter, maxSeen := int64(-1), int64(0)
+	for i := 0; i < 3000; i++ {
+		pk := binary.BigEndian.AppendUint64(nil, rand.Uint64())
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: []byte("s"), Blind: true, Fn: put}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxSeen = max(maxSeen, st.Size())
+		if b.walRestarts.Load() > 0 && (minAfter < 0 || st.Size() < minAfter) {
+			minAfter = st.Size()
+		}
+	}
+	t.Logf("%d checkpoints by the writer; WAL file after the first: at least %d bytes, largest %d (limit %d)",
+		b.walRestarts.Load(), minAfter, maxSeen, limit)
+	if b.walRestarts.Load() < 2 {
+		t.Fatalf("the writer checkpointed %d times, want at least 2", b.walRestarts.Load())
+	}
+	if minAfter < limit {
+		t.Fatalf("the WAL file shrank to %d bytes after the writer's checkpoint, want it kept at the limit %d", minAfter, limit)
+	}
+	if maxSeen > limit+64<<10 {
+		t.Fatalf("the WAL file reached %d bytes, limit %d plus one write's frames", maxSeen, limit)
 	}
 }

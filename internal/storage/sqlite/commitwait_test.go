@@ -86,3 +86,36 @@ func TestCommitWait(t *testing.T) {
 		t.Fatalf("concurrent writers: %.2f writes per commit with the commit wait, %.2f without: the wait gathered nothing", with, without)
 	}
 }
+
+// TestCommitWaitFewWriters: two writers in a closed loop never offer a
+// third write, so a wait for a batch larger than two runs into the wait's
+// end; the writer stops probing for a while after such a wait (doubling
+// the while), so the two do not pay the whole wait on every other commit.
+func TestCommitWaitFewWriters(t *testing.T) {
+	const wait = 20 * time.Millisecond
+	b := openT(t, Options{Path: filepath.Join(t.TempDir(), "db.sqlite"), CommitWait: wait})
+	cr, err := b.CreateTable(context.Background(), storage.CreateTableParams{Account: "a", Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	// Eight concurrent writers first: the writer learns to wait.
+	concurrentPerCommit(t, b, ref, "c")
+	if b.commitWaits.Load() == 0 {
+		t.Fatal("concurrent writers: the writer never waited")
+	}
+	batches0, waits0, timeouts0 := b.batches.Load(), b.commitWaits.Load(), b.commitTimeouts.Load()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() { putN(t, b, ref, fmt.Sprint("w", g), 100, 300*time.Microsecond) })
+	}
+	wg.Wait()
+	el := time.Since(start)
+	batches, timeouts := b.batches.Load()-batches0, b.commitTimeouts.Load()-timeouts0
+	t.Logf("two writers: %d commits, %d waits, %d ended at the wait's end (%v each), %v in all",
+		batches, b.commitWaits.Load()-waits0, timeouts, wait, el)
+	if timeouts > max(4, batches/10) {
+		t.Fatalf("%d of %d commits waited for the whole commit wait: two writers pay it on every other commit", timeouts, batches)
+	}
+}

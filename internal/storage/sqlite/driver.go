@@ -60,7 +60,7 @@ func Driver() storage.Driver {
 		Keys: []storage.KeyDoc{
 			{Key: "item_cache_mb", Default: "32", Doc: "in-memory cache of recently read and written items, in MiB (0 disables it)"},
 			{Key: "wal_limit_mb", Default: "32", Doc: "write-ahead log size at which the writer checkpoints and empties it (at least 1)"},
-			{Key: "commit_wait_us", Default: "200", Doc: "microseconds the writer waits for more concurrent writes to commit with a batch, while writes arrive concurrently (0: never waits)"},
+			{Key: "commit_wait_us", Default: "2000", Doc: "microseconds the writer waits for more concurrent writes to commit with a batch, while writes arrive concurrently (0: never waits)"},
 		},
 		Open:     openDriver,
 		Migrate:  migrateDriver,

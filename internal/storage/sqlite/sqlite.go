@@ -87,7 +87,7 @@ type Options struct {
 	// default 32 MiB, negative disables it.
 	ItemCacheBytes int
 	// WALLimitBytes bounds the write-ahead log: when the -wal file reaches
-	// it, the writer runs a TRUNCATE checkpoint between two batches
+	// it, the writer runs a RESTART checkpoint between two batches
 	// (default 32 MiB; negative: never, the WAL then grows without bound
 	// under sustained writes). See checkpoint.go.
 	WALLimitBytes int64
@@ -125,21 +125,22 @@ type Backend struct {
 
 	// The WAL bound (checkpoint.go): walPath is the -wal file; ckptMu
 	// serializes the checkpointer's PASSIVE checkpoints and the writer's
-	// TRUNCATE ones; walRetryAt (writer goroutine only) delays the next
+	// RESTART ones; walRetryAt (writer goroutine only) delays the next
 	// attempt after one that readers kept busy, by walBackoff;
-	// walTruncates and walBusy count the writer's checkpoints and the
+	// walRestarts and walBusy count the writer's checkpoints and the
 	// busy ones.
-	walPath               string
-	ckptMu                sync.Mutex
-	walRetryAt            time.Time
-	walBackoff            time.Duration
-	walTruncates, walBusy atomic.Int64
+	walPath              string
+	ckptMu               sync.Mutex
+	walRetryAt           time.Time
+	walBackoff           time.Duration
+	walRestarts, walBusy atomic.Int64
 
 	// batches and batchedOps count the writer's transactions and the
 	// operations they carried (group commit factor = batchedOps/batches).
 	batches, batchedOps atomic.Int64
-	// commitWaits counts the writer's waits for more writes (writeLoop).
-	commitWaits atomic.Int64
+	// commitWaits counts the writer's waits for more writes (writeLoop),
+	// commitTimeouts those that ended at Options.CommitWait.
+	commitWaits, commitTimeouts atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
 	readLog, logInfo                         *sql.Stmt
@@ -251,8 +252,15 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	// a background goroutine does, so that copying pages back and fsyncing
 	// the database file stay off the commit path; the writer only steps in
 	// when the WAL passes its limit (checkpoint.go).
-	wdsn := fmt.Sprintf("%s?%s&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(0)",
-		path, common, -b.opts.CacheKiB)
+	// journal_size_limit: after the writer's RESTART checkpoint the log
+	// starts over at the beginning of the file, and the first commit trims
+	// the file to the limit (checkpoint.go).
+	sizeLimit := int64(-1)
+	if b.opts.WALLimitBytes > 0 {
+		sizeLimit = b.opts.WALLimitBytes
+	}
+	wdsn := fmt.Sprintf("%s?%s&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)",
+		path, common, -b.opts.CacheKiB, sizeLimit)
 	cdsn := fmt.Sprintf("%s?%s&_pragma=synchronous(NORMAL)", path, common)
 	rdsn := fmt.Sprintf("%s?%s&_pragma=cache_size(%d)&_pragma=query_only(1)", path, common, -max(b.opts.CacheKiB/4, 2048))
 	var err error

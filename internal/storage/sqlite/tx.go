@@ -53,7 +53,7 @@ func (b *Backend) submit(ctx context.Context, run func(w *writer) error) error {
 // DefaultCommitWait is the default Options.CommitWait.
 const DefaultCommitWait = defaultCommitWaitUS * time.Microsecond
 
-const defaultCommitWaitUS = 200
+const defaultCommitWaitUS = 2000
 
 // writeLoop is the writer goroutine: group commit of whatever is queued.
 //
@@ -63,12 +63,18 @@ const defaultCommitWaitUS = 200
 // HTTP layer in front of it the queue rarely holds more than one write
 // (about 1.4 writes per commit at 16 concurrent clients). So while writes
 // arrive concurrently the writer waits, after taking what is queued, for
-// more writes to join the batch: until the batch is one larger than the
-// previous one or Options.CommitWait has passed. "Concurrently" is
-// learnt: waiting starts when the queue by itself held two writes or
-// more, and stops when a wait for a single write gathered nothing, so a
-// lone client never waits (except once, right after a concurrent
-// stretch).
+// more writes to join the batch, at most Options.CommitWait: until the
+// batch holds as many writes as the previous one, or one more (a probe
+// for more concurrency). "Concurrently" is learnt: waiting starts when
+// the queue by itself held two writes or more, and stops when a wait for
+// a single write gathered nothing, so a lone client never waits (except
+// once, right after a concurrent stretch). A probe that runs into the
+// wait's end means that the batch has reached the clients' concurrency
+// (a closed loop of k clients never has more than k writes to offer): the
+// writer then holds the batch size without probing for probeHoldMin
+// batches, doubling up to probeHoldMax while probes keep failing, so that
+// k concurrent clients (2, say) do not pay the whole wait on every other
+// commit (ADR 0029).
 func (b *Backend) writeLoop() {
 	defer close(b.done)
 	batch := make([]*wop, 0, b.opts.MaxBatch)
@@ -78,6 +84,7 @@ func (b *Backend) writeLoop() {
 		wait.Stop()
 	}
 	waiting, prev := false, 0
+	hold, holdLen := 0, probeHoldMin
 	for {
 		op, ok := <-b.ops
 		if !ok {
@@ -88,15 +95,31 @@ func (b *Backend) writeLoop() {
 		if len(batch) >= 2 {
 			waiting = true
 		}
-		if open && waiting && wait != nil && len(batch) <= prev && len(batch) < b.opts.MaxBatch {
+		target, probe := prev, false
+		if hold > 0 {
+			hold--
+		} else {
+			target, probe = prev+1, true
+		}
+		target = min(target, b.opts.MaxBatch)
+		if open && waiting && wait != nil && len(batch) < target {
 			n := len(batch)
 			wait.Reset(b.opts.CommitWait)
-			b.drain(&batch, prev+1, wait.C)
+			b.drain(&batch, target, wait.C)
 			wait.Stop()
 			if n == 1 && len(batch) == 1 {
 				waiting = false
 			}
 			b.commitWaits.Add(1)
+			switch {
+			case len(batch) < target && probe:
+				b.commitTimeouts.Add(1)
+				hold, holdLen = holdLen, min(2*holdLen, probeHoldMax)
+			case len(batch) < target:
+				b.commitTimeouts.Add(1)
+			case probe:
+				holdLen = probeHoldMin
+			}
 		}
 		prev = len(batch)
 		b.batches.Add(1)
@@ -106,6 +129,14 @@ func (b *Backend) writeLoop() {
 		b.boundWAL()
 	}
 }
+
+// probeHoldMin and probeHoldMax bound the batches during which the
+// writer's commit wait does not probe for a larger batch after a probe
+// ran into the wait's end (writeLoop).
+const (
+	probeHoldMin = 8
+	probeHoldMax = 1024
+)
 
 // drain appends queued operations to batch, up to MaxBatch: what is
 // queued now when until is nil, else whatever arrives until it fires or
@@ -203,7 +234,7 @@ func (b *Backend) runBatch(batch []*wop) {
 type writer struct {
 	conn *sql.Conn
 
-	getItem, putItem, delItem, putIdx, delIdx                *sql.Stmt
+	getItem, putItem, insItem, delItem, putIdx, delIdx       *sql.Stmt
 	getTable, insertTable, updTableStmt                      *sql.Stmt
 	delTableStmt, deleteItems, deleteIdx, allTables, dropIdx *sql.Stmt
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
@@ -230,7 +261,20 @@ type writer struct {
 	cache     *itemCache
 	pendItems []cacheChange
 	pendIdx   map[string]int
+
+	// specScore gates writeItem's speculative insert: +1 when it held,
+	// -specScoreMiss when the key existed; no speculation while negative
+	// (each write without it adds 1 back).
+	specScore int
+	// specHits and specMisses count the speculative inserts that held
+	// and those that found the key (for tests).
+	specHits, specMisses int64
 }
+
+const (
+	specScoreMax  = 16
+	specScoreMiss = 16
+)
 
 func (w *writer) notePend(key string, item []byte) {
 	if w.cache == nil {
@@ -268,6 +312,7 @@ func (w *writer) prepare(ctx context.Context) error {
 	}{
 		{&w.getItem, `SELECT item FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
 		{&w.putItem, `INSERT INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?) ON CONFLICT (t, h, pk, sk) DO UPDATE SET item = excluded.item`},
+		{&w.insItem, `INSERT INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?) ON CONFLICT (t, h, pk, sk) DO NOTHING`},
 		{&w.delItem, `DELETE FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
 		{&w.putIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = excluded.item`},
 		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
@@ -301,7 +346,7 @@ func (w *writer) prepare(ctx context.Context) error {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
+	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.insItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
 		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
 		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast} {
 		if s != nil {
@@ -516,17 +561,49 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 			old, known = w.cache.get(key)
 		}
 	}
-	if !known && !p.Blind {
-		if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fail(err, "sqlite: read item")
-		}
-		if old != nil {
-			w.notePend(key, old)
+	inserted := false
+	var ch storage.Change
+	if !known && !p.Blind && w.specScore >= 0 {
+		// Speculation (ADR 0029): a write of a key that the item cache
+		// does not hold mostly creates the item (a PutItem of a new key).
+		// Fn is run on "absent" and, if it puts, the item is inserted
+		// unless the key exists: one statement instead of a read and a
+		// write. If the key exists the insert writes nothing, and the
+		// write reads the item and runs Fn again on it (Fn may be called
+		// more than once: storage.Backend.WriteItem). specScore stops
+		// speculating for a while once it mostly fails (updates of items
+		// the cache does not hold).
+		if sc, fnErr := p.Fn(nil); fnErr == nil && sc.Op == storage.Put && sc.Item != nil {
+			r, err := w.insItem.ExecContext(bg, p.Table.ID, h, pk, sk, sc.Item)
+			if err != nil {
+				return nil, fail(err, "sqlite: put item")
+			}
+			if n, err := r.RowsAffected(); err == nil && n == 1 {
+				ch, inserted = sc, true
+				w.specScore = min(w.specScore+1, specScoreMax)
+				w.specHits++
+			} else {
+				w.specScore -= specScoreMiss
+				w.specMisses++
+			}
 		}
 	}
-	ch, err := p.Fn(old)
-	if err != nil {
-		return err, nil
+	if !known && !p.Blind && w.specScore < 0 {
+		w.specScore++
+	}
+	if !inserted {
+		if !known && !p.Blind {
+			if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fail(err, "sqlite: read item")
+			}
+			if old != nil {
+				w.notePend(key, old)
+			}
+		}
+		var err error
+		if ch, err = p.Fn(old); err != nil {
+			return err, nil
+		}
 	}
 	switch ch.Op {
 	case storage.Keep, storage.Delete:
@@ -548,8 +625,10 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	}
 	switch ch.Op {
 	case storage.Put:
-		if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
-			return nil, fail(err, "sqlite: put item")
+		if !inserted {
+			if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
+				return nil, fail(err, "sqlite: put item")
+			}
 		}
 		w.notePend(key, ch.Item)
 	case storage.Delete:
