@@ -11,13 +11,18 @@
 # database's backend processes is reported beside it as "db cpu/req"), and
 # extenddb-before / extenddb-postgres-before (the same with the binary
 # EXTENDDB_BIN_BEFORE, on EXTENDDB_BENCH_POSTGRES_DSN_BEFORE: an A/B run of
-# two builds, alternated like the rest). Installs dynalite (npm, cached outside the repository), builds
+# two builds, alternated like the rest), extenddb-cassandra (`serve
+# --backend cassandra` on EXTENDDB_BENCH_CASSANDRA_HOSTS, keyspace
+# EXTENDDB_BENCH_CASSANDRA_KEYSPACE, migrated first). Installs dynalite (npm, cached outside the repository), builds
 # bin/extenddb and the floor, starts the servers on free loopback ports,
 # then runs every workload on the servers in alternation (one after the
 # other, for N rounds) with `extenddb bench --server-pid`, and prints per
 # workload and server: ops/s, p99, server CPU per request, CPU above the
 # floor, CPU per item, and the CPU ratios to dynalite in memory and on
-# LevelDB; then each server's peak RSS. Servers are stopped by PID on exit.
+# LevelDB; then each server's peak RSS; then the GSI lag of the servers that
+# report one (extenddb_gsi_outbox_oldest_seconds on /metrics, Cassandra),
+# sampled every 100 ms during the --lag-workloads runs (the scrapes' cost
+# is in those runs' CPU). Servers are stopped by PID on exit.
 #
 #   scripts/bench-compare.sh [options]
 #     -w, --workloads LIST   comma list (default: every workload but transact,
@@ -28,6 +33,10 @@
 #     -c, --concurrency N    closed-loop workers (default 16)
 #         --servers LIST     servers to run (default: floor,dynalite,dynalite-path,
 #                            extenddb-memory,extenddb)
+#         --partitions N     preloaded 100-item partitions per worker (default:
+#                            extenddb bench's)
+#         --lag-workloads L  workloads during which the GSI lag is sampled
+#                            (default updateitem-1kb: its items carry GSI keys)
 #         --out DIR          keep the per-run JSON and server logs in DIR
 #
 # Environment:
@@ -39,6 +48,8 @@
 #                                       extenddb-postgres (a database of its own)
 #   EXTENDDB_BENCH_POSTGRES_DSN_BEFORE  the same for extenddb-postgres-before
 #                                       (another database)
+#   EXTENDDB_BENCH_CASSANDRA_HOSTS      contact points of extenddb-cassandra
+#   EXTENDDB_BENCH_CASSANDRA_KEYSPACE   its keyspace (default extenddb_bench)
 #
 # Figures are medians over the rounds. CPU per request comes from the
 # server's /proc/PID/stat over each measured window; it is the robust figure
@@ -58,6 +69,8 @@ WARMUP=2s
 CONCURRENCY=16
 SERVERS="floor,dynalite,dynalite-path,extenddb-memory,extenddb"
 OUT=""
+PARTITIONS=""
+LAG_WORKLOADS="updateitem-1kb"
 
 log() { echo "bench-compare: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -71,6 +84,8 @@ while [[ $# -gt 0 ]]; do
 	-c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
 	--servers) SERVERS="$2"; shift 2 ;;
 	--out) OUT="$2"; shift 2 ;;
+	--partitions) PARTITIONS="$2"; shift 2 ;;
+	--lag-workloads) LAG_WORKLOADS="$2"; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument $1 (see --help)" ;;
 	esac
@@ -82,6 +97,7 @@ for s in "${SERVER_LIST[@]}"; do
 	case "$s" in floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;;
 	extenddb-postgres) [[ -n "${EXTENDDB_BENCH_POSTGRES_DSN:-}" ]] || die "$s needs EXTENDDB_BENCH_POSTGRES_DSN" ;;
 	extenddb-before) [[ -n "${EXTENDDB_BIN_BEFORE:-}" ]] || die "$s needs EXTENDDB_BIN_BEFORE" ;;
+	extenddb-cassandra) [[ -n "${EXTENDDB_BENCH_CASSANDRA_HOSTS:-}" ]] || die "$s needs EXTENDDB_BENCH_CASSANDRA_HOSTS" ;;
 	extenddb-postgres-before)
 		[[ -n "${EXTENDDB_BIN_BEFORE:-}" && -n "${EXTENDDB_BENCH_POSTGRES_DSN_BEFORE:-}" ]] ||
 			die "$s needs EXTENDDB_BIN_BEFORE and EXTENDDB_BENCH_POSTGRES_DSN_BEFORE"
@@ -101,8 +117,10 @@ else
 fi
 
 declare -A PID PORT PROCS
+LAGPID=""
 cleanup() {
 	local s p
+	[[ -z "$LAGPID" ]] || kill "$LAGPID" 2>/dev/null || true
 	for s in "${!PID[@]}"; do
 		p="${PID[$s]}"
 		if kill -0 "$p" 2>/dev/null; then
@@ -166,6 +184,12 @@ start_server() {
 	extenddb-memory)
 		"$BIN" serve --listen "127.0.0.1:$port" --memory >"$WORK/$s.log" 2>&1 &
 		;;
+	extenddb-cassandra)
+		local ks="${EXTENDDB_BENCH_CASSANDRA_KEYSPACE:-extenddb_bench}"
+		"$BIN" migrate --backend cassandra --cassandra-hosts "$EXTENDDB_BENCH_CASSANDRA_HOSTS" --cassandra-keyspace "$ks" >"$WORK/$s.migrate.log" 2>&1 ||
+			{ cat "$WORK/$s.migrate.log" >&2; die "$s: migrate failed"; }
+		"$BIN" serve --listen "127.0.0.1:$port" --backend cassandra --cassandra-hosts "$EXTENDDB_BENCH_CASSANDRA_HOSTS" --cassandra-keyspace "$ks" >"$WORK/$s.log" 2>&1 &
+		;;
 	extenddb-before)
 		mkdir -p "$WORK/extenddb-before-data"
 		"$EXTENDDB_BIN_BEFORE" serve --listen "127.0.0.1:$port" --data-dir "$WORK/extenddb-before-data" >"$WORK/$s.log" 2>&1 &
@@ -214,6 +238,14 @@ for s in "${SERVER_LIST[@]}"; do
 done
 
 # --- runs ------------------------------------------------------------------
+# sample_lag PORT FILE: the server's GSI lag gauge every 100 ms, one value a
+# line (nothing when the server has no such gauge).
+sample_lag() {
+	while :; do
+		curl -sf --max-time 1 "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^extenddb_gsi_outbox_oldest_seconds/ {print $2}' >>"$2" || true
+		sleep 0.1
+	done
+}
 FAILED=0
 for wl in "${WORKLOAD_LIST[@]}"; do
 	for round in $(seq "$ROUNDS"); do
@@ -222,6 +254,11 @@ for wl in "${WORKLOAD_LIST[@]}"; do
 			log "$wl round $round/$ROUNDS on $s"
 			extra=()
 			[[ -n "${PROCS[$s]:-}" ]] && extra=(--backend-procs "${PROCS[$s]}")
+			[[ -z "$PARTITIONS" ]] || extra+=(--partitions "$PARTITIONS")
+			if [[ "$s" == extenddb* && ",$LAG_WORKLOADS," == *",$wl,"* ]]; then
+				sample_lag "${PORT[$s]}" "$RESULTS/$wl.$s.$round.lag" &
+				LAGPID=$!
+			fi
 			if ! "$BIN" bench --endpoint "http://127.0.0.1:${PORT[$s]}" --server-pid "${PID[$s]}" "${extra[@]}" \
 				--workload "$wl" --concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" \
 				--table-prefix "bench-compare" --quiet --json "$json" >"$RESULTS/$wl.$s.$round.txt" 2>&1; then
@@ -229,6 +266,11 @@ for wl in "${WORKLOAD_LIST[@]}"; do
 				tail -5 "$RESULTS/$wl.$s.$round.txt" >&2
 				FAILED=$((FAILED + 1))
 				kill -0 "${PID[$s]}" 2>/dev/null || die "$s is no longer running (log: $(tail -5 "$WORK/$s.log"))"
+			fi
+			if [[ -n "$LAGPID" ]]; then
+				kill "$LAGPID" 2>/dev/null || true
+				wait "$LAGPID" 2>/dev/null || true
+				LAGPID=""
 			fi
 		done
 	done
@@ -306,6 +348,21 @@ for (const r of rows) console.log(r.map((c, i) => (i <= 1 ? c.padEnd(width[i]) :
 console.log();
 for (const s of servers) {
   if (peak[s] !== undefined) console.log(`${s} server: peak RSS ${mib(peak[s])}, RSS at the end ${mib(rss[s])}`);
+}
+// GSI lag samples (extenddb_gsi_outbox_oldest_seconds), pooled over rounds.
+const lag = {}; // workload -> server -> [seconds]
+for (const f of fs.readdirSync(dir).filter((f) => f.endsWith(".lag"))) {
+  const [wl, srv] = f.split(".");
+  const xs = fs.readFileSync(path.join(dir, f), "utf8").split("\n").filter((l) => l.trim() !== "").map(Number).filter(Number.isFinite);
+  ((lag[wl] ??= {})[srv] ??= []).push(...xs);
+}
+const pct = (xs, p) => xs[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+for (const wl of Object.keys(lag)) {
+  for (const s of servers) {
+    const xs = (lag[wl][s] || []).sort((a, b) => a - b);
+    if (!xs.length) continue;
+    console.log(`${s} GSI lag during ${wl} (${xs.length} samples every 100 ms): p50 ${us(pct(xs, 0.5) * 1e6)}, p99 ${us(pct(xs, 0.99) * 1e6)}, max ${us(xs[xs.length - 1] * 1e6)}`);
+  }
 }
 JS
 if ((FAILED > 0)); then

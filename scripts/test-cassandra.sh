@@ -64,11 +64,13 @@ done
 for port in 18111 18112; do
 	for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
 done
-# The streams consumer and crash tests are not run on Cassandra yet (not
-# measured there; the change log is covered by storagetest and the wire
-# suite's test_streams.py).
+# Every sdk test runs, the streams consumer (writers on both servers) and
+# the crash tests included.
+# The crash tests (TestGSICrash; TestStreamCrash) start their own server
+# on the same keyspace (EXTENDDB_CRASH_SERVE_ARGS) and SIGKILL it.
 EXTENDDB_SDK_RACE_ROUNDS=20 EXTENDDB_ENDPOINTS="http://127.0.0.1:18111,http://127.0.0.1:18112" \
-	go test -count=1 -v -skip 'TestStreamConsumer|TestStreamCrash|TestGetRecordsLatency' ./tests/sdk/ >"$slog" 2>&1
+	EXTENDDB_CRASH_SERVE_ARGS="--backend cassandra --cassandra-hosts $EXTENDDB_TEST_CASSANDRA_HOSTS --cassandra-keyspace $ks" \
+	go test -count=1 -v ./tests/sdk/ >"$slog" 2>&1
 src=$?
 kill "${spids[@]}" 2>/dev/null; wait "${spids[@]}" 2>/dev/null
 grep -E "^(--- |ok|FAIL|sdk tests)|rounds|sdk_test" "$slog"

@@ -123,6 +123,11 @@ func TestServeCassandra(t *testing.T) {
 	if code, body := httpGet(t, base+"/ready"); code != 200 {
 		t.Fatalf("/ready: %d %s", code, body)
 	}
+	// The GSI lag on /metrics (Cassandra's index outbox).
+	if code, body := httpGet(t, base+"/metrics"); code != 200 || !strings.Contains(body, `extenddb_gsi_outbox_pending{backend="cassandra"} 0`) ||
+		!strings.Contains(body, `extenddb_gsi_outbox_oldest_seconds{backend="cassandra"}`) || !strings.Contains(body, `extenddb_gsi_outbox_recovered_total{backend="cassandra"}`) {
+		t.Fatalf("/metrics without the GSI outbox metrics: %d\n%s", code, body)
+	}
 	call := func(op, body string) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", base+"/", strings.NewReader(body))

@@ -67,6 +67,16 @@ func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) 
 				func(s storage.Stats) float64 { return float64(s.CacheMaxBytes) }),
 		)
 	}
+	if first.HasOutbox {
+		reg.MustRegister(
+			gauge("extenddb_gsi_outbox_pending", "Global secondary index changes committed with their item and not yet applied to the index, as this server knows them (Cassandra's index outbox).",
+				func(s storage.Stats) float64 { return float64(s.OutboxPending) }),
+			gauge("extenddb_gsi_outbox_oldest_seconds", "Age of the oldest of extenddb_gsi_outbox_pending (0 when none): the GSI lag.",
+				func(s storage.Stats) float64 { return s.OutboxOldest.Seconds() }),
+			counter("extenddb_gsi_outbox_recovered_total", "Index changes applied by the background outbox sweep (left by a writer that died or failed).",
+				func(s storage.Stats) float64 { return float64(s.OutboxRecovered) }),
+		)
+	}
 	if first.Retries >= 0 {
 		reg.MustRegister(counter("extenddb_storage_retries_total", "Storage operations run again after a transient failure (nothing committed).",
 			func(s storage.Stats) float64 { return float64(s.Retries) }))

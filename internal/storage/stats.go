@@ -28,6 +28,18 @@ type Stats struct {
 	// Retries counts operations run again after a transient failure
 	// (PostgreSQL), -1 when the backend does not retry.
 	Retries int64
+
+	// HasOutbox: the index outbox fields are set (Cassandra: global
+	// secondary index changes are applied after their item's write).
+	HasOutbox bool
+	// OutboxPending is the number of index changes this process knows to
+	// be committed with their item and not yet applied to the index;
+	// OutboxOldest the age of the oldest of them (0 when none);
+	// OutboxRecovered counts changes its background sweep applied (left
+	// by a writer that died or failed).
+	OutboxPending   int64
+	OutboxOldest    time.Duration
+	OutboxRecovered int64
 }
 
 // StatsReporter is implemented by backends that report Stats. It is not

@@ -72,6 +72,8 @@ type Backend struct {
 	// skipApply leaves index changes in the outbox (tests: a writer that
 	// died after its LWT).
 	skipApply bool
+	// obStats: index changes committed and not yet applied (outbox.go).
+	obStats outboxStats
 	// skipForget leaves published change log records pending (tests: a
 	// publisher that died after its commit).
 	skipForget bool

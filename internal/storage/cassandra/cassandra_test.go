@@ -15,6 +15,8 @@ import (
 
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/storagetest"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
+	"github.com/extenddb/extenddb/internal/storage/txledger/ledgertest"
 )
 
 // The tests need a Cassandra node. They run when EXTENDDB_TEST_BACKENDS
@@ -374,6 +376,18 @@ func TestOutboxSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(q.Rows) == 1 {
+			// The GSI lag metric: the sweep's application is counted, and
+			// nothing is left pending in either process (the sweeper
+			// removes the outbox row just after the entry appeared).
+			for st := s.Stats(); !st.HasOutbox || st.OutboxRecovered < 1 || st.OutboxPending != 0 || st.OutboxOldest != 0; st = s.Stats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("sweeper stats after the sweep: %+v", st)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if st := w.Stats(); st.OutboxPending != 0 || st.OutboxRecovered != 0 {
+				t.Fatalf("writer stats: %+v", st)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
@@ -504,5 +518,85 @@ func TestScanSkipsGhostRows(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("page %d: %v, want %v", page, got, want)
 		}
+	}
+}
+
+// TestSweepFinishesYoungDeadTransaction: a transaction whose coordinator
+// died after its commit and before releasing its items, less than a lock
+// timeout before a server starts, is too young for the sweep at start;
+// its index changes (written when the locks are released) land at the
+// sweep's second round, one lock timeout later — not a sweep interval
+// (a minute) later.
+func TestSweepFinishesYoungDeadTransaction(t *testing.T) {
+	w := openT(t, keyspace)
+	ks := keyspace
+	ctx := t.Context()
+	cr, err := w.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: fmt.Sprintf("young_%08x", rand.Uint32()), Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	indexed := func(pk string) storage.WriteItemParams {
+		return storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(pk), PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte(pk)}, Item: []byte(pk)}}}, nil
+		}}
+	}
+	// Kill the coordinator after ever more store calls until one dies
+	// between its commit and its releases.
+	var keys []txledger.Key
+	for after := int64(1); ; after++ {
+		if after > 40 {
+			t.Fatal("no crash point left a committed transaction holding its locks")
+		}
+		a, b := fmt.Sprintf("a%d", after), fmt.Sprintf("b%d", after)
+		cs := &ledgertest.CrashStore{Store: txStore{w}, After: after}
+		_, _ = txledger.New(cs, txledger.Options{}).TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{indexed(a), indexed(b)}})
+		rec, err := txStore{w}.ReadItem(ctx, txledger.Key{Table: ref, PK: []byte(b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Lock == nil {
+			continue
+		}
+		tx, err := txStore{w}.ReadTx(ctx, rec.Lock.Tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tx != nil && tx.State == txledger.Committed {
+			keys = append(keys, txledger.Key{Table: ref, PK: []byte(b)})
+			break
+		}
+	}
+	// The "restarted server": its first sweep round runs now, while the
+	// transaction is younger than the lock timeout (4 s here).
+	start := time.Now()
+	s, err := Open(ctx, Options{Hosts: hosts, Keyspace: ks, Tx: txledger.Options{LockTimeout: 4 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for {
+		rec, err := txStore{w}.ReadItem(ctx, keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := w.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, r := range q.Rows {
+			found = found || string(r.Item) == string(keys[0].PK)
+		}
+		if rec.Lock == nil && found {
+			t.Logf("released and indexed %v after the start", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		// The bound leaves room for two rounds' walk of the keyspace's
+		// other tables; the round after is a minute away.
+		if time.Since(start) > 45*time.Second {
+			t.Fatalf("after %v: locked %v, indexed %v (the sweep's next round is a minute away)", time.Since(start), rec.Lock != nil, found)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -40,6 +40,11 @@ const (
 	// (well under dirtyGrace, after which marks are removed).
 	maxRound     = 30 * time.Second
 	publishBatch = 500
+	// publishConc bounds the concurrent requests of one publish step
+	// (marks, pending reads, removals): its rounds are many small
+	// independent requests, which one at a time made a round of 500
+	// records take seconds (publishing fell behind 8 writers).
+	publishConc  = 16
 	collectMax   = 20000 // pending records one publish round looks at
 	publishBytes = 4 << 20
 )
@@ -215,10 +220,10 @@ func (b *Backend) publishRounds(ctx context.Context, t int64) error {
 			}
 			mb.Query(`INSERT INTO log_marks (t, pk, sk, ver, s) VALUES (?, ?, ?, ?, ?)`, t, r.pk, r.sk, r.ver, last+1+int64(i))
 		}
-		for _, k := range order {
-			if err := b.s.ExecuteBatch(byPK[k]); err != nil {
-				return mapErr(err, "change log marks")
-			}
+		if err := parallel(len(order), publishConc, func(i int) error {
+			return mapErr(b.s.ExecuteBatch(byPK[order[i]]), "change log marks")
+		}); err != nil {
+			return err
 		}
 		if time.Since(roundStart) > maxRound {
 			continue // too slow: marks it relied on may be gone
@@ -248,10 +253,8 @@ func (b *Backend) publishRounds(ctx context.Context, t int64) error {
 		if st.blk > 0 {
 			_ = b.query(ctx, `UPDATE log_head USING TIMESTAMP ? SET blk = ? WHERE t = ?`, st.blk+1, st.blk, t).Exec()
 		}
-		for _, r := range recs {
-			if !b.skipForget {
-				b.forgetPending(ctx, t, r)
-			}
+		if !b.skipForget {
+			b.forgetPendings(ctx, t, recs)
 		}
 		if !more {
 			return nil
@@ -268,6 +271,57 @@ func (b *Backend) publishRounds(ctx context.Context, t int64) error {
 // that takes longer than maxRound commits nothing.
 func (b *Backend) forgetPending(ctx context.Context, t int64, r pendingRec) {
 	_ = b.query(ctx, `DELETE FROM items WHERE t = ? AND pk = ? AND kind = 2 AND sk = ? AND seq = ?`, t, r.pk, r.sk, r.ver).Exec()
+}
+
+// forgetPendings removes the pending rows of published records: one
+// unlogged batch per partition, publishConc partitions at a time (errors
+// leave rows, as forgetPending).
+func (b *Backend) forgetPendings(ctx context.Context, t int64, recs []pendingRec) {
+	byPK := map[string]*gocql.Batch{}
+	var order []string
+	for _, r := range recs {
+		fb := byPK[string(r.pk)]
+		if fb == nil {
+			fb = b.s.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
+			fb.SetConsistency(b.cl)
+			byPK[string(r.pk)] = fb
+			order = append(order, string(r.pk))
+		}
+		fb.Query(`DELETE FROM items WHERE t = ? AND pk = ? AND kind = 2 AND sk = ? AND seq = ?`, t, r.pk, r.sk, r.ver)
+	}
+	_ = parallel(len(order), publishConc, func(i int) error {
+		_ = b.s.ExecuteBatch(byPK[order[i]])
+		return nil
+	})
+}
+
+// parallel runs fn(0..n-1), at most limit at a time, and returns the
+// first error (all calls run).
+func parallel(n, limit int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // published tells whether a pending record is already in the log (seq <=
@@ -313,16 +367,91 @@ func (b *Backend) partitionMarks(ctx context.Context, t int64, pks [][]byte) (ma
 	return out, mapErr(iter.Close(), "change log marks")
 }
 
+// dirty is a partition's change log marker as collectPending reads it.
+type dirty struct {
+	pk []byte
+	wt int64 // the marker's writetime
+}
+
+// collectGroup reads the unpublished pending records of a group of dirty
+// partitions, one queue per item in version order, and removes the
+// markers (and old marks) of quiet empty partitions.
+func (b *Backend) collectGroup(ctx context.Context, t, last int64, group []dirty) ([][]pendingRec, error) {
+	var queues [][]pendingRec
+	pks := make([][]byte, len(group))
+	for i, d := range group {
+		pks[i] = d.pk
+	}
+	it := b.quorum(ctx, `SELECT pk, sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk IN ? AND kind = 2`, t, pks).PageSize(1000).Iter()
+	rowsOf := map[string][]pendingRec{}
+	var r pendingRec
+	for it.Scan(&r.pk, &r.sk, &r.ver, &r.data, &r.wt) {
+		r.sk = skOf(r.sk)
+		rowsOf[string(r.pk)] = append(rowsOf[string(r.pk)], r)
+		r = pendingRec{}
+	}
+	if err := it.Close(); err != nil {
+		return nil, mapErr(err, "change log pending")
+	}
+	var withRows [][]byte
+	var quiet []dirty
+	old := time.Now().Add(-dirtyGrace).UnixMicro()
+	for _, d := range group {
+		if len(rowsOf[string(d.pk)]) > 0 {
+			withRows = append(withRows, d.pk)
+		} else if d.wt < old {
+			quiet = append(quiet, d)
+		}
+	}
+	// Empty and quiet: remove the marks older than dirtyGrace, then the
+	// marker when no mark is left (a newer marker, written by a writer
+	// since, survives: the delete carries the time it read). Partitions
+	// at once: after a burst of writes every partition it touched turns
+	// quiet together.
+	_ = parallel(len(quiet), 4, func(i int) error {
+		d := quiet[i]
+		_ = b.query(ctx, `DELETE FROM log_marks USING TIMESTAMP ? WHERE t = ? AND pk = ?`, old, t, d.pk).Exec()
+		var s int64
+		err := b.quorum(ctx, `SELECT s FROM log_marks WHERE t = ? AND pk = ? LIMIT 1`, t, d.pk).Scan(&s)
+		if errors.Is(err, gocql.ErrNotFound) {
+			_ = b.query(ctx, `DELETE FROM log_dirty USING TIMESTAMP ? WHERE t = ? AND pk = ?`, d.wt, t, d.pk).Exec()
+		}
+		return nil
+	})
+	if len(withRows) == 0 {
+		return nil, nil
+	}
+	marks, err := b.partitionMarks(ctx, t, withRows)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range group {
+		for _, r := range rowsOf[string(d.pk)] {
+			done, err := b.published(ctx, t, r, last, marks[markKey{string(r.pk), string(r.sk), r.ver}])
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				b.forgetPending(ctx, t, r)
+				continue
+			}
+			n := len(queues)
+			if n == 0 || !bytes.Equal(queues[n-1][0].pk, r.pk) || !bytes.Equal(queues[n-1][0].sk, r.sk) {
+				queues = append(queues, nil)
+				n++
+			}
+			queues[n-1] = append(queues[n-1], r)
+		}
+	}
+	return queues, nil
+}
+
 // collectPending reads up to limit unpublished pending records of the
 // dirty partitions, in commit order as far as the writes' timestamps tell
 // it and always in version order per item (a merge of the items' queues
 // by timestamp); more is true when it stopped at the limit.
 func (b *Backend) collectPending(ctx context.Context, t, last int64, limit int) ([]pendingRec, bool, error) {
 	iter := b.quorum(ctx, `SELECT pk, writetime(m) FROM log_dirty WHERE t = ?`, t).PageSize(1000).Iter()
-	type dirty struct {
-		pk []byte
-		wt int64
-	}
 	var ds []dirty
 	var d dirty
 	for iter.Scan(&d.pk, &d.wt) {
@@ -336,72 +465,30 @@ func (b *Backend) collectPending(ctx context.Context, t, last int64, limit int) 
 	total := 0
 	capped := false
 	// The dirty partitions, 32 at a time: one read of their pending rows,
-	// one of the marks of those that have some.
-	for lo := 0; lo < len(ds); lo += 32 {
+	// one of the marks of those that have some; groupConc groups at once.
+	const groupSize, groupConc = 32, 8
+	var groups [][]dirty
+	for lo := 0; lo < len(ds); lo += groupSize {
+		groups = append(groups, ds[lo:min(lo+groupSize, len(ds))])
+	}
+	for lo := 0; lo < len(groups); lo += groupConc {
 		if total >= collectMax {
 			capped = true
 			break
 		}
-		group := ds[lo:min(lo+32, len(ds))]
-		pks := make([][]byte, len(group))
-		for i, d := range group {
-			pks[i] = d.pk
-		}
-		it := b.quorum(ctx, `SELECT pk, sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk IN ? AND kind = 2`, t, pks).PageSize(1000).Iter()
-		rowsOf := map[string][]pendingRec{}
-		var r pendingRec
-		for it.Scan(&r.pk, &r.sk, &r.ver, &r.data, &r.wt) {
-			r.sk = skOf(r.sk)
-			rowsOf[string(r.pk)] = append(rowsOf[string(r.pk)], r)
-			r = pendingRec{}
-		}
-		if err := it.Close(); err != nil {
-			return nil, false, mapErr(err, "change log pending")
-		}
-		var withRows [][]byte
-		for _, d := range group {
-			if len(rowsOf[string(d.pk)]) > 0 {
-				withRows = append(withRows, d.pk)
-				continue
-			}
-			// Empty and quiet: remove the marks older than dirtyGrace,
-			// then the marker when no mark is left (a newer marker,
-			// written by a writer since, survives: the delete carries the
-			// time it read).
-			old := time.Now().Add(-dirtyGrace).UnixMicro()
-			if d.wt < old {
-				_ = b.query(ctx, `DELETE FROM log_marks USING TIMESTAMP ? WHERE t = ? AND pk = ?`, old, t, d.pk).Exec()
-				var s int64
-				err := b.quorum(ctx, `SELECT s FROM log_marks WHERE t = ? AND pk = ? LIMIT 1`, t, d.pk).Scan(&s)
-				if errors.Is(err, gocql.ErrNotFound) {
-					_ = b.query(ctx, `DELETE FROM log_dirty USING TIMESTAMP ? WHERE t = ? AND pk = ?`, d.wt, t, d.pk).Exec()
-				}
-			}
-		}
-		if len(withRows) == 0 {
-			continue
-		}
-		marks, err := b.partitionMarks(ctx, t, withRows)
-		if err != nil {
+		wave := groups[lo:min(lo+groupConc, len(groups))]
+		got := make([][][]pendingRec, len(wave))
+		if err := parallel(len(wave), groupConc, func(i int) error {
+			var err error
+			got[i], err = b.collectGroup(ctx, t, last, wave[i])
+			return err
+		}); err != nil {
 			return nil, false, err
 		}
-		for _, d := range group {
-			for _, r := range rowsOf[string(d.pk)] {
-				done, err := b.published(ctx, t, r, last, marks[markKey{string(r.pk), string(r.sk), r.ver}])
-				if err != nil {
-					return nil, false, err
-				}
-				if done {
-					b.forgetPending(ctx, t, r)
-					continue
-				}
-				n := len(queues)
-				if n == 0 || !bytes.Equal(queues[n-1][0].pk, r.pk) || !bytes.Equal(queues[n-1][0].sk, r.sk) {
-					queues = append(queues, nil)
-					n++
-				}
-				queues[n-1] = append(queues[n-1], r)
-				total++
+		for _, qs := range got {
+			for _, q := range qs {
+				queues = append(queues, q)
+				total += len(q)
 			}
 		}
 	}

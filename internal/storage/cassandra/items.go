@@ -259,7 +259,7 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 			// The change is committed with its outbox row: an error here
 			// leaves the row for the sweep (the index converges), it does
 			// not undo the write.
-			_ = b.finishOutbox(ctx, t, pk, sk, nv, ch)
+			b.applyOutbox(ctx, time.Now(), t, pk, sk, nv, ch)
 		}
 		return res, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -106,24 +108,107 @@ func (b *Backend) finishOutbox(ctx context.Context, t int64, pk, sk []byte, seq 
 	return mapErr(b.query(ctx, `DELETE FROM items WHERE t = ? AND pk = ? AND kind = 1 AND sk = ? AND seq = ?`, t, pk, sk, seq).Exec(), "outbox")
 }
 
+// applyOutbox is a writer's application of the outbox row it has just
+// committed (at = when its LWT answered): counted as pending while it
+// runs; a failure leaves the row to the sweep and it stays counted until
+// a drain applies it.
+func (b *Backend) applyOutbox(ctx context.Context, at time.Time, t int64, pk, sk []byte, seq int64, ch storage.Change) {
+	k := outboxKey{t, string(pk), string(sk), seq}
+	b.obStats.begin(k, at)
+	if err := b.finishOutbox(ctx, t, pk, sk, seq, ch); err == nil {
+		b.obStats.end(k)
+	}
+}
+
+// outboxKey names one outbox row.
+type outboxKey struct {
+	t      int64
+	pk, sk string
+	seq    int64
+}
+
+// outboxStats are the index changes this process knows to be committed
+// with their item and not yet applied to index_entries (the GSI lag,
+// storage.Stats): those its writers are applying now, those whose
+// application failed, and those its sweep found left over (by a writer
+// that died or failed, in any process) and is applying. Rows left in
+// partitions the sweep has not reached yet are not counted.
+type outboxStats struct {
+	mu        sync.Mutex
+	pending   map[outboxKey]time.Time
+	recovered atomic.Int64 // changes applied by the sweep (or DropIndex's drain)
+}
+
+func (s *outboxStats) begin(k outboxKey, at time.Time) {
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = map[outboxKey]time.Time{}
+	}
+	if old, ok := s.pending[k]; !ok || at.Before(old) {
+		s.pending[k] = at
+	}
+	s.mu.Unlock()
+}
+
+func (s *outboxStats) end(k outboxKey) {
+	s.mu.Lock()
+	delete(s.pending, k)
+	s.mu.Unlock()
+}
+
+// forgetBefore drops entries older than t (a complete sweep round that
+// started at t found no row of theirs: another process applied them).
+func (s *outboxStats) forgetBefore(t time.Time) {
+	s.mu.Lock()
+	for k, at := range s.pending {
+		if at.Before(t) {
+			delete(s.pending, k)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// snapshot is the number of pending changes and the age of the oldest.
+func (s *outboxStats) snapshot(now time.Time) (int64, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var oldest time.Duration
+	for _, at := range s.pending {
+		oldest = max(oldest, now.Sub(at))
+	}
+	return int64(len(s.pending)), oldest
+}
+
+// Stats reports the index outbox (the GSI lag, ADR 0016); Cassandra has
+// no pool or cache statistics and does not retry operations.
+func (b *Backend) Stats() storage.Stats {
+	n, oldest := b.obStats.snapshot(time.Now())
+	return storage.Stats{Retries: -1, HasOutbox: true, OutboxPending: n, OutboxOldest: oldest, OutboxRecovered: b.obStats.recovered.Load()}
+}
+
 // drain applies every outbox row of table t.
 func (b *Backend) drain(ctx context.Context, t int64) (int, error) {
 	n := 0
 	err := b.eachPartition(ctx, t, 0, 0xFFFFFFFF, nil, func(pk []byte) (bool, error) {
-		iter := b.query(ctx, `SELECT sk, seq, ob FROM items WHERE t = ? AND pk = ? AND kind = 1`, t, pk).PageSize(200).Iter()
+		iter := b.query(ctx, `SELECT sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk = ? AND kind = 1`, t, pk).PageSize(200).Iter()
 		type row struct {
 			sk  []byte
 			seq int64
 			ob  []byte
+			wt  int64
 		}
 		var rows []row
 		var r row
-		for iter.Scan(&r.sk, &r.seq, &r.ob) {
-			rows = append(rows, row{skOf(r.sk), r.seq, r.ob})
+		for iter.Scan(&r.sk, &r.seq, &r.ob, &r.wt) {
+			rows = append(rows, row{skOf(r.sk), r.seq, r.ob, r.wt})
 			r = row{}
 		}
 		if err := iter.Close(); err != nil {
 			return false, mapErr(err, "outbox")
+		}
+		for _, r := range rows {
+			k := outboxKey{t, string(pk), string(r.sk), r.seq}
+			b.obStats.begin(k, time.UnixMicro(r.wt))
 		}
 		for _, r := range rows {
 			ch, err := decodeOutbox(r.ob)
@@ -133,6 +218,8 @@ func (b *Backend) drain(ctx context.Context, t int64) (int, error) {
 			if err := b.finishOutbox(ctx, t, pk, r.sk, r.seq, ch); err != nil {
 				return false, err
 			}
+			b.obStats.end(outboxKey{t, string(pk), string(r.sk), r.seq})
+			b.obStats.recovered.Add(1)
 			n++
 		}
 		return true, nil
@@ -163,9 +250,17 @@ func (b *Backend) drainAll(ctx context.Context) (int, error) {
 }
 
 // sweep drains every table at start and then every interval until Close.
+// The second round runs one ledger LockTimeout after the first, so that
+// transactions too young for the first (their coordinator died just
+// before a restart) are finished and their index changes applied then,
+// not an interval later.
 func (b *Backend) sweep(interval time.Duration) {
 	defer close(b.sweepDone)
-	for {
+	lt := b.opt.Tx.LockTimeout
+	if lt <= 0 {
+		lt = 5 * time.Second
+	}
+	for round := 0; ; round++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		go func() {
 			select {
@@ -174,13 +269,20 @@ func (b *Backend) sweep(interval time.Duration) {
 			case <-ctx.Done():
 			}
 		}()
-		_, _ = b.drainAll(ctx) // errors: the next round retries
-		_, _ = b.tx.Sweep(ctx) // transactions whose coordinator died
+		start := time.Now()
+		_, _ = b.tx.Sweep(ctx) // transactions whose coordinator died (their release writes outbox rows)
+		if _, err := b.drainAll(ctx); err == nil {
+			b.obStats.forgetBefore(start)
+		} // errors: the next round retries
 		cancel()
+		next := interval
+		if round == 0 {
+			next = min(interval, lt+time.Second)
+		}
 		select {
 		case <-b.closing:
 			return
-		case <-time.After(interval):
+		case <-time.After(next):
 		}
 	}
 }

@@ -227,7 +227,7 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 		return false, mapErr(err, "release item")
 	}
 	if applied && indexed && !b.skipApply {
-		_ = b.finishOutbox(ctx, t, pk, sk, nv, ch) // the sweep retries
+		b.applyOutbox(ctx, time.Now(), t, pk, sk, nv, ch) // the sweep retries
 	}
 	return applied, nil
 }
