@@ -38,12 +38,13 @@ var allowed = map[string][]string{
 	"internal/storage/sqlite":      {"internal/storage", "migrations"},
 	"internal/storage/postgres":    {"internal/storage", "migrations"},
 	"internal/storage/memory":      {"internal/storage"},
-	"internal/storage/cassandra":   {"internal/storage", "internal/storage/txledger"},
+	"internal/storage/cassandra":   {"internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
 	// The per-item compare-and-set transaction ledger (ADR 0019), shared
 	// by the backends without multi-item atomicity.
 	"internal/storage/txledger":            {"internal/storage"},
 	"internal/storage/txledger/ledgertest": {"internal/storage", "internal/storage/txledger"},
-	"internal/storage/mongodb":             {"internal/storage", "internal/storage/txledger"},
+	"internal/storage/mongodb":             {"internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
+	"internal/storage/snapepoch":           {},
 	"migrations":                           {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
