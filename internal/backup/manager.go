@@ -117,6 +117,13 @@ type Manager struct {
 
 	mu        sync.Mutex
 	restoring map[string]int // backup ARN -> restores running from it
+	// running: the jobs this process runs, by catalog row (backup ARN or
+	// restore job id) -> the claim's generation. The reconciler never
+	// takes over a claim of its own that a job here still runs: its
+	// heartbeat may lag behind stale_after on a slow or loaded backend,
+	// but the process knows the job is alive (the heartbeat is how other
+	// servers learn it).
+	running map[string]int64
 }
 
 // New checks the configuration. Start must be called before use.
@@ -166,7 +173,34 @@ func New(cfg Config) (*Manager, error) {
 	}
 	rcat, _ := storage.Restores(cfg.Backend)
 	return &Manager{cfg: cfg, cat: cat, rcat: rcat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, met: newMetrics(cfg.Registerer)}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
+}
+
+// runs marks the job of catalog row id at generation gen as running in
+// this process until the returned function is called.
+func (m *Manager) runs(id string, gen int64) func() {
+	m.mu.Lock()
+	m.running[id] = gen
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.running[id] == gen {
+			delete(m.running, id)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// ownLive tells whether a claim (owner, generation) on row id is one of
+// this process's running jobs.
+func (m *Manager) ownLive(id, owner string, gen int64) bool {
+	if owner != m.cfg.Owner {
+		return false
+	}
+	m.mu.Lock()
+	g, ok := m.running[id]
+	m.mu.Unlock()
+	return ok && g == gen
 }
 
 // Owner is the name this server's claims carry.

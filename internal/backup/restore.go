@@ -125,9 +125,14 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 		}
 		job = *rec
 	}
+	// Running from now on (runRestore keeps the mark until the job ends):
+	// creating the target can take longer than stale_after on a slow
+	// backend, and this server's reconciler must not judge the job dead.
+	notRunning := m.runs(job.ID, job.Generation)
 	m.hook(PointRestoreBeforeTarget)
 	target, err := create(ctx)
 	if err != nil {
+		notRunning()
 		release()
 		if m.rcat != nil {
 			msg := "the target table could not be created: " + err.Error()
@@ -164,6 +169,7 @@ func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Tabl
 }
 
 func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord) {
+	defer m.runs(job.ID, job.Generation)()
 	log := m.log.With("backup", b.ARN, "target", target.Name)
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(m.ctx)
