@@ -3,12 +3,14 @@ package backup
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
@@ -19,7 +21,46 @@ import (
 // server claimed its own restore, fenced it and loaded the target again
 // from the start, over and over. Another server still takes it over.
 func TestReconcilerLeavesItsOwnRunningJobs(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, testOwnJobs)
+	// A backend that writes item by item (storage.PerItemAtomicity, as
+	// MongoDB and Cassandra): the restore loads with WriteItem, never a
+	// multi-item TransactWrite, and the stale owner is fenced all the same.
+	t.Run("sqlite-per-item", func(t *testing.T) {
+		b := &perItemBackend{Backend: backends(t)[0].open(t).(*sqlite.Backend)}
+		testOwnJobs(t, b)
+		if n := b.transacts.Load(); n != 0 {
+			t.Fatalf("%d TransactWrite calls on a per-item backend", n)
+		}
+		if n := b.fenced.Load(); n == 0 {
+			t.Fatal("no item write of the stale owner was refused by the fence")
+		}
+	})
+}
+
+// perItemBackend is SQLite declaring storage.PerItemAtomicity, counting
+// TransactWrite calls and WriteItems refused by the table version fence.
+type perItemBackend struct {
+	*sqlite.Backend
+	transacts, fenced atomic.Int64
+}
+
+func (*perItemBackend) PerItemAtomic() {}
+
+func (p *perItemBackend) TransactWrite(ctx context.Context, tp storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	p.transacts.Add(1)
+	return p.Backend.TransactWrite(ctx, tp)
+}
+
+func (p *perItemBackend) WriteItem(ctx context.Context, wp storage.WriteItemParams) (*storage.WriteItemResult, error) {
+	r, err := p.Backend.WriteItem(ctx, wp)
+	if storage.IsKind(err, storage.KindTableVersion) {
+		p.fenced.Add(1)
+	}
+	return r, err
+}
+
+func testOwnJobs(t *testing.T, b storage.Backend) {
+	{
 		ref := createTable(t, b, "src")
 		for i := range 250 {
 			put(t, b, ref, i, "v")
@@ -126,7 +167,28 @@ func TestReconcilerLeavesItsOwnRunningJobs(t *testing.T) {
 		if len(res.Rows) != 250 {
 			t.Fatalf("restored %d items, want 250", len(res.Rows))
 		}
-	})
+		// The stale owner resumed after the takeover: fenced, not done.
+		if ok, fenced := finished(t, m, "ok"), finished(t, m, causeFenced); ok != 1 || fenced != 1 {
+			t.Fatalf("the first server's restores: ok %v (its backup only), fenced %v; want 1 and 1", ok, fenced)
+		}
+	}
+}
+
+func finished(t *testing.T, m *Manager, result string) float64 {
+	t.Helper()
+	var pm dto.Metric
+	if err := m.met.finished.WithLabelValues(kindRestore, result).Write(&pm); err != nil {
+		t.Fatal(err)
+	}
+	v := pm.GetCounter().GetValue()
+	if result == "ok" {
+		var bm dto.Metric
+		if err := m.met.finished.WithLabelValues(kindBackup, result).Write(&bm); err != nil {
+			t.Fatal(err)
+		}
+		v += bm.GetCounter().GetValue()
+	}
+	return v
 }
 
 func mustTable(t *testing.T, b storage.Backend, name string) *storage.Table {
