@@ -154,22 +154,27 @@ func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Tabl
 	m.mu.Unlock()
 	m.met.running.WithLabelValues(kindRestore).Inc()
 	m.wg.Add(1)
+	done := sync.OnceFunc(func() {
+		m.mu.Lock()
+		m.restoring[backup.ARN]--
+		if m.restoring[backup.ARN] == 0 {
+			delete(m.restoring, backup.ARN)
+		}
+		m.mu.Unlock()
+	})
 	go func() {
 		defer m.wg.Done()
 		defer release()
-		defer func() {
-			m.mu.Lock()
-			m.restoring[backup.ARN]--
-			if m.restoring[backup.ARN] == 0 {
-				delete(m.restoring, backup.ARN)
-			}
-			m.mu.Unlock()
-		}()
-		m.runRestore(backup, target, job)
+		defer done()
+		m.runRestore(backup, target, job, done)
 	}()
 }
 
-func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord) {
+// finished ends the job's use of the backup (RestoringFrom): a failed job
+// calls it before it removes its target, which may take a while on a
+// backend that deletes a table's data after hiding it (Cassandra), so that
+// the backup can be deleted as soon as the target is gone.
+func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, finished func()) {
 	defer m.runs(job.ID, job.Generation)()
 	log := m.log.With("backup", b.ARN, "target", target.Name)
 	start := time.Now()
@@ -216,6 +221,7 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 		}
 	}
 	log.Error("restore failed; removing the target table", "err", err)
+	finished()
 	m.dropTarget(bg, target)
 }
 

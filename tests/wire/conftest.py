@@ -43,8 +43,8 @@ _server = {"endpoint": None, "proc": None, "log": None}
 
 # ------------------------------------------------------- declared capabilities
 #
-# A backend may declare a capability absent (the Cassandra backend has no
-# snapshot and no backup catalog, so it takes no backups). A test that
+# A backend may declare a capability absent (e.g. one without the snapshot
+# capability or a backup catalog takes no backups). A test that
 # needs such a capability carries @pytest.mark.capability("backups"). On a
 # server that declares the capability absent, the test's body does not
 # run: instead the test asserts the declaration itself (every operation of
@@ -213,11 +213,13 @@ def _check_server_log(log):
     assert not bad, "server log has storage contract violations:\n" + "\n".join(bad[:20])
 
 
-def server_env(logdir, store_root=None, **extra):
+def server_env(logdir, store_root=None, main=False, **extra):
     """The environment of a server the suite starts: backups go to a fresh
     filesystem store (store_root, default under logdir), unless the caller
     configured one with EXTENDDB__BACKUP__STORE__* or
-    EXTENDDB_TEST_BACKUP_STORE=disabled."""
+    EXTENDDB_TEST_BACKUP_STORE=disabled. Only the suite's own server
+    (main) sets the backup_root fixture: a test's extra server must not
+    re-point it for the tests that run after it on the worker."""
     env = dict(os.environ)
     if (os.environ.get("EXTENDDB_TEST_BACKUP_STORE") != "disabled"
             and "EXTENDDB__BACKUP__STORE__KIND" not in env
@@ -226,7 +228,8 @@ def server_env(logdir, store_root=None, **extra):
         root.mkdir(mode=0o700, exist_ok=True)
         env["EXTENDDB__BACKUP__STORE__KIND"] = "filesystem"
         env["EXTENDDB__BACKUP__STORE__ROOT"] = str(root)
-        _server["backup_root"] = str(root)
+        if main:
+            _server["backup_root"] = str(root)
     env.update(extra)
     return env
 
@@ -253,13 +256,13 @@ def endpoint(request, tmp_path_factory):
     # sending (test_protocol.py) finish quickly; they read the same value.
     os.environ.setdefault("EXTENDDB__SERVER__BODY_READ_TIMEOUT", "5s")
     # One catalog binds one store: the servers of xdist workers that share
-    # one database (PostgreSQL or MongoDB in EXTENDDB_SERVE_ARGS) share one store of
+    # one database (PostgreSQL, MongoDB or a Cassandra keyspace in EXTENDDB_SERVE_ARGS) share one store of
     # this run; servers with a database each have a store each.
     store_root = None
-    if extra and ("postgres" in extra or "mongodb" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
+    if extra and ("postgres" in extra or "mongodb" in extra or "cassandra" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
         store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                            env=server_env(logdir, store_root))
+                            env=server_env(logdir, store_root, main=True))
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)

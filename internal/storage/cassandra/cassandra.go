@@ -1,9 +1,9 @@
 // Package cassandra is an EXPERIMENTAL storage backend on Apache Cassandra
-// (5.0) through gocql. It is not in the server's driver table yet: it does
-// not pass every storagetest section (no transactions, no snapshot
-// capability, index entries outside the item's conditional write). See
-// docs/adr/0016-cassandra-backend.md for the data model, the table-version
-// fence and the limits.
+// (5.0) through gocql. See docs/adr/0016-cassandra-backend.md for the data
+// model, the table-version fence and the limits, and
+// docs/adr/0021-cassandra-change-log-and-snapshots.md for the change log,
+// the snapshot capability (pre-images of open epochs, snapshot.go) and the
+// backup catalogs (backups.go).
 //
 // Data model: one Cassandra partition per DynamoDB item collection
 // (table id, partition key bytes) with the sort key bytes as a blob
@@ -62,9 +62,9 @@ type Backend struct {
 	opt      Options
 	cl, scl  gocql.Consistency
 	dirMu    sync.Mutex
-	dirKnown map[dirKey]struct{} // partition directory rows known to exist
-	ixKnown  map[ixKey]struct{}  // index_names rows known to exist
-	dirty    dirtyCache          // change log markers this process wrote (changelog.go)
+	dirKnown map[dirKey]time.Time // partition directory rows known to exist, since when
+	ixKnown  map[ixKey]struct{}   // index_names rows known to exist
+	dirty    dirtyCache           // change log markers this process wrote (changelog.go)
 
 	closing   chan struct{} // closed by Close: stops the outbox sweep
 	sweepDone chan struct{} // closed when the sweep has stopped (nil: none)
@@ -77,6 +77,11 @@ type Backend struct {
 	skipForget bool
 	// tx runs TransactWrite/TransactGet and settles item locks (ADR 0019).
 	tx *txledger.Ledger
+	// snapLim bounds the snapshots this process holds open (snapshot.go).
+	snapLim *storage.SnapshotLimiter
+	// sfSeen: the highest committed snapshot fence seen per table (under
+	// dirMu; snapshot.go).
+	sfSeen map[int64]int64
 }
 
 type dirKey struct {
@@ -166,7 +171,7 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 	if err != nil {
 		return nil, mapErr(err, "connect")
 	}
-	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}
+	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: storage.NewSnapshotLimiter(maxOpenSnapshots)}
 	b.tx = txledger.New(txStore{b}, opt.Tx)
 	if opt.RequireMigrated {
 		err = b.checkSchema(ctx)
@@ -215,7 +220,15 @@ func ensureKeyspace(ctx context.Context, opt Options, create bool) error {
 	if repl == "" {
 		repl = defaultReplication
 	}
-	return mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
+	// Idempotent: a statement that timed out (schema changes are slow on a
+	// loaded node) is run again.
+	for attempt := 0; ; attempt++ {
+		err := mapErr(s.Query(`CREATE KEYSPACE IF NOT EXISTS `+opt.Keyspace+` WITH replication = `+repl).WithContext(ctx).Exec(), "create keyspace")
+		if attempt == 5 || !storage.IsKind(err, storage.KindUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 func validIdent(s string) bool {

@@ -19,6 +19,14 @@ type tableRow struct {
 	createdAt      time.Time
 	pendingDesc    []byte
 	pendingVersion *int64
+	// The snapshot fence (snapshot.go): the committed counter, an open in
+	// progress and its heartbeat, the open epochs with their expiry, and
+	// the coordinator's clock when the row was read (ms).
+	sf          *int64
+	pendingSF   *int64
+	pendingSFAt *int64
+	snaps       map[int64]time.Time
+	dbNow       int64
 }
 
 func (r *tableRow) table() *storage.Table {
@@ -31,8 +39,8 @@ func (r *tableRow) table() *storage.Table {
 // after the read (the fence argument of ADR 0016 needs no more).
 func (b *Backend) byID(ctx context.Context, id int64) (*tableRow, error) {
 	r := &tableRow{id: id}
-	err := b.quorum(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version FROM tables WHERE id = ?`, id).
-		Scan(&r.account, &r.name, &r.desc, &r.version, &r.createdAt, &r.pendingDesc, &r.pendingVersion)
+	err := b.quorum(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version, sf, pending_sf, pending_sf_at, snaps, toUnixTimestamp(now()) FROM tables WHERE id = ?`, id).
+		Scan(&r.account, &r.name, &r.desc, &r.version, &r.createdAt, &r.pendingDesc, &r.pendingVersion, &r.sf, &r.pendingSF, &r.pendingSFAt, &r.snaps, &r.dbNow)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}
@@ -224,37 +232,52 @@ func (b *Backend) fencePartition(ctx context.Context, t int64, pk []byte, v int6
 // liveFor checks a table incarnation for an item write fenced on
 // ref.Version: KindTableNotFound when gone, KindTableVersion when the
 // version differs. A pending UpdateTable is waited for (then finished
-// here if its coordinator seems gone).
+// here if its coordinator seems gone); so is a snapshot open in progress
+// (snapshot.go).
 func (b *Backend) liveFor(ctx context.Context, ref storage.TableRef) error {
+	_, err := b.liveView(ctx, ref)
+	return err
+}
+
+// liveView is liveFor; it returns the catalog row it checked, whose
+// snapshot fence and open epochs the write must honour.
+func (b *Backend) liveView(ctx context.Context, ref storage.TableRef) (*tableRow, error) {
 	wait := 5 * time.Millisecond
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		r, err := b.byID(ctx, ref.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if r == nil {
-			return storage.Errorf(storage.KindTableNotFound, "table %q not found", ref.Name)
+			return nil, storage.Errorf(storage.KindTableNotFound, "table %q not found", ref.Name)
 		}
 		if r.pendingVersion != nil {
 			if time.Now().Before(deadline) {
 				select {
 				case <-ctx.Done():
-					return mapErr(ctx.Err(), "wait for table update")
+					return nil, mapErr(ctx.Err(), "wait for table update")
 				case <-time.After(wait):
 				}
 				wait = min(wait*2, 100*time.Millisecond)
 				continue
 			}
 			if err := b.finishPending(ctx, r); err != nil {
-				return err
+				return nil, err
+			}
+			continue
+		}
+		if r.pendingSF != nil {
+			if err := b.waitSnapshotOpen(ctx, r, &wait); err != nil {
+				return nil, err
 			}
 			continue
 		}
 		if r.version != ref.Version {
-			return storage.VersionChanged(ref, r.version)
+			return nil, storage.VersionChanged(ref, r.version)
 		}
-		return nil
+		b.noteSF(r.id, val(r.sf))
+		return r, nil
 	}
 }
 

@@ -81,8 +81,8 @@ func configOf(env storage.DriverEnv) *Config {
 }
 
 // Driver is the Cassandra entry for the server's driver table
-// (internal/server/drivers.go). The backend lacks the snapshot capability,
-// so a server on it answers backup operations with a clear error.
+// (internal/server/drivers.go). It has the snapshot capability and the
+// backup catalogs (ADR 0021), so a server on it takes backups.
 func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "cassandra",
@@ -167,5 +167,5 @@ func connect(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, mapErr(err, "connect")
 	}
-	return &Backend{s: s, opt: o, cl: cl, scl: scl, dirKnown: map[dirKey]struct{}{}, ixKnown: map[ixKey]struct{}{}}, nil
+	return &Backend{s: s, opt: o, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: storage.NewSnapshotLimiter(maxOpenSnapshots)}, nil
 }

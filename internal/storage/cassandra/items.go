@@ -45,9 +45,12 @@ func skOf(sk []byte) []byte {
 
 // current is an item row as a write reads it.
 type current struct {
-	item    []byte
-	ver, tv *int64
-	wid     gocql.UUID
+	item        []byte
+	ver, tv, sf *int64
+	// pre are the pre-images the write keeps for open snapshot epochs
+	// (snapshot.go), written in its conditional batch.
+	pre []preImage
+	wid gocql.UUID
 	// locked: a transaction holds the item (ADR 0019); the write settles
 	// the lock first.
 	locked bool
@@ -63,19 +66,20 @@ func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, seri
 	if err != nil {
 		return nil, err
 	}
-	return &current{item: r.item, ver: r.ver, tv: r.tv, wid: r.wid, locked: r.txid != nil}, nil
+	return &current{item: r.item, ver: r.ver, tv: r.tv, sf: r.sf, wid: r.wid, locked: r.txid != nil}, nil
 }
 
 // noteDir records the partition in the directory (before its first
-// write); it returns true when it wrote the row (the caller then checks
-// the table version again, see ADR 0016).
-func (b *Backend) noteDir(ctx context.Context, t int64, pk []byte) (bool, error) {
+// write); it returns true when the row may be newer than since (it wrote
+// the row, or another write of this process did after since): the caller
+// then checks the table again, see ADR 0016 and ADR 0021.
+func (b *Backend) noteDir(ctx context.Context, t int64, pk []byte, since time.Time) (bool, error) {
 	k := dirKey{t, string(pk)}
 	b.dirMu.Lock()
-	_, ok := b.dirKnown[k]
+	at, ok := b.dirKnown[k]
 	b.dirMu.Unlock()
 	if ok {
-		return false, nil
+		return !at.Before(since), nil
 	}
 	h := storage.KeyHash(pk)
 	if err := b.quorum(ctx, `INSERT INTO partitions (t, b, h, pk) VALUES (?, ?, ?, ?)`, t, bucketOf(h), int64(h), pk).Exec(); err != nil {
@@ -85,7 +89,7 @@ func (b *Backend) noteDir(ctx context.Context, t int64, pk []byte) (bool, error)
 	if len(b.dirKnown) >= dirCacheMax {
 		clear(b.dirKnown)
 	}
-	b.dirKnown[k] = struct{}{}
+	b.dirKnown[k] = time.Now()
 	b.dirMu.Unlock()
 	return true, nil
 }
@@ -132,11 +136,12 @@ func (b *Backend) forget(t int64) {
 // Index entries are written after the LWT won (ADR 0016: not atomic with
 // the item yet).
 func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
-	if err := b.liveFor(ctx, p.Table); err != nil {
+	since := time.Now()
+	view, err := b.liveView(ctx, p.Table)
+	if err != nil {
 		return nil, err
 	}
 	t, pk, sk := p.Table.ID, skOf(p.PK), skOf(p.SK)
-	var err error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
@@ -171,6 +176,16 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 			if cur.tv != nil && *cur.tv > p.Table.Version {
 				return nil, storage.VersionChanged(p.Table, *cur.tv)
 			}
+			if val(cur.sf) > val(view.sf) {
+				// A snapshot opened (or is opening) since the catalog was
+				// read: read it again (waiting for the open) so that the
+				// write knows the epoch (snapshot.go).
+				since = time.Now()
+				if view, err = b.liveView(ctx, p.Table); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			var fnErr error
 			ch, fnErr = p.Fn(cur.item)
 			writes := fnErr == nil && ch.Op != storage.Keep && !(ch.Op == storage.Delete && cur.item == nil && len(ch.DeleteIndex) == 0)
@@ -186,17 +201,22 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 			serial = true
 		}
 		res := &storage.WriteItemResult{Old: cur.item, Change: ch}
-		wrote, err := b.noteDir(ctx, t, pk)
+		wrote, err := b.noteDir(ctx, t, pk, since)
 		if err != nil {
 			return nil, err
 		}
 		if wrote {
-			// The directory row is new: an UpdateTable that listed the
-			// directory before it cannot have fenced this partition, so
-			// check the version again now that the row is visible.
-			if err := b.liveFor(ctx, p.Table); err != nil {
+			// The directory row is new: an UpdateTable or a snapshot open
+			// that listed the directory before it cannot have fenced this
+			// partition, so check the table again now that the row is
+			// visible (and learn a snapshot epoch opened meanwhile).
+			since = time.Now()
+			if view, err = b.liveView(ctx, p.Table); err != nil {
 				return nil, err
 			}
+		}
+		if cur.pre, err = b.preImages(ctx, view, t, pk, sk, cur.item); err != nil {
+			return nil, err
 		}
 		nv := int64(1)
 		if cur.ver != nil {
@@ -216,15 +236,15 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 			}
 		}
 		var applied bool
-		if indexed || ch.Log != nil {
+		if indexed || ch.Log != nil || len(cur.pre) > 0 {
 			var ob []byte
 			if indexed {
 				ob = encodeOutbox(ch)
 			}
 			applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, ob, ch.Log)
 		} else {
-			applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
-				item, nv, wid, t, pk, sk, cur.ver, cur.tv).MapScanCAS(map[string]any{})
+			applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+				item, nv, wid, t, pk, sk, cur.ver, cur.tv, cur.sf).MapScanCAS(map[string]any{})
 		}
 		if err != nil {
 			applied, err = b.resolveCAS(ctx, err, t, pk, sk, wid, cur.ver)

@@ -160,8 +160,17 @@ func (b *Backend) migrate(ctx context.Context) ([]string, error) {
 	var names []string
 	for _, m := range todo {
 		for _, st := range m.stmts {
-			if err := b.query(ctx, st).Exec(); err != nil {
-				return names, mapErr(err, "migration "+m.name)
+			// Statements are idempotent: one that timed out (schema
+			// changes are slow on a loaded node) is simply run again.
+			var err error
+			for attempt := 0; attempt < 6; attempt++ {
+				if err = mapErr(b.query(ctx, st).Exec(), "migration "+m.name); !storage.IsKind(err, storage.KindUnavailable) || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(time.Second)
+			}
+			if err != nil {
+				return names, err
 			}
 		}
 		if _, err := b.query(ctx, `INSERT INTO schema_migrations (version, name, sha256, applied_at) VALUES (?, ?, ?, ?) IF NOT EXISTS`,

@@ -193,8 +193,9 @@ func (b *Backend) writeWithOutbox(ctx context.Context, t int64, pk, sk, item []b
 	batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 	batch.SetConsistency(b.cl)
 	batch.SerialConsistency(gocql.SerialConsistency(b.scl))
-	batch.Query(`UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
-		item, nv, wid, t, pk, sk, cur.ver, cur.tv)
+	batch.Query(`UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+		item, nv, wid, t, pk, sk, cur.ver, cur.tv, cur.sf)
+	addPreImages(batch, t, pk, sk, cur.pre) // snapshot.go
 	if ob != nil {
 		batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, ob)
 	}

@@ -23,13 +23,14 @@ type txStore struct{ b *Backend }
 var _ txledger.Store = txStore{}
 
 // fence is the Record.Token of a Cassandra record: the partition's
-// table-version fence as read.
-type fence struct{ tv *int64 }
+// table-version and snapshot fences as read.
+type fence struct{ tv, sf *int64 }
 
 // row is an item row as the ledger's paths read it.
 type row struct {
 	item       []byte
 	ver, tv    *int64
+	sf         *int64
 	txid       *gocql.UUID
 	txch       []byte
 	wid        gocql.UUID
@@ -45,8 +46,8 @@ func (b *Backend) readRow(ctx context.Context, t int64, pk, sk []byte, serial bo
 	}
 	r := &row{}
 	var txid gocql.UUID
-	err := rd(ctx, `SELECT item, ver, tv, wid, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).
-		Scan(&r.item, &r.ver, &r.tv, &r.wid, &txid, &r.txch)
+	err := rd(ctx, `SELECT item, ver, tv, sf, wid, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).
+		Scan(&r.item, &r.ver, &r.tv, &r.sf, &r.wid, &txid, &r.txch)
 	if err == nil {
 		r.haveRecord = true
 		if txid != (gocql.UUID{}) {
@@ -57,7 +58,7 @@ func (b *Backend) readRow(ctx context.Context, t int64, pk, sk []byte, serial bo
 	if !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "read item")
 	}
-	err = rd(ctx, `SELECT tv FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&r.tv)
+	err = rd(ctx, `SELECT tv, sf FROM items WHERE t = ? AND pk = ? LIMIT 1`, t, pk).Scan(&r.tv, &r.sf)
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "read fence")
 	}
@@ -66,7 +67,7 @@ func (b *Backend) readRow(ctx context.Context, t int64, pk, sk []byte, serial bo
 
 // record turns a row into the ledger's view.
 func (r *row) record() (txledger.Record, error) {
-	rec := txledger.Record{Item: r.item, Token: fence{r.tv}}
+	rec := txledger.Record{Item: r.item, Token: fence{r.tv, r.sf}}
 	if r.ver != nil {
 		rec.Version = *r.ver
 	}
@@ -114,7 +115,28 @@ func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Reco
 	if f.tv != nil && *f.tv > k.Table.Version {
 		return txledger.Record{}, false, storage.VersionChanged(k.Table, *f.tv)
 	}
-	wrote, err := b.noteDir(ctx, t, pk)
+	// The snapshot fence (snapshot.go): no lock may be taken in a
+	// partition fenced by a snapshot open that has not committed — its
+	// transaction may hold locks elsewhere taken before the instant, and
+	// those partitions are fenced only once it is decided. The catalog is
+	// read after the record, so it knows every fence the record shows.
+	// (A fence this process has seen committed needs no read: the
+	// committed counter only grows.)
+	since := time.Now()
+	if val(f.sf) > b.sfCommitted(t) {
+		view, err := b.byID(ctx, t)
+		if err != nil {
+			return txledger.Record{}, false, err
+		}
+		if view == nil {
+			return txledger.Record{}, false, storage.Errorf(storage.KindTableNotFound, "table %q not found", k.Table.Name)
+		}
+		b.noteSF(t, val(view.sf))
+		if val(f.sf) > val(view.sf) {
+			return txledger.Record{}, false, storage.Errorf(storage.KindTransactionConflict, "a snapshot (backup) of table %q is being opened", k.Table.Name)
+		}
+	}
+	wrote, err := b.noteDir(ctx, t, pk, since)
 	if err != nil {
 		return txledger.Record{}, false, err
 	}
@@ -124,8 +146,8 @@ func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Reco
 		}
 	}
 	nv := cur.Version + 1
-	applied, err := b.query(ctx, `UPDATE items SET ver = ?, wid = ?, txid = ?, txch = ?, lks = lks + ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ?`,
-		nv, gocql.TimeUUID(), gocql.UUID(tx), txledger.EncodeChange(ch), [][]byte{sk}, t, pk, sk, verArg(cur.Version), f.tv).MapScanCAS(map[string]any{})
+	applied, err := b.query(ctx, `UPDATE items SET ver = ?, wid = ?, txid = ?, txch = ?, lks = lks + ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+		nv, gocql.TimeUUID(), gocql.UUID(tx), txledger.EncodeChange(ch), [][]byte{sk}, t, pk, sk, verArg(cur.Version), f.tv, f.sf).MapScanCAS(map[string]any{})
 	if err != nil {
 		return txledger.Record{}, false, mapErr(err, "lock item")
 	}
@@ -157,6 +179,21 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	nv := cur.Version + 1
 	indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
 	logged := ch.Log != nil // the change log record, committed with the item (changelog.go)
+	// Pre-images for the open snapshot epochs (snapshot.go). A partition
+	// holding a lock is never fenced by a snapshot open, so every epoch
+	// opened while the item was locked is in the catalog read here.
+	var pre []preImage
+	if commit && (ch.Op == storage.Put || ch.Op == storage.Delete) {
+		view, err := b.byID(ctx, t)
+		if err != nil {
+			return false, err
+		}
+		if view != nil {
+			if pre, err = b.preImages(ctx, view, t, pk, sk, cur.Item); err != nil {
+				return false, err
+			}
+		}
+	}
 	if logged {
 		if err := b.markDirty(ctx, t, pk); err != nil {
 			return false, err
@@ -166,11 +203,12 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	args := []any{item, nv, gocql.TimeUUID(), [][]byte{sk}, t, pk, sk, cur.Version}
 	var applied bool
 	var err error
-	if indexed || logged {
+	if indexed || logged || len(pre) > 0 {
 		batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 		batch.SetConsistency(b.cl)
 		batch.SerialConsistency(gocql.SerialConsistency(b.scl))
 		batch.Query(set, args...)
+		addPreImages(batch, t, pk, sk, pre)
 		if indexed {
 			batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, encodeOutbox(ch))
 		}

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/snapepoch"
 	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
@@ -56,15 +57,18 @@ const snapshotTTL = 24 * time.Hour
 // maxOpenSnapshots bounds the snapshots one process holds open.
 const maxOpenSnapshots = 16
 
-func openEpochs(snaps []snapEpoch) []string {
-	var out []string
-	now := nowMs()
+// epochMap is the catalog's epochs with their expiry, as package
+// snapepoch (shared with the Cassandra backend) takes them.
+func epochMap(snaps []snapEpoch) map[string]time.Time {
+	m := make(map[string]time.Time, len(snaps))
 	for _, s := range snaps {
-		if s.Exp > now {
-			out = append(out, s.E)
-		}
+		m[s.E] = time.UnixMilli(s.Exp)
 	}
-	return out
+	return m
+}
+
+func openEpochs(snaps []snapEpoch) []string {
+	return snapepoch.Open(epochMap(snaps), time.UnixMilli(nowMs()), 0)
 }
 
 // preImages is what a write of cur keeps for the open epochs: the
@@ -182,10 +186,11 @@ func (b *Backend) openSnapshot(ctx context.Context, p storage.OpenSnapshotParams
 			if err != nil {
 				return nil, false, storage.Wrap(storage.KindInternal, err, "mongodb: decode snapshot row")
 			}
-			item, has := d.item, d.hasItem
+			var pre *snapepoch.PreImage
 			if pi, ok := d.pre[epoch]; ok {
-				item, has = pi.item, pi.has
+				pre = &snapepoch.PreImage{Item: pi.item, Exists: pi.has}
 			}
+			item, has := snapepoch.Resolve(d.item, d.hasItem, pre)
 			if !has {
 				continue
 			}
@@ -215,12 +220,7 @@ func (b *Backend) openSnapshot(ctx context.Context, p storage.OpenSnapshotParams
 }
 
 func containsEpoch(snaps []snapEpoch, e string) bool {
-	for _, s := range openEpochs(snaps) {
-		if s == e {
-			return true
-		}
-	}
-	return false
+	return snapepoch.Live(epochMap(snaps), e, time.UnixMilli(nowMs()))
 }
 
 // closeEpoch removes an epoch from the catalog document (a catalog
