@@ -315,8 +315,9 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	var mu sync.Mutex
 	ref := target.Ref()
 	perItem := storage.PerItemAtomic(m.cfg.Backend)
+	targetName := target.Name
 	write := func(ctx context.Context, batch []storage.WriteItemParams, bytes int64) error {
-		for attempt := 0; ; attempt++ {
+		for attempt, unavailable := 0, 0; ; {
 			var err error
 			if perItem {
 				err = m.writeEach(ctx, batch)
@@ -327,9 +328,26 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 				prog.add(int64(len(batch)), bytes)
 				return nil
 			}
+			if storage.IsKind(err, storage.KindUnavailable) && ctx.Err() == nil && unavailable < restoreRetries {
+				// A transient backend error (a write that timed out on
+				// a loaded server): the batch is written again (blind
+				// puts of the same items), rather than failing the
+				// restore and dropping its target.
+				unavailable++
+				m.log.Warn("restore: a batch write failed; retrying", "target", targetName, "attempt", unavailable, "err", err)
+				t := time.NewTimer(time.Duration(unavailable) * restoreRetryPause)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return err
+				case <-t.C:
+				}
+				continue
+			}
 			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
 				return err
 			}
+			attempt++
 			mu.Lock()
 			if batch[0].Table.Version == ref.Version { // nobody refenced since
 				cur, ferr := m.refence(ctx, target, b.ARN, beat)
@@ -446,6 +464,12 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		target = cur
 	}
 }
+
+// A batch whose write fails with KindUnavailable is written again up to
+// restoreRetries times, after 1, 2, 3... × restoreRetryPause.
+const restoreRetries = 5
+
+var restoreRetryPause = time.Second
 
 // restoreItemWriters is the number of items a batch writes at once on a
 // backend that writes item by item (storage.PerItemAtomicity).
