@@ -83,13 +83,16 @@ export AWS_ACCESS_KEY_ID=extenddb-bench AWS_SECRET_ACCESS_KEY=extenddb-bench
 load() {
 	"$BIN" bench --endpoint "$EP" -w batchwrite -c "$CONCURRENCY" -d "$1" --warmup 0 --keep -q \
 		--table-prefix "bb" --server-pid "$PID" --json "$WORK/load.json" >/dev/null
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["table"], r["items"], r["duration_s"])' "$WORK/load.json"
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["table"], r["items"], r["duration_s"], (r.get("server") or {}).get("cpu_us_per_item", 0))' "$WORK/load.json"
 }
-read -r table loaded load_s < <(load 10s)
+read -r table loaded load_s load_cpu < <(load 10s)
 if ((loaded < ITEMS)); then
-	secs=$(python3 -c "import math; print(math.ceil($load_s * $ITEMS / max($loaded, 1) * 1.3))")
+	# The rate falls as the table grows (the 10 s window's table is small):
+	# a margin of 1.6 over the first window's rate.
+	secs=$(python3 -c "import math; print(math.ceil($load_s * $ITEMS / max($loaded, 1) * 1.6))")
 	log "10 s loaded $loaded items; loading a table for ${secs}s"
-	read -r table loaded load_s < <(load "${secs}s")
+	read -r table loaded load_s load_cpu < <(load "${secs}s")
+	((loaded >= ITEMS)) || log "WARNING: the table holds $loaded items, fewer than --items $ITEMS (the load slowed down)"
 fi
 load_rate=$(python3 -c "print($loaded / $load_s)")
 log "loaded $loaded items into $table at $(printf %.0f "$load_rate") items/s (BatchWriteItem, concurrency $CONCURRENCY)"
@@ -107,9 +110,9 @@ rss1=$(rss) t2=$(now) c2=$(cpu)
 "$BIN" backup restore --endpoint "$EP" --target "$table-restored" --wait "$arn" >"$WORK/restore.out"
 t3=$(now) c3=$(cpu) hwm_r=$(hwm)
 
-python3 - "$BACKEND" "$loaded" "$load_rate" "$t0" "$t1" "$t2" "$t3" "$c0" "$c1" "$c2" "$c3" "$TICK" "$rss0" "$hwm_b" "$rss1" "$hwm_r" "$CONCURRENCY" <<'EOF'
+python3 - "$BACKEND" "$loaded" "$load_rate" "$t0" "$t1" "$t2" "$t3" "$c0" "$c1" "$c2" "$c3" "$TICK" "$rss0" "$hwm_b" "$rss1" "$hwm_r" "$CONCURRENCY" "$load_cpu" <<'EOF'
 import sys
-(backend, n, load_rate, t0, t1, t2, t3, c0, c1, c2, c3, tick, rss0, hwm_b, rss1, hwm_r, conc) = sys.argv[1:]
+(backend, n, load_rate, t0, t1, t2, t3, c0, c1, c2, c3, tick, rss0, hwm_b, rss1, hwm_r, conc, load_cpu) = sys.argv[1:]
 n, load_rate = int(n), float(load_rate)
 tb, tr = float(t1) - float(t0), float(t3) - float(t2)
 cb, cr = (float(c1) - float(c0)) / float(tick), (float(c3) - float(c2)) / float(tick)
@@ -119,4 +122,9 @@ print(f"  BatchWriteItem load (concurrency {conc}): {load_rate:,.0f} items/s")
 print(f"  backup:  {tb:6.2f} s  {n / tb:9,.0f} items/s  server CPU {cb:5.2f} s  RSS {mib(rss0):.0f} MiB before, peak {mib(hwm_b):.0f} MiB")
 print(f"  restore: {tr:6.2f} s  {n / tr:9,.0f} items/s  server CPU {cr:5.2f} s  RSS {mib(rss1):.0f} MiB before, peak {mib(hwm_r):.0f} MiB")
 print(f"  restore / BatchWriteItem: {n / tr / load_rate:.2f}x (target >= 2)")
+# The server's own CPU per item (a PostgreSQL server's processes are not
+# counted, for either): what the ratio would approach with a core free.
+lc, rc = float(load_cpu), cr * 1e6 / n
+if lc > 0 and rc > 0:
+    print(f"  server CPU per item: BatchWriteItem {lc:.1f} us, restore {rc:.1f} us: {lc / rc:.2f}x")
 EOF

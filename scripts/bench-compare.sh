@@ -6,7 +6,12 @@
 # answers fixed responses and does no work â€” what the HTTP layer alone
 # costs), dynalite (in memory), dynalite-path (on LevelDB, --path),
 # extenddb-memory (`serve --memory`), extenddb (`serve` on SQLite in a data
-# directory). Installs dynalite (npm, cached outside the repository), builds
+# directory), extenddb-postgres (`serve` on the PostgreSQL database of
+# EXTENDDB_BENCH_POSTGRES_DSN, migrated first; the summed CPU of that
+# database's backend processes is reported beside it as "db cpu/req"), and
+# extenddb-before / extenddb-postgres-before (the same with the binary
+# EXTENDDB_BIN_BEFORE, on EXTENDDB_BENCH_POSTGRES_DSN_BEFORE: an A/B run of
+# two builds, alternated like the rest). Installs dynalite (npm, cached outside the repository), builds
 # bin/extenddb and the floor, starts the servers on free loopback ports,
 # then runs every workload on the servers in alternation (one after the
 # other, for N rounds) with `extenddb bench --server-pid`, and prints per
@@ -29,6 +34,11 @@
 #   EXTENDDB_CACHE   cache root (default $HOME/.cache/extenddb); dynalite goes
 #                    to $EXTENDDB_CACHE/dynalite (npm install --prefix)
 #   EXTENDDB_BIN     use this extenddb binary instead of building bin/extenddb
+#   EXTENDDB_BIN_BEFORE                 binary of the *-before servers
+#   EXTENDDB_BENCH_POSTGRES_DSN         postgres://USER@HOST:PORT/DB?... of
+#                                       extenddb-postgres (a database of its own)
+#   EXTENDDB_BENCH_POSTGRES_DSN_BEFORE  the same for extenddb-postgres-before
+#                                       (another database)
 #
 # Figures are medians over the rounds. CPU per request comes from the
 # server's /proc/PID/stat over each measured window; it is the robust figure
@@ -69,7 +79,15 @@ done
 IFS=', ' read -r -a SERVER_LIST <<<"$SERVERS"
 IFS=', ' read -r -a WORKLOAD_LIST <<<"$WORKLOADS"
 for s in "${SERVER_LIST[@]}"; do
-	case "$s" in floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;; *) die "unknown server $s" ;; esac
+	case "$s" in floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;;
+	extenddb-postgres) [[ -n "${EXTENDDB_BENCH_POSTGRES_DSN:-}" ]] || die "$s needs EXTENDDB_BENCH_POSTGRES_DSN" ;;
+	extenddb-before) [[ -n "${EXTENDDB_BIN_BEFORE:-}" ]] || die "$s needs EXTENDDB_BIN_BEFORE" ;;
+	extenddb-postgres-before)
+		[[ -n "${EXTENDDB_BIN_BEFORE:-}" && -n "${EXTENDDB_BENCH_POSTGRES_DSN_BEFORE:-}" ]] ||
+			die "$s needs EXTENDDB_BIN_BEFORE and EXTENDDB_BENCH_POSTGRES_DSN_BEFORE"
+		;;
+	*) die "unknown server $s" ;;
+	esac
 done
 command -v node >/dev/null || die "node is required (dynalite runs on it)"
 
@@ -82,7 +100,7 @@ else
 	mkdir -p "$RESULTS"
 fi
 
-declare -A PID PORT
+declare -A PID PORT PROCS
 cleanup() {
 	local s p
 	for s in "${!PID[@]}"; do
@@ -148,6 +166,26 @@ start_server() {
 	extenddb-memory)
 		"$BIN" serve --listen "127.0.0.1:$port" --memory >"$WORK/$s.log" 2>&1 &
 		;;
+	extenddb-before)
+		mkdir -p "$WORK/extenddb-before-data"
+		"$EXTENDDB_BIN_BEFORE" serve --listen "127.0.0.1:$port" --data-dir "$WORK/extenddb-before-data" >"$WORK/$s.log" 2>&1 &
+		;;
+	extenddb-postgres | extenddb-postgres-before)
+		local bin="$BIN" dsn="${EXTENDDB_BENCH_POSTGRES_DSN:-}"
+		if [[ "$s" == *-before ]]; then
+			bin="$EXTENDDB_BIN_BEFORE" dsn="$EXTENDDB_BENCH_POSTGRES_DSN_BEFORE"
+		fi
+		"$bin" migrate --backend postgres --dsn "$dsn" >"$WORK/$s.migrate.log" 2>&1 ||
+			{ cat "$WORK/$s.migrate.log" >&2; die "$s: migrate failed"; }
+		# The backends of the database: process title "postgres: USER DB ...".
+		local rest="${dsn#*://}" user db
+		user="${rest%%@*}"
+		user="${user%%:*}"
+		db="${rest#*/}"
+		db="${db%%\?*}"
+		PROCS[$s]="postgres: $user $db "
+		"$bin" serve --listen "127.0.0.1:$port" --backend postgres --dsn "$dsn" >"$WORK/$s.log" 2>&1 &
+		;;
 	dynalite)
 		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
 			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/$s.log" 2>&1 &
@@ -182,7 +220,9 @@ for wl in "${WORKLOAD_LIST[@]}"; do
 		for s in "${SERVER_LIST[@]}"; do
 			json="$RESULTS/$wl.$s.$round.json"
 			log "$wl round $round/$ROUNDS on $s"
-			if ! "$BIN" bench --endpoint "http://127.0.0.1:${PORT[$s]}" --server-pid "${PID[$s]}" \
+			extra=()
+			[[ -n "${PROCS[$s]:-}" ]] && extra=(--backend-procs "${PROCS[$s]}")
+			if ! "$BIN" bench --endpoint "http://127.0.0.1:${PORT[$s]}" --server-pid "${PID[$s]}" "${extra[@]}" \
 				--workload "$wl" --concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" \
 				--table-prefix "bench-compare" --quiet --json "$json" >"$RESULTS/$wl.$s.$round.txt" 2>&1; then
 				log "$wl on $s failed:"
@@ -229,7 +269,7 @@ const cpu = (x) => (Number.isFinite(x) && x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "Â
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) + "x" : "-");
 const mib = (b) => (Number.isFinite(b) ? (b / 1048576).toFixed(1) + "MiB" : "-");
 
-const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "errors"];
+const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "cpu / sqlite", "db cpu/req", "errors"];
 const rows = [head];
 const peak = {}, rss = {};
 for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
@@ -242,6 +282,7 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
       p99: agg(rs, (r) => r.p99_us),
       cpu: agg(rs, (r) => r.server?.cpu_us_per_op),
       item: agg(rs, (r) => r.server?.cpu_us_per_item),
+      db: agg(rs, (r) => r.backend?.cpu_us_per_op),
       errs: rs ? rs.reduce((a, r) => a + r.errors, 0) : NaN,
     };
     for (const r of rs || []) {
@@ -255,7 +296,9 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
   for (const s of servers) {
     const x = v[s];
     rows.push([wl, s, num(x.ops), us(x.p99), cpu(x.cpu), s === "floor" ? "" : cpu(x.cpu - floor), cpu(x.item),
-      s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "", num(x.errs)]);
+      s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "",
+      s === "extenddb-postgres" ? ratio(x.cpu, v.extenddb?.cpu) : s === "extenddb-postgres-before" ? ratio(x.cpu, v["extenddb-before"]?.cpu) : "",
+      cpu(x.db), num(x.errs)]);
   }
 }
 const width = head.map((_, i) => Math.max(...rows.map((r) => [...r[i]].length)));

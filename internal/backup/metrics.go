@@ -23,7 +23,11 @@ type metrics struct {
 	finished     *prometheus.CounterVec
 	snapshotOpen prometheus.Histogram
 	reconciled   *prometheus.CounterVec
-	progress     *progressSet // per running job (labels: its table and backup id)
+	// skipped: items resumed restores did not load again (recorded
+	// progress covered them); progressRecords: progress rows written.
+	skipped         prometheus.Counter
+	progressRecords prometheus.Counter
+	progress        *progressSet // per running job (labels: its table and backup id)
 }
 
 // Job kinds and failure causes (label values).
@@ -54,14 +58,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		snapshotOpen: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "extenddb_backup_snapshot_open_seconds",
 			Help: "How long backups kept their table snapshot open.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_reconciler_actions_total",
-			Help: "Reconciler actions: failed_stale_backup, finished_delete, removed_orphans."}, []string{"action"}),
+			Help: "Reconciler actions: failed_stale_backup, finished_delete, removed_orphans, resumed_restore, removed_spool."}, []string{"action"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "extenddb_backup_restore_skipped_items_total",
+			Help: "Items a resumed restore did not load again because its recorded progress covered them."}),
+		progressRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "extenddb_backup_restore_progress_records_total",
+			Help: "Progress records written by restore jobs (each after the batches it covers committed)."}),
 	}
 	for _, k := range []string{kindBackup, kindRestore, kindDelete} {
 		m.running.WithLabelValues(k)
 		m.finished.WithLabelValues(k, "ok")
 	}
 	if reg != nil {
-		reg.MustRegister(m.running, m.items, m.bytes, m.duration, m.finished, m.snapshotOpen, m.reconciled, m.progress)
+		reg.MustRegister(m.running, m.items, m.bytes, m.duration, m.finished, m.snapshotOpen, m.reconciled, m.skipped, m.progressRecords, m.progress)
 	}
 	return m
 }

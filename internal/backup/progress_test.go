@@ -98,7 +98,7 @@ func TestJobProgressMetrics(t *testing.T) {
 	}
 	close(release)
 	deadline := time.Now().Add(20 * time.Second)
-	for m.RestoringFrom(bk.ARN) {
+	for m.restoresRunning(bk.ARN) {
 		if time.Now().After(deadline) {
 			t.Fatal("restore does not end")
 		}

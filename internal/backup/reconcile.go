@@ -107,7 +107,8 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 }
 
 // reconcileRestores runs duties 4 to 6: RUNNING restore jobs whose claim
-// is stale are taken over and run again from the start, or failed (and
+// is stale are taken over and resumed after their recorded progress (the
+// claim keeps it; ADR 0027), or failed (and
 // their target removed) when the backup is gone; a job whose target was
 // never created (the row is written first) is failed, so no target ever
 // exists without a job; spool directories of owners without a running

@@ -53,19 +53,140 @@ const (
 	restoreWriters = 4
 )
 
-// restoreWork is one batch for a restore writer.
+// progressEvery is the least time between two progress records of a
+// restore while it loads (records coalesce: each writes the latest durable
+// mark; the mid-load and before-active steps record synchronously).
+const progressEvery = 100 * time.Millisecond
+
+// restoreWork is one batch for a restore writer: the items [start, end)
+// of the backup, in its item order.
 type restoreWork struct {
-	ops   []storage.WriteItemParams
-	bytes int64
+	ops        []storage.WriteItemParams
+	bytes      int64
+	start, end int64
+}
+
+// loadMark tracks how far a restore's load is durable (ADR 0027): batches
+// complete in any order (restoreWriters in parallel), the mark is the end
+// of the longest prefix of the backup's items whose batches all committed.
+// It is recorded in the job row only after those commits, so recorded
+// progress is never ahead of the data.
+type loadMark struct {
+	mu    sync.Mutex
+	mark  int64
+	ahead map[int64]int64 // start -> end of committed batches past mark
+
+	recMu    sync.Mutex
+	recorded int64
+	last     time.Time
+	kick     chan struct{}
+}
+
+func newLoadMark(from int64) *loadMark {
+	return &loadMark{mark: from, recorded: from, ahead: map[int64]int64{}, kick: make(chan struct{}, 1)}
+}
+
+// done notes that the items [start, end) are durable.
+func (l *loadMark) done(start, end int64) {
+	l.mu.Lock()
+	if start == l.mark {
+		l.mark = end
+		for {
+			e, ok := l.ahead[l.mark]
+			if !ok {
+				break
+			}
+			delete(l.ahead, l.mark)
+			l.mark = e
+		}
+	} else {
+		l.ahead[start] = end
+	}
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *loadMark) current() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mark
+}
+
+// recordProgress writes the job's durable mark into its row, when it moved
+// since the last record; errFenced when the row is no longer this owner's
+// at this generation.
+func (m *Manager) recordProgress(ctx context.Context, job storage.RestoreRecord, l *loadMark) error {
+	if m.rcat == nil || job.ID == "" {
+		return nil
+	}
+	l.recMu.Lock()
+	defer l.recMu.Unlock()
+	mark := l.current()
+	if mark <= l.recorded {
+		return nil
+	}
+	res, err := m.rcat.RecordRestoreProgress(ctx, storage.RestoreProgressParams{ID: job.ID, Owner: m.cfg.Owner,
+		Generation: job.Generation, Loaded: mark})
+	if err != nil {
+		return err
+	}
+	if !res.Matched {
+		return errFenced
+	}
+	l.recorded, l.last = mark, time.Now()
+	m.met.progressRecords.Inc()
+	return nil
+}
+
+// recordLoop records the durable mark as batches commit, at most every
+// progressEvery, until ctx ends. A failed record is only logged (the
+// batches after the last record are loaded again after a crash, which is
+// idempotent); a record refused because the claim moved stops the job.
+func (m *Manager) recordLoop(ctx context.Context, stop context.CancelCauseFunc, job storage.RestoreRecord, l *loadMark) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.kick:
+		}
+		l.recMu.Lock()
+		wait := progressEvery - time.Since(l.last)
+		l.recMu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if err := m.recordProgress(ctx, job, l); err != nil {
+			if errors.Is(err, errFenced) {
+				stop(err)
+				return
+			}
+			if ctx.Err() == nil {
+				m.log.Warn("restore: recording progress", "restore", job.ID, "err", err)
+			}
+		}
+	}
 }
 
 // RestoringFrom tells whether a restore from the backup runs (on any
-// server sharing the catalog, when the backend keeps restore jobs).
+// server sharing the catalog, when the backend keeps restore jobs). A job
+// whose target is no longer this backup's restore in progress (it flipped
+// ACTIVE and only its DONE write is left, or the table was replaced) no
+// longer reads the backup: a client that saw the target ACTIVE can delete
+// the backup at once.
 func (m *Manager) RestoringFrom(arn string) bool {
 	m.mu.Lock()
 	n := m.restoring[arn]
 	m.mu.Unlock()
-	if n > 0 || m.rcat == nil {
+	if m.rcat == nil {
 		return n > 0
 	}
 	rows, err := m.rcat.ListRestores(context.Background(), []string{storage.RestoreRunning})
@@ -73,8 +194,12 @@ func (m *Manager) RestoringFrom(arn string) bool {
 		return true // cannot tell: refuse the delete rather than lose the backup
 	}
 	for _, r := range rows {
-		if r.BackupARN == arn {
-			return true
+		if r.BackupARN != arn {
+			continue
+		}
+		cur, err := m.cfg.Backend.GetTable(context.Background(), storage.GetTableParams{Account: r.Account, Name: r.TableName})
+		if err != nil || m.cfg.Restorer == nil || m.cfg.Restorer.IsRestoreTarget(cur.Table, arn) {
+			return true // not created yet (or cannot tell), or still loading
 		}
 	}
 	return false
@@ -99,9 +224,14 @@ func restoreID(account, name string) string {
 // atomic write is one item's: writeEach) and flips the table ACTIVE with a
 // conditional UpdateTable; when anything fails the target is deleted. A
 // job whose owner dies is taken over by the reconciler and loaded again
-// from the start (items are re-applied, then counted). Errors within the
+// after its recorded progress (items are re-applied, then counted). Errors within the
 // call: create's, KindLimitExceeded (job slots), KindUnavailable (store
 // unhealthy), KindUnsupported (no Restorer).
+//
+// The job records its progress in its row as batches become durable (ADR
+// 0027); a job taken over, or resumed after a restart, spools and verifies
+// the whole backup again, then loads only the items after the recorded
+// progress.
 func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord, account, name string, create func(context.Context) (*storage.Table, error)) error {
 	if m.ctx == nil {
 		return storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
@@ -190,8 +320,9 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 	}
 	prog := m.met.progress.start(kindRestore, target.Account, target.Name, b.BackupID, "spool")
 	defer prog.done()
-	n, err := m.restore(ctx, b, target, beat, prog)
+	n, skipped, err := m.restore(ctx, b, target, job, beat, prog)
 	m.met.items.WithLabelValues(kindRestore).Add(float64(n))
+	m.met.skipped.Add(float64(skipped))
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
 		if m.rcat != nil {
@@ -199,11 +330,11 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 				Status: storage.RestoreRunning, NewStatus: storage.RestoreDone})
 		}
 		m.met.end(kindRestore, start, "ok")
-		log.Info("restore finished", "items", n, "duration", time.Since(start))
+		log.Info("restore finished", "items", n, "skipped_items", skipped, "duration", time.Since(start))
 		return
 	}
 	m.met.end(kindRestore, start, cause(ctx, err))
-	if c := context.Cause(ctx); errors.Is(c, errFenced) {
+	if c := context.Cause(ctx); errors.Is(c, errFenced) || errors.Is(err, errFenced) {
 		log.Warn("restore stopped: claim taken over")
 		return
 	}
@@ -266,57 +397,76 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 	return cur.Table, nil
 }
 
-func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, beat func(context.Context) (bool, error), prog *jobProgress) (int64, error) {
+// restore runs the job's steps; it answers the items it loaded and the
+// items it skipped because the job's recorded progress covered them.
+func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
 	dir, err := os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
 	if err != nil {
-		return 0, fmt.Errorf("restore: spool directory: %w", err)
+		return 0, 0, fmt.Errorf("restore: spool directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	// 1. Spool every object of the backup.
+	// 1. Spool every object of the backup (again when resuming: a spool is
+	// never trusted without being verified, and verifying it costs as much
+	// as reading it).
 	objs, err := m.st.List(ctx, b.Prefix)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for i, o := range objs {
 		if i == 1 {
 			m.hook(PointRestoreMidSpool)
 		}
 		if err := spool(ctx, m, dir, o.Key); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	// 2. Verify all of it before writing anything.
 	src := dirSource(dir)
 	bk, err := format.Open(ctx, src, b.Prefix+"/")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if bk.BackupARN != b.ARN {
-		return 0, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
+		return 0, 0, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
 	}
 	prog.setTotals(bk.ItemCount, bk.UncompressedBytes)
 	prog.setPhase("verify")
 	if err := bk.Verify(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	prog.setPhase("load")
 	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
-	// 3. Load in atomic batches, with the index entries the target needs.
+	// 3. Load in atomic batches, with the index entries the target needs,
+	// after the recorded progress (ADR 0027: the first job.Loaded items of
+	// the backup, in its item order, are durable in the target).
+	skip = job.Loaded
+	if skip < 0 || skip > bk.ItemCount {
+		m.log.Warn("restore: the recorded progress is outside the backup; loading it from the start",
+			"restore", job.ID, "loaded", skip, "items", bk.ItemCount)
+		skip = 0
+	}
+	if skip > 0 {
+		m.log.Info("restore resumed after its recorded progress", "restore", job.ID, "target", target.Name,
+			"skipped_items", skip, "items", bk.ItemCount)
+	}
+	marks := newLoadMark(skip)
 	load, err := m.cfg.Restorer.ItemLoader(target)
 	if err != nil {
-		return 0, err
+		return 0, skip, err
 	}
-	// The first batch is written inline (the mid-load hook runs after it,
-	// with nothing else in flight); the rest by restoreWriters writers in
-	// parallel, batches in any order (a backup holds each key once, and
-	// every write is a blind put). mu guards target and ref, which move
-	// when a writer meets a moved version and the job still holds its
-	// claim (refence).
+	// The first batch is written inline (its progress is recorded and the
+	// mid-load hook runs after it, with nothing else in flight; or at the
+	// end of the load when there is no batch to write); the rest
+	// by restoreWriters writers in parallel, batches in any order (a
+	// backup holds each key once, and every write is a blind put). mu
+	// guards target and ref, which move when a writer meets a moved
+	// version and the job still holds its claim (refence).
 	var mu sync.Mutex
 	ref := target.Ref()
 	perItem := storage.PerItemAtomic(m.cfg.Backend)
 	targetName := target.Name
-	write := func(ctx context.Context, batch []storage.WriteItemParams, bytes int64) error {
+	write := func(ctx context.Context, w restoreWork) error {
+		batch := w.ops
 		for attempt, unavailable := 0, 0; ; {
 			var err error
 			if perItem {
@@ -325,7 +475,8 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 				_, err = m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
 			}
 			if err == nil {
-				prog.add(int64(len(batch)), bytes)
+				prog.add(int64(len(batch)), w.bytes)
+				marks.done(w.start, w.end)
 				return nil
 			}
 			if storage.IsKind(err, storage.KindUnavailable) && ctx.Err() == nil && unavailable < restoreRetries {
@@ -371,14 +522,21 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	var werr error
 	var werrOnce sync.Once
 	started := false
+	recCtx, recStop := context.WithCancel(wctx)
+	defer recStop()
+	recDone := make(chan struct{})
 	startWriters := func() {
 		started = true
+		go func() {
+			defer close(recDone)
+			m.recordLoop(recCtx, stop, job, marks)
+		}()
 		for range restoreWriters {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for w := range work {
-					if err := write(wctx, w.ops, w.bytes); err != nil {
+					if err := write(wctx, w); err != nil {
 						werrOnce.Do(func() { werr = err })
 						stop(err)
 					}
@@ -387,15 +545,19 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		}
 	}
 	var batch []storage.WriteItemParams
-	var n, batchBytes int64
+	var batchBytes, skippedBytes int64
+	pos := int64(0) // the next item's index in the backup's item order
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		w := restoreWork{ops: batch, bytes: batchBytes}
+		w := restoreWork{ops: batch, bytes: batchBytes, start: pos - int64(len(batch)), end: pos}
 		batch, batchBytes = make([]storage.WriteItemParams, 0, restoreBatch), 0
 		if !started {
-			if err := write(ctx, w.ops, w.bytes); err != nil {
+			if err := write(ctx, w); err != nil {
+				return err
+			}
+			if err := m.recordProgress(ctx, job, marks); err != nil {
 				return err
 			}
 			m.hook(PointRestoreMidLoad)
@@ -410,6 +572,15 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		}
 	}
 	err = bk.Items(ctx, func(r *format.Record) error {
+		size := int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
+		if pos < skip {
+			pos++
+			skippedBytes += size
+			return nil
+		}
+		if pos == skip && skip > 0 {
+			prog.add(skip, skippedBytes)
+		}
 		pk, sk, ch, err := load(bytes.Clone(r.Item))
 		if err != nil {
 			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
@@ -419,8 +590,9 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		mu.Unlock()
 		batch = append(batch, storage.WriteItemParams{Table: tr, PK: pk, SK: sk, Blind: true,
 			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
+		pos++
 		n++
-		batchBytes += int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
+		batchBytes += size
 		if len(batch) == restoreBatch {
 			return flush()
 		}
@@ -429,16 +601,36 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	if err == nil {
 		err = flush()
 	}
+	if err == nil && n == 0 && skip > 0 {
+		prog.add(skip, skippedBytes) // every item was loaded before
+	}
+	if err == nil && !started {
+		// Nothing to load (an empty backup, or every item recorded by
+		// the former owner): the load step still passes its hook once.
+		m.hook(PointRestoreMidLoad)
+	}
 	close(work)
 	wg.Wait()
+	if started {
+		recStop()
+		<-recDone
+	}
 	if werr != nil && (err == nil || errors.Is(err, werr) || context.Cause(wctx) == werr) {
 		err = werr
 	}
-	if err != nil {
-		return n, err
+	if c := context.Cause(wctx); err == nil && c != nil && !errors.Is(c, context.Canceled) {
+		err = c // the recorder found the claim taken over
 	}
-	if n != bk.ItemCount {
-		return n, fmt.Errorf("restore: loaded %d items, the manifest has %d", n, bk.ItemCount)
+	if err != nil {
+		return n, skip, err
+	}
+	if skip+n != bk.ItemCount {
+		return n, skip, fmt.Errorf("restore: loaded %d items (%d skipped as recorded), the manifest has %d", n, skip, bk.ItemCount)
+	}
+	// Every batch is durable: record it, so that a restart from here
+	// loads nothing again.
+	if err := m.recordProgress(ctx, job, marks); err != nil {
+		return n, skip, err
 	}
 	// 4. ACTIVE, only on this incarnation of the target.
 	prog.setPhase("activate")
@@ -455,11 +647,11 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 				return m.cfg.Restorer.FinishRestore(old)
 			}})
 		if !errors.Is(err, errTargetMoved) || attempt >= 3 {
-			return n, err
+			return n, skip, err
 		}
 		cur, ferr := m.refence(ctx, target, b.ARN, beat)
 		if ferr != nil {
-			return n, ferr
+			return n, skip, ferr
 		}
 		target = cur
 	}
@@ -482,7 +674,8 @@ const restoreItemWriters = 4
 // under load, 100 items took longer: the sweep aborted them, over and
 // over, and the restore failed with TransactionConflict). A restore needs
 // no atomicity across items: the target is not usable until the job
-// flips it ACTIVE, a takeover loads it again from the start, and each
+// flips it ACTIVE, a takeover loads again what the recorded progress does
+// not cover (a batch counts only once all its writes returned), and each
 // write is fenced on the target's version like a batch (ADR 0024). The
 // first error is returned (others may have landed: the caller rewrites
 // the whole batch, blind puts of the same items).

@@ -4,9 +4,13 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -85,7 +89,7 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 			return nil, err
 		}
 		deadline := time.Now().Add(20 * time.Second)
-		for m.RestoringFrom(bk.ARN) {
+		for m.restoresRunning(bk.ARN) {
 			if time.Now().After(deadline) {
 				t.Fatal("restore does not end")
 			}
@@ -155,4 +159,154 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 	if n != 500 {
 		t.Fatalf("restored %d items, want 500", n)
 	}
+}
+
+// TestRestoreResumesAfterRecordedProgress: a restore stopped after its
+// first batch (its owner shut down at the mid-load step) is taken over by
+// another owner, which re-verifies the backup and loads only the items
+// after the recorded progress: the skipped items are counted, the batches
+// written are exactly the rest, and the target holds every item once
+// (scan and statistics exact).
+func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
+	raw, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/db.sqlite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	b := &countingBackend{Backend: raw}
+	const items = 1000
+	ref := createTable(t, b, "src")
+	for i := range items {
+		put(t, b, ref, i, "v")
+	}
+	st := memstore.New()
+	spool := t.TempDir()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := newManager(t, b, st, func(c *Config) {
+		c.Restorer, c.SpoolDir, c.Owner = testRestorer{}, spool, "owner-a"
+		c.Hook = func(p string) {
+			if p == PointRestoreMidLoad {
+				once.Do(func() { close(reached) })
+				<-release
+			}
+		}
+	})
+	rec, err := a.CreateBackup(t.Context(), account, "src", "resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk := *waitStatus(t, a, rec.ARN, storage.BackupAvailable)
+	create := func(ctx context.Context) (*storage.Table, error) {
+		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	}
+	if err := a.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restore never reached the mid-load step")
+	}
+	// The owner stops (as a shutdown would) while held after its first batch.
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	for a.ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	<-closed
+	rc, _ := storage.Restores(b)
+	rows, err := rc.ListRestores(t.Context(), []string{storage.RestoreRunning})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("restore rows = %+v, %v", rows, err)
+	}
+	recorded := rows[0].Loaded
+	if recorded < restoreBatch || recorded%restoreBatch != 0 || recorded >= items {
+		t.Fatalf("recorded progress %d, want a whole number of batches, at least the first", recorded)
+	}
+	before := b.writes.Load()
+	bm := newManager(t, b, st, func(c *Config) {
+		c.Restorer, c.SpoolDir, c.Owner, c.StaleAfter = testRestorer{}, spool, "owner-b", 300*time.Millisecond
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rows, err := rc.ListRestores(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows[0].Status == storage.RestoreDone {
+			break
+		}
+		if rows[0].Status != storage.RestoreRunning || time.Now().After(deadline) {
+			t.Fatalf("restore row %+v", rows[0])
+		}
+		if err := bm.Reconcile(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for bm.restoresRunning(bk.ARN) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := counterValue(bm.met.skipped); got != float64(recorded) {
+		t.Fatalf("the resumed restore skipped %v items, want the recorded %d", got, recorded)
+	}
+	if got := counterValue(bm.met.items.WithLabelValues(kindRestore)); got != float64(items-recorded) {
+		t.Fatalf("the resumed restore loaded %v items, want %d", got, items-recorded)
+	}
+	if got, want := b.writes.Load()-before, (items-recorded)/restoreBatch; got != want {
+		t.Fatalf("the resumed restore wrote %d batches, want %d", got, want)
+	}
+	cur, err := b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: "dst"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := b.TableStats(t.Context(), storage.TableStatsParams{Table: cur.Table.Ref()})
+	if err != nil || stats.ItemCount != items {
+		t.Fatalf("TableStats = %+v, %v; want %d items", stats, err, items)
+	}
+	seen := map[string]bool{}
+	var after *storage.Cursor
+	for {
+		res, err := b.Scan(t.Context(), storage.ScanParams{Table: cur.Table.Ref(), After: after, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Rows {
+			k := string(r.PK) + "\x00" + string(r.SK)
+			if seen[k] {
+				t.Fatalf("item %q twice", k)
+			}
+			seen[k] = true
+		}
+		if !res.More || len(res.Rows) == 0 {
+			break
+		}
+		last := res.Rows[len(res.Rows)-1]
+		after = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+	}
+	if len(seen) != items {
+		t.Fatalf("restored %d items, want %d", len(seen), items)
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// restoresRunning tells whether a restore job from the backup still runs
+// in this process (its goroutine has not returned).
+func (m *Manager) restoresRunning(arn string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restoring[arn] > 0
 }

@@ -50,14 +50,18 @@ type Options struct {
 	Duration        time.Duration // measured window; default 10s
 	Warmup          time.Duration // unmeasured warm-up before it; default 2s, negative for none
 	ServerPID       int           // server process to sample in /proc; 0 for none
-	ItemSize        int           // approximate item size in bytes; default 1024
-	TablePrefix     string        // default "extenddb-bench"; a workload name and random suffix follow
-	Partitions      int           // preloaded 100-item partitions per worker; default 4
-	PreloadWorkers  int           // concurrent preload writers; default min(Concurrency, 8)
-	RequestTimeout  time.Duration // per-request HTTP timeout; default 30s
-	Keep            bool          // keep the tables instead of deleting them
-	JSONPath        string        // also write the results as JSON to this file
-	Quiet           bool          // no progress lines, only the final table
+	// BackendProcs, when set, also samples every process whose command
+	// line contains it (e.g. "postgres: postgres mydb", the PostgreSQL
+	// backends serving one database) and reports their summed CPU.
+	BackendProcs   string
+	ItemSize       int           // approximate item size in bytes; default 1024
+	TablePrefix    string        // default "extenddb-bench"; a workload name and random suffix follow
+	Partitions     int           // preloaded 100-item partitions per worker; default 4
+	PreloadWorkers int           // concurrent preload writers; default min(Concurrency, 8)
+	RequestTimeout time.Duration // per-request HTTP timeout; default 30s
+	Keep           bool          // keep the tables instead of deleting them
+	JSONPath       string        // also write the results as JSON to this file
+	Quiet          bool          // no progress lines, only the final table
 	// StreamViewType enables a DynamoDB stream of that view type on the
 	// tables created ("" for none).
 	StreamViewType string
@@ -171,7 +175,18 @@ type Result struct {
 	ClientCPUMicrosPerOp float64 `json:"client_cpu_us_per_op"`
 
 	Server  *ServerStats  `json:"server,omitempty"`
+	Backend *BackendStats `json:"backend,omitempty"`
 	Preload *PreloadStats `json:"preload,omitempty"`
+}
+
+// BackendStats is the summed CPU of the processes matched by
+// Options.BackendProcs over the measured window (processes that exit
+// during the window drop out of the sum).
+type BackendStats struct {
+	Match          string  `json:"match"`
+	Procs          int     `json:"procs"` // matched at the end of the window
+	CPUSec         float64 `json:"cpu_s"`
+	CPUMicrosPerOp float64 `json:"cpu_us_per_op"`
 }
 
 // ServerStats is what /proc says about the server over the measured window.
@@ -366,6 +381,10 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	r.logf("%s: %d workers, warm-up %v, measuring %v", wl.name, opt.Concurrency, opt.Warmup, opt.Duration)
 	sleepCtx(ctx, opt.Warmup)
 
+	var be0 time.Duration
+	if opt.BackendProcs != "" {
+		be0, _ = SumProcCPU(opt.BackendProcs)
+	}
 	var srv0 ProcSample
 	if opt.ServerPID != 0 {
 		if srv0, err = ReadProc(opt.ServerPID); err != nil {
@@ -385,6 +404,11 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	var srvErr error
 	if opt.ServerPID != 0 {
 		srv1, srvErr = ReadProc(opt.ServerPID)
+	}
+	var be1 time.Duration
+	var beProcs int
+	if opt.BackendProcs != "" {
+		be1, beProcs = SumProcCPU(opt.BackendProcs)
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -414,6 +438,13 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 			return res, srvErr
 		}
 		res.Server = serverStats(opt.ServerPID, srv0, srv1, window, total.ops, total.items)
+	}
+	if opt.BackendProcs != "" {
+		bs := &BackendStats{Match: opt.BackendProcs, Procs: beProcs, CPUSec: max(be1-be0, 0).Seconds()}
+		if total.ops > 0 {
+			bs.CPUMicrosPerOp = bs.CPUSec * 1e6 / float64(total.ops)
+		}
+		res.Backend = bs
 	}
 	r.logf("%s: %.0f ops/s, p99 %s, %d errors", wl.name, res.OpsPerSec, fmtMicros(res.P99Micros), res.Errors)
 	return res, nil

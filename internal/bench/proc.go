@@ -51,6 +51,36 @@ func readProcFrom(root string, pid int) (ProcSample, error) {
 	return s, nil
 }
 
+// SumProcCPU sums utime+stime of the processes whose /proc/PID/cmdline
+// (arguments joined by spaces) contains match, and counts them.
+func SumProcCPU(match string) (time.Duration, int) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0
+	}
+	var sum uint64
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(cmd), "\x00", " "), match) {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		if u, s, err := parseStatCPU(stat); err == nil {
+			sum += u + s
+			n++
+		}
+	}
+	return ticksToDuration(sum), n
+}
+
 func ticksToDuration(t uint64) time.Duration {
 	return time.Duration(t) * (time.Second / clockTicks)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,5 +93,24 @@ func TestServerStats(t *testing.T) {
 	}
 	if ss.PeakRSSBytes != 120<<20 || ss.RSSBytes != 100<<20 || ss.CPUResolutionMsec != 10 {
 		t.Errorf("got %+v", ss)
+	}
+}
+
+func TestSumProcCPUFindsThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc")
+	}
+	cmd, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strings.SplitN(string(cmd), "\x00", 2)[0]
+	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
+	}
+	if cpu, n := SumProcCPU(self); n < 1 || cpu <= 0 {
+		t.Fatalf("SumProcCPU(%q) = %v over %d processes, want this one", self, cpu, n)
+	}
+	if _, n := SumProcCPU("no process has this \x01 in its command line"); n != 0 {
+		t.Fatalf("matched %d processes", n)
 	}
 }

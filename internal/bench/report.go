@@ -22,6 +22,13 @@ func WriteTable(w io.Writer, results []Result) {
 	if hasServer {
 		hdr = append(hdr, "srv-cpu/op", "srv-cpu/item", "srv-cores", "srv-rss", "srv-peak-rss")
 	}
+	hasBackend := false
+	for _, r := range results {
+		hasBackend = hasBackend || r.Backend != nil
+	}
+	if hasBackend {
+		hdr = append(hdr, "db-cpu/op")
+	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t")+"\t")
 	for _, r := range results {
 		row := []string{
@@ -42,6 +49,13 @@ func WriteTable(w io.Writer, results []Result) {
 					fmt.Sprintf("%.2f", s.CPUCores), FormatBytes(s.RSSBytes), FormatBytes(s.PeakRSSBytes))
 			} else {
 				row = append(row, "-", "-", "-", "-", "-")
+			}
+		}
+		if hasBackend {
+			if r.Backend != nil {
+				row = append(row, fmtCPU(r.Backend.CPUMicrosPerOp))
+			} else {
+				row = append(row, "-")
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")

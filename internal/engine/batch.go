@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -62,19 +61,56 @@ type BatchGetItemOutput struct {
 
 var errDuplicateKeys = validationf("Provided list of item keys contains duplicates")
 
-func keyID(t *table, pk, sk []byte) string {
-	return t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
+// keySet holds the items (table and key) a batch or a transaction names,
+// so that an item named twice is refused.
+type keySet map[string]bool
+
+// add adds an item; false when it is there already.
+func (s keySet) add(t *table, pk, sk []byte) bool {
+	id := t.ref.Name + "\x00" + string(pk) + "\x00" + string(sk)
+	if s[id] {
+		return false
+	}
+	s[id] = true
+	return true
+}
+
+// checkRequestItems checks that a batch's RequestItems is there and not
+// empty.
+func checkRequestItems[V any](m map[string]V) error {
+	if m == nil {
+		return validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
+	}
+	if len(m) == 0 {
+		return validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	}
+	return nil
+}
+
+// countRequests checks each table name of a batch's RequestItems and
+// that its requests (count answers how many; member names them in the
+// error) are not empty, and answers the number of requests.
+func countRequests[V any](m map[string]V, member string, count func(V) int) (int, error) {
+	total := 0
+	for name, v := range m {
+		n := name
+		if _, err := requireTableName(&n); err != nil {
+			return 0, err
+		}
+		if count(v) == 0 {
+			return 0, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.%s' failed to satisfy constraint: Member must have length greater than or equal to 1", name, member)
+		}
+		total += count(v)
+	}
+	return total, nil
 }
 
 // batchWriteItem puts and deletes up to 25 items across tables. Every
 // request is validated before anything is written; the writes are then
 // applied in one backend transaction, so UnprocessedItems is always empty.
 func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
-	if in.RequestItems == nil {
-		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
-	}
-	if len(in.RequestItems) == 0 {
-		return nil, validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	if err := checkRequestItems(in.RequestItems); err != nil {
+		return nil, err
 	}
 	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
 		return nil, err
@@ -82,16 +118,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	if err := checkReturnMetrics(in.ReturnItemCollectionMetrics); err != nil {
 		return nil, err
 	}
-	total := 0
-	for name, reqs := range in.RequestItems {
-		n := name
-		if _, err := requireTableName(&n); err != nil {
-			return nil, err
-		}
-		if len(reqs) == 0 {
-			return nil, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.member' failed to satisfy constraint: Member must have length greater than or equal to 1", name)
-		}
-		total += len(reqs)
+	total, err := countRequests(in.RequestItems, "member", func(reqs []WriteRequest) int { return len(reqs) })
+	if err != nil {
+		return nil, err
 	}
 	if total > maxBatchWrite {
 		return nil, validationf("Too many items requested for the BatchWriteItem call")
@@ -101,7 +130,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	var opNames []string  // and its name in the request
 	var opSizes []int     // and the size of the item it puts (0 for a delete)
 	wantCap := wantsCapacity(in.ReturnConsumedCapacity)
-	seen := map[string]bool{}
+	seen := keySet{}
 	units := map[string]float64{}
 	for _, name := range sortedNames(in.RequestItems) {
 		t, err := e.loadTable(ctx, account, name)
@@ -128,11 +157,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				if size > attr.MaxItemSize {
 					return nil, errItemTooLarge
 				}
-				id := keyID(t, pk, sk)
-				if seen[id] {
+				if !seen.add(t, pk, sk) {
 					return nil, errDuplicateKeys
 				}
-				seen[id] = true
 				raw := attr.EncodeItem(it)
 				entries, err := t.indexEntries(it, raw)
 				if err != nil {
@@ -166,11 +193,9 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				if err != nil {
 					return nil, err
 				}
-				id := keyID(t, pk, sk)
-				if seen[id] {
+				if !seen.add(t, pk, sk) {
 					return nil, errDuplicateKeys
 				}
-				seen[id] = true
 				units[name] = 0
 				tt := t
 				opTables = append(opTables, t)
@@ -241,25 +266,15 @@ const maxBatchGetResponse = 16 * 1024 * 1024
 // BatchGetItem reads up to 100 items across tables from one consistent
 // instant of the backend.
 func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetItemInput) (*BatchGetItemOutput, error) {
-	if in.RequestItems == nil {
-		return nil, validationf("1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null")
-	}
-	if len(in.RequestItems) == 0 {
-		return nil, validationf("1 validation error detected: Value '{}' at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1")
+	if err := checkRequestItems(in.RequestItems); err != nil {
+		return nil, err
 	}
 	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
 		return nil, err
 	}
-	total := 0
-	for name, ka := range in.RequestItems {
-		n := name
-		if _, err := requireTableName(&n); err != nil {
-			return nil, err
-		}
-		if len(ka.Keys) == 0 {
-			return nil, validationf("1 validation error detected: Value '[]' at 'requestItems.%s.member.keys' failed to satisfy constraint: Member must have length greater than or equal to 1", name)
-		}
-		total += len(ka.Keys)
+	total, err := countRequests(in.RequestItems, "member.keys", func(ka KeysAndAttributes) int { return len(ka.Keys) })
+	if err != nil {
+		return nil, err
 	}
 	if total > maxBatchGet {
 		return nil, validationf("Too many items requested for the BatchGetItem call")
@@ -285,17 +300,15 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 		if err != nil {
 			return nil, err
 		}
-		seen := map[string]bool{}
+		seen := keySet{}
 		for _, k := range ka.Keys {
 			pk, sk, err := t.keyParam(k)
 			if err != nil {
 				return nil, err
 			}
-			id := keyID(t, pk, sk)
-			if seen[id] {
+			if !seen.add(t, pk, sk) {
 				return nil, errDuplicateKeys
 			}
-			seen[id] = true
 			wants = append(wants, want{table: name, proj: proj, key: k})
 			keys = append(keys, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 		}
@@ -342,12 +355,7 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 		out.Responses[w.table] = append(out.Responses[w.table], raw)
 	}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		tn := make([]string, 0, len(units))
-		for n := range units {
-			tn = append(tn, n)
-		}
-		sort.Strings(tn)
-		for _, n := range tn {
+		for _, n := range sortedNames(units) {
 			out.ConsumedCapacity = append(out.ConsumedCapacity, *capacity(in.ReturnConsumedCapacity, n, units[n], false))
 		}
 	}

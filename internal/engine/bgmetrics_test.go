@@ -13,8 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 type lockedBuf struct {
@@ -46,11 +44,7 @@ func mustJSON[T any](t *testing.T, s string) *T {
 // TestBackgroundWorkIsObservable: a GSI backfill and TTL deletions log
 // start/end lines and move their metrics.
 func TestBackgroundWorkIsObservable(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := memSQLite(t)
 	var logs lockedBuf
 	reg := prometheus.NewRegistry()
 	now := time.Now()

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"sort"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -158,11 +157,7 @@ func splitUnits(u float64, split capSplit) (r, w *float64) {
 // sortedUnits lists a map's values in name order, so that float sums do
 // not depend on map iteration order.
 func sortedUnits(m map[string]float64) []float64 {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := sortedNames(m)
 	out := make([]float64, len(names))
 	for i, n := range names {
 		out[i] = m[n]

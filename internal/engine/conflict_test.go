@@ -8,7 +8,6 @@ import (
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // conflicting is a real backend whose transactions meet another
@@ -44,16 +43,12 @@ func TestTransactConflictCancels(t *testing.T) {
 		{"second operation", []error{nil, storage.Errorf(storage.KindTransactionConflict, "held")}, []string{"None", "TransactionConflict"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Close() })
+			b := memSQLite(t)
 			e := startEngine(t, conflicting{Backend: b, reasons: tc.reasons}, Options{SweepInterval: time.Hour})
 			ctx := t.Context()
 			const name = "conflicts"
 			createHashTable(t, e, name)
-			_, err = e.TransactWriteItems(ctx, msAccount, &TransactWriteItemsInput{TransactItems: []TransactWriteItem{
+			_, err := e.TransactWriteItems(ctx, msAccount, &TransactWriteItemsInput{TransactItems: []TransactWriteItem{
 				{Put: &TransactPut{TableName: ptr(name), Item: attr.Item{"pk": sv("a")}}},
 				{Put: &TransactPut{TableName: ptr(name), Item: attr.Item{"pk": sv("b")}}},
 			}})

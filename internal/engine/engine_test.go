@@ -12,14 +12,25 @@ import (
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
-func newEngine(t *testing.T) *Engine {
+// memSQLite opens an in-memory SQLite backend, closed when the test ends.
+func memSQLite(t *testing.T) *sqlite.Backend {
 	t.Helper()
 	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return New(b, Options{})
+	return b
+}
+
+// checked wraps b in the storage contract checker; a violation fails t.
+func checked(t *testing.T, b storage.Backend) storage.Backend {
+	return storage.Checked(b, func(err error) { t.Errorf("%v", err) })
+}
+
+func newEngine(t *testing.T) *Engine {
+	t.Helper()
+	return New(memSQLite(t), Options{})
 }
 
 func ptr[T any](v T) *T { return &v }

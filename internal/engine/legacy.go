@@ -162,6 +162,7 @@ func legacyGreater(a, b attr.Value) bool {
 	return false
 }
 
+// sortedNames answers a map's keys in ascending order.
 func sortedNames[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -183,10 +184,39 @@ func joinOp(op string) (string, error) {
 
 // legacyExpected translates Expected/ConditionalOperator.
 func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr.Condition, error) {
-	if len(exp) == 0 {
+	return legacyJoin(exp, condOp, expr.KindCondition, func(b *legacyBuilder, n string, x ExpectedAttributeValue) (string, error) {
+		switch {
+		case x.ComparisonOperator != "":
+			if x.Value != nil {
+				return "", invalidParam("Value and ComparisonOperator cannot be used together for Attribute: %s", n)
+			}
+			if x.Exists != nil {
+				return "", invalidParam("Exists and ComparisonOperator cannot be used together for Attribute: %s", n)
+			}
+			return b.cond(n, x.ComparisonOperator, x.AttributeValueList)
+		case x.Exists != nil && !*x.Exists:
+			if x.Value != nil {
+				return "", invalidParam("Cannot expect an attribute to have a specified value while expecting it to not exist")
+			}
+			return "attribute_not_exists(" + b.name(n) + ")", nil
+		default:
+			if x.Value == nil {
+				return "", invalidParam("Value must be provided when Exists is %s for Attribute: %s", map[bool]string{true: "true", false: "null"}[x.Exists != nil], n)
+			}
+			return b.name(n) + " = " + b.value(*x.Value), nil
+		}
+	})
+}
+
+// legacyJoin translates a legacy condition map (Expected, QueryFilter,
+// ScanFilter): the names are checked, then ConditionalOperator; term
+// translates each attribute's entry, in name order, and the terms are
+// joined with the operator and parsed as a condition of kind.
+func legacyJoin[V any](m map[string]V, condOp string, kind expr.Kind, term func(b *legacyBuilder, n string, x V) (string, error)) (*expr.Condition, error) {
+	if len(m) == 0 {
 		return nil, nil
 	}
-	if err := checkNames(exp); err != nil {
+	if err := checkNames(m); err != nil {
 		return nil, err
 	}
 	join, err := joinOp(condOp)
@@ -195,35 +225,14 @@ func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr
 	}
 	b := newLegacyBuilder()
 	var parts []string
-	for _, n := range sortedNames(exp) {
-		x := exp[n]
-		var s string
-		switch {
-		case x.ComparisonOperator != "":
-			if x.Value != nil {
-				return nil, invalidParam("Value and ComparisonOperator cannot be used together for Attribute: %s", n)
-			}
-			if x.Exists != nil {
-				return nil, invalidParam("Exists and ComparisonOperator cannot be used together for Attribute: %s", n)
-			}
-			s, err = b.cond(n, x.ComparisonOperator, x.AttributeValueList)
-			if err != nil {
-				return nil, err
-			}
-		case x.Exists != nil && !*x.Exists:
-			if x.Value != nil {
-				return nil, invalidParam("Cannot expect an attribute to have a specified value while expecting it to not exist")
-			}
-			s = "attribute_not_exists(" + b.name(n) + ")"
-		default:
-			if x.Value == nil {
-				return nil, invalidParam("Value must be provided when Exists is %s for Attribute: %s", map[bool]string{true: "true", false: "null"}[x.Exists != nil], n)
-			}
-			s = b.name(n) + " = " + b.value(*x.Value)
+	for _, n := range sortedNames(m) {
+		s, err := term(b, n, m[n])
+		if err != nil {
+			return nil, err
 		}
 		parts = append(parts, s)
 	}
-	return b.parseCondition(expr.KindCondition, strings.Join(parts, join))
+	return b.parseCondition(kind, strings.Join(parts, join))
 }
 
 // env returns the placeholder environment (maps left nil when empty, as
@@ -250,26 +259,9 @@ func (b *legacyBuilder) parseCondition(kind expr.Kind, s string) (*expr.Conditio
 
 // legacyFilter translates QueryFilter/ScanFilter.
 func legacyFilter(f map[string]Condition, condOp string) (*expr.Condition, error) {
-	if len(f) == 0 {
-		return nil, nil
-	}
-	if err := checkNames(f); err != nil {
-		return nil, err
-	}
-	join, err := joinOp(condOp)
-	if err != nil {
-		return nil, err
-	}
-	b := newLegacyBuilder()
-	var parts []string
-	for _, n := range sortedNames(f) {
-		s, err := b.cond(n, f[n].ComparisonOperator, f[n].AttributeValueList)
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, s)
-	}
-	return b.parseCondition(expr.KindFilter, strings.Join(parts, join))
+	return legacyJoin(f, condOp, expr.KindFilter, func(b *legacyBuilder, n string, c Condition) (string, error) {
+		return b.cond(n, c.ComparisonOperator, c.AttributeValueList)
+	})
 }
 
 // legacyKeyConditions translates KeyConditions to a key condition.

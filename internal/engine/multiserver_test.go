@@ -96,7 +96,7 @@ func openPool(t *testing.T, dsn string, conns int32) storage.Backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return storage.Checked(b, func(err error) { t.Errorf("%v", err) })
+	return checked(t, b)
 }
 
 func startEngine(t *testing.T, b storage.Backend, opt Options) *Engine {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 const acct = "000000000000"
@@ -33,11 +32,7 @@ func (c *clock) add(d time.Duration) {
 
 func newStreamEngine(t *testing.T) (*Engine, *clock) {
 	t.Helper()
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := memSQLite(t)
 	c := &clock{t: time.Now()}
 	return New(storage.Checked(b, func(err error) { t.Errorf("contract: %v", err) }), Options{Now: c.now}), c
 }
@@ -460,13 +455,8 @@ func TestStreamTTLDeletionIsService(t *testing.T) {
 type noLog struct{ storage.Backend }
 
 func TestStreamNeedsChangeLog(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	e := New(noLog{b}, Options{})
-	_, err = e.CreateTable(context.Background(), acct, &CreateTableInput{TableName: ptr("nolog"),
+	e := New(noLog{memSQLite(t)}, Options{})
+	_, err := e.CreateTable(context.Background(), acct, &CreateTableInput{TableName: ptr("nolog"),
 		KeySchema:            []KeySchemaElement{{AttributeName: "pk", KeyType: "HASH"}},
 		AttributeDefinitions: []AttributeDefinition{{AttributeName: "pk", AttributeType: "S"}},
 		BillingMode:          "PAY_PER_REQUEST",

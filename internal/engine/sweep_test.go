@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // TestSweeperRepairsStaleHits: TTL index entries that do not match their
@@ -18,12 +16,8 @@ import (
 // behind them are reached, and a pass that has nothing left to do does
 // not ask for another at once.
 func TestSweeperRepairsStaleHits(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	e := startEngine(t, storage.Checked(b, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
+	b := memSQLite(t)
+	e := startEngine(t, checked(t, b), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "sweep-repair"
 	createHashTable(t, e, name)
@@ -100,12 +94,8 @@ func TestSweeperRepairsStaleHits(t *testing.T) {
 // cleared before an index of that name is created again, so the new index
 // holds exactly its own entries.
 func TestIndexCreatedOverLeftovers(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	e := startEngine(t, storage.Checked(b, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
+	b := memSQLite(t)
+	e := startEngine(t, checked(t, b), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "leftovers"
 	createHashTable(t, e, name)

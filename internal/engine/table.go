@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -601,13 +600,8 @@ func checkKeySchema(ks []KeySchemaElement, defs map[string]string, used map[stri
 		used[k.AttributeName] = true
 	}
 	if len(missing) > 0 {
-		var names []string
-		for n := range defs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
 		return invalidParam("Some index key attributes are not defined in AttributeDefinitions. Keys: [%s], AttributeDefinitions: [%s]",
-			strings.Join(missing, ", "), strings.Join(names, ", "))
+			strings.Join(missing, ", "), strings.Join(sortedNames(defs), ", "))
 	}
 	return nil
 }

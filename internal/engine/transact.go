@@ -222,7 +222,7 @@ func (e *Engine) TransactWriteItems(ctx context.Context, account string, in *Tra
 
 func (e *Engine) transactWrite(ctx context.Context, account string, in *TransactWriteItemsInput) (*TransactWriteItemsOutput, error) {
 	ops := make([]*txOp, len(in.TransactItems))
-	seen := map[string]bool{}
+	seen := keySet{}
 	totalSize := 0
 	for i, ti := range in.TransactItems {
 		n := 0
@@ -309,11 +309,9 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				}
 			}
 		}
-		id := keyID(op.t, op.pk, op.sk)
-		if seen[id] {
+		if !seen.add(op.t, op.pk, op.sk) {
 			return nil, validationf("Transaction request cannot include multiple operations on one item")
 		}
-		seen[id] = true
 		ops[i] = op
 	}
 	if totalSize > maxTransactBytes {
@@ -493,7 +491,7 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	keys := make([]storage.GetItemParams, len(in.TransactItems))
 	projs := make([]projector, len(in.TransactItems))
 	tables := make([]string, len(in.TransactItems))
-	seen := map[string]bool{}
+	seen := keySet{}
 	for i, ti := range in.TransactItems {
 		g := ti.Get
 		if g == nil {
@@ -517,11 +515,9 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 		if err != nil {
 			return nil, err
 		}
-		id := keyID(t, pk, sk)
-		if seen[id] {
+		if !seen.add(t, pk, sk) {
 			return nil, validationf("Transaction request cannot include multiple operations on one item")
 		}
-		seen[id] = true
 		if projs[i], err = e.projection(g.ProjectionExpression, nil, g.ExpressionAttributeNames, nil); err != nil {
 			return nil, err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -337,11 +336,7 @@ func (e *Engine) UntagResource(ctx context.Context, account string, in *UntagRes
 }
 
 func tagList(m map[string]string) []Tag {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedNames(m)
 	out := make([]Tag, len(keys))
 	for i, k := range keys {
 		k, v := k, m[k]

@@ -10,7 +10,6 @@ import (
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // noMultiItem is a real backend that answers KindUnsupported to
@@ -31,12 +30,8 @@ func (noMultiItem) TransactGet(context.Context, storage.TransactGetParams) (*sto
 // transactions they write them one by one, so TTL, new indexes and batch
 // writes work there too.
 func TestBackgroundWithoutTransactions(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	e := startEngine(t, storage.Checked(noMultiItem{b}, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
+	b := memSQLite(t)
+	e := startEngine(t, checked(t, noMultiItem{b}), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "no-multi-item"
 	createHashTable(t, e, name)
@@ -116,13 +111,9 @@ func (p perItemOnly) TransactWrite(ctx context.Context, tp storage.TransactWrite
 // batch failed with TransactionConflict); TransactWriteItems still uses
 // TransactWrite.
 func TestIndependentWritesItemByItemOnLedgerBackends(t *testing.T) {
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := memSQLite(t)
 	var n atomic.Int64
-	e := startEngine(t, storage.Checked(perItemOnly{b, &n}, func(err error) { t.Errorf("%v", err) }), Options{SweepInterval: time.Hour})
+	e := startEngine(t, checked(t, perItemOnly{b, &n}), Options{SweepInterval: time.Hour})
 	ctx := t.Context()
 	const name = "per-item"
 	createHashTable(t, e, name)

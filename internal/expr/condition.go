@@ -87,36 +87,22 @@ type cBare struct{ o *operand }
 func (cBare) isCond() {}
 
 func (p *parser) parseOr(bareOK bool) (cnode, bool, *syntaxError) {
-	l, paren, err := p.parseAnd(bareOK)
-	if err != nil {
-		return nil, false, err
-	}
-	for isKeyword(p.peek(), "OR") {
-		if _, bare := l.(*cBare); bare {
-			return nil, false, p.syntax()
-		}
-		if err := p.countOperator(); err != nil {
-			return nil, false, err
-		}
-		p.next()
-		r, _, err := p.parseAnd(false)
-		if err != nil {
-			return nil, false, err
-		}
-		p.checkSizeAsCondition(l)
-		p.checkSizeAsCondition(r)
-		l = &cOr{l, r}
-		paren = false
-	}
-	return l, paren, nil
+	return p.parseChain(bareOK, "OR", p.parseAnd, func(l, r cnode) cnode { return &cOr{l, r} })
 }
 
 func (p *parser) parseAnd(bareOK bool) (cnode, bool, *syntaxError) {
-	l, paren, err := p.parseNot(bareOK)
+	return p.parseChain(bareOK, "AND", p.parseNot, func(l, r cnode) cnode { return &cAnd{l, r} })
+}
+
+// parseChain parses operand (kw operand)*, left-associative: OR over AND
+// operands, AND over NOT operands; join builds each node.
+func (p *parser) parseChain(bareOK bool, kw string, operand func(bareOK bool) (cnode, bool, *syntaxError),
+	join func(l, r cnode) cnode) (cnode, bool, *syntaxError) {
+	l, paren, err := operand(bareOK)
 	if err != nil {
 		return nil, false, err
 	}
-	for isKeyword(p.peek(), "AND") {
+	for isKeyword(p.peek(), kw) {
 		if _, bare := l.(*cBare); bare {
 			return nil, false, p.syntax()
 		}
@@ -124,13 +110,13 @@ func (p *parser) parseAnd(bareOK bool) (cnode, bool, *syntaxError) {
 			return nil, false, err
 		}
 		p.next()
-		r, _, err := p.parseNot(false)
+		r, _, err := operand(false)
 		if err != nil {
 			return nil, false, err
 		}
 		p.checkSizeAsCondition(l)
 		p.checkSizeAsCondition(r)
-		l = &cAnd{l, r}
+		l = join(l, r)
 		paren = false
 	}
 	return l, paren, nil

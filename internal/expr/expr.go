@@ -87,11 +87,8 @@ func NewEnv(names map[string]string, values map[string]attr.Value) (*Env, error)
 			return nil, attr.Validation("ExpressionAttributeNames must not be empty")
 		}
 		for _, k := range sortedKeys(names) {
-			if len(k) > MaxPlaceholderLength {
-				return nil, attr.Validation("ExpressionAttributeNames contains invalid key: The key is too long; key length: " + strconv.Itoa(len(k)) + ", maximum: " + strconv.Itoa(MaxPlaceholderLength))
-			}
-			if !validPlaceholder(k, '#') {
-				return nil, attr.Validation("ExpressionAttributeNames contains invalid key: Syntax error; key: \"" + k + "\"")
+			if err := checkPlaceholderKey("ExpressionAttributeNames", k, '#'); err != nil {
+				return nil, err
 			}
 			if names[k] == "" {
 				return nil, attr.Validation("ExpressionAttributeNames contains invalid value: Empty attribute name for key " + k)
@@ -106,11 +103,8 @@ func NewEnv(names map[string]string, values map[string]attr.Value) (*Env, error)
 			return nil, attr.Validation("ExpressionAttributeValues must not be empty")
 		}
 		for _, k := range sortedKeys(values) {
-			if len(k) > MaxPlaceholderLength {
-				return nil, attr.Validation("ExpressionAttributeValues contains invalid key: The key is too long; key length: " + strconv.Itoa(len(k)) + ", maximum: " + strconv.Itoa(MaxPlaceholderLength))
-			}
-			if !validPlaceholder(k, ':') {
-				return nil, attr.Validation("ExpressionAttributeValues contains invalid key: Syntax error; key: \"" + k + "\"")
+			if err := checkPlaceholderKey("ExpressionAttributeValues", k, ':'); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -120,6 +114,18 @@ func NewEnv(names map[string]string, values map[string]attr.Value) (*Env, error)
 		usedNames:  map[string]struct{}{},
 		usedValues: map[string]struct{}{},
 	}, nil
+}
+
+// checkPlaceholderKey checks a key of the placeholder map param: its
+// length, then its syntax (sigil, then letters, digits and underscores).
+func checkPlaceholderKey(param, k string, sigil byte) error {
+	if len(k) > MaxPlaceholderLength {
+		return attr.Validation(param + " contains invalid key: The key is too long; key length: " + strconv.Itoa(len(k)) + ", maximum: " + strconv.Itoa(MaxPlaceholderLength))
+	}
+	if !validPlaceholder(k, sigil) {
+		return attr.Validation(param + " contains invalid key: Syntax error; key: \"" + k + "\"")
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -3,6 +3,7 @@ package expr
 import (
 	"bytes"
 	"cmp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -410,14 +411,7 @@ func addValue(cur attr.Value, exists bool, v attr.Value) (attr.Value, error) {
 		out := attr.Value{Type: attr.BS, Bins: make([][]byte, 0, len(cur.Bins)+len(v.Bins))}
 		out.Bins = append(out.Bins, cur.Bins...)
 		for _, b := range v.Bins {
-			dup := false
-			for _, x := range cur.Bins {
-				if bytes.Equal(x, b) {
-					dup = true
-					break
-				}
-			}
-			if !dup {
+			if !slices.ContainsFunc(cur.Bins, func(x []byte) bool { return bytes.Equal(x, b) }) {
 				out.Bins = append(out.Bins, b)
 			}
 		}
@@ -437,28 +431,16 @@ func deleteValue(cur, v attr.Value) (attr.Value, bool, error) {
 	switch cur.Type {
 	case attr.SS, attr.NS:
 		for _, s := range cur.Strs {
-			drop := false
-			for _, d := range v.Strs {
-				if s == d || (cur.Type == attr.NS && attr.CompareNumbers(s, d) == 0) {
-					drop = true
-					break
-				}
-			}
-			if !drop {
+			if !slices.ContainsFunc(v.Strs, func(d string) bool {
+				return s == d || (cur.Type == attr.NS && attr.CompareNumbers(s, d) == 0)
+			}) {
 				out.Strs = append(out.Strs, s)
 			}
 		}
 		return out, len(out.Strs) == 0, nil
 	default:
 		for _, b := range cur.Bins {
-			drop := false
-			for _, d := range v.Bins {
-				if bytes.Equal(b, d) {
-					drop = true
-					break
-				}
-			}
-			if !drop {
+			if !slices.ContainsFunc(v.Bins, func(d []byte) bool { return bytes.Equal(b, d) }) {
 				out.Bins = append(out.Bins, b)
 			}
 		}

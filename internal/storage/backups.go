@@ -172,6 +172,20 @@ type RestoreCatalog interface {
 	HeartbeatRestore(ctx context.Context, p HeartbeatBackupParams) (*RestoreWriteResult, error)
 	// ClaimRestore takes a job over as ClaimBackup does.
 	ClaimRestore(ctx context.Context, p ClaimBackupParams) (*RestoreWriteResult, error)
+	// RecordRestoreProgress writes Loaded iff the job is RUNNING, claimed
+	// by Owner at Generation, and its recorded progress is not ahead of
+	// Loaded (progress never moves back). The heartbeat is left alone.
+	RecordRestoreProgress(ctx context.Context, p RestoreProgressParams) (*RestoreWriteResult, error)
+}
+
+// RestoreProgressParams: the restore job ID's owner at Generation records
+// that the first Loaded items of the backup (in its item order) are
+// durable in the target (ADR 0027).
+type RestoreProgressParams struct {
+	ID         string
+	Owner      string
+	Generation int64
+	Loaded     int64
 }
 
 // Restore job statuses.
@@ -194,6 +208,10 @@ type RestoreRecord struct {
 	BackupARN string
 	Status    string
 	Message   string
+	// Loaded is the recorded progress: the first Loaded items of the
+	// backup, in its item order, are durable in the target (ADR 0027).
+	// A claim keeps it; a job that takes over resumes after it.
+	Loaded int64
 	// The claim.
 	Owner      string
 	Generation int64

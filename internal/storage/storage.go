@@ -48,7 +48,10 @@ type Backend interface {
 	//
 	// The write is fenced on Table.Version (see TableRef): when the
 	// table's current description version differs, nothing is written, Fn
-	// is not called and the answer is KindTableVersion. The check is
+	// is not called and the answer is KindTableVersion (PostgreSQL's
+	// speculative writes, ADR 0028, may have run Fn on a guess and
+	// discarded it when another process changed the version after this
+	// one last saw it). The check is
 	// atomic with the write: an UpdateTable never commits between the
 	// check and the write (a write that passed the check is ordered
 	// before the UpdateTable, one that did not is refused).

@@ -476,28 +476,14 @@ func (s *FS) locate(root int, prefix string) (fds []int, name string, st unix.St
 }
 
 func (s *FS) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	var out []ObjectInfo
-	err := s.Walk(ctx, prefix, func(o ObjectInfo) error {
-		out = append(out, o)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return listByWalk(ctx, prefix, s.Walk)
 }
 
 // Walk visits the objects List would answer in key order, one directory
 // read at a time: only the entries of the directories on the current path
 // are held, never the whole tree.
 func (s *FS) Walk(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
-	if err := ValidatePrefix(prefix); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	root, err := s.openRoot()
+	root, err := s.prefixRoot(ctx, prefix)
 	if err != nil {
 		return err
 	}
@@ -533,6 +519,18 @@ func (s *FS) Walk(ctx context.Context, prefix string, fn func(ObjectInfo) error)
 		return walkTree(ctx, d, prefix+"/", fn)
 	}
 	return nil
+}
+
+// prefixRoot checks a prefix and the context, then opens the root
+// directory (the caller closes it): how Walk and DeletePrefix begin.
+func (s *FS) prefixRoot(ctx context.Context, prefix string) (int, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return -1, err
+	}
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	return s.openRoot()
 }
 
 // readDir reads the entries of the directory fd and closes it.
@@ -611,13 +609,7 @@ func walkTree(ctx context.Context, fd int, keyPrefix string, fn func(ObjectInfo)
 }
 
 func (s *FS) DeletePrefix(ctx context.Context, prefix string) error {
-	if err := ValidatePrefix(prefix); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	root, err := s.openRoot()
+	root, err := s.prefixRoot(ctx, prefix)
 	if err != nil {
 		return err
 	}

@@ -437,15 +437,7 @@ func (s *S3) listRaw(ctx context.Context, prefix string) ([]types.Object, error)
 }
 
 func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	var out []ObjectInfo
-	err := s.Walk(ctx, prefix, func(o ObjectInfo) error {
-		out = append(out, o)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return listByWalk(ctx, prefix, s.Walk)
 }
 
 // Walk visits the objects List would answer one ListObjectsV2 page at a

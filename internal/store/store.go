@@ -105,6 +105,20 @@ type Store interface {
 	String() string
 }
 
+// listByWalk answers List(prefix) by collecting what walk visits (FS and
+// S3 list by walking).
+func listByWalk(ctx context.Context, prefix string, walk func(context.Context, string, func(ObjectInfo) error) error) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	err := walk(ctx, prefix, func(o ObjectInfo) error {
+		out = append(out, o)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CtxReader wraps r so that every Read fails with ctx's error once ctx is
 // done. Implementations use it to make long copies cancellable.
 func CtxReader(ctx context.Context, r io.Reader) io.Reader {

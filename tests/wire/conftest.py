@@ -14,6 +14,7 @@ EXTENDDB_ENDPOINT or EXTENDDB_SERVE_ARGS; the suite fails rather than
 silently testing the memory backend instead.
 """
 
+import contextlib
 import fcntl
 import os
 import random
@@ -234,6 +235,30 @@ def server_env(logdir, store_root=None, main=False, **extra):
     return env
 
 
+@contextlib.contextmanager
+def extra_server(log_dir, args, env, log_name="server-{port}.log"):
+    """Starts a server of a test's own, `extenddb serve --listen
+    127.0.0.1:PORT *args` with the environment env (whole, see server_env;
+    log_name may name the port), waits until it is healthy and yields
+    (endpoint, process); stops it afterwards (continuing it first, should
+    the test have stopped it)."""
+    binary = _build_binary()
+    port = _free_port()
+    ep = f"http://127.0.0.1:{port}"
+    log = open(Path(log_dir) / log_name.format(port=port), "wb")
+    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        err = _wait_health(ep, proc)
+        assert err is None, err
+        yield ep, proc
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)  # never leave a stopped process
+        _stop(proc)
+        log.close()
+
+
 @pytest.fixture(scope="session")
 def endpoint(request, tmp_path_factory):
     ep = os.environ.get("EXTENDDB_ENDPOINT")
@@ -296,12 +321,17 @@ def _client_config(validate=True):
                   parameter_validation=validate, connect_timeout=10, read_timeout=60)
 
 
-def _make_client(endpoint, validate=True):
-    c = boto3.session.Session().client(
-        "dynamodb", endpoint_url=endpoint, region_name=REGION,
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=_client_config(validate))
-    c.meta.events.register("after-call.dynamodb", _check_response_headers)
+def _connect_args(endpoint, validate=True):
+    """The endpoint, region, credentials and config of the suite's clients."""
+    return dict(endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                aws_secret_access_key=SECRET_KEY, config=_client_config(validate))
+
+
+def _make_client(endpoint, validate=True, service="dynamodb"):
+    """A client of service ("dynamodb" or "dynamodbstreams") that checks
+    every response's headers."""
+    c = boto3.session.Session().client(service, **_connect_args(endpoint, validate))
+    c.meta.events.register(f"after-call.{service}", _check_response_headers)
     return c
 
 
@@ -320,10 +350,7 @@ def ddb_raw(endpoint):
 
 @pytest.fixture(scope="session")
 def ddb_resource(endpoint):
-    r = boto3.session.Session().resource(
-        "dynamodb", endpoint_url=endpoint, region_name=REGION,
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=_client_config())
+    r = boto3.session.Session().resource("dynamodb", **_connect_args(endpoint))
     r.meta.client.meta.events.register("after-call.dynamodb", _check_response_headers)
     return r
 

@@ -39,7 +39,7 @@ from urllib.parse import urlparse, urlunparse
 
 import pytest
 
-from conftest import _build_binary, _free_port, _make_client, _stop, _wait_health, server_env
+from conftest import _build_binary, _free_port, _make_client, _stop, extra_server, server_env
 from test_backups import S, objects, scan_all, wait_backup, wait_table
 from wire_helpers import expect_error, raw_get
 
@@ -185,21 +185,8 @@ def _env(tmp_path, cat, store, name, env):
 
 @contextlib.contextmanager
 def serve(tmp_path, cat, store, name, **env):
-    binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / f"server-{name}-{port}.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *cat.args],
-                            stdout=log, stderr=subprocess.STDOUT, env=_env(tmp_path, cat, store, name, env))
-    try:
-        err = _wait_health(ep, proc)
-        assert err is None, err
+    with extra_server(tmp_path, cat.args, _env(tmp_path, cat, store, name, env), f"server-{name}-{{port}}.log") as (ep, proc):
         yield Server(_make_client(ep), proc, ep)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)  # never leave a stopped process
-        _stop(proc)
-        log.close()
 
 
 def refused(tmp_path, cat, store, name):

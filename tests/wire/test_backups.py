@@ -18,7 +18,7 @@ from urllib.parse import urlparse, urlunparse
 
 import pytest
 
-from conftest import _build_binary, _free_port, _make_client, _stop, _wait_health, server_env
+from conftest import _build_binary, _make_client, extra_server, server_env
 from wire_helpers import REGION, expect_error, validation
 
 ACCOUNT = "000000000000"
@@ -53,19 +53,8 @@ def fake_arn(table="nope", backup_id="01732908000123-1a2b3c4d"):
 @contextlib.contextmanager
 def aux_server(tmp_path, **env):
     """A server of its own (in-memory SQLite) with extra environment."""
-    binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / "aux.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--memory"],
-                            stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **env))
-    try:
-        err = _wait_health(ep, proc)
-        assert err is None, err
+    with extra_server(tmp_path, ["--memory"], server_env(tmp_path, **env), "aux.log") as (ep, _):
         yield _make_client(ep)
-    finally:
-        _stop(proc)
-        log.close()
 
 
 # ------------------------------------------------------------- round trip
@@ -478,22 +467,11 @@ def catalog(tmp_path):
 def file_server(tmp_path, catalog_args, store, **env):
     """A server whose catalog (catalog_args) and backup store are kept
     across restarts, claims stale after 1s."""
-    binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / f"server-{port}.log", "wb")
     env = dict(EXTENDDB__BACKUP__STORE__KIND="filesystem", EXTENDDB__BACKUP__STORE__ROOT=str(store),
                EXTENDDB__BACKUP__HEARTBEAT_INTERVAL="100ms", EXTENDDB__BACKUP__STALE_AFTER="1s",
                EXTENDDB__BACKUP__RECONCILE_INTERVAL="200ms", **env)
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *catalog_args],
-                            stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **env))
-    try:
-        err = _wait_health(ep, proc)
-        assert err is None, err
+    with extra_server(tmp_path, catalog_args, server_env(tmp_path, **env)) as (ep, proc):
         yield _make_client(ep), proc
-    finally:
-        _stop(proc)
-        log.close()
 
 
 def objects(store, table):
@@ -582,23 +560,16 @@ kind = "filesystem"
 root = "{store}"
 ''')
     binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXTENDDB__")}
-    log = open(tmp_path / "cli-server.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--memory", "--config", str(cfg)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-
-    def cli(*args, check=True):
-        # Flags before positional arguments (urfave/cli stops at the first).
-        flags = ["--config", str(cfg)] + ([] if args[0] == "verify" else ["--endpoint", ep])
-        p = subprocess.run([binary, "backup", args[0], *flags, *args[1:]],
-                           capture_output=True, text=True, env=env, timeout=60)
-        if check:
-            assert p.returncode == 0, p.stdout + p.stderr
-        return p
-    try:
-        assert _wait_health(ep, proc) is None
+    with extra_server(tmp_path, ["--memory", "--config", str(cfg)], env, "cli-server.log") as (ep, _):
+        def cli(*args, check=True):
+            # Flags before positional arguments (urfave/cli stops at the first).
+            flags = ["--config", str(cfg)] + ([] if args[0] == "verify" else ["--endpoint", ep])
+            p = subprocess.run([binary, "backup", args[0], *flags, *args[1:]],
+                               capture_output=True, text=True, env=env, timeout=60)
+            if check:
+                assert p.returncode == 0, p.stdout + p.stderr
+            return p
         import boto3
         c = boto3.client("dynamodb", endpoint_url=ep, region_name=REGION,
                          aws_access_key_id="AKIDEXTENDDBCLITEST", aws_secret_access_key="cli-secret-0123456789")
@@ -625,9 +596,6 @@ root = "{store}"
         cli("delete", arn)
         p = cli("describe", arn, check=False)
         assert p.returncode != 0 and "BackupNotFoundException" in p.stderr, p.stderr
-    finally:
-        _stop(proc)
-        log.close()
 
 
 @pytest.mark.capability("backups")
@@ -644,11 +612,25 @@ def test_backup_metrics(ddb, table, endpoint):
         assert name in text, name
 
 
+def _metrics(endpoint):
+    """The server's /metrics samples, by series (name and labels)."""
+    from wire_helpers import raw_get
+    out = {}
+    for line in raw_get(endpoint, "/metrics").body.decode().splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            out[series] = float(value)
+    return out
+
+
 @pytest.mark.parametrize("point", ["restore.before-target", "restore.mid-spool", "restore.mid-load", "restore.before-active"])
 def test_restore_crash_then_resume(tmp_path, catalog, point):
     """The server is killed at a step of a restore; after a restart the
-    reconciler takes the job over and loads the target again: it becomes
-    ACTIVE with every item, and no spool directory is left."""
+    reconciler takes the job over, verifies the backup again and loads the
+    items after the job's recorded progress (ADR 0027): it becomes ACTIVE
+    with every item, each loaded once across both runs (the killed run had
+    loaded and recorded the first batch at mid-load, every batch before
+    ACTIVE), and no spool directory is left."""
     store, spool = tmp_path / "store", tmp_path / "spool"
     for d in (store, spool):
         d.mkdir(mode=0o700)
@@ -682,6 +664,18 @@ def test_restore_crash_then_resume(tmp_path, catalog, point):
         t = wait_table(c, "rdst", timeout=60)
         assert t["RestoreSummary"]["RestoreInProgress"] is False
         assert scan_all(c, "rdst") == scan_all(c, "rsrc")
+        # Items the killed run had recorded are skipped, the others loaded
+        # once (metrics of the restarted server: the resumed run only).
+        skipped = {"restore.mid-spool": 0, "restore.mid-load": 100, "restore.before-active": 350}[point]
+        deadline = time.monotonic() + 10
+        while True:
+            m = _metrics(c.meta.endpoint_url)
+            if m.get('extenddb_backup_jobs_finished_total{kind="restore",result="ok"}', 0) >= 1:
+                break
+            assert time.monotonic() < deadline, m
+            time.sleep(0.1)
+        assert m.get("extenddb_backup_restore_skipped_items_total") == skipped, m
+        assert m.get('extenddb_backup_items_total{kind="restore"}') == 350 - skipped, m
         deadline = time.monotonic() + 10
         while list(spool.iterdir()):
             assert time.monotonic() < deadline, list(spool.iterdir())

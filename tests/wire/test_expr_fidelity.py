@@ -7,7 +7,7 @@ messages the service returns as quoted by its users)."""
 
 import pytest
 
-from wire_helpers import validation
+from wire_helpers import cond, validation
 
 MIX = "Can not use both expression and non-expression parameters in the same request: "
 
@@ -22,13 +22,6 @@ def N(v):
 
 def L(*v):
     return {"L": list(v)}
-
-
-def cond(op, *vals):
-    d = {"ComparisonOperator": op}
-    if vals:
-        d["AttributeValueList"] = list(vals)
-    return d
 
 
 @pytest.fixture

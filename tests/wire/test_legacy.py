@@ -4,7 +4,7 @@ ScanFilter, AttributeUpdates; and mixing them with expressions."""
 
 import pytest
 
-from wire_helpers import expect_error, validation
+from wire_helpers import cond, expect_error, validation
 
 CCF = "ConditionalCheckFailedException"
 MIX = "^Can not use both expression and non-expression parameters in the same request"
@@ -24,13 +24,6 @@ BASE = {"pk": S("k"), "s": S("hello"), "n": N(5), "ss": {"SS": ["a", "b"]}, "l":
 
 def get(ddb, table, key=K):
     return ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-
-
-def cond(op, *vals):
-    d = {"ComparisonOperator": op}
-    if vals:
-        d["AttributeValueList"] = list(vals)
-    return d
 
 
 @pytest.fixture

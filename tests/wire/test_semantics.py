@@ -106,16 +106,22 @@ DELETE_TABLE_MEMBERS = {"TableName", "TableId", "TableArn", "TableStatus", "Prov
                         "BillingModeSummary", "TableSizeBytes", "ItemCount", "DeletionProtectionEnabled"}
 
 
+def indexed_table(make_table):
+    """A table (pk, sk) with a GSI "gsi" on x (ALL) and an LSI "lsi" on
+    (pk, x) (KEYS_ONLY)."""
+    return make_table(range_key=("sk", "S"),
+                      AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                            {"AttributeName": "sk", "AttributeType": "S"},
+                                            {"AttributeName": "x", "AttributeType": "S"}],
+                      GlobalSecondaryIndexes=[{"IndexName": "gsi", "KeySchema": [
+                          {"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}],
+                      LocalSecondaryIndexes=[{"IndexName": "lsi", "KeySchema": [
+                          {"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}],
+                          "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+
+
 def test_delete_table_answers_what_dynamodb_answers(ddb, make_table):
-    t = make_table(range_key=("sk", "S"),
-                   AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                         {"AttributeName": "sk", "AttributeType": "S"},
-                                         {"AttributeName": "x", "AttributeType": "S"}],
-                   GlobalSecondaryIndexes=[{"IndexName": "gsi", "KeySchema": [
-                       {"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}],
-                   LocalSecondaryIndexes=[{"IndexName": "lsi", "KeySchema": [
-                       {"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}],
-                       "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    t = indexed_table(make_table)
     described = ddb.describe_table(TableName=t)["Table"]
     d = ddb.delete_table(TableName=t)["TableDescription"]
     assert set(d) <= DELETE_TABLE_MEMBERS, set(d) - DELETE_TABLE_MEMBERS
@@ -174,15 +180,7 @@ def _describe_until(ddb, table, pred, timeout=15.0):
 
 @pytest.fixture
 def stats_table(make_table):
-    return make_table(range_key=("sk", "S"),
-                      AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                            {"AttributeName": "sk", "AttributeType": "S"},
-                                            {"AttributeName": "x", "AttributeType": "S"}],
-                      GlobalSecondaryIndexes=[{"IndexName": "gsi", "KeySchema": [
-                          {"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}],
-                      LocalSecondaryIndexes=[{"IndexName": "lsi", "KeySchema": [
-                          {"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}],
-                          "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    return indexed_table(make_table)
 
 
 def test_describe_table_counts_items_and_sizes(ddb, stats_table):

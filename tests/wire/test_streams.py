@@ -6,15 +6,12 @@ import contextlib
 import os
 import re
 import shlex
-import subprocess
 import time
 
-import boto3
 import pytest
 
-from conftest import (_build_binary, _check_response_headers, _client_config, _free_port,
-                      _make_client, _stop, _wait_health, server_env, unique_table_name, wait_active)
-from wire_helpers import ACCESS_KEY, REGION, SECRET_KEY, expect_error
+from conftest import _make_client, extra_server, server_env, unique_table_name, wait_active
+from wire_helpers import REGION, expect_error
 
 VIEWS = ["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"]
 
@@ -24,12 +21,7 @@ def S(v):
 
 
 def _streams_client(endpoint, validate=True):
-    c = boto3.session.Session().client(
-        "dynamodbstreams", endpoint_url=endpoint, region_name=REGION,
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=_client_config(validate))
-    c.meta.events.register("after-call.dynamodbstreams", _check_response_headers)
-    return c
+    return _make_client(endpoint, validate, service="dynamodbstreams")
 
 
 @pytest.fixture(scope="module")
@@ -277,32 +269,27 @@ def test_stream_on_create_and_describe_table(ddb, make_table):
 def own_server(tmp_path, **env):
     """A server of its own, on the backend under test, with extra
     environment (short shard rollover and retention)."""
-    binary = _build_binary()
-    port = _free_port()
-    ep = f"http://127.0.0.1:{port}"
     extra = os.environ.get("EXTENDDB_SERVE_ARGS")
     args = shlex.split(extra) if extra else ["--memory"]
-    log = open(tmp_path / "streams.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", *args],
-                            stdout=log, stderr=subprocess.STDOUT, env=server_env(tmp_path, **env))
-    try:
-        err = _wait_health(ep, proc)
-        assert err is None, err
+    with extra_server(tmp_path, args, server_env(tmp_path, **env), "streams.log") as (ep, _):
         yield _make_client(ep), _streams_client(ep), _streams_client(ep, validate=False)
-    finally:
-        _stop(proc)
-        log.close()
+
+
+def own_stream_table(ddb, prefix):
+    """Creates a KEYS_ONLY stream table on an own_server (whose tables no
+    make_table fixture deletes) and answers its name and stream ARN."""
+    t = unique_table_name(prefix)
+    ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                     BillingMode="PAY_PER_REQUEST",
+                     StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    wait_active(ddb, t)
+    return t, latest_arn(ddb, t)
 
 
 def test_rollover_and_retention(tmp_path):
     with own_server(tmp_path, EXTENDDB__STREAMS__SHARD_ROLLOVER="1s", EXTENDDB__STREAMS__RETENTION="10s") as (ddb, streams, raw):
-        t = unique_table_name("rollover")
-        ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                         BillingMode="PAY_PER_REQUEST",
-                         StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
-        wait_active(ddb, t)
-        arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
+        t, arn = own_stream_table(ddb, "rollover")
         first_shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
         old_it = streams.get_shard_iterator(StreamArn=arn, ShardId=first_shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         written = []
@@ -366,13 +353,7 @@ def test_stream_metrics(ddb, streams, make_table, endpoint):
 
 def test_expired_iterator(tmp_path):
     with own_server(tmp_path, EXTENDDB__STREAMS__ITERATOR_LIFETIME="1s") as (ddb, streams, raw):
-        t = unique_table_name("expiry")
-        ddb.create_table(TableName=t, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                         BillingMode="PAY_PER_REQUEST",
-                         StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
-        wait_active(ddb, t)
-        arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
+        t, arn = own_stream_table(ddb, "expiry")
         shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
         it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
         nxt = streams.get_records(ShardIterator=it)["NextShardIterator"]

@@ -55,6 +55,15 @@ def validation(fn, message=None, match=None, **kwargs):
     return expect_error(fn, "ValidationException", message=message, match=match, **kwargs)
 
 
+def cond(op, *vals):
+    """A legacy Condition / ExpectedAttributeValue with ComparisonOperator
+    op and, when given, AttributeValueList vals."""
+    d = {"ComparisonOperator": op}
+    if vals:
+        d["AttributeValueList"] = list(vals)
+    return d
+
+
 # ---------------------------------------------------------------- raw HTTP
 
 class RawResponse:

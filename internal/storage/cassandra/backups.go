@@ -219,13 +219,13 @@ func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
 
 // ---- restore jobs ----
 
-const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, owner, generation, hb`
+const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, owner, generation, hb, loaded`
 
 func (b *Backend) readRestore(ctx context.Context, id string) (*storage.RestoreRecord, int64, error) {
 	var r storage.RestoreRecord
 	var hb, now int64
 	err := b.serial(ctx, `SELECT `+restoreCols+`, toUnixTimestamp(now()) FROM restores WHERE id = ?`, id).Scan(
-		&r.ID, &r.Account, &r.TableName, &r.TableID, &r.BackupARN, &r.Status, &r.Message, &r.Owner, &r.Generation, &hb, &now)
+		&r.ID, &r.Account, &r.TableName, &r.TableID, &r.BackupARN, &r.Status, &r.Message, &r.Owner, &r.Generation, &hb, &r.Loaded, &now)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, now, nil
 	}
@@ -238,7 +238,7 @@ func (b *Backend) readRestore(ctx context.Context, id string) (*storage.RestoreR
 
 // InsertRestore implements storage.RestoreCatalog.
 func (b *Backend) InsertRestore(ctx context.Context, r storage.RestoreRecord) (*storage.RestoreRecord, error) {
-	applied, err := b.query(ctx, `INSERT INTO restores (`+restoreCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, toUnixTimestamp(now())) IF NOT EXISTS`,
+	applied, err := b.query(ctx, `INSERT INTO restores (`+restoreCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, toUnixTimestamp(now()), 0) IF NOT EXISTS`,
 		r.ID, r.Account, r.TableName, r.TableID, r.BackupARN, storage.RestoreRunning, r.Message, r.Owner).MapScanCAS(map[string]any{})
 	if err != nil {
 		return nil, mapErr(err, "insert restore job")
@@ -260,7 +260,7 @@ func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storag
 	for {
 		var r storage.RestoreRecord
 		var hb int64
-		if !iter.Scan(&r.ID, &r.Account, &r.TableName, &r.TableID, &r.BackupARN, &r.Status, &r.Message, &r.Owner, &r.Generation, &hb) {
+		if !iter.Scan(&r.ID, &r.Account, &r.TableName, &r.TableID, &r.BackupARN, &r.Status, &r.Message, &r.Owner, &r.Generation, &hb, &r.Loaded) {
 			break
 		}
 		r.Heartbeat = time.UnixMilli(hb).UTC()
@@ -301,6 +301,33 @@ func (b *Backend) UpdateRestore(ctx context.Context, p storage.UpdateBackupParam
 func (b *Backend) HeartbeatRestore(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.RestoreWriteResult, error) {
 	return b.restoreCAS(ctx, p.ARN, "restore heartbeat", `UPDATE restores SET hb = toUnixTimestamp(now()) WHERE id = ? IF owner = ? AND generation = ?`,
 		p.ARN, p.Owner, p.Generation)
+}
+
+// RecordRestoreProgress implements storage.RestoreCatalog: one LWT
+// conditioned on the claim, the status and the progress read just before
+// (so that it never moves back); a lost race reads again.
+func (b *Backend) RecordRestoreProgress(ctx context.Context, p storage.RestoreProgressParams) (*storage.RestoreWriteResult, error) {
+	for {
+		r, _, err := b.readRestore(ctx, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil || r.Owner != p.Owner || r.Generation != p.Generation || r.Status != storage.RestoreRunning || r.Loaded > p.Loaded {
+			return &storage.RestoreWriteResult{Record: r}, nil
+		}
+		applied, err := b.query(ctx, `UPDATE restores SET loaded = ? WHERE id = ? IF owner = ? AND generation = ? AND status = ? AND loaded = ?`,
+			p.Loaded, p.ID, p.Owner, p.Generation, storage.RestoreRunning, r.Loaded).MapScanCAS(map[string]any{})
+		if err != nil {
+			return nil, mapErr(err, "record restore progress")
+		}
+		if applied {
+			r, _, err := b.readRestore(ctx, p.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &storage.RestoreWriteResult{Matched: true, Record: r}, nil
+		}
+	}
 }
 
 // ClaimRestore implements storage.RestoreCatalog.

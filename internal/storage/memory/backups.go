@@ -64,8 +64,7 @@ func copyRestore(r *storage.RestoreRecord) *storage.RestoreRecord {
 
 // CatalogID implements storage.BackupCatalog.
 func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	if c.id == "" {
 		c.id = newID
@@ -75,8 +74,7 @@ func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
 
 // InsertBackup implements storage.BackupCatalog.
 func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams) (*storage.BackupRecord, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	if _, ok := c.backups[p.Record.ARN]; ok {
 		return nil, storage.Errorf(storage.KindInternal, "memory: backup %s exists", p.Record.ARN)
@@ -90,16 +88,14 @@ func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams
 
 // GetBackup implements storage.BackupCatalog.
 func (b *Backend) GetBackup(ctx context.Context, p storage.GetBackupParams) (*storage.BackupRecord, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	return copyBackup(c.backups[p.ARN]), nil
 }
 
 // ListBackups implements storage.BackupCatalog.
 func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	var out []storage.BackupRecord
 	for _, r := range c.backups {
@@ -121,35 +117,122 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	return out, nil
 }
 
-// UpdateBackup implements storage.BackupCatalog.
-func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams) (*storage.BackupWriteResult, error) {
+// claimFields points at the status and claim of a row, the fields that
+// backup rows and restore job rows share, so that the conditional writes
+// (update, heartbeat, claim) of both kinds are one code.
+type claimFields struct {
+	status, owner *string
+	generation    *int64
+	heartbeat     *time.Time
+}
+
+func backupFields(r *storage.BackupRecord) claimFields {
+	return claimFields{&r.Status, &r.Owner, &r.Generation, &r.Heartbeat}
+}
+
+func restoreFields(r *storage.RestoreRecord) claimFields {
+	return claimFields{&r.Status, &r.Owner, &r.Generation, &r.Heartbeat}
+}
+
+// jobRows are the rows of one kind (backups or restore jobs) with their
+// accessors.
+type jobRows[R any] struct {
+	rows   map[string]*R
+	fields func(*R) claimFields
+	copy   func(*R) *R
+}
+
+func (c *jobCatalog) backupRows() jobRows[storage.BackupRecord] {
+	return jobRows[storage.BackupRecord]{c.backups, backupFields, copyBackup}
+}
+
+func (c *jobCatalog) restoreRows() jobRows[storage.RestoreRecord] {
+	return jobRows[storage.RestoreRecord]{c.restores, restoreFields, copyRestore}
+}
+
+// lockJobs returns the job catalog locked; the caller unlocks c.mu.
+func (b *Backend) lockJobs() *jobCatalog {
 	c := b.jobs()
 	c.mu.Lock()
+	return c
+}
+
+// updateRow writes p.NewStatus (renewing the heartbeat) and then set's
+// fields if and only if the row is at p.Generation and in p.Status. It
+// answers whether it matched and a copy of the row (nil when absent).
+// The caller holds c.mu.
+func updateRow[R any](c *jobCatalog, k jobRows[R], p storage.UpdateBackupParams, set func(*R)) (bool, *R) {
+	r := k.rows[p.ARN]
+	if r == nil {
+		return false, nil
+	}
+	f := k.fields(r)
+	if *f.generation != p.Generation || *f.status != p.Status {
+		return false, k.copy(r)
+	}
+	*f.status, *f.heartbeat = p.NewStatus, c.now()
+	set(r)
+	return true, k.copy(r)
+}
+
+// heartbeatRow renews the claim of p.Owner at p.Generation.
+func heartbeatRow[R any](c *jobCatalog, k jobRows[R], p storage.HeartbeatBackupParams) (bool, *R) {
+	r := k.rows[p.ARN]
+	if r == nil {
+		return false, nil
+	}
+	f := k.fields(r)
+	if *f.owner != p.Owner || *f.generation != p.Generation {
+		return false, k.copy(r)
+	}
+	*f.heartbeat = c.now()
+	return true, k.copy(r)
+}
+
+// claimRow takes the row over for p.Owner under generation+1 if and only
+// if it is at p.Generation and in p.Status with a heartbeat older than
+// p.StaleAfter (storage.BackupCatalog.ClaimBackup).
+func claimRow[R any](c *jobCatalog, k jobRows[R], p storage.ClaimBackupParams) (bool, *R) {
+	r := k.rows[p.ARN]
+	now := c.now()
+	if r == nil {
+		return false, nil
+	}
+	f := k.fields(r)
+	if *f.generation != p.Generation || *f.status != p.Status || f.heartbeat.After(now.Add(-p.StaleAfter)) {
+		return false, k.copy(r)
+	}
+	*f.owner, *f.generation, *f.heartbeat = p.Owner, *f.generation+1, now
+	if p.NewStatus != "" {
+		*f.status = p.NewStatus
+	}
+	return true, k.copy(r)
+}
+
+// UpdateBackup implements storage.BackupCatalog.
+func (b *Backend) UpdateBackup(ctx context.Context, p storage.UpdateBackupParams) (*storage.BackupWriteResult, error) {
+	c := b.lockJobs()
 	defer c.mu.Unlock()
-	r := c.backups[p.ARN]
-	if r == nil || r.Generation != p.Generation || r.Status != p.Status {
-		return &storage.BackupWriteResult{Record: copyBackup(r)}, nil
-	}
-	r.Status, r.Heartbeat = p.NewStatus, c.now()
-	if p.SizeBytes != nil {
-		r.SizeBytes = *p.SizeBytes
-	}
-	if p.ItemCount != nil {
-		r.ItemCount = *p.ItemCount
-	}
-	if p.Message != nil {
-		r.Message = *p.Message
-	}
-	if p.StoreID != nil {
-		r.StoreID = *p.StoreID
-	}
-	return &storage.BackupWriteResult{Matched: true, Record: copyBackup(r)}, nil
+	ok, r := updateRow(c, c.backupRows(), p, func(r *storage.BackupRecord) {
+		if p.SizeBytes != nil {
+			r.SizeBytes = *p.SizeBytes
+		}
+		if p.ItemCount != nil {
+			r.ItemCount = *p.ItemCount
+		}
+		if p.Message != nil {
+			r.Message = *p.Message
+		}
+		if p.StoreID != nil {
+			r.StoreID = *p.StoreID
+		}
+	})
+	return &storage.BackupWriteResult{Matched: ok, Record: r}, nil
 }
 
 // RemoveBackup implements storage.BackupCatalog.
 func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams) (*storage.BackupWriteResult, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	r := c.backups[p.ARN]
 	if r == nil || r.Generation != p.Generation || r.Status != p.Status {
@@ -161,52 +244,36 @@ func (b *Backend) RemoveBackup(ctx context.Context, p storage.RemoveBackupParams
 
 // HeartbeatBackup implements storage.BackupCatalog.
 func (b *Backend) HeartbeatBackup(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.BackupWriteResult, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
-	r := c.backups[p.ARN]
-	if r == nil || r.Owner != p.Owner || r.Generation != p.Generation {
-		return &storage.BackupWriteResult{Record: copyBackup(r)}, nil
-	}
-	r.Heartbeat = c.now()
-	return &storage.BackupWriteResult{Matched: true, Record: copyBackup(r)}, nil
+	ok, r := heartbeatRow(c, c.backupRows(), p)
+	return &storage.BackupWriteResult{Matched: ok, Record: r}, nil
 }
 
 // ClaimBackup implements storage.BackupCatalog.
 func (b *Backend) ClaimBackup(ctx context.Context, p storage.ClaimBackupParams) (*storage.BackupWriteResult, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
-	r := c.backups[p.ARN]
-	now := c.now()
-	if r == nil || r.Generation != p.Generation || r.Status != p.Status || r.Heartbeat.After(now.Add(-p.StaleAfter)) {
-		return &storage.BackupWriteResult{Record: copyBackup(r)}, nil
-	}
-	r.Owner, r.Generation, r.Heartbeat = p.Owner, r.Generation+1, now
-	if p.NewStatus != "" {
-		r.Status = p.NewStatus
-	}
-	return &storage.BackupWriteResult{Matched: true, Record: copyBackup(r)}, nil
+	ok, r := claimRow(c, c.backupRows(), p)
+	return &storage.BackupWriteResult{Matched: ok, Record: r}, nil
 }
 
 // InsertRestore implements storage.RestoreCatalog.
 func (b *Backend) InsertRestore(ctx context.Context, p storage.RestoreRecord) (*storage.RestoreRecord, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	if _, ok := c.restores[p.ID]; ok {
 		return nil, storage.Errorf(storage.KindInternal, "memory: restore job %s exists", p.ID)
 	}
 	r := copyRestore(&p)
-	r.Status, r.Generation, r.Heartbeat = storage.RestoreRunning, 1, c.now()
+	r.Status, r.Generation, r.Heartbeat, r.Loaded = storage.RestoreRunning, 1, c.now(), 0
 	c.restores[r.ID] = r
 	return copyRestore(r), nil
 }
 
 // ListRestores implements storage.RestoreCatalog.
 func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storage.RestoreRecord, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
 	var out []storage.RestoreRecord
 	for _, r := range c.restores {
@@ -220,46 +287,42 @@ func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storag
 
 // UpdateRestore implements storage.RestoreCatalog.
 func (b *Backend) UpdateRestore(ctx context.Context, p storage.UpdateBackupParams) (*storage.RestoreWriteResult, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
-	r := c.restores[p.ARN]
-	if r == nil || r.Generation != p.Generation || r.Status != p.Status {
-		return &storage.RestoreWriteResult{Record: copyRestore(r)}, nil
-	}
-	r.Status, r.Heartbeat, r.Message = p.NewStatus, c.now(), ""
-	if p.Message != nil {
-		r.Message = *p.Message
-	}
-	return &storage.RestoreWriteResult{Matched: true, Record: copyRestore(r)}, nil
+	ok, r := updateRow(c, c.restoreRows(), p, func(r *storage.RestoreRecord) {
+		r.Message = ""
+		if p.Message != nil {
+			r.Message = *p.Message
+		}
+	})
+	return &storage.RestoreWriteResult{Matched: ok, Record: r}, nil
 }
 
 // HeartbeatRestore implements storage.RestoreCatalog.
 func (b *Backend) HeartbeatRestore(ctx context.Context, p storage.HeartbeatBackupParams) (*storage.RestoreWriteResult, error) {
-	c := b.jobs()
-	c.mu.Lock()
+	c := b.lockJobs()
 	defer c.mu.Unlock()
-	r := c.restores[p.ARN]
-	if r == nil || r.Owner != p.Owner || r.Generation != p.Generation {
-		return &storage.RestoreWriteResult{Record: copyRestore(r)}, nil
-	}
-	r.Heartbeat = c.now()
-	return &storage.RestoreWriteResult{Matched: true, Record: copyRestore(r)}, nil
+	ok, r := heartbeatRow(c, c.restoreRows(), p)
+	return &storage.RestoreWriteResult{Matched: ok, Record: r}, nil
 }
 
 // ClaimRestore implements storage.RestoreCatalog.
 func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams) (*storage.RestoreWriteResult, error) {
+	c := b.lockJobs()
+	defer c.mu.Unlock()
+	ok, r := claimRow(c, c.restoreRows(), p)
+	return &storage.RestoreWriteResult{Matched: ok, Record: r}, nil
+}
+
+// RecordRestoreProgress implements storage.RestoreCatalog.
+func (b *Backend) RecordRestoreProgress(ctx context.Context, p storage.RestoreProgressParams) (*storage.RestoreWriteResult, error) {
 	c := b.jobs()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.restores[p.ARN]
-	now := c.now()
-	if r == nil || r.Generation != p.Generation || r.Status != p.Status || r.Heartbeat.After(now.Add(-p.StaleAfter)) {
+	r := c.restores[p.ID]
+	if r == nil || r.Owner != p.Owner || r.Generation != p.Generation || r.Status != storage.RestoreRunning || r.Loaded > p.Loaded {
 		return &storage.RestoreWriteResult{Record: copyRestore(r)}, nil
 	}
-	r.Owner, r.Generation, r.Heartbeat = p.Owner, r.Generation+1, now
-	if p.NewStatus != "" {
-		r.Status = p.NewStatus
-	}
+	r.Loaded = p.Loaded
 	return &storage.RestoreWriteResult{Matched: true, Record: copyRestore(r)}, nil
 }

@@ -26,31 +26,13 @@ func (t *table) appendLog(data []byte) {
 	t.log = append(t.log, storage.LogRecord{Seq: t.lastSeq, At: at, Data: bytes.Clone(data)})
 }
 
-// liveTable returns the live table of a ref, read-locked; the caller
-// unlocks.
-func (b *Backend) liveTable(ref storage.TableRef) (*table, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
-	t := b.lookup(ref.ID)
-	if t == nil {
-		return nil, tableNotFound(ref)
-	}
-	t.mu.RLock()
-	if t.dropped {
-		t.mu.RUnlock()
-		return nil, tableNotFound(ref)
-	}
-	return t, nil
-}
-
 // ReadLog implements storage.ChangeLog. Data slices are the stored
 // buffers, which are never written again.
 func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storage.ReadLogResult, error) {
 	if p.Limit <= 0 {
 		return nil, storage.Errorf(storage.KindInternal, "memory: ReadLog limit %d", p.Limit)
 	}
-	t, err := b.liveTable(p.Table)
+	t, err := b.readTable(p.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +53,7 @@ func (b *Backend) ReadLog(ctx context.Context, p storage.ReadLogParams) (*storag
 
 // LogInfo implements storage.ChangeLog.
 func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storage.LogInfoResult, error) {
-	t, err := b.liveTable(p.Table)
+	t, err := b.readTable(p.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +67,9 @@ func (b *Backend) LogInfo(ctx context.Context, p storage.LogInfoParams) (*storag
 
 // TrimLog implements storage.ChangeLog.
 func (b *Backend) TrimLog(ctx context.Context, p storage.TrimLogParams) (*storage.TrimLogResult, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
-	t := b.lookup(p.Table.ID)
-	if t == nil {
-		return nil, tableNotFound(p.Table)
+	t, err := b.liveTable(p.Table)
+	if err != nil {
+		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -259,16 +259,26 @@ func (b *Backend) CreateTable(ctx context.Context, p storage.CreateTableParams) 
 	return &storage.CreateTableResult{Table: metaCopy(meta)}, nil
 }
 
-// GetTable implements storage.Backend.
-func (b *Backend) GetTable(ctx context.Context, p storage.GetTableParams) (*storage.GetTableResult, error) {
+// namedTable returns the table of a name, not locked, or the error for a
+// closed backend or an unknown name.
+func (b *Backend) namedTable(account, name string) (*table, error) {
 	if b.closed.Load() {
 		return nil, errClosed
 	}
 	b.catMu.RLock()
-	t := b.byName[tableKey{p.Account, p.Name}]
+	t := b.byName[tableKey{account, name}]
 	b.catMu.RUnlock()
 	if t == nil {
-		return nil, nameNotFound(p.Account, p.Name)
+		return nil, nameNotFound(account, name)
+	}
+	return t, nil
+}
+
+// GetTable implements storage.Backend.
+func (b *Backend) GetTable(ctx context.Context, p storage.GetTableParams) (*storage.GetTableResult, error) {
+	t, err := b.namedTable(p.Account, p.Name)
+	if err != nil {
+		return nil, err
 	}
 	t.mu.RLock()
 	m := t.meta
@@ -350,12 +360,9 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 // DropIndex implements storage.Backend, fenced on the table's description
 // version like a write.
 func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*storage.DropIndexResult, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
-	t := b.lookup(p.Table.ID)
-	if t == nil {
-		return nil, tableNotFound(p.Table)
+	t, err := b.liveTable(p.Table)
+	if err != nil {
+		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

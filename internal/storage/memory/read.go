@@ -16,14 +16,25 @@ import (
 // written again (a write stores a new one), so they stay valid and
 // unchanged for as long as the caller keeps them.
 
-// readTable returns a live table read-locked; the caller must RUnlock.
-func (b *Backend) readTable(ref storage.TableRef) (*table, error) {
+// liveTable returns the table of a ref, not locked (it may be dropped
+// before the caller locks it), or the error for a closed backend or an
+// unknown table.
+func (b *Backend) liveTable(ref storage.TableRef) (*table, error) {
 	if b.closed.Load() {
 		return nil, errClosed
 	}
 	t := b.lookup(ref.ID)
 	if t == nil {
 		return nil, tableNotFound(ref)
+	}
+	return t, nil
+}
+
+// readTable returns a live table read-locked; the caller must RUnlock.
+func (b *Backend) readTable(ref storage.TableRef) (*table, error) {
+	t, err := b.liveTable(ref)
+	if err != nil {
+		return nil, err
 	}
 	t.mu.RLock()
 	if t.dropped {
@@ -55,26 +66,12 @@ func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) 
 		return nil, errClosed
 	}
 	tabs := make([]*table, len(p.Keys))
-	var locked []*table
 	for i, k := range p.Keys {
-		t := b.lookup(k.Table.ID)
-		if t == nil {
+		if tabs[i] = b.lookup(k.Table.ID); tabs[i] == nil {
 			return nil, tableNotFound(k.Table)
 		}
-		tabs[i] = t
-		if !slices.Contains(locked, t) {
-			locked = append(locked, t)
-		}
 	}
-	slices.SortFunc(locked, func(a, b *table) int { return cmp.Compare(a.id, b.id) })
-	for _, t := range locked {
-		t.mu.RLock()
-	}
-	defer func() {
-		for _, t := range locked {
-			t.mu.RUnlock()
-		}
-	}()
+	defer lockTables(len(tabs), func(i int) *table { return tabs[i] }, false)()
 	res := &storage.TransactGetResult{Items: make([][]byte, len(p.Keys))}
 	for i, k := range p.Keys {
 		t := tabs[i]
@@ -86,6 +83,35 @@ func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) 
 		}
 	}
 	return res, nil
+}
+
+// lockTables locks the distinct tables among at(0) .. at(n-1), for
+// writing or for reading, in ascending ID order (the one order every
+// multi-table lock takes, so two never deadlock), and returns the unlock.
+func lockTables(n int, at func(int) *table, write bool) (unlock func()) {
+	tables := make([]*table, 0, 4)
+	for i := range n {
+		if t := at(i); !slices.Contains(tables, t) {
+			tables = append(tables, t)
+		}
+	}
+	slices.SortFunc(tables, func(a, b *table) int { return cmp.Compare(a.id, b.id) })
+	for _, t := range tables {
+		if write {
+			t.mu.Lock()
+		} else {
+			t.mu.RLock()
+		}
+	}
+	return func() {
+		for _, t := range tables {
+			if write {
+				t.mu.Unlock()
+			} else {
+				t.mu.RUnlock()
+			}
+		}
+	}
 }
 
 // successor is the least byte string greater than k: k followed by 0x00.

@@ -19,14 +19,9 @@ const SnapshotKind = "memory_btree_copy_on_write"
 // Open snapshots are bounded by Options.MaxSnapshots, since each one
 // keeps the nodes changed after it alive.
 func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotParams) (*storage.TableSnapshot, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
-	b.catMu.RLock()
-	t := b.byName[tableKey{p.Account, p.Name}]
-	b.catMu.RUnlock()
-	if t == nil {
-		return nil, nameNotFound(p.Account, p.Name)
+	t, err := b.namedTable(p.Account, p.Name)
+	if err != nil {
+		return nil, err
 	}
 	release, err := b.snaps.Acquire()
 	if err != nil {

@@ -13,12 +13,9 @@ import (
 // item and index trees are copied (copy-on-write, O(1)) under the table's
 // write lock, one instant, and walked without a lock.
 func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*storage.TableStatsResult, error) {
-	if b.closed.Load() {
-		return nil, errClosed
-	}
-	t := b.lookup(p.Table.ID)
-	if t == nil {
-		return nil, tableNotFound(p.Table)
+	t, err := b.liveTable(p.Table)
+	if err != nil {
+		return nil, err
 	}
 	res := &storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}
 	if p.Size == nil {

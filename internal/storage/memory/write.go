@@ -2,7 +2,6 @@ package memory
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -187,21 +186,7 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 		t.apply(&ops[0], &st[0])
 		return nil
 	}
-	tables := make([]*table, 0, 4)
-	for i := range st {
-		if !slices.Contains(tables, st[i].t) {
-			tables = append(tables, st[i].t)
-		}
-	}
-	slices.SortFunc(tables, func(a, b *table) int { return cmp.Compare(a.id, b.id) })
-	for _, t := range tables {
-		t.mu.Lock()
-	}
-	defer func() {
-		for _, t := range tables {
-			t.mu.Unlock()
-		}
-	}()
+	defer lockTables(len(st), func(i int) *table { return st[i].t }, true)()
 	for i := range st {
 		if err := st[i].t.fence(ops[i].Table); err != nil {
 			return err

@@ -336,6 +336,7 @@ type restoreRow struct {
 	BackupARN  string    `bson:"backup_arn"`
 	Status     string    `bson:"status"`
 	Message    string    `bson:"message"`
+	Loaded     int64     `bson:"loaded"`
 	Owner      string    `bson:"owner"`
 	Generation int64     `bson:"generation"`
 	Heartbeat  time.Time `bson:"heartbeat"`
@@ -343,7 +344,7 @@ type restoreRow struct {
 
 func (r restoreRow) record() *storage.RestoreRecord {
 	return &storage.RestoreRecord{ID: r.ID, Account: r.Account, TableName: r.TableName, TableID: r.TableID, BackupARN: r.BackupARN,
-		Status: r.Status, Message: r.Message, Owner: r.Owner, Generation: r.Generation, Heartbeat: r.Heartbeat.UTC()}
+		Status: r.Status, Message: r.Message, Loaded: r.Loaded, Owner: r.Owner, Generation: r.Generation, Heartbeat: r.Heartbeat.UTC()}
 }
 
 func restoreResult(matched bool, r *restoreRow) *storage.RestoreWriteResult {
@@ -427,6 +428,19 @@ func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams)
 				r.Status = p.NewStatus
 			}
 		})
+	if err != nil {
+		return nil, err
+	}
+	return restoreResult(ok, r), nil
+}
+
+// RecordRestoreProgress implements storage.RestoreCatalog.
+func (b *Backend) RecordRestoreProgress(ctx context.Context, p storage.RestoreProgressParams) (*storage.RestoreWriteResult, error) {
+	ok, r, err := condWrite(ctx, b, b.db.Collection(restoresColl), p.ID,
+		func(r restoreRow) bool {
+			return r.Owner == p.Owner && r.Generation == p.Generation && r.Status == storage.RestoreRunning && r.Loaded <= p.Loaded
+		},
+		func(r *restoreRow) { r.Loaded = p.Loaded })
 	if err != nil {
 		return nil, err
 	}

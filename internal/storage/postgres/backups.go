@@ -218,12 +218,12 @@ func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
 
 var _ storage.RestoreCatalog = (*Backend)(nil)
 
-const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, owner, generation, heartbeat`
+const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, loaded, owner, generation, heartbeat`
 
 func scanRestore(r pgx.Row) (*storage.RestoreRecord, error) {
 	var rec storage.RestoreRecord
 	if err := r.Scan(&rec.ID, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupARN, &rec.Status, &rec.Message,
-		&rec.Owner, &rec.Generation, &rec.Heartbeat); err != nil {
+		&rec.Loaded, &rec.Owner, &rec.Generation, &rec.Heartbeat); err != nil {
 		return nil, err
 	}
 	rec.Heartbeat = rec.Heartbeat.UTC()
@@ -265,7 +265,7 @@ func (b *Backend) restoreWrite(ctx context.Context, id, msg, q string, args ...a
 
 // InsertRestore implements storage.RestoreCatalog.
 func (b *Backend) InsertRestore(ctx context.Context, r storage.RestoreRecord) (*storage.RestoreRecord, error) {
-	return b.restoreRow(ctx, "postgres: insert restore", `INSERT INTO restores(`+restoreCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, now()) RETURNING `+restoreCols,
+	return b.restoreRow(ctx, "postgres: insert restore", `INSERT INTO restores(`+restoreCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, 1, now()) RETURNING `+restoreCols,
 		r.ID, r.Account, r.TableName, r.TableID, r.BackupARN, storage.RestoreRunning, r.Message, r.Owner)
 }
 
@@ -324,4 +324,11 @@ func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams)
 		 WHERE id = $1 AND generation = $4 AND status = $5 AND heartbeat <= now() - $6 * interval '1 millisecond'
 		 RETURNING `+restoreCols,
 		p.ARN, p.Owner, ns, p.Generation, p.Status, p.StaleAfter.Milliseconds())
+}
+
+// RecordRestoreProgress implements storage.RestoreCatalog.
+func (b *Backend) RecordRestoreProgress(ctx context.Context, p storage.RestoreProgressParams) (*storage.RestoreWriteResult, error) {
+	return b.restoreWrite(ctx, p.ID, "postgres: record restore progress",
+		`UPDATE restores SET loaded = $5 WHERE id = $1 AND owner = $2 AND generation = $3 AND status = $4 AND loaded <= $5 RETURNING `+restoreCols,
+		p.ID, p.Owner, p.Generation, storage.RestoreRunning, p.Loaded)
 }

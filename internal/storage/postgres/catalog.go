@@ -151,6 +151,7 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 		nt.Desc = append([]byte{}, desc...)
 		nt.Version++
 		res = &nt
+		b.noteVersion(nt.ID, nt.Version)
 		return nil
 	})
 	if err != nil {
@@ -200,6 +201,7 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 	if err != nil {
 		return nil, err
 	}
+	b.tabVersions.Delete(res.ID)
 	return &storage.DeleteTableResult{Table: res}, nil
 }
 

@@ -93,8 +93,16 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
 
+	if results, done, err := b.writeSpeculative(ctx, ops, locks, tabs); done {
+		if err != nil {
+			return nil, nil, err
+		}
+		return results, nil, nil
+	}
+
+	var seen []storage.WriteItemResult // what the committed run found or left, per op
 	err = b.write(ctx, msg, func(x *txn) error {
-		results, reasons = make([]storage.WriteItemResult, len(ops)), nil
+		results, reasons, seen = make([]storage.WriteItemResult, len(ops)), nil, nil
 		olds := make([][]byte, len(ops))
 		live := make(map[int64]int64, len(tabs))
 		bt := &pgx.Batch{}
@@ -129,6 +137,11 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		if err := x.send(bt); err != nil {
 			return err
 		}
+		if b.guess != nil {
+			for id, version := range live {
+				b.noteVersion(id, version)
+			}
+		}
 		for i := range ops {
 			ref := ops[i].Table
 			version, ok := live[ref.ID]
@@ -143,6 +156,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		// Run the functions in order; a later operation on the same item
 		// sees the earlier one's result.
 		cur := make(map[opKey][]byte, len(ops))
+		guessable := true
 		exists := func(k opKey, i int) []byte {
 			if v, ok := cur[k]; ok {
 				return v
@@ -170,6 +184,9 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 			}
 			results[i] = storage.WriteItemResult{Old: old, Change: ch}
 			h := hashOf(pk)
+			if _, dup := cur[k]; dup {
+				guessable = false // the guess cache keeps one value per key
+			}
 			switch ch.Op {
 			case storage.Keep:
 				continue // a Keep changes nothing, index entries included
@@ -186,30 +203,35 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 				}
 				cur[k] = nil
 			}
-			for _, d := range ch.DeleteIndex {
-				ipk := nz(d.PK)
-				bt.Queue(sqlDelIdx, o.Table.ID, d.Index, hashOf(ipk), ipk, nz(d.SK), pk, sk)
-			}
-			for _, e := range ch.PutIndex {
-				ipk := nz(e.PK)
-				bt.Queue(sqlPutIdx, o.Table.ID, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
-			}
-			if ch.Log != nil {
-				// Published to the readable log later (changelog.go).
-				bt.Queue(sqlPendLog, o.Table.ID, nz(ch.Log))
-			}
+			queueIndexAndLog(bt, o.Table.ID, pk, sk, ch)
 		}
 		if reasons != nil {
 			x.rollback()
 			results = nil
+			// The items as they are: the next attempt's guesses.
+			for i := range ops {
+				seen = append(seen, storage.WriteItemResult{Old: olds[i]})
+			}
 			return nil
 		}
 		bt.Queue("COMMIT")
 		x.commitSent = true
-		return x.send(bt)
+		if err := x.send(bt); err != nil {
+			return err
+		}
+		if guessable {
+			seen = results
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if b.guess != nil && len(seen) == len(ops) {
+		for i := range ops {
+			o := &ops[i]
+			b.remember(guessKey(o.Table.ID, nz(o.PK), nz(o.SK)), seen[i])
+		}
 	}
 	return results, reasons, nil
 }

@@ -29,12 +29,17 @@
 // add a tuple write. Ordered acquisition keeps writers free of deadlocks;
 // the deadlocks still possible with DropIndex (40P01) and serialization
 // failures (40001) are retried, which is safe because write functions are
-// pure. Round trips per write: two pipelined batches — (BEGIN, locks,
-// catalog check, item reads) and (item write, index deletes then puts,
-// COMMIT). A failure before the COMMIT batch was sent (a killed
-// connection, a failover) is retried transparently on another connection;
-// a connection lost while the COMMIT was in flight has an unknown outcome
-// and answers KindUnavailable without retry (never a silent double apply).
+// pure. Round trips per write on this locked path: two pipelined batches
+// — (BEGIN, locks, catalog check, item reads) and (item write, index
+// deletes then puts, COMMIT). A failure before the COMMIT batch was sent
+// (a killed connection, a failover) is retried transparently on another
+// connection; a connection lost while the COMMIT was in flight has an
+// unknown outcome and answers KindUnavailable without retry (never a
+// silent double apply). A write whose current items this process can
+// guess runs first as one speculative batch (speculate.go, ADR 0028): the
+// same locks, the fence and the writes guarded by the guesses, in one
+// implicit transaction; a wrong guess writes nothing and falls back to the
+// locked path.
 //
 // Reads. GetItem, Query and Scan are single statements that join the
 // catalog row, so they answer KindTableNotFound for a dead table ID in the
@@ -95,6 +100,10 @@ type Options struct {
 	// MaxSnapshots bounds the table snapshots open at once (default
 	// storage.DefaultMaxSnapshots); each holds a pooled connection.
 	MaxSnapshots int
+	// WriteGuessBytes bounds the cache of items this process saw
+	// committed, the guesses of speculative one-round-trip writes
+	// (speculate.go; default 16 MiB, negative: no speculation).
+	WriteGuessBytes int
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
@@ -108,6 +117,12 @@ type Backend struct {
 
 	snapOnce sync.Once
 	snaps    *storage.SnapshotLimiter
+
+	// Speculative writes (speculate.go).
+	guess                    *guessCache
+	tabVersions              sync.Map // table ID -> description version last seen current
+	absent                   absentScore
+	specApplied, specRefused atomic.Int64
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -147,6 +162,10 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, mapErr(err, "postgres: create pool")
 	}
 	b := &Backend{opts: opts, pool: pool}
+	if opts.WriteGuessBytes == 0 {
+		opts.WriteGuessBytes = defaultGuessBytes
+	}
+	b.guess = newGuessCache(opts.WriteGuessBytes)
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

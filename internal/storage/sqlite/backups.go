@@ -218,13 +218,13 @@ func (b *Backend) CatalogID(ctx context.Context, newID string) (string, error) {
 
 var _ storage.RestoreCatalog = (*Backend)(nil)
 
-const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, owner, generation, heartbeat`
+const restoreCols = `id, account, table_name, table_id, backup_arn, status, message, loaded, owner, generation, heartbeat`
 
 func scanRestore(r rowScanner) (*storage.RestoreRecord, error) {
 	var rec storage.RestoreRecord
 	var hb int64
 	if err := r.Scan(&rec.ID, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupARN, &rec.Status, &rec.Message,
-		&rec.Owner, &rec.Generation, &hb); err != nil {
+		&rec.Loaded, &rec.Owner, &rec.Generation, &hb); err != nil {
 		return nil, err
 	}
 	rec.Heartbeat = time.UnixMilli(hb).UTC()
@@ -233,7 +233,7 @@ func scanRestore(r rowScanner) (*storage.RestoreRecord, error) {
 
 // InsertRestore implements storage.RestoreCatalog.
 func (b *Backend) InsertRestore(ctx context.Context, r storage.RestoreRecord) (*storage.RestoreRecord, error) {
-	res, err := b.restoreWrite(ctx, r.ID, "sqlite: insert restore", `INSERT INTO restores(`+restoreCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, `+nowMS+`)`,
+	res, err := b.restoreWrite(ctx, r.ID, "sqlite: insert restore", `INSERT INTO restores(`+restoreCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, 1, `+nowMS+`)`,
 		r.ID, r.Account, r.TableName, r.TableID, r.BackupARN, storage.RestoreRunning, r.Message, r.Owner)
 	if err != nil {
 		return nil, err
@@ -304,4 +304,11 @@ func (b *Backend) ClaimRestore(ctx context.Context, p storage.ClaimBackupParams)
 		`UPDATE restores SET owner = ?, generation = generation + 1, status = ?, heartbeat = `+nowMS+`
 		 WHERE id = ? AND generation = ? AND status = ? AND heartbeat <= `+nowMS+` - ?`,
 		p.Owner, ns, p.ARN, p.Generation, p.Status, p.StaleAfter.Milliseconds())
+}
+
+// RecordRestoreProgress implements storage.RestoreCatalog.
+func (b *Backend) RecordRestoreProgress(ctx context.Context, p storage.RestoreProgressParams) (*storage.RestoreWriteResult, error) {
+	return b.restoreWrite(ctx, p.ID, "sqlite: record restore progress",
+		`UPDATE restores SET loaded = ? WHERE id = ? AND owner = ? AND generation = ? AND status = ? AND loaded <= ?`,
+		p.Loaded, p.ID, p.Owner, p.Generation, storage.RestoreRunning, p.Loaded)
 }

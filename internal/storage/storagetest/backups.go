@@ -301,8 +301,34 @@ func testRestoreCatalog(e *env) {
 	if res, err := rc.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: id, Owner: "owner-a", Generation: 1}); err != nil || !res.Matched {
 		t.Fatalf("HeartbeatRestore = %+v, %v", res, err)
 	}
+	// Progress (ADR 0027): only the owner at its generation records it,
+	// and it never moves back.
+	if rec.Loaded != 0 {
+		t.Fatalf("a new restore job has progress %d", rec.Loaded)
+	}
+	progress := func(owner string, gen, loaded int64) *storage.RestoreWriteResult {
+		t.Helper()
+		res, err := rc.RecordRestoreProgress(ctx, storage.RestoreProgressParams{ID: id, Owner: owner, Generation: gen, Loaded: loaded})
+		if err != nil || res.Record == nil {
+			t.Fatalf("RecordRestoreProgress(%s, %d, %d) = %+v, %v", owner, gen, loaded, res, err)
+		}
+		return res
+	}
+	if res := progress("owner-a", 1, 200); !res.Matched || res.Record.Loaded != 200 {
+		t.Fatalf("RecordRestoreProgress = %+v", res.Record)
+	}
+	if res := progress("owner-a", 1, 100); res.Matched || res.Record.Loaded != 200 {
+		t.Fatalf("progress moved back: %+v %+v", res, res.Record)
+	}
+	if res := progress("owner-x", 1, 300); res.Matched || res.Record.Loaded != 200 {
+		t.Fatalf("another owner recorded progress: %+v %+v", res, res.Record)
+	}
+	if res := progress("owner-a", 2, 300); res.Matched || res.Record.Loaded != 200 {
+		t.Fatalf("progress at another generation was recorded: %+v %+v", res, res.Record)
+	}
 	time.Sleep(400 * time.Millisecond)
 	var wins atomic.Int32
+	var winner atomic.Value
 	var wg sync.WaitGroup
 	for k := range 6 {
 		wg.Add(1)
@@ -314,12 +340,23 @@ func testRestoreCatalog(e *env) {
 				t.Errorf("ClaimRestore: %v", err)
 			} else if res.Matched {
 				wins.Add(1)
+				winner.Store(res.Record)
 			}
 		}()
 	}
 	wg.Wait()
 	if wins.Load() != 1 {
 		t.Fatalf("a stale restore claim was taken over %d times, want exactly once", wins.Load())
+	}
+	won := winner.Load().(*storage.RestoreRecord)
+	if won.Loaded != 200 {
+		t.Fatalf("the claim lost the recorded progress: %+v", won)
+	}
+	if res := progress("owner-a", 1, 300); res.Matched || res.Record.Loaded != 200 {
+		t.Fatalf("the stale restore owner recorded progress: %+v %+v", res, res.Record)
+	}
+	if res := progress(won.Owner, 2, 300); !res.Matched || res.Record.Loaded != 300 {
+		t.Fatalf("the new owner's progress: %+v %+v", res, res.Record)
 	}
 	if res, _ := rc.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: id, Owner: "owner-a", Generation: 1}); res.Matched {
 		t.Fatalf("the stale restore owner's heartbeat was confirmed")
@@ -331,6 +368,9 @@ func testRestoreCatalog(e *env) {
 	if res, err := rc.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: id, Generation: 2, Status: storage.RestoreRunning,
 		NewStatus: storage.RestoreDone, Message: &msg}); err != nil || !res.Matched || res.Record.Status != storage.RestoreDone {
 		t.Fatalf("UpdateRestore = %+v, %v", res, err)
+	}
+	if res := progress(won.Owner, 2, 400); res.Matched || res.Record.Loaded != 300 {
+		t.Fatalf("progress recorded on a finished job: %+v %+v", res, res.Record)
 	}
 	all, err := rc.ListRestores(ctx, []string{storage.RestoreDone})
 	if err != nil {

@@ -583,11 +583,27 @@ func testList(t *testing.T, s *suite) {
 		}
 	}
 	// Many keys in one directory, beyond one S3 listing page.
-	many := make([]string, 1005)
+	many := putMany(t, st, 1005)
+	if got := list(t, st, "m"); !slices.Equal(got, many) {
+		t.Fatalf("List(m) answered %d keys, want %d in order", len(got), len(many))
+	}
+	if err := st.DeletePrefix(ctxT(t), "m"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(t, st, "m"); len(got) != 0 {
+		t.Fatalf("after DeletePrefix(m): %d keys left", len(got))
+	}
+}
+
+// putMany puts n one-byte objects m/00000, m/00001, ... (16 at a time)
+// and answers their keys in order.
+func putMany(t *testing.T, st store.Store, n int) []string {
+	t.Helper()
+	many := make([]string, n)
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	errs := make(chan error, len(many))
+	errs := make(chan error, n)
 	for i := range many {
 		many[i] = fmt.Sprintf("m/%05d", i)
 		wg.Add(1)
@@ -605,15 +621,7 @@ func testList(t *testing.T, s *suite) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := list(t, st, "m"); !slices.Equal(got, many) {
-		t.Fatalf("List(m) answered %d keys, want %d in order", len(got), len(many))
-	}
-	if err := st.DeletePrefix(ctx, "m"); err != nil {
-		t.Fatal(err)
-	}
-	if got := list(t, st, "m"); len(got) != 0 {
-		t.Fatalf("after DeletePrefix(m): %d keys left", len(got))
-	}
+	return many
 }
 
 // walk answers the keys Walk(prefix) visits, failing on a walk error.
@@ -697,28 +705,8 @@ func testWalk(t *testing.T, s *suite) {
 	}
 	// Beyond one S3 listing page: every key once, in order, and an early
 	// stop in the second page.
-	many := make([]string, 1005)
+	many := putMany(t, st, 1005)
 	ctx = ctxT(t)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, len(many))
-	for i := range many {
-		many[i] = fmt.Sprintf("m/%05d", i)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := st.Put(ctx, many[i], strings.NewReader("x")); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
 	if got := keys(walk(t, st, "m")); !slices.Equal(got, many) {
 		t.Fatalf("Walk(m) visited %d keys, want %d in order", len(got), len(many))
 	}

@@ -1,0 +1,257 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
+
+// Speculative writes: one round trip instead of two.
+//
+// A write needs the current item before it can compute the change (the
+// write function), so the locked path takes two round trips: (BEGIN, item
+// locks, catalog fence, item reads), then (writes, COMMIT). When this
+// process can guess the current item — the value it last saw committed
+// (guessCache), or "absent" for a key it does not hold — it runs the write
+// functions on the guesses first and sends everything in one pipelined
+// batch without BEGIN, which PostgreSQL runs as one implicit transaction
+// committed at the batch's Sync:
+//
+//	pg_advisory_xact_lock per key (ascending, as on the locked path)
+//	per table: 1 / count(catalog row with the expected version FOR SHARE)
+//	per operation, the write guarded by the guess, each statement taking
+//	its snapshot after the locks were granted:
+//	  Put on an absent guess:  INSERT (a unique violation if the item exists)
+//	  Put on a present guess:  UPDATE ... WHERE item = guess, 1 / count(updated)
+//	  Delete on a present guess: DELETE ... WHERE item = guess, 1 / count(deleted)
+//	  otherwise:               1 / count(item = guess), or 1 / (1 - count(item))
+//	then index deletes and puts and the change-log pending row, as on the
+//	locked path.
+//
+// A wrong guess (or a stale table version, or a dropped table) makes a
+// statement fail (division by zero, unique violation); the implicit
+// transaction rolls back, nothing is written, and the write runs again on
+// the locked path with the real item. The guard compares the whole stored
+// item, so a write applied here was computed from exactly the item that
+// was current under its lock: the same guarantees as the locked path
+// (atomic conditional writes across servers, the write fence of ADR 0010,
+// one change-log record per applied write, per-item record order). A write
+// function that fails on a guess is not trusted: the write runs on the
+// locked path, which decides on the real item.
+//
+// The one difference: the COMMIT travels in the first batch, so a
+// connection lost while the batch is in flight answers KindUnavailable
+// ("may or may not have been applied") where the locked path could retry
+// transparently before sending its COMMIT batch — unless nothing was sent,
+// or the server ended the session (a FATAL error: pg_terminate_backend,
+// an idle connection killed by a restart) before the result of the last
+// statement, hence before the COMMIT at the Sync: then the write runs on
+// the locked path.
+
+const (
+	sqlSpecFence  = `SELECT 1 / count(*) FROM (SELECT 1 FROM tables WHERE id = $1 AND version = $2 FOR SHARE) s`
+	sqlSpecUpd    = `WITH u AS (UPDATE items SET item = $5 WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4 AND item = $6 RETURNING 1) SELECT 1 / count(*) FROM u`
+	sqlSpecDel    = `WITH d AS (DELETE FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4 AND item = $5 RETURNING 1) SELECT 1 / count(*) FROM d`
+	sqlSpecIs     = `SELECT 1 / count(*) FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4 AND item = $5`
+	sqlSpecAbsent = `SELECT 1 / (1 - count(*)) FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+)
+
+// SpeculationStats reports speculative writes: applied in one round trip,
+// and refused (a wrong guess, a stale version) then run on the locked path.
+func (b *Backend) SpeculationStats() (applied, refused int64) {
+	return b.specApplied.Load(), b.specRefused.Load()
+}
+
+// writeSpeculative tries ops as one implicit transaction (see above).
+// done=false: nothing was written, run the locked path.
+func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemParams, locks, tabs []int64) (results []storage.WriteItemResult, done bool, err error) {
+	if b.guess == nil {
+		return nil, false, nil
+	}
+	n := len(ops)
+	keys := make([]string, n)
+	guesses := make([][]byte, n)
+	versions := make([]int64, len(tabs))
+	seen := make([]bool, len(tabs))
+	anyMiss := false
+	for i := range ops {
+		o := &ops[i]
+		for j, t := range tabs {
+			if t == o.Table.ID {
+				if seen[j] && versions[j] != o.Table.Version {
+					return nil, false, nil // two versions of one table: the locked path refuses one
+				}
+				versions[j], seen[j] = o.Table.Version, true
+			}
+		}
+		if !b.versionSeen(o.Table) {
+			return nil, false, nil
+		}
+		k := guessKey(o.Table.ID, nz(o.PK), nz(o.SK))
+		for j := 0; j < i; j++ {
+			if keys[j] == k {
+				return nil, false, nil // one item twice: left to the locked path
+			}
+		}
+		keys[i] = k
+		if guesses[i] = b.guess.get(k); guesses[i] == nil {
+			anyMiss = true
+		}
+	}
+	if anyMiss && !b.absent.allow() {
+		return nil, false, nil
+	}
+
+	results = make([]storage.WriteItemResult, n)
+	bt := &pgx.Batch{}
+	for _, k := range locks {
+		bt.Queue(sqlLockKey, k)
+	}
+	for j, t := range tabs {
+		bt.Queue(sqlSpecFence, t, versions[j])
+	}
+	for i := range ops {
+		o := &ops[i]
+		pk, sk := nz(o.PK), nz(o.SK)
+		old := guesses[i]
+		ch, err := o.Fn(old)
+		if err != nil {
+			return nil, false, nil // decided on the real item, on the locked path
+		}
+		results[i] = storage.WriteItemResult{Old: old, Change: ch}
+		t, h := o.Table.ID, hashOf(pk)
+		switch {
+		case ch.Op == storage.Put && old == nil:
+			bt.Queue(sqlInsItem, t, h, pk, sk, ch.Item)
+		case ch.Op == storage.Put:
+			bt.Queue(sqlSpecUpd, t, h, pk, sk, ch.Item, old)
+		case ch.Op == storage.Delete && old != nil:
+			bt.Queue(sqlSpecDel, t, h, pk, sk, old)
+		case old != nil:
+			bt.Queue(sqlSpecIs, t, h, pk, sk, old)
+		default:
+			bt.Queue(sqlSpecAbsent, t, h, pk, sk)
+		}
+		if ch.Op == storage.Keep {
+			continue // a Keep changes nothing, index entries included
+		}
+		queueIndexAndLog(bt, t, pk, sk, ch)
+	}
+
+	// lastDone: the last statement's result arrived. The implicit COMMIT
+	// runs at the Sync, after it, so a server that ends the session (a
+	// FATAL error: pg_terminate_backend, shutdown) before that result
+	// committed nothing and the write can run again.
+	lastDone := false
+	bt.QueuedQueries[len(bt.QueuedQueries)-1].Exec(func(pgconn.CommandTag) error {
+		lastDone = true
+		return nil
+	})
+
+	c, err := b.acquire(ctx)
+	if err != nil {
+		if retryableBeforeCommit(err) {
+			return nil, false, nil
+		}
+		return nil, true, mapErr(err, "postgres: write")
+	}
+	sendErr := c.SendBatch(ctx, bt).Close()
+	if sendErr == nil {
+		c.Release()
+		b.specApplied.Add(1)
+		if anyMiss {
+			b.absent.record(true)
+		}
+		for i := range ops {
+			b.remember(keys[i], results[i])
+		}
+		return results, true, nil
+	}
+	defer c.Release()
+	var pe *pgconn.PgError
+	if errors.As(sendErr, &pe) && pe.Severity == "ERROR" {
+		// A statement failed: the implicit transaction rolled back at the
+		// Sync, nothing was written.
+		b.specRefused.Add(1)
+		if anyMiss && (pe.Code == "22012" || pe.Code == "23505") {
+			b.absent.record(false)
+		}
+		if !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, err := c.Exec(rctx, "ROLLBACK"); err != nil {
+				c.Conn().Close(rctx)
+			}
+			cancel()
+		}
+		return nil, false, nil
+	}
+	if pgconn.SafeToRetry(sendErr) {
+		return nil, false, nil // nothing reached the server
+	}
+	if errors.As(sendErr, &pe) && (pe.Severity == "FATAL" || pe.Severity == "PANIC") && !lastDone {
+		// The messages of a session come in order: the session ended
+		// before the last statement completed, so before the COMMIT.
+		return nil, false, nil
+	}
+	if errors.Is(sendErr, context.Canceled) || errors.Is(sendErr, context.DeadlineExceeded) {
+		return nil, true, storage.Wrap(storage.KindUnavailable, sendErr,
+			"postgres: request ended while committing; the write may or may not have been applied")
+	}
+	return nil, true, storage.Wrap(storage.KindUnavailable, sendErr,
+		"postgres: connection lost while committing; the write may or may not have been applied")
+}
+
+// versionSeen tells whether ref's version is the one this process last
+// saw current: the write function is only run on a guess then, so a write
+// with a stale (or future) version is refused by the locked path before
+// its function runs. Another server's UpdateTable since then is the one
+// window in which a function may run on a guess, be discarded and the
+// write refused (write functions have no side effects).
+func (b *Backend) versionSeen(ref storage.TableRef) bool {
+	v, ok := b.tabVersions.Load(ref.ID)
+	return ok && v.(int64) == ref.Version
+}
+
+// noteVersion records a table's version seen current (versions only grow).
+func (b *Backend) noteVersion(id, version int64) {
+	for {
+		v, loaded := b.tabVersions.LoadOrStore(id, version)
+		if !loaded || v.(int64) >= version || b.tabVersions.CompareAndSwap(id, v, version) {
+			return
+		}
+	}
+}
+
+// remember records the item an applied write left (or found, for a Keep).
+func (b *Backend) remember(key string, r storage.WriteItemResult) {
+	switch r.Change.Op {
+	case storage.Put:
+		b.guess.set(key, r.Change.Item)
+	case storage.Delete:
+		b.guess.set(key, nil)
+	default:
+		b.guess.set(key, r.Old)
+	}
+}
+
+// queueIndexAndLog queues a change's index entry deletes and puts and its
+// change-log pending row.
+func queueIndexAndLog(bt *pgx.Batch, t int64, pk, sk []byte, ch storage.Change) {
+	for _, d := range ch.DeleteIndex {
+		ipk := nz(d.PK)
+		bt.Queue(sqlDelIdx, t, d.Index, hashOf(ipk), ipk, nz(d.SK), pk, sk)
+	}
+	for _, e := range ch.PutIndex {
+		ipk := nz(e.PK)
+		bt.Queue(sqlPutIdx, t, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
+	}
+	if ch.Log != nil {
+		// Published to the readable log later (changelog.go).
+		bt.Queue(sqlPendLog, t, nz(ch.Log))
+	}
+}
