@@ -121,6 +121,7 @@ func (m *Manager) keepAlive(ctx context.Context, cancel context.CancelCauseFunc,
 
 // runBackup is the backup job.
 func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte) {
+	defer m.runs(rec.ARN, rec.Generation)()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
 	go m.keepClaim(ctx, cancel, rec.ARN, rec.Generation)

@@ -64,6 +64,9 @@ type Config struct {
 	// HeartbeatInterval and StaleAfter time the claims (defaults 15 s and
 	// 300 s); ReconcileInterval paces the reconciler (default 60 s).
 	HeartbeatInterval, StaleAfter, ReconcileInterval time.Duration
+	// ReadyCache is how long Ready answers a positive store check without
+	// checking again (default DefaultReadyCache; negative: never cached).
+	ReadyCache time.Duration
 	// TargetFileBytes is the uncompressed size of a data file
 	// (format.DefaultTargetFileBytes when 0).
 	TargetFileBytes int64
@@ -113,10 +116,18 @@ type Manager struct {
 	met       *metrics
 	sweptOnce atomic.Bool // the reconciler made its full pass
 	closeOnce sync.Once
-	beatErr   string // the last heartbeat's error, logged when it changes (heartbeat goroutine only)
+	beatErr   string       // the last heartbeat's error, logged when it changes (heartbeat goroutine only)
+	readyAt   atomic.Int64 // unix ns of the start of the last positive Healthy (0: none, or a failure since)
 
 	mu        sync.Mutex
 	restoring map[string]int // backup ARN -> restores running from it
+	// running: the jobs this process runs, by catalog row (backup ARN or
+	// restore job id) -> the claim's generation. The reconciler never
+	// takes over a claim of its own that a job here still runs: its
+	// heartbeat may lag behind stale_after on a slow or loaded backend,
+	// but the process knows the job is alive (the heartbeat is how other
+	// servers learn it).
+	running map[string]int64
 }
 
 // New checks the configuration. Start must be called before use.
@@ -155,6 +166,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
 	}
+	if cfg.ReadyCache == 0 {
+		cfg.ReadyCache = DefaultReadyCache
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -166,7 +180,34 @@ func New(cfg Config) (*Manager, error) {
 	}
 	rcat, _ := storage.Restores(cfg.Backend)
 	return &Manager{cfg: cfg, cat: cat, rcat: rcat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, met: newMetrics(cfg.Registerer)}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
+}
+
+// runs marks the job of catalog row id at generation gen as running in
+// this process until the returned function is called.
+func (m *Manager) runs(id string, gen int64) func() {
+	m.mu.Lock()
+	m.running[id] = gen
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.running[id] == gen {
+			delete(m.running, id)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// ownLive tells whether a claim (owner, generation) on row id is one of
+// this process's running jobs.
+func (m *Manager) ownLive(id, owner string, gen int64) bool {
+	if owner != m.cfg.Owner {
+		return false
+	}
+	m.mu.Lock()
+	g, ok := m.running[id]
+	m.mu.Unlock()
+	return ok && g == gen
 }
 
 // Owner is the name this server's claims carry.
@@ -279,6 +320,7 @@ func (m *Manager) heartbeat(ctx context.Context) {
 func (m *Manager) beat(ctx context.Context, stopped bool) error {
 	now := time.Now()
 	if err := m.stillOwner(ctx); err != nil {
+		m.readyAt.Store(0) // /ready reports it at once
 		return err
 	}
 	host, _ := os.Hostname()
@@ -328,15 +370,42 @@ func (m *Manager) checkHealth(ctx context.Context) error {
 	return nil
 }
 
+// DefaultReadyCache is how long /ready trusts a positive store check
+// (Ready): a probe every second then costs the store (S3: a GET of the
+// identity, and the bucket check) one check per 5 s, not one per probe.
+// A failed check is never cached, and any failed check (a job's, the
+// reconciler's, the store heartbeat's) ends the cached one, so a store
+// that becomes unhealthy is reported within this interval, at once when a
+// job met it first.
+const DefaultReadyCache = 5 * time.Second
+
+// Ready is Healthy for readiness probes: a positive answer is reused for
+// Config.ReadyCache.
+func (m *Manager) Ready(ctx context.Context) error {
+	if t := m.readyAt.Load(); t != 0 && m.cfg.ReadyCache > 0 && time.Since(time.Unix(0, t)) < m.cfg.ReadyCache {
+		return nil
+	}
+	return m.Healthy(ctx)
+}
+
 // Healthy answers nil when the store is reachable and its identity is
 // this catalog's, else an error that says what is wrong. The identity is
 // read on every call, so a store taken over by another catalog is refused
 // at once.
 func (m *Manager) Healthy(ctx context.Context) error {
-	if err := m.st.Validate(ctx); err != nil {
-		return fmt.Errorf("backup store %s: %w", m.st, err)
+	start := time.Now()
+	err := m.st.Validate(ctx)
+	if err != nil {
+		err = fmt.Errorf("backup store %s: %w", m.st, err)
+	} else {
+		err = m.stillOwner(ctx)
 	}
-	return m.stillOwner(ctx)
+	if err != nil {
+		m.readyAt.Store(0)
+	} else {
+		m.readyAt.Store(start.UnixNano())
+	}
+	return err
 }
 
 func unavailable(err error) error {

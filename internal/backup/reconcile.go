@@ -50,6 +50,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if m.ownLive(r.ARN, r.Owner, r.Generation) {
+			continue // a job of this process: alive, whatever its heartbeat says
+		}
 		switch r.Status {
 		case storage.BackupCreating:
 			res, err := m.cat.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: r.ARN, Owner: m.cfg.Owner, Generation: r.Generation,
@@ -121,6 +124,9 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 	live := map[string]bool{m.cfg.Owner: true}
 	var errs []error
 	for _, r := range rows {
+		if m.ownLive(r.ID, r.Owner, r.Generation) {
+			continue // a job of this process: alive, whatever its heartbeat says
+		}
 		res, err := m.rcat.ClaimRestore(ctx, storage.ClaimBackupParams{ARN: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
 			Status: storage.RestoreRunning, StaleAfter: m.cfg.StaleAfter})
 		if err != nil {

@@ -220,7 +220,8 @@ func restoreID(account, name string) string {
 // CREATING; the engine's description), so that a crash never leaves a
 // target without a job. The job copies the backup into a spool directory,
 // verifies all of it before writing an item, loads the items with their
-// index entries in atomic batches and flips the table ACTIVE with a
+// index entries in atomic batches (item by item on a backend whose only
+// atomic write is one item's: writeEach) and flips the table ACTIVE with a
 // conditional UpdateTable; when anything fails the target is deleted. A
 // job whose owner dies is taken over by the reconciler and loaded again
 // after its recorded progress (items are re-applied, then counted). Errors within the
@@ -255,9 +256,14 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 		}
 		job = *rec
 	}
+	// Running from now on (runRestore keeps the mark until the job ends):
+	// creating the target can take longer than stale_after on a slow
+	// backend, and this server's reconciler must not judge the job dead.
+	notRunning := m.runs(job.ID, job.Generation)
 	m.hook(PointRestoreBeforeTarget)
 	target, err := create(ctx)
 	if err != nil {
+		notRunning()
 		release()
 		if m.rcat != nil {
 			msg := "the target table could not be created: " + err.Error()
@@ -299,6 +305,7 @@ func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Tabl
 // backend that deletes a table's data after hiding it (Cassandra), so that
 // the backup can be deleted as soon as the target is gone.
 func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, finished func()) {
+	defer m.runs(job.ID, job.Generation)()
 	log := m.log.With("backup", b.ARN, "target", target.Name)
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(m.ctx)
@@ -456,18 +463,42 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	// version and the job still holds its claim (refence).
 	var mu sync.Mutex
 	ref := target.Ref()
+	perItem := storage.PerItemAtomic(m.cfg.Backend)
+	targetName := target.Name
 	write := func(ctx context.Context, w restoreWork) error {
 		batch := w.ops
-		for attempt := 0; ; attempt++ {
-			_, err := m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+		for attempt, unavailable := 0, 0; ; {
+			var err error
+			if perItem {
+				err = m.writeEach(ctx, batch)
+			} else {
+				_, err = m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+			}
 			if err == nil {
 				prog.add(int64(len(batch)), w.bytes)
 				marks.done(w.start, w.end)
 				return nil
 			}
+			if storage.IsKind(err, storage.KindUnavailable) && ctx.Err() == nil && unavailable < restoreRetries {
+				// A transient backend error (a write that timed out on
+				// a loaded server): the batch is written again (blind
+				// puts of the same items), rather than failing the
+				// restore and dropping its target.
+				unavailable++
+				m.log.Warn("restore: a batch write failed; retrying", "target", targetName, "attempt", unavailable, "err", err)
+				t := time.NewTimer(time.Duration(unavailable) * restoreRetryPause)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return err
+				case <-t.C:
+				}
+				continue
+			}
 			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
 				return err
 			}
+			attempt++
 			mu.Lock()
 			if batch[0].Table.Version == ref.Version { // nobody refenced since
 				cur, ferr := m.refence(ctx, target, b.ARN, beat)
@@ -624,6 +655,63 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		}
 		target = cur
 	}
+}
+
+// A batch whose write fails with KindUnavailable is written again up to
+// restoreRetries times, after 1, 2, 3... × restoreRetryPause.
+const restoreRetries = 5
+
+var restoreRetryPause = time.Second
+
+// restoreItemWriters is the number of items a batch writes at once on a
+// backend that writes item by item (storage.PerItemAtomicity).
+const restoreItemWriters = 4
+
+// writeEach writes a batch item by item, restoreItemWriters at once, on
+// a backend whose only atomic write is one item's: there a multi-item
+// TransactWrite runs on the transaction ledger, several round trips per
+// item that must all lock within the ledger's lock timeout (on FerretDB
+// under load, 100 items took longer: the sweep aborted them, over and
+// over, and the restore failed with TransactionConflict). A restore needs
+// no atomicity across items: the target is not usable until the job
+// flips it ACTIVE, a takeover loads again what the recorded progress does
+// not cover (a batch counts only once all its writes returned), and each
+// write is fenced on the target's version like a batch (ADR 0024). The
+// first error is returned (others may have landed: the caller rewrites
+// the whole batch, blind puts of the same items).
+func (m *Manager) writeEach(ctx context.Context, batch []storage.WriteItemParams) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var first error
+	var once sync.Once
+	for range min(restoreItemWriters, len(batch)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if _, err := m.cfg.Backend.WriteItem(ctx, batch[i]); err != nil {
+					once.Do(func() { first = err })
+					cancel(err)
+				}
+			}
+		}()
+	}
+feed:
+	for i := range batch {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return context.Cause(ctx)
 }
 
 // spool copies one object into the spool directory.

@@ -326,17 +326,24 @@ func (e *Engine) readEach(ctx context.Context, keys []storage.GetItemParams) (*s
 }
 
 // writeEach applies independent item writes (a backfill page, a batch of
-// the TTL sweep): they need no atomicity between them, so they go as one
-// TransactWrite where the backend has multi-item atomicity (the cheapest
-// there), and as one WriteItem each on a backend that answers
-// KindUnsupported to it. On an error the writes before it may have been
-// applied; each is idempotent, so the caller simply tries again later.
+// the TTL sweep, BatchWriteItem): they need no atomicity between them, so
+// they go as one TransactWrite where the backend has multi-item atomicity
+// (the cheapest there), and as one WriteItem each on a backend that
+// answers KindUnsupported to it or whose TransactWrite runs on the
+// transaction ledger (storage.PerItemAtomicity: MongoDB, Cassandra), where
+// a multi-item transaction costs more than its items' writes and, on a
+// loaded server, can outlive the ledger's lock timeout and end in
+// TransactionConflict although no client transaction is involved. On an
+// error the writes before it may have been applied; each is idempotent,
+// so the caller simply tries again later.
 func (e *Engine) writeEach(ctx context.Context, ops []storage.WriteItemParams) (*storage.TransactWriteResult, error) {
-	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
-	if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
-		return res, err
+	if !storage.PerItemAtomic(e.backend) {
+		res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+		if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
+			return res, err
+		}
 	}
-	res = &storage.TransactWriteResult{Results: make([]storage.WriteItemResult, 0, len(ops))}
+	res := &storage.TransactWriteResult{Results: make([]storage.WriteItemResult, 0, len(ops))}
 	for _, op := range ops {
 		r, err := e.backend.WriteItem(ctx, op)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,5 +86,56 @@ func TestBackgroundWithoutTransactions(t *testing.T) {
 		if gone := out.Item == nil; gone != (i%3 == 0) {
 			t.Fatalf("item k%02d: gone=%v after the sweep", i, gone)
 		}
+	}
+}
+
+// perItemOnly is a real backend that declares storage.PerItemAtomicity
+// (as MongoDB and Cassandra, whose TransactWrite runs on the transaction
+// ledger) and counts its TransactWrite calls.
+type perItemOnly struct {
+	storage.Backend
+	transacts *atomic.Int64
+}
+
+func (perItemOnly) PerItemAtomic() {}
+
+func (p perItemOnly) TransactWrite(ctx context.Context, tp storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	p.transacts.Add(1)
+	return p.Backend.TransactWrite(ctx, tp)
+}
+
+// TestIndependentWritesItemByItemOnLedgerBackends: BatchWriteItem's
+// independent writes go item by item on a backend whose only atomic write
+// is one item's, never as a ledger transaction (on a loaded FerretDB such
+// a transaction of 25 items outlived the ledger's lock timeout and the
+// batch failed with TransactionConflict); TransactWriteItems still uses
+// TransactWrite.
+func TestIndependentWritesItemByItemOnLedgerBackends(t *testing.T) {
+	b := memSQLite(t)
+	var n atomic.Int64
+	e := startEngine(t, checked(t, perItemOnly{b, &n}), Options{SweepInterval: time.Hour})
+	ctx := t.Context()
+	const name = "per-item"
+	createHashTable(t, e, name)
+	var reqs []WriteRequest
+	for i := range 25 {
+		reqs = append(reqs, WriteRequest{PutRequest: &PutRequest{Item: attr.Item{"pk": sv(fmt.Sprintf("k%02d", i))}}})
+	}
+	ok(t)(e.BatchWriteItem(ctx, msAccount, &BatchWriteItemInput{RequestItems: map[string][]WriteRequest{name: reqs}}))
+	if c := n.Load(); c != 0 {
+		t.Fatalf("BatchWriteItem ran %d TransactWrite calls on a per-item backend", c)
+	}
+	for i := range 25 {
+		out, err := e.GetItem(ctx, msAccount, &GetItemInput{TableName: ptr(name), Key: attr.Item{"pk": sv(fmt.Sprintf("k%02d", i))}})
+		if err != nil || out.Item == nil {
+			t.Fatalf("item k%02d: %v %v", i, out, err)
+		}
+	}
+	ok(t)(e.TransactWriteItems(ctx, msAccount, &TransactWriteItemsInput{TransactItems: []TransactWriteItem{
+		{Put: &TransactPut{TableName: ptr(name), Item: attr.Item{"pk": sv("t1")}}},
+		{Put: &TransactPut{TableName: ptr(name), Item: attr.Item{"pk": sv("t2")}}},
+	}}))
+	if c := n.Load(); c != 1 {
+		t.Fatalf("TransactWriteItems: %d TransactWrite calls, want 1", c)
 	}
 }

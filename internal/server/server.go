@@ -131,7 +131,10 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 				// are written for operators: owner catalogs, the command
 				// to run).
 				// An unreachable store's driver error stays in the log.
-				if err := jobs.Healthy(ctx); err != nil {
+				// A positive store check is reused for a few
+				// seconds (backup.DefaultReadyCache): one identity
+				// GET per probe is a cost on S3.
+				if err := jobs.Ready(ctx); err != nil {
 					reason := "the backup store cannot be reached (the server log says why)"
 					if errors.Is(err, store.ErrUnhealthy) {
 						reason = err.Error()

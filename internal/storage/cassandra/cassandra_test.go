@@ -600,3 +600,36 @@ func TestSweepFinishesYoungDeadTransaction(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestTxLockTimeoutKey: storage.cassandra.tx_lock_timeout_ms (and its
+// flag) reaches the transaction ledger of the opened backend.
+func TestTxLockTimeoutKey(t *testing.T) {
+	d := Driver()
+	c := d.NewConfig().(*Config)
+	if c.TxLockTimeoutMS != 5000 {
+		t.Fatalf("default tx_lock_timeout_ms %d", c.TxLockTimeoutMS)
+	}
+	c.TxLockTimeoutMS = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tx_lock_timeout_ms") {
+		t.Fatalf("tx_lock_timeout_ms 0: %v", err)
+	}
+	flag := false
+	for _, f := range d.Flags {
+		flag = flag || (f.Name == "cassandra-tx-lock-timeout-ms" && f.Key == "tx_lock_timeout_ms")
+	}
+	if !flag {
+		t.Fatal("no --cassandra-tx-lock-timeout-ms flag for tx_lock_timeout_ms")
+	}
+	need(t)
+	c.Hosts, c.Keyspace, c.TxLockTimeoutMS = strings.Join(hosts, ","), keyspace, 4321
+	o := c.options() // what the driver opens with (plus RequireMigrated)
+	o.OutboxSweep = -1
+	b, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := b.tx.Options().LockTimeout; got != 4321*time.Millisecond {
+		t.Fatalf("the ledger's lock timeout is %s, want 4.321s", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // Config is the [storage.cassandra] section.
@@ -25,6 +26,9 @@ type Config struct {
 	// TimeoutMS bounds one request; ConnectTimeoutMS one connection attempt.
 	TimeoutMS        int `toml:"timeout_ms"`
 	ConnectTimeoutMS int `toml:"connect_timeout_ms"`
+	// TxLockTimeoutMS is the transaction ledger's lock timeout
+	// (txledger.Options.LockTimeout, ADR 0019).
+	TxLockTimeoutMS int `toml:"tx_lock_timeout_ms"`
 }
 
 // defaultReplication is the replication map of a keyspace that
@@ -33,7 +37,7 @@ const defaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}
 
 func defaultConfig() *Config {
 	return &Config{Hosts: "127.0.0.1:9042", Keyspace: "extenddb", Replication: defaultReplication, Consistency: "LOCAL_QUORUM", SerialConsistency: "LOCAL_SERIAL",
-		TimeoutMS: 10000, ConnectTimeoutMS: 5000}
+		TimeoutMS: 10000, ConnectTimeoutMS: 5000, TxLockTimeoutMS: 5000}
 }
 
 // Validate checks the section; errors name the key.
@@ -50,6 +54,9 @@ func (c *Config) Validate() error {
 	if c.TimeoutMS < 1 || c.ConnectTimeoutMS < 1 {
 		return errors.New("timeout_ms and connect_timeout_ms must be positive")
 	}
+	if c.TxLockTimeoutMS < 1 {
+		return errors.New("tx_lock_timeout_ms must be positive")
+	}
 	return nil
 }
 
@@ -62,7 +69,8 @@ func (c *Config) options() Options {
 	}
 	return Options{Hosts: hosts, Keyspace: c.Keyspace, Replication: c.Replication, Consistency: c.Consistency,
 		SerialConsistency: c.SerialConsistency, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
-		ConnectTimeout: time.Duration(c.ConnectTimeoutMS) * time.Millisecond}
+		ConnectTimeout: time.Duration(c.ConnectTimeoutMS) * time.Millisecond,
+		Tx:             txledger.Options{LockTimeout: time.Duration(c.TxLockTimeoutMS) * time.Millisecond}}
 }
 
 func configOf(env storage.DriverEnv) *Config {
@@ -83,6 +91,7 @@ func Driver() storage.Driver {
 		Flags: []storage.Flag{
 			{Name: "cassandra-hosts", Key: "hosts", Usage: "Cassandra contact points (host:port, comma-separated)"},
 			{Name: "cassandra-keyspace", Key: "keyspace", Usage: "Cassandra keyspace of the backend's tables"},
+			{Name: "cassandra-tx-lock-timeout-ms", Key: "tx_lock_timeout_ms", Usage: "transaction ledger lock timeout in milliseconds (storage.cassandra.tx_lock_timeout_ms)"},
 		},
 		Keys: []storage.KeyDoc{
 			{Key: "hosts", Default: "127.0.0.1:9042", Doc: "contact points, comma-separated host:port"},
@@ -92,6 +101,7 @@ func Driver() storage.Driver {
 			{Key: "serial_consistency", Default: "LOCAL_SERIAL", Doc: "serial consistency of lightweight transactions (SERIAL or LOCAL_SERIAL)"},
 			{Key: "timeout_ms", Default: "10000", Doc: "timeout of one request, in milliseconds"},
 			{Key: "connect_timeout_ms", Default: "5000", Doc: "timeout of one connection attempt, in milliseconds"},
+			{Key: "tx_lock_timeout_ms", Default: "5000", Doc: "transaction ledger: a PENDING transaction older than this may be aborted by anyone meeting its locks, in milliseconds (ADR 0019)"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			o := configOf(env).options()

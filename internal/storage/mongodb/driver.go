@@ -21,10 +21,14 @@ type Config struct {
 	TimeoutSeconds int `toml:"timeout_seconds"`
 	// LeaseSeconds is a writer's lease in a table's write fence (ADR 0017).
 	LeaseSeconds int `toml:"lease_seconds"`
+	// TxLockTimeoutSeconds is the transaction ledger's lock timeout
+	// (txledger.Options.LockTimeout, ADR 0019).
+	TxLockTimeoutSeconds int `toml:"tx_lock_timeout_seconds"`
 }
 
 func defaultConfig() *Config {
-	return &Config{Database: "extenddb", MaxPoolSize: DefaultMaxPoolSize, TimeoutSeconds: 10, LeaseSeconds: int(DefaultLease / time.Second)}
+	return &Config{Database: "extenddb", MaxPoolSize: DefaultMaxPoolSize, TimeoutSeconds: 10, LeaseSeconds: int(DefaultLease / time.Second),
+		TxLockTimeoutSeconds: int(DefaultTxLockTimeout / time.Second)}
 }
 
 // Validate checks the section; errors name the key.
@@ -40,13 +44,16 @@ func (c *Config) Validate() error {
 		return errors.New("timeout_seconds must be at least 1")
 	case c.LeaseSeconds < 1:
 		return errors.New("lease_seconds must be at least 1")
+	case c.TxLockTimeoutSeconds < 1:
+		return errors.New("tx_lock_timeout_seconds must be at least 1")
 	}
 	return nil
 }
 
 func (c *Config) options() Options {
 	return Options{URI: c.URI, Database: c.Database, MaxPoolSize: uint64(c.MaxPoolSize),
-		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, LeaseDuration: time.Duration(c.LeaseSeconds) * time.Second}
+		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, LeaseDuration: time.Duration(c.LeaseSeconds) * time.Second,
+		TxLockTimeout: time.Duration(c.TxLockTimeoutSeconds) * time.Second}
 }
 
 func configOf(env storage.DriverEnv) *Config {
@@ -67,6 +74,7 @@ func Driver() storage.Driver {
 		Flags: []storage.Flag{
 			{Name: "mongodb-uri", Key: "uri", Usage: "MongoDB connection string (storage.mongodb.uri)"},
 			{Name: "mongodb-database", Key: "database", Usage: "MongoDB database holding extenddb's collections (storage.mongodb.database)"},
+			{Name: "mongodb-tx-lock-timeout-seconds", Key: "tx_lock_timeout_seconds", Usage: "transaction ledger lock timeout in seconds (storage.mongodb.tx_lock_timeout_seconds)"},
 		},
 		Keys: []storage.KeyDoc{
 			{Key: "uri", Default: "", Doc: "MongoDB connection string, e.g. mongodb://127.0.0.1:27017/"},
@@ -74,6 +82,7 @@ func Driver() storage.Driver {
 			{Key: "max_pool_size", Default: "16", Doc: "maximum connections to the server (any size is correct, FerretDB included: ADR 0017)"},
 			{Key: "timeout_seconds", Default: "10", Doc: "bound on connecting and server selection"},
 			{Key: "lease_seconds", Default: "30", Doc: "a writer's lease in a table's write fence (ADR 0017)"},
+			{Key: "tx_lock_timeout_seconds", Default: "15", Doc: "transaction ledger: a PENDING transaction older than this may be aborted by anyone meeting its locks (ADR 0019)"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			return Open(ctx, configOf(env).options())

@@ -1,8 +1,10 @@
 package mongodb
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -48,5 +50,37 @@ func TestDriverConfig(t *testing.T) {
 		if !keys[k] {
 			t.Errorf("key %s not documented by the driver", k)
 		}
+	}
+}
+
+// TestTxLockTimeoutKey: storage.mongodb.tx_lock_timeout_seconds (and its
+// flag) reaches the transaction ledger of the opened backend.
+func TestTxLockTimeoutKey(t *testing.T) {
+	d := Driver()
+	c := d.NewConfig().(*Config)
+	if c.TxLockTimeoutSeconds != int(DefaultTxLockTimeout/time.Second) {
+		t.Fatalf("default tx_lock_timeout_seconds %d", c.TxLockTimeoutSeconds)
+	}
+	c.URI = "mongodb://127.0.0.1:1/"
+	c.TxLockTimeoutSeconds = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tx_lock_timeout_seconds") {
+		t.Fatalf("tx_lock_timeout_seconds 0: %v", err)
+	}
+	flag := false
+	for _, f := range d.Flags {
+		flag = flag || (f.Name == "mongodb-tx-lock-timeout-seconds" && f.Key == "tx_lock_timeout_seconds")
+	}
+	if !flag {
+		t.Fatal("no --mongodb-tx-lock-timeout-seconds flag for tx_lock_timeout_seconds")
+	}
+	need(t)
+	c.URI, c.Database, c.TxLockTimeoutSeconds = uri, testDB, 42
+	sb, err := d.Open(context.Background(), storage.DriverEnv{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if got := sb.(*Backend).ledger.Options().LockTimeout; got != 42*time.Second {
+		t.Fatalf("the ledger's lock timeout is %s, want 42s", got)
 	}
 }

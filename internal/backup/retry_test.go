@@ -1,0 +1,77 @@
+package backup
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
+	"github.com/extenddb/extenddb/internal/store/memstore"
+)
+
+// flakyWrites is SQLite whose item batches fail with KindUnavailable
+// (a write that timed out on a loaded server) while fail > 0.
+type flakyWrites struct {
+	*sqlite.Backend
+	fail, calls atomic.Int64
+}
+
+func (f *flakyWrites) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+	f.calls.Add(1)
+	if f.fail.Add(-1) >= 0 {
+		return nil, storage.Errorf(storage.KindUnavailable, "flaky: client timed out waiting for server response")
+	}
+	return f.Backend.TransactWrite(ctx, p)
+}
+
+// TestRestoreRetriesUnavailableWrites: a batch write that fails with a
+// transient error (KindUnavailable) is written again; the restore ends
+// ACTIVE with every item instead of failing and dropping its target.
+func TestRestoreRetriesUnavailableWrites(t *testing.T) {
+	defer func(p time.Duration) { restoreRetryPause = p }(restoreRetryPause)
+	restoreRetryPause = 10 * time.Millisecond
+	f := &flakyWrites{Backend: backends(t)[0].open(t).(*sqlite.Backend)}
+	ref := createTable(t, f, "src")
+	for i := range 450 {
+		put(t, f, ref, i, "v")
+	}
+	m := newManager(t, f, memstore.New(), func(c *Config) { c.Restorer = testRestorer{}; c.SpoolDir = t.TempDir() })
+	rec, err := m.CreateBackup(t.Context(), account, "src", "flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+	f.fail.Store(3) // the first three batch writes fail
+	create := func(ctx context.Context) (*storage.Table, error) {
+		res, err := f.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	}
+	if err := m.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for m.RestoringFrom(bk.ARN) {
+		if time.Now().After(deadline) {
+			t.Fatal("restore does not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := finished(t, m, "ok"); n != 2 { // the backup and the restore
+		t.Fatalf("%v jobs ended ok, want 2 (the restore failed?)", n)
+	}
+	res, err := f.Scan(t.Context(), storage.ScanParams{Table: mustTable(t, f, "dst").Ref(), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 450 {
+		t.Fatalf("restored %d items, want 450", len(res.Rows))
+	}
+	if f.calls.Load() < 8 { // 5 batches + 3 failures
+		t.Fatalf("%d batch writes", f.calls.Load())
+	}
+}
