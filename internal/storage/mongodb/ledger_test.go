@@ -49,3 +49,90 @@ func TestLedger(t *testing.T) {
 		}
 	})
 }
+
+// TestScanSettlesCommittedLock: a transaction whose coordinator died after
+// its commit, before releasing its items, is rolled forward by the first
+// Scan that meets its locks — from the documents as stored, not from the
+// scan's projection (which leaves out the version, the index keys and the
+// pending change records): the Scan answers the committed items, and the
+// index keeps every entry.
+func TestScanSettlesCommittedLock(t *testing.T) {
+	b := openT(t, Options{LeaseDuration: 3 * time.Second})
+	ctx := t.Context()
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: fmt.Sprintf("acct-%08x", rand.Uint32()), Name: "scansettle", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cr.Table.Ref()
+	indexed := func(pk, v string) storage.WriteItemParams {
+		return storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte(v),
+				PutIndex: []storage.IndexEntry{{IndexKey: storage.IndexKey{Index: "g", PK: []byte("gp"), SK: []byte(pk)}, Item: []byte(v)}}}, nil
+		}}
+	}
+	// Each try: two items with index entries (so that a release built from
+	// the projection would lose them), then a transaction over them whose
+	// coordinator dies after ever more store calls, until one dies between
+	// its commit and its releases.
+	var pair [2]string
+	for after := int64(1); pair[0] == ""; after++ {
+		if after > 40 {
+			t.Fatal("no crash point left a committed transaction holding a lock")
+		}
+		a, c := fmt.Sprintf("a%02d", after), fmt.Sprintf("b%02d", after)
+		for _, pk := range []string{a, c} {
+			if _, err := b.WriteItem(ctx, indexed(pk, pk+"-old")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs := &ledgertest.CrashStore{Store: txStore{b}, After: after}
+		_, _ = txledger.New(cs, txledger.Options{}).TransactWrite(ctx,
+			storage.TransactWriteParams{Ops: []storage.WriteItemParams{indexed(a, a+"-new"), indexed(c, c+"-new")}})
+		for _, pk := range []string{a, c} {
+			rec, err := txStore{b}.ReadItem(ctx, txledger.Key{Table: ref, PK: []byte(pk)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Lock == nil {
+				continue
+			}
+			tx, err := txStore{b}.ReadTx(ctx, rec.Lock.Tx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tx != nil && tx.State == txledger.Committed {
+				pair = [2]string{a, c}
+				break
+			}
+		}
+	}
+	sr, err := b.Scan(ctx, storage.ScanParams{Table: ref, Limit: 1000})
+	if err != nil {
+		t.Fatalf("Scan over a committed transaction's locks: %v", err)
+	}
+	got := map[string]string{}
+	for _, r := range sr.Rows {
+		got[string(r.PK)] = string(r.Item)
+	}
+	for _, pk := range pair {
+		if got[pk] != pk+"-new" {
+			t.Fatalf("Scan after the dead coordinator: %s = %q, want the committed %q", pk, got[pk], pk+"-new")
+		}
+	}
+	q, err := b.Query(ctx, storage.QueryParams{Table: ref, Index: "g", PK: []byte("gp"), Forward: true, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := map[string]string{}
+	for _, r := range q.Rows {
+		idx[string(r.BasePK)] = string(r.Item)
+	}
+	for _, pk := range pair {
+		if idx[pk] != pk+"-new" {
+			t.Fatalf("index after the Scan settled the locks: %s = %q, want %q (index %v)", pk, idx[pk], pk+"-new", idx)
+		}
+	}
+	if len(idx) != len(got) {
+		t.Fatalf("index has %d entries, the table %d items: %v / %v", len(idx), len(got), idx, got)
+	}
+}

@@ -139,7 +139,15 @@ func (b *Backend) readRange(ctx context.Context, ref storage.TableRef, index str
 			if err != nil {
 				return nil, false, storage.Wrap(storage.KindInternal, err, "mongodb: decode key")
 			}
-			if _, err := b.settleDoc(ctx, ref, ks[0], ks[1], d); err != nil {
+			// The range read projects only what a row needs; the release
+			// rewrites the whole document (version, index keys, pending
+			// change records, pre-images), so it settles the document as
+			// stored now.
+			full, err := b.readDoc(ctx, b.items(ref.ID), d.id)
+			if err != nil {
+				return nil, false, err
+			}
+			if _, err := b.settleDoc(ctx, ref, ks[0], ks[1], full); err != nil {
 				return nil, false, err
 			}
 			rolled = true
