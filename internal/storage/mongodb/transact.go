@@ -360,6 +360,7 @@ func (b *Backend) sweep(ctx context.Context) {
 	every := b.ledger.Options().LockTimeout
 	t := time.NewTicker(every)
 	defer t.Stop()
+	_, _ = b.ledger.Sweep(ctx) // at once: decided transactions a dead server left
 	for {
 		select {
 		case <-ctx.Done():

@@ -500,10 +500,32 @@ func (l *Ledger) readAll(ctx context.Context, keys []Key, deadline time.Time) ([
 // Sweep finishes the transactions started more than LockTimeout ago
 // whose records remain (their coordinator died or failed to clean up):
 // a PENDING one is aborted, then every lock it holds is rolled forward
-// (COMMITTED) or back (ABORTED), and the record is removed. It returns
-// how many records it removed. A backend runs it periodically.
+// (COMMITTED) or back (ABORTED), and the record is removed. Decided
+// transactions (COMMITTED or ABORTED) are finished whatever their age:
+// anyone may release a decided transaction's locks (its coordinator, if
+// alive, meets the locks gone and goes on), and a coordinator that died
+// between its decision and its releases must not leave its items locked
+// (a committed change invisible to the change log and the indexes) until
+// the record is a lock timeout old. It returns how many records it
+// removed. A backend runs it periodically, and once when it opens.
 func (l *Ledger) Sweep(ctx context.Context) (int, error) {
 	done := 0
+	txs, err := l.s.ListTx(ctx, l.o.Now(), 500)
+	if err != nil {
+		return done, err
+	}
+	for _, tx := range txs {
+		if tx.State == Pending {
+			continue
+		}
+		ok, err := l.Finish(ctx, tx.ID)
+		if err != nil {
+			return done, err
+		}
+		if ok {
+			done++
+		}
+	}
 	for {
 		txs, err := l.s.ListTx(ctx, l.o.Now().Add(-l.o.LockTimeout), 500)
 		if err != nil {

@@ -393,13 +393,23 @@ func testSweep(t *testing.T, e Env) {
 	}
 	idB := pendingTx(t, s, b, time.Now().Add(-time.Hour), storage.Change{Op: storage.Put, Item: []byte("B")})
 	young := pendingTx(t, s, y, time.Now(), storage.Change{Op: storage.Put, Item: []byte("Y")})
+	// A young decided transaction (its coordinator died between the
+	// decision and the releases) is finished at once, whatever its age.
+	c := key(e.Tables[1], "c")
+	idC := pendingTx(t, s, c, time.Now(), storage.Change{Op: storage.Put, Item: []byte("C")})
+	if ok, err := s.SetTxState(ctx, idC, txledger.Pending, txledger.Committed); err != nil || !ok {
+		t.Fatal("commit", err)
+	}
 	if _, err := l.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if string(mustGet(t, e, a)) != "A" || mustGet(t, e, b) != nil {
+	if string(mustGet(t, e, a)) != "A" || mustGet(t, e, b) != nil || string(mustGet(t, e, c)) != "C" {
 		t.Fatal("the sweep decided wrong")
 	}
-	for _, id := range []txledger.TxID{idA, idB} {
+	if rec, _ := s.ReadItem(ctx, c); rec.Lock != nil {
+		t.Fatal("a young committed transaction's lock is left")
+	}
+	for _, id := range []txledger.TxID{idA, idB, idC} {
 		if tx, err := s.ReadTx(ctx, id); err != nil || tx != nil {
 			t.Fatalf("swept record left: %+v %v", tx, err)
 		}
@@ -413,7 +423,7 @@ func testSweep(t *testing.T, e Env) {
 	if _, err := txledger.New(s, txledger.Options{Now: future}).Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	noLeftovers(t, e, a, b, y)
+	noLeftovers(t, e, a, b, c, y)
 }
 
 // testCrashAtEveryStep kills the coordinator of a three-item transaction
