@@ -566,20 +566,31 @@ func (l *Ledger) Finish(ctx context.Context, id TxID) (bool, error) {
 	}
 	commit := tx.State == Committed
 	for _, k := range tx.Items {
+		released := false
 		for range 10 {
 			rec, err := l.s.ReadItem(ctx, k)
 			if storage.IsKind(err, storage.KindTableNotFound) {
+				released = true
 				break // the table is gone, and its items with it
 			}
 			if err != nil {
 				return false, err
 			}
 			if rec.Lock == nil || rec.Lock.Tx != id {
+				released = true
 				break
 			}
 			if _, err := l.s.ReleaseItem(ctx, k, rec, commit); err != nil {
 				return false, err
 			}
+		}
+		if !released && commit {
+			// The record stays: without it the lock would read as an
+			// aborted transaction's and be rolled back, leaving the
+			// transaction half applied. (A dead writer's claim on the
+			// item's next version can refuse releases for a while.) A
+			// later sweep, or any reader, finishes it.
+			return false, nil
 		}
 	}
 	if err := l.s.DeleteTx(ctx, id); err != nil {

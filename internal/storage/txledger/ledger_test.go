@@ -258,3 +258,52 @@ func TestConformance(t *testing.T) {
 		}
 	})
 }
+
+// refuseRelease is a store whose ReleaseItem of one key does nothing (as
+// when a dead writer's claim on the item's next version still holds it).
+type refuseRelease struct {
+	*memStore
+	key Key
+}
+
+func (r refuseRelease) ReleaseItem(ctx context.Context, k Key, cur Record, commit bool) (bool, error) {
+	if string(k.PK) == string(r.key.PK) && k.Table.ID == r.key.Table.ID {
+		return false, nil
+	}
+	return r.memStore.ReleaseItem(ctx, k, cur, commit)
+}
+
+// TestFinishKeepsACommittedRecordWhileALockHolds: a committed
+// transaction's record is removed only once every lock is released; a
+// lock left without its record would read as an aborted transaction's and
+// be rolled back, half undoing the transaction.
+func TestFinishKeepsACommittedRecordWhileALockHolds(t *testing.T) {
+	ctx := context.Background()
+	m := newStore()
+	a, b := key(tA, "a"), key(tB, "b")
+	stuck := refuseRelease{m, b}
+	if _, err := New(stuck, Options{}).TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{op(a, put("a1")), op(b, put("b1"))}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, txs := m.leftovers(); txs != 1 {
+		t.Fatalf("%d records after a commit whose release of b failed, want 1", txs)
+	}
+	// The sweep meets the same refusal: the record must stay.
+	if _, err := New(stuck, Options{}).Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, txs := m.leftovers(); txs != 1 {
+		t.Fatalf("%d records after a sweep that could not release b, want 1", txs)
+	}
+	// Once releases go through, the transaction is whole.
+	l := New(m, Options{})
+	if _, err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if string(visible(t, l, m, a)) != "a1" || string(visible(t, l, m, b)) != "b1" {
+		t.Fatalf("a = %q, b = %q after the sweep, want a1, b1", visible(t, l, m, a), visible(t, l, m, b))
+	}
+	if locks, txs := m.leftovers(); locks != 0 || txs != 0 {
+		t.Fatalf("left %d locks, %d records", locks, txs)
+	}
+}
