@@ -121,6 +121,10 @@ type Manager struct {
 
 	mu        sync.Mutex
 	restoring map[string]int // backup ARN -> restores running from it
+	// done: restore jobs of this process that no longer use their backup
+	// (the target flipped ACTIVE, or the job failed), while their row is
+	// still RUNNING (its final write is on its way).
+	done map[string]bool
 	// running: the jobs this process runs, by catalog row (backup ARN or
 	// restore job id) -> the claim's generation. The reconciler never
 	// takes over a claim of its own that a job here still runs: its
@@ -180,7 +184,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	rcat, _ := storage.Restores(cfg.Backend)
 	return &Manager{cfg: cfg, cat: cat, rcat: rcat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, done: map[string]bool{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
 }
 
 // runs marks the job of catalog row id at generation gen as running in

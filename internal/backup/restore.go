@@ -34,6 +34,7 @@ const (
 	PointRestoreMidSpool     = "restore.mid-spool"
 	PointRestoreMidLoad      = "restore.mid-load"
 	PointRestoreBeforeActive = "restore.before-active"
+	PointRestoreAfterActive  = "restore.after-active" // the target is ACTIVE, the row not yet DONE
 )
 
 // spoolPrefix starts every spool directory's name, followed by the
@@ -197,6 +198,12 @@ func (m *Manager) RestoringFrom(arn string) bool {
 		if r.BackupARN != arn {
 			continue
 		}
+		m.mu.Lock()
+		over := r.Owner == m.cfg.Owner && m.done[r.ID]
+		m.mu.Unlock()
+		if over {
+			continue // this process's job, past its use of the backup
+		}
 		cur, err := m.cfg.Backend.GetTable(context.Background(), storage.GetTableParams{Account: r.Account, Name: r.TableName})
 		if err != nil || m.cfg.Restorer == nil || m.cfg.Restorer.IsRestoreTarget(cur.Table, arn) {
 			return true // not created yet (or cannot tell), or still loading
@@ -290,18 +297,24 @@ func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Tabl
 		if m.restoring[backup.ARN] == 0 {
 			delete(m.restoring, backup.ARN)
 		}
+		m.done[job.ID] = true
 		m.mu.Unlock()
 	})
 	go func() {
 		defer m.wg.Done()
 		defer release()
-		defer done()
+		defer func() {
+			done()
+			m.mu.Lock()
+			delete(m.done, job.ID) // its row is written: DONE, FAILED, or another owner's
+			m.mu.Unlock()
+		}()
 		m.runRestore(backup, target, job, done)
 	}()
 }
 
-// finished ends the job's use of the backup (RestoringFrom): a failed job
-// calls it before it removes its target, which may take a while on a
+// finished ends the job's use of the backup (RestoringFrom): a job calls
+// it once its target is ACTIVE, and a failed job before it removes its target, which may take a while on a
 // backend that deletes a table's data after hiding it (Cassandra), so that
 // the backup can be deleted as soon as the target is gone.
 func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, finished func()) {
@@ -325,6 +338,10 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 	m.met.skipped.Add(float64(skipped))
 	bg := context.WithoutCancel(ctx)
 	if err == nil {
+		// The target is ACTIVE: the backup is no longer used (a client that
+		// saw the table ACTIVE can delete it before the row says DONE).
+		finished()
+		m.hook(PointRestoreAfterActive)
 		if m.rcat != nil {
 			m.rcat.UpdateRestore(bg, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
 				Status: storage.RestoreRunning, NewStatus: storage.RestoreDone})

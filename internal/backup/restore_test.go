@@ -310,3 +310,61 @@ func (m *Manager) restoresRunning(arn string) bool {
 	defer m.mu.Unlock()
 	return m.restoring[arn] > 0
 }
+
+// TestBackupFreeOnceTargetActive: once a restore's target is ACTIVE the
+// backup is no longer in use, although the job's row says RUNNING until
+// its final write lands: a client that saw the table ACTIVE, deleted it,
+// and then deletes the backup is not refused (DeleteBackup asks
+// RestoringFrom).
+func TestBackupFreeOnceTargetActive(t *testing.T) {
+	raw, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/db.sqlite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	ref := createTable(t, raw, "src")
+	for i := range 10 {
+		put(t, raw, ref, i, "v")
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	a := newManager(t, raw, memstore.New(), func(c *Config) {
+		c.Restorer, c.SpoolDir, c.Owner = testRestorer{}, t.TempDir(), "owner-a"
+		c.Hook = func(p string) {
+			if p == PointRestoreAfterActive {
+				close(reached)
+				<-release
+			}
+		}
+	})
+	defer close(release)
+	rec, err := a.CreateBackup(t.Context(), account, "src", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk := *waitStatus(t, a, rec.ARN, storage.BackupAvailable)
+	create := func(ctx context.Context) (*storage.Table, error) {
+		res, err := raw.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	}
+	if err := a.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restore never flipped its target ACTIVE")
+	}
+	rc, _ := storage.Restores(raw)
+	if rows, err := rc.ListRestores(t.Context(), []string{storage.RestoreRunning}); err != nil || len(rows) != 1 {
+		t.Fatalf("running restore rows = %+v, %v (want the job's, not yet DONE)", rows, err)
+	}
+	if _, err := raw.DeleteTable(t.Context(), storage.DeleteTableParams{Account: account, Name: "dst"}); err != nil {
+		t.Fatal(err)
+	}
+	if a.RestoringFrom(rec.ARN) {
+		t.Fatal("the backup is in use after its restore's target went ACTIVE (and was deleted)")
+	}
+}
