@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,27 +38,7 @@ func TestGSICrash(t *testing.T) {
 		t.Skip("builds and runs a server process")
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "extenddb")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/extenddb")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("server log (tail):\n%s", b)
-		}
-	})
+	bin, data, port := crashSetup(t)
 	srv := startServer(t, bin, data, port)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	c := clientOf(t, url)

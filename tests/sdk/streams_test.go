@@ -487,6 +487,35 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
+// crashSetup builds the server binary into a temporary directory and
+// prepares a data directory and a free port for startServer; when the
+// test fails, the tail of the server's log is printed.
+func crashSetup(t *testing.T) (bin, data string, port int) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "extenddb")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/extenddb")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	port = freePort(t)
+	data = filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("server log (tail):\n%s", b)
+		}
+	})
+	return bin, data, port
+}
+
 func startServer(t *testing.T, bin, dataDir string, port int) *exec.Cmd {
 	t.Helper()
 	args := []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", dataDir}
@@ -538,27 +567,7 @@ func TestStreamCrash(t *testing.T) {
 		t.Skip("builds and runs a server process")
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "extenddb")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/extenddb")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("server log (tail):\n%s", b)
-		}
-	})
+	bin, data, port := crashSetup(t)
 	srv := startServer(t, bin, data, port)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	c := clientOf(t, url)
