@@ -47,6 +47,20 @@ func (rb *RowBuffer) Reserve(n int) {
 	}
 }
 
+// Recycle makes a new, empty buffer (of a Scan: no fixed partition) write
+// its columns into buf's memory, when it is the larger. A snapshot hands
+// each page the previous page's buffer: its rows are dead by then (a
+// SnapshotStream row is valid until the next call), and a fresh page of
+// a megabyte costs its allocation, page faults and a collection.
+func (rb *RowBuffer) Recycle(buf []byte) {
+	if len(rb.buf) == 0 && cap(buf) > cap(rb.buf) {
+		rb.buf = buf[:0]
+	}
+}
+
+// Buffer is the memory the columns were written to (for Recycle).
+func (rb *RowBuffer) Buffer() []byte { return rb.buf }
+
 // Size is the number of bytes of columns added so far.
 func (rb *RowBuffer) Size() int { return len(rb.buf) }
 

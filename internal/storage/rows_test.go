@@ -36,3 +36,27 @@ func TestRowBufferLayouts(t *testing.T) {
 		t.Fatal("rows share capacity")
 	}
 }
+
+// TestRowBufferRecycle: a recycled buffer's memory holds the new rows, and
+// the rows read back as added.
+func TestRowBufferRecycle(t *testing.T) {
+	old := make([]byte, 0, 1024)
+	rb := NewRowBuffer(nil, false, 2)
+	rb.Recycle(old)
+	rb.Add([]byte("pk1"), []byte("sk1"), []byte("item1"))
+	rb.Add([]byte("pk2"), []byte(""), []byte("item2"))
+	if &rb.Buffer()[0] != &old[:1][0] {
+		t.Fatal("the recycled memory was not used")
+	}
+	rows := rb.Rows()
+	if len(rows) != 2 || string(rows[0].PK) != "pk1" || string(rows[0].SK) != "sk1" || string(rows[0].Item) != "item1" ||
+		string(rows[1].PK) != "pk2" || len(rows[1].SK) != 0 || string(rows[1].Item) != "item2" {
+		t.Fatalf("rows %q", rows)
+	}
+	small := NewRowBuffer(nil, false, 1)
+	small.Reserve(4096)
+	small.Recycle(make([]byte, 0, 16)) // smaller: ignored
+	if cap(small.Buffer()) < 4096 {
+		t.Fatal("a smaller buffer replaced a larger one")
+	}
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,10 +19,43 @@ const SnapshotKind = "postgres_repeatable_read"
 const (
 	// The first statement of a REPEATABLE READ transaction takes its
 	// snapshot; exporting it names the instant (the marker).
-	sqlSnapshotPin   = `SELECT pg_export_snapshot(), now()`
-	sqlSnapshotFirst = `SELECT pk, sk, item FROM items WHERE t = $1 ORDER BY h, pk, sk LIMIT $2`
-	sqlSnapshotAfter = `SELECT pk, sk, item FROM items WHERE t = $1 AND (h, pk, sk) > ($2, $3, $4) ORDER BY h, pk, sk LIMIT $5`
+	sqlSnapshotPin = `SELECT pg_export_snapshot(), now()`
+	// The sample that picks the scan: about 1% of the items heap's pages
+	// (SYSTEM sampling reads whole pages, so it costs ~1% of a scan).
+	sqlSnapshotSample = `SELECT count(*), count(*) FILTER (WHERE t = $1) FROM items TABLESAMPLE SYSTEM ($2)`
 )
+
+// snapshotScanRatio: a snapshot reads the items heap sequentially when
+// the table holds at least 1/snapshotScanRatio of the sampled rows, and
+// the sample has at least snapshotMinSample rows (below that the heap is
+// small and either plan is cheap). Measured in docs/benchmarks.md
+// ("Backup and restore").
+const snapshotScanRatio = 4
+
+var (
+	snapshotMinSample     int64   = 200
+	snapshotSamplePercent float64 = 1
+	// snapshotForce makes tests take one plan: "heap" or "index".
+	snapshotForce string
+)
+
+const (
+	// The plans, set for the snapshot's transaction only (SET LOCAL): the
+	// planner would take an index for a cursor (cursor_tuple_fraction)
+	// and, right after a bulk load, it has no statistics to know better.
+	sqlSnapshotSeqScan   = `SELECT set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_indexonlyscan', 'off', true)`
+	sqlSnapshotIndexScan = `SELECT set_config('enable_seqscan', 'off', true)`
+)
+
+// snapshotHeapOrder tells whether a snapshot reads the items heap
+// sequentially, given a sample of sampled rows of which mine are the
+// table's.
+func snapshotHeapOrder(sampled, mine int64) bool {
+	if snapshotForce != "" {
+		return snapshotForce == "heap"
+	}
+	return sampled >= snapshotMinSample && mine*snapshotScanRatio >= sampled
+}
 
 // OpenTableSnapshot implements storage.SnapshotEngine with a REPEATABLE
 // READ, READ ONLY transaction on a dedicated pooled connection. Its first
@@ -81,45 +115,64 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	if p.AfterPin != nil {
 		p.AfterPin()
 	}
-	id := t.ID
+	// One server-side cursor for the whole snapshot: a sequential scan of
+	// the items heap when the table holds a good part of it (by a sample),
+	// else through the primary key (an index or bitmap scan of the table's
+	// rows only: a small table in a large heap, where a sequential scan
+	// would read every other table too). Neither order is the keys'.
+	var sampled, mine int64
+	if err := tx.QueryRow(ctx, sqlSnapshotSample, t.ID, snapshotSamplePercent).Scan(&sampled, &mine); err != nil {
+		end()
+		return nil, mapErr(err, "postgres: snapshot sample")
+	}
+	plan := sqlSnapshotIndexScan
+	if snapshotHeapOrder(sampled, mine) {
+		plan = sqlSnapshotSeqScan
+	}
+	if _, err := tx.Exec(ctx, plan); err != nil {
+		end()
+		return nil, mapErr(err, "postgres: snapshot plan")
+	}
+	decl := fmt.Sprintf(`DECLARE extenddb_snapshot NO SCROLL CURSOR FOR SELECT pk, sk, item FROM items WHERE t = %d`, t.ID)
+	if _, err := tx.Exec(ctx, decl); err != nil {
+		end()
+		return nil, mapErr(err, "postgres: snapshot cursor")
+	}
 	lastPage := 0
-	fetch := func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
-		var rs pgx.Rows
-		var err error
-		if after == nil {
-			rs, err = tx.Query(ctx, sqlSnapshotFirst, id, limit+1)
-		} else {
-			pk := nz(after.PK)
-			rs, err = tx.Query(ctx, sqlSnapshotAfter, id, hashOf(pk), pk, nz(after.SK), limit+1)
+	var spare []byte
+	done := false
+	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+		if done {
+			return nil, false, nil
 		}
+		rs, err := tx.Query(ctx, fmt.Sprintf(`FETCH FORWARD %d FROM extenddb_snapshot`, limit))
 		if err != nil {
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
 		defer rs.Close()
 		rb := storage.NewRowBuffer(nil, false, limit)
-		// Pages are of like size: reserve the last one's size plus an
-		// eighth at once instead of growing the buffer by doubling.
+		// The previous page's memory (its rows are dead: a stream's row
+		// is valid until the next call); pages are of like size: reserve
+		// the last one's size plus an eighth at once instead of growing
+		// the buffer by doubling.
+		rb.Recycle(spare)
 		rb.Reserve(lastPage + lastPage/8)
-		more := false
 		for rs.Next() {
-			if rb.Len() == limit {
-				more = true
-				break
-			}
 			raw := rs.RawValues()
 			rb.Add(raw[0], raw[1], raw[2])
 		}
 		if err := rs.Err(); err != nil {
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
-		lastPage = rb.Size()
-		return rb.Rows(), more, nil
+		done = rb.Len() < limit
+		lastPage, spare = rb.Size(), rb.Buffer()
+		return rb.Rows(), !done, nil
 	}
 	return &storage.TableSnapshot{
 		Table:      t,
 		At:         at.UTC(),
 		Descriptor: storage.SnapshotDescriptor{Kind: SnapshotKind, Marker: marker},
-		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
+		KeyOrder:   false, // heap order, or (KeyHash(pk), pk, sk): the order of Scan
 		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
@@ -16,12 +17,34 @@ const SnapshotKind = "sqlite_wal_read_txn"
 
 const (
 	sqlSnapshotTable = `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`
-	// Items in primary key order after a cursor: the row value comparison
-	// is a seek on the primary key (t, h, pk, sk), so every page costs the
-	// same wherever it starts.
-	sqlSnapshotFirst = `SELECT h, pk, sk, item FROM items WHERE t = ? ORDER BY h, pk, sk LIMIT ?`
-	sqlSnapshotAfter = `SELECT h, pk, sk, item FROM items WHERE t = ? AND (h, pk, sk) > (?, ?, ?) ORDER BY h, pk, sk LIMIT ?`
+	// The table's items in the order of the table's B-tree (rowid order:
+	// sequential pages, one read per page) or of the items_key index
+	// (Scan order: a second B-tree descent per item into the table by
+	// rowid). Either runs as one statement for the whole snapshot.
+	sqlSnapshotByRowid = `SELECT pk, sk, item FROM items NOT INDEXED WHERE t = ?`
+	sqlSnapshotByKey   = `SELECT pk, sk, item FROM items WHERE t = ? ORDER BY h, pk, sk`
+	// How many items the table has (counted in the items_key index, not
+	// the table) and an upper bound of every table's (rowids only grow).
+	sqlSnapshotCount  = `SELECT count(*) FROM items WHERE t = ?`
+	sqlSnapshotRowids = `SELECT coalesce(max(rowid), 0) FROM items`
 )
+
+// snapshotScanRatio: a snapshot reads the items table in rowid order when
+// the table holds at least 1/snapshotScanRatio of its rows (a pass over a
+// row of the table's B-tree costs a fraction of a lookup of that row
+// through the index), in key order otherwise (a small table in a large
+// database, where a pass would read every other table too). Measured in
+// docs/benchmarks.md ("Backup and restore").
+const snapshotScanRatio = 4
+
+// snapshotQuery is the statement of a snapshot of a table of items items
+// in a database whose rowids reach rowids.
+func snapshotQuery(items, rowids int64) string {
+	if items*snapshotScanRatio >= rowids {
+		return sqlSnapshotByRowid
+	}
+	return sqlSnapshotByKey
+}
 
 // OpenTableSnapshot implements storage.SnapshotEngine with a read
 // transaction on a reader connection: in WAL mode a read transaction sees
@@ -76,51 +99,89 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	if p.AfterPin != nil {
 		p.AfterPin()
 	}
+	// Rowid order or key order (snapshotScanRatio); either way the order
+	// is unrelated to the keys, and the stream is one statement kept open
+	// from the first page to the last (pages are fetched in sequence,
+	// never from a cursor of the caller's).
+	var items, rowids int64
+	if err := tx.QueryRowContext(ctx, sqlSnapshotCount, t.ID).Scan(&items); err != nil {
+		end()
+		return nil, mapErr(err, "sqlite: snapshot count")
+	}
+	if err := tx.QueryRowContext(ctx, sqlSnapshotRowids).Scan(&rowids); err != nil {
+		end()
+		return nil, mapErr(err, "sqlite: snapshot count")
+	}
+	query := snapshotQuery(items, rowids)
 	id := t.ID
 	lastPage := 0
-	fetch := func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
-		var rs *sql.Rows
-		var err error
-		if after == nil {
-			rs, err = tx.QueryContext(ctx, sqlSnapshotFirst, id, limit+1)
-		} else {
-			pk := nz(after.PK)
-			rs, err = tx.QueryContext(ctx, sqlSnapshotAfter, id, int64(storage.KeyHash(pk)), pk, nz(after.SK), limit+1)
+	var spare []byte
+	var rs *sql.Rows
+	var rsMu sync.Mutex // rs is set by fetch and read by end, which may run beside it
+	done := false
+	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+		if done {
+			return nil, false, nil
 		}
-		if err != nil {
-			return nil, false, mapErr(err, "sqlite: snapshot read")
+		if rs == nil {
+			// The statement outlives this call's context: it ends with
+			// the snapshot (end) or at its last row.
+			r, err := tx.QueryContext(context.WithoutCancel(ctx), query, id)
+			if err != nil {
+				return nil, false, mapErr(err, "sqlite: snapshot read")
+			}
+			rsMu.Lock()
+			rs = r
+			rsMu.Unlock()
 		}
-		defer rs.Close()
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
 		rb := storage.NewRowBuffer(nil, false, limit)
-		// Pages are of like size: reserve the last one's size plus an
-		// eighth at once instead of growing the buffer by doubling.
+		// The previous page's memory (its rows are dead: a stream's row
+		// is valid until the next call); pages are of like size: reserve
+		// the last one's size plus an eighth at once instead of growing
+		// the buffer by doubling.
+		rb.Recycle(spare)
 		rb.Reserve(lastPage + lastPage/8)
-		var h int64
 		var pk, sk, item sql.RawBytes
-		more := false
-		for rs.Next() {
-			if rb.Len() == limit {
-				more = true
+		for rb.Len() < limit {
+			if !rs.Next() {
+				done = true
 				break
 			}
-			if err := rs.Scan(&h, &pk, &sk, &item); err != nil {
+			if err := rs.Scan(&pk, &sk, &item); err != nil {
 				return nil, false, mapErr(err, "sqlite: snapshot read")
 			}
 			rb.Add(pk)
 			rb.Add(sk)
 			rb.Add(item)
 		}
-		if err := rs.Err(); err != nil {
-			return nil, false, mapErr(err, "sqlite: snapshot read")
+		if done {
+			err := rs.Err()
+			rs.Close()
+			if err != nil {
+				return nil, false, mapErr(err, "sqlite: snapshot read")
+			}
 		}
-		lastPage = rb.Size()
-		return rb.Rows(), more, nil
+		lastPage, spare = rb.Size(), rb.Buffer()
+		return rb.Rows(), !done, nil
+	}
+	endTx := end
+	end = func() error {
+		rsMu.Lock()
+		r := rs
+		rsMu.Unlock()
+		if r != nil {
+			r.Close()
+		}
+		return endTx()
 	}
 	return &storage.TableSnapshot{
 		Table:      t,
 		At:         at,
 		Descriptor: storage.SnapshotDescriptor{Kind: SnapshotKind},
-		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
+		KeyOrder:   false, // rowid order, or (KeyHash(pk), pk, sk): the order of Scan
 		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
 	}, nil
 }
