@@ -20,42 +20,16 @@ const (
 	// The first statement of a REPEATABLE READ transaction takes its
 	// snapshot; exporting it names the instant (the marker).
 	sqlSnapshotPin = `SELECT pg_export_snapshot(), now()`
-	// The sample that picks the scan: about 1% of the items heap's pages
-	// (SYSTEM sampling reads whole pages, so it costs ~1% of a scan).
-	sqlSnapshotSample = `SELECT count(*), count(*) FILTER (WHERE t = $1) FROM items TABLESAMPLE SYSTEM ($2)`
+	// The table's items in Scan order, (h, pk, sk), through the primary
+	// key: one server-side cursor for the whole snapshot (ADR 0034).
+	sqlSnapshotDeclare = `DECLARE extenddb_snapshot NO SCROLL CURSOR FOR SELECT pk, sk, item FROM items WHERE t = %d ORDER BY h, pk, sk`
+	// Set for the snapshot's transaction only (SET LOCAL): an index scan
+	// of the primary key in its order, never a sort of the table (with
+	// no statistics after a bulk load, or a cursor's fast-start costing,
+	// the planner could pick a bitmap scan and a sort, or a sequential
+	// scan and a sort).
+	sqlSnapshotPlan = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)`
 )
-
-// snapshotScanRatio: a snapshot reads the items heap sequentially when
-// the table holds at least 1/snapshotScanRatio of the sampled rows, and
-// the sample has at least snapshotMinSample rows (below that the heap is
-// small and either plan is cheap). Measured in docs/benchmarks.md
-// ("Backup and restore").
-const snapshotScanRatio = 4
-
-var (
-	snapshotMinSample     int64   = 200
-	snapshotSamplePercent float64 = 1
-	// snapshotForce makes tests take one plan: "heap" or "index".
-	snapshotForce string
-)
-
-const (
-	// The plans, set for the snapshot's transaction only (SET LOCAL): the
-	// planner would take an index for a cursor (cursor_tuple_fraction)
-	// and, right after a bulk load, it has no statistics to know better.
-	sqlSnapshotSeqScan   = `SELECT set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_indexonlyscan', 'off', true)`
-	sqlSnapshotIndexScan = `SELECT set_config('enable_seqscan', 'off', true)`
-)
-
-// snapshotHeapOrder tells whether a snapshot reads the items heap
-// sequentially, given a sample of sampled rows of which mine are the
-// table's.
-func snapshotHeapOrder(sampled, mine int64) bool {
-	if snapshotForce != "" {
-		return snapshotForce == "heap"
-	}
-	return sampled >= snapshotMinSample && mine*snapshotScanRatio >= sampled
-}
 
 // OpenTableSnapshot implements storage.SnapshotEngine with a REPEATABLE
 // READ, READ ONLY transaction on a dedicated pooled connection. Its first
@@ -115,26 +89,14 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	if p.AfterPin != nil {
 		p.AfterPin()
 	}
-	// One server-side cursor for the whole snapshot: a sequential scan of
-	// the items heap when the table holds a good part of it (by a sample),
-	// else through the primary key (an index or bitmap scan of the table's
-	// rows only: a small table in a large heap, where a sequential scan
-	// would read every other table too). Neither order is the keys'.
-	var sampled, mine int64
-	if err := tx.QueryRow(ctx, sqlSnapshotSample, t.ID, snapshotSamplePercent).Scan(&sampled, &mine); err != nil {
-		end()
-		return nil, mapErr(err, "postgres: snapshot sample")
-	}
-	plan := sqlSnapshotIndexScan
-	if snapshotHeapOrder(sampled, mine) {
-		plan = sqlSnapshotSeqScan
-	}
-	if _, err := tx.Exec(ctx, plan); err != nil {
+	// Scan order, not heap order, although a sequential scan would cost
+	// the server less: a restore loads in the backup's order, and keys in
+	// Scan order append to the primary key's btree (ADR 0034).
+	if _, err := tx.Exec(ctx, sqlSnapshotPlan); err != nil {
 		end()
 		return nil, mapErr(err, "postgres: snapshot plan")
 	}
-	decl := fmt.Sprintf(`DECLARE extenddb_snapshot NO SCROLL CURSOR FOR SELECT pk, sk, item FROM items WHERE t = %d`, t.ID)
-	if _, err := tx.Exec(ctx, decl); err != nil {
+	if _, err := tx.Exec(ctx, fmt.Sprintf(sqlSnapshotDeclare, t.ID)); err != nil {
 		end()
 		return nil, mapErr(err, "postgres: snapshot cursor")
 	}
@@ -172,7 +134,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		Table:      t,
 		At:         at.UTC(),
 		Descriptor: storage.SnapshotDescriptor{Kind: SnapshotKind, Marker: marker},
-		KeyOrder:   false, // heap order, or (KeyHash(pk), pk, sk): the order of Scan
+		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
 		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
 	}, nil
 }

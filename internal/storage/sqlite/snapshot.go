@@ -17,34 +17,11 @@ const SnapshotKind = "sqlite_wal_read_txn"
 
 const (
 	sqlSnapshotTable = `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`
-	// The table's items in the order of the table's B-tree (rowid order:
-	// sequential pages, one read per page) or of the items_key index
-	// (Scan order: a second B-tree descent per item into the table by
-	// rowid). Either runs as one statement for the whole snapshot.
-	sqlSnapshotByRowid = `SELECT pk, sk, item FROM items NOT INDEXED WHERE t = ?`
-	sqlSnapshotByKey   = `SELECT pk, sk, item FROM items WHERE t = ? ORDER BY h, pk, sk`
-	// How many items the table has (counted in the items_key index, not
-	// the table) and an upper bound of every table's (rowids only grow).
-	sqlSnapshotCount  = `SELECT count(*) FROM items WHERE t = ?`
-	sqlSnapshotRowids = `SELECT coalesce(max(rowid), 0) FROM items`
+	// The table's items in Scan order, (h, pk, sk): the items_key index,
+	// and a lookup of each item in the table's B-tree by rowid. One
+	// statement for the whole snapshot (ADR 0034).
+	sqlSnapshotItems = `SELECT pk, sk, item FROM items WHERE t = ? ORDER BY h, pk, sk`
 )
-
-// snapshotScanRatio: a snapshot reads the items table in rowid order when
-// the table holds at least 1/snapshotScanRatio of its rows (a pass over a
-// row of the table's B-tree costs a fraction of a lookup of that row
-// through the index), in key order otherwise (a small table in a large
-// database, where a pass would read every other table too). Measured in
-// docs/benchmarks.md ("Backup and restore").
-const snapshotScanRatio = 4
-
-// snapshotQuery is the statement of a snapshot of a table of items items
-// in a database whose rowids reach rowids.
-func snapshotQuery(items, rowids int64) string {
-	if items*snapshotScanRatio >= rowids {
-		return sqlSnapshotByRowid
-	}
-	return sqlSnapshotByKey
-}
 
 // OpenTableSnapshot implements storage.SnapshotEngine with a read
 // transaction on a reader connection: in WAL mode a read transaction sees
@@ -99,20 +76,11 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	if p.AfterPin != nil {
 		p.AfterPin()
 	}
-	// Rowid order or key order (snapshotScanRatio); either way the order
-	// is unrelated to the keys, and the stream is one statement kept open
-	// from the first page to the last (pages are fetched in sequence,
-	// never from a cursor of the caller's).
-	var items, rowids int64
-	if err := tx.QueryRowContext(ctx, sqlSnapshotCount, t.ID).Scan(&items); err != nil {
-		end()
-		return nil, mapErr(err, "sqlite: snapshot count")
-	}
-	if err := tx.QueryRowContext(ctx, sqlSnapshotRowids).Scan(&rowids); err != nil {
-		end()
-		return nil, mapErr(err, "sqlite: snapshot count")
-	}
-	query := snapshotQuery(items, rowids)
+	// One statement kept open from the first page to the last: pages are
+	// fetched in sequence, never from a cursor of the caller's. Scan
+	// order, not rowid order, although a pass over the table's B-tree
+	// would read less: a restore loads in the backup's order, and keys in
+	// Scan order append to the key index (ADR 0034).
 	id := t.ID
 	lastPage := 0
 	var spare []byte
@@ -126,7 +94,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		if rs == nil {
 			// The statement outlives this call's context: it ends with
 			// the snapshot (end) or at its last row.
-			r, err := tx.QueryContext(context.WithoutCancel(ctx), query, id)
+			r, err := tx.QueryContext(context.WithoutCancel(ctx), sqlSnapshotItems, id)
 			if err != nil {
 				return nil, false, mapErr(err, "sqlite: snapshot read")
 			}
@@ -181,7 +149,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		Table:      t,
 		At:         at,
 		Descriptor: storage.SnapshotDescriptor{Kind: SnapshotKind},
-		KeyOrder:   false, // rowid order, or (KeyHash(pk), pk, sk): the order of Scan
+		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
 		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
 	}, nil
 }
