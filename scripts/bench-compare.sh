@@ -321,6 +321,7 @@ const agg = (rs, f) => median((rs || []).map(f));
 const num = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "-");
 const us = (x) => (!Number.isFinite(x) ? "-" : x < 1000 ? x.toFixed(0) + "µs" : x < 1e6 ? (x / 1e3).toFixed(2) + "ms" : (x / 1e6).toFixed(2) + "s");
 const cpu = (x) => (Number.isFinite(x) && x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "µs" : "-");
+const scpu = (x) => (Number.isFinite(x) ? (x < 0 ? "-" + cpu(-x) : cpu(x)) : "-"); // signed: below the floor shows negative
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) + "x" : "-");
 const mib = (b) => (Number.isFinite(b) ? (b / 1048576).toFixed(1) + "MiB" : "-");
 
@@ -351,7 +352,7 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
   for (const s of servers) {
     const x = v[s];
     rows.push([wl, s, num(x.ops), us(x.p99), cpu(x.cpu), s === "floor" ? "" : cpu(x.cpu - floor),
-      s.startsWith("extenddb-postgres") ? cpu(x.cpu - floorpg) : "", cpu(x.item),
+      s.startsWith("extenddb-postgres") ? scpu(x.cpu - floorpg) : "", cpu(x.item),
       s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "",
       s === "extenddb-postgres" ? ratio(x.cpu, v.extenddb?.cpu) : s === "extenddb-postgres-before" ? ratio(x.cpu, v["extenddb-before"]?.cpu) : "",
       cpu(x.db), num(x.errs)]);
