@@ -126,6 +126,10 @@ func (l *lanes) get(ctx context.Context, table int64, pk, sk []byte) (item []byt
 	case <-ctx.Done():
 		// The lane still answers into g.done (buffered); g is not reused.
 		return nil, false, ctx.Err(), true
+	case <-l.stop:
+		// The backend is closing (a request queued after the lanes
+		// drained would wait for nobody): the ordinary path answers.
+		return nil, false, nil, false
 	}
 }
 

@@ -184,3 +184,20 @@ func testReadLanesInterrupted(t *testing.T, fn string) {
 		t.Fatal("no GetItem succeeded through the lanes")
 	}
 }
+
+// TestReadLanesAfterClose: a GetItem on a closed backend answers
+// KindUnavailable at once (it does not wait for a lane that is gone).
+func TestReadLanesAfterClose(t *testing.T) {
+	need(t)
+	b, err := Open(context.Background(), Options{DSN: testDSN, ReadLanes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := createTable(t, b, "lanesclose")
+	b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := b.GetItem(ctx, storage.GetItemParams{Table: ref, PK: []byte("a")}); !storage.IsKind(err, storage.KindUnavailable) || ctx.Err() != nil {
+		t.Fatalf("get after Close: %v (context: %v), want KindUnavailable at once", err, ctx.Err())
+	}
+}
