@@ -4,7 +4,10 @@
 #
 # Servers (--servers, any of): floor (cmd/benchfloor: a net/http server that
 # answers fixed responses and does no work — what the HTTP layer alone
-# costs), dynalite (in memory), dynalite-path (on LevelDB, --path),
+# costs), floor-postgres (the floor making one PostgreSQL round trip per
+# request through a pool sized like extenddb's, `benchfloor --postgres` on
+# EXTENDDB_BENCH_POSTGRES_DSN: what one round trip costs a Go process; its
+# database's backend CPU is reported as "db cpu/req"), dynalite (in memory), dynalite-path (on LevelDB, --path),
 # extenddb-memory (`serve --memory`), extenddb (`serve` on SQLite in a data
 # directory), extenddb-postgres (`serve` on the PostgreSQL database of
 # EXTENDDB_BENCH_POSTGRES_DSN, migrated first; the summed CPU of that
@@ -95,7 +98,7 @@ IFS=', ' read -r -a SERVER_LIST <<<"$SERVERS"
 IFS=', ' read -r -a WORKLOAD_LIST <<<"$WORKLOADS"
 for s in "${SERVER_LIST[@]}"; do
 	case "$s" in floor | dynalite | dynalite-path | extenddb | extenddb-memory) ;;
-	extenddb-postgres) [[ -n "${EXTENDDB_BENCH_POSTGRES_DSN:-}" ]] || die "$s needs EXTENDDB_BENCH_POSTGRES_DSN" ;;
+	extenddb-postgres | floor-postgres) [[ -n "${EXTENDDB_BENCH_POSTGRES_DSN:-}" ]] || die "$s needs EXTENDDB_BENCH_POSTGRES_DSN" ;;
 	extenddb-before) [[ -n "${EXTENDDB_BIN_BEFORE:-}" ]] || die "$s needs EXTENDDB_BIN_BEFORE" ;;
 	extenddb-cassandra) [[ -n "${EXTENDDB_BENCH_CASSANDRA_HOSTS:-}" ]] || die "$s needs EXTENDDB_BENCH_CASSANDRA_HOSTS" ;;
 	extenddb-postgres-before)
@@ -173,6 +176,17 @@ wait_port() { # name port pid
 	die "$1 did not listen on 127.0.0.1:$2 within 30s"
 }
 
+# backend_procs DSN: the process title prefix of the database's backends,
+# "postgres: USER DB ".
+backend_procs() {
+	local rest="${1#*://}" user db
+	user="${rest%%@*}"
+	user="${user%%:*}"
+	db="${rest#*/}"
+	db="${db%%\?*}"
+	echo "postgres: $user $db "
+}
+
 start_server() {
 	local s="$1" port
 	port="$(free_port)"
@@ -201,13 +215,7 @@ start_server() {
 		fi
 		"$bin" migrate --backend postgres --dsn "$dsn" >"$WORK/$s.migrate.log" 2>&1 ||
 			{ cat "$WORK/$s.migrate.log" >&2; die "$s: migrate failed"; }
-		# The backends of the database: process title "postgres: USER DB ...".
-		local rest="${dsn#*://}" user db
-		user="${rest%%@*}"
-		user="${user%%:*}"
-		db="${rest#*/}"
-		db="${db%%\?*}"
-		PROCS[$s]="postgres: $user $db "
+		PROCS[$s]="$(backend_procs "$dsn")"
 		"$bin" serve --listen "127.0.0.1:$port" --backend postgres --dsn "$dsn" >"$WORK/$s.log" 2>&1 &
 		;;
 	dynalite)
@@ -219,9 +227,14 @@ start_server() {
 		node "$DYNALITE_DIR/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" --path "$WORK/dynalite-data" \
 			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$WORK/$s.log" 2>&1 &
 		;;
-	floor)
-		(cd "$ROOT" && go build -o "$WORK/benchfloor" ./cmd/benchfloor)
-		"$WORK/benchfloor" -listen "127.0.0.1:$port" >"$WORK/$s.log" 2>&1 &
+	floor | floor-postgres)
+		[[ -x "$WORK/benchfloor" ]] || (cd "$ROOT" && go build -o "$WORK/benchfloor" ./cmd/benchfloor)
+		if [[ "$s" == floor ]]; then
+			"$WORK/benchfloor" -listen "127.0.0.1:$port" >"$WORK/$s.log" 2>&1 &
+		else
+			PROCS[$s]="$(backend_procs "$EXTENDDB_BENCH_POSTGRES_DSN")"
+			"$WORK/benchfloor" -listen "127.0.0.1:$port" -postgres "$EXTENDDB_BENCH_POSTGRES_DSN" >"$WORK/$s.log" 2>&1 &
+		fi
 		;;
 	esac
 	PID[$s]=$!
@@ -308,10 +321,11 @@ const agg = (rs, f) => median((rs || []).map(f));
 const num = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "-");
 const us = (x) => (!Number.isFinite(x) ? "-" : x < 1000 ? x.toFixed(0) + "µs" : x < 1e6 ? (x / 1e3).toFixed(2) + "ms" : (x / 1e6).toFixed(2) + "s");
 const cpu = (x) => (Number.isFinite(x) && x > 0 ? x.toFixed(x < 10 ? 2 : 1) + "µs" : "-");
+const scpu = (x) => (Number.isFinite(x) ? (x < 0 ? "-" + cpu(-x) : cpu(x)) : "-"); // signed: below the floor shows negative
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) + "x" : "-");
 const mib = (b) => (Number.isFinite(b) ? (b / 1048576).toFixed(1) + "MiB" : "-");
 
-const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "cpu / sqlite", "db cpu/req", "errors"];
+const head = ["workload", "server", "ops/s", "p99", "cpu/req", "above floor", "above floor-pg", "cpu/item", "cpu / dynalite", "cpu / dynalite-path", "cpu / sqlite", "db cpu/req", "errors"];
 const rows = [head];
 const peak = {}, rss = {};
 for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
@@ -334,10 +348,11 @@ for (const wl of wls.split(",").map((s) => s.trim()).filter(Boolean)) {
       }
     }
   }
-  const floor = v.floor?.cpu, dyn = v.dynalite?.cpu, dynp = v["dynalite-path"]?.cpu;
+  const floor = v.floor?.cpu, floorpg = v["floor-postgres"]?.cpu, dyn = v.dynalite?.cpu, dynp = v["dynalite-path"]?.cpu;
   for (const s of servers) {
     const x = v[s];
-    rows.push([wl, s, num(x.ops), us(x.p99), cpu(x.cpu), s === "floor" ? "" : cpu(x.cpu - floor), cpu(x.item),
+    rows.push([wl, s, num(x.ops), us(x.p99), cpu(x.cpu), s === "floor" ? "" : cpu(x.cpu - floor),
+      s.startsWith("extenddb-postgres") ? scpu(x.cpu - floorpg) : "", cpu(x.item),
       s.startsWith("extenddb") ? ratio(x.cpu, dyn) : "", s.startsWith("extenddb") ? ratio(x.cpu, dynp) : "",
       s === "extenddb-postgres" ? ratio(x.cpu, v.extenddb?.cpu) : s === "extenddb-postgres-before" ? ratio(x.cpu, v["extenddb-before"]?.cpu) : "",
       cpu(x.db), num(x.errs)]);

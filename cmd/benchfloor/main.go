@@ -5,9 +5,19 @@
 // and CRC32 headers the SDKs check), so its CPU per request is what the
 // HTTP layer alone costs on this machine. scripts/bench-compare.sh runs it
 // beside the real servers (docs/benchmarks.md).
+//
+// With --postgres DSN every request, before its fixed answer, makes one
+// round trip to PostgreSQL through a pgx pool sized like extenddb's
+// (max(8, 4 × GOMAXPROCS) connections, the statement cache exec mode):
+// `SELECT $1::bytea` of an item-sized value, which sends and receives
+// about one item. Its CPU per request is the floor of a Go process that
+// answers each request with one PostgreSQL round trip ("floor-postgres"
+// in scripts/bench-compare.sh): what extenddb on PostgreSQL costs above it
+// is extenddb's own work.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -15,19 +25,49 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8900", "address to listen on")
 	itemSize := flag.Int("item-size", 1024, "approximate size of the items GetItem and Query return")
+	dsn := flag.String("postgres", "", "PostgreSQL DSN: one round trip per request (SELECT $1::bytea of an item) through a pool sized like extenddb's")
 	flag.Parse()
 	answers := fixedAnswers(*itemSize)
+	var pool *pgxpool.Pool
+	value := []byte(strings.Repeat("x", max(*itemSize, 1)))
+	if *dsn != "" {
+		cfg, err := pgxpool.ParseConfig(*dsn)
+		if err != nil {
+			log.Fatalf("--postgres: %v", err)
+		}
+		if !strings.Contains(*dsn, "pool_max_conns") {
+			cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0))) // as extenddb's postgres backend
+		}
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+		if pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
+			log.Fatalf("--postgres: %v", err)
+		}
+		if err := pool.Ping(context.Background()); err != nil {
+			log.Fatalf("--postgres: %v", err)
+		}
+	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		if pool != nil {
+			var got []byte
+			if err := pool.QueryRow(r.Context(), `SELECT $1::bytea`, value).Scan(&got); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
 		a, ok := answers[op]

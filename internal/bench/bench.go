@@ -11,6 +11,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -282,7 +283,7 @@ func (r *runner) newClient(conns int) *dynamodb.Client {
 	ak, sk := r.opt.AccessKeyID, r.opt.SecretAccessKey
 	cfg := aws.Config{
 		Region:     r.opt.Region,
-		HTTPClient: hc,
+		HTTPClient: ownBodyClient{hc},
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk, Source: "extenddb-bench"}, nil
 		}),
@@ -292,6 +293,37 @@ func (r *runner) newClient(conns int) *dynamodb.Client {
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(r.opt.Endpoint)
 	})
+}
+
+// ownBodyClient hands the transport a request body of its own, read into
+// memory, instead of the SDK's. The SDK closes its request body as soon as
+// the response headers arrive; net/http's write loop may at that moment
+// still be checking the body for bytes beyond Content-Length (the headers
+// and body were already sent, so the server could answer), and the SDK's
+// closed body answers that check with io.EOF (smithy-go's safe closer
+// returns it from WriteTo). The transport takes it for a failed request
+// write and closes the connection: the next request reconnects, and a
+// response still being read (Query's 25 KiB) fails with "use of closed
+// network connection" — a client artifact that was counted as a server
+// error ("http:200 ... deserialization failed"). A body of its own is
+// never closed under the transport, and a *bytes.Reader lets the transport
+// send headers and body in one write.
+type ownBodyClient struct{ c aws.HTTPClient }
+
+func (o ownBodyClient) Do(req *http.Request) (*http.Response, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return o.c.Do(req)
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r := *req
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	r.ContentLength = int64(len(b))
+	return o.c.Do(&r)
 }
 
 func randomSuffix() string {

@@ -21,6 +21,9 @@ type Config struct {
 	DSN string `toml:"dsn"`
 	// MaxConns bounds the connection pool (0: the driver's default).
 	MaxConns int `toml:"max_conns"`
+	// ReadLanes is the number of read lanes pipelining concurrent
+	// GetItems (0: max(1, cores/2); negative: none).
+	ReadLanes int `toml:"read_lanes"`
 }
 
 // Validate checks the section of the configured backend.
@@ -51,10 +54,11 @@ func Driver() storage.Driver {
 		Keys: []storage.KeyDoc{
 			{Key: "dsn", Default: `""`, Doc: "postgres:// URL or libpq connection string (required with this backend)"},
 			{Key: "max_conns", Default: "0", Doc: "connection pool bound (0: max(8, 4 × cores))"},
+			{Key: "read_lanes", Default: "0", Doc: "read lanes that pipeline concurrent GetItems on one connection each (0: max(1, cores/2); negative: none)"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			c := configOf(env)
-			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), RequireMigrated: true})
+			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), ReadLanes: c.ReadLanes, RequireMigrated: true})
 			if storage.IsKind(err, storage.KindUnavailable) {
 				return nil, fmt.Errorf("storage backend unreachable: postgres at %s: %w", RedactDSN(c.DSN), err)
 			}

@@ -239,6 +239,11 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 // GetItem implements storage.Backend: one statement reads the catalog row
 // and the item from one snapshot.
 func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
+	if b.lanes != nil {
+		if res, ok, err := b.getViaLane(ctx, p); ok {
+			return res, err
+		}
+	}
 	pk := nz(p.PK)
 	res := &storage.GetItemResult{}
 	err := b.read(ctx, "postgres: get item", func(c *pgxpool.Conn) error {

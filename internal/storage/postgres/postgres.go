@@ -104,6 +104,11 @@ type Options struct {
 	// committed, the guesses of speculative one-round-trip writes
 	// (speculate.go; default 16 MiB, negative: no speculation).
 	WriteGuessBytes int
+	// ReadLanes is the number of read lanes that pipeline concurrent
+	// GetItems on one connection each (lanes.go, ADR 0033; default
+	// max(2, GOMAXPROCS), negative: none, every GetItem on its own
+	// pooled connection).
+	ReadLanes int
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
@@ -123,6 +128,9 @@ type Backend struct {
 	tabVersions              sync.Map // table ID -> description version last seen current
 	absent                   absentScore
 	specApplied, specRefused atomic.Int64
+
+	// Read lanes (lanes.go); nil when Options.ReadLanes < 0.
+	lanes *lanes
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -169,6 +177,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
+	}
+	if opts.ReadLanes == 0 {
+		opts.ReadLanes = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	if opts.ReadLanes > 0 {
+		b.lanes = newLanes(b, opts.ReadLanes)
 	}
 	return b, nil
 }
@@ -228,6 +242,9 @@ func (b *Backend) Ping(ctx context.Context) error {
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
+	}
+	if b.lanes != nil {
+		b.lanes.close()
 	}
 	b.pool.Close()
 	return nil
