@@ -40,7 +40,8 @@ func (testRestorer) FinishRestore(t *storage.Table) ([]byte, error) {
 	return append([]byte(nil), t.Desc...), nil
 }
 
-// countingBackend counts the item batches written.
+// countingBackend counts the item batches written (TransactWrite and
+// BulkLoad).
 type countingBackend struct {
 	*sqlite.Backend
 	writes atomic.Int64
@@ -49,6 +50,11 @@ type countingBackend struct {
 func (c *countingBackend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	c.writes.Add(1)
 	return c.Backend.TransactWrite(ctx, p)
+}
+
+func (c *countingBackend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+	c.writes.Add(1)
+	return c.Backend.BulkLoad(ctx, p)
 }
 
 // TestRestoreRefusesAnyFlippedByte: a flipped byte in any object of the

@@ -12,7 +12,8 @@ import (
 )
 
 // flakyWrites is SQLite whose item batches fail with KindUnavailable
-// (a write that timed out on a loaded server) while fail > 0.
+// (a write that timed out on a loaded server) while fail > 0, through
+// TransactWrite or BulkLoad.
 type flakyWrites struct {
 	*sqlite.Backend
 	fail, calls atomic.Int64
@@ -24,6 +25,14 @@ func (f *flakyWrites) TransactWrite(ctx context.Context, p storage.TransactWrite
 		return nil, storage.Errorf(storage.KindUnavailable, "flaky: client timed out waiting for server response")
 	}
 	return f.Backend.TransactWrite(ctx, p)
+}
+
+func (f *flakyWrites) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+	f.calls.Add(1)
+	if f.fail.Add(-1) >= 0 {
+		return storage.Errorf(storage.KindUnavailable, "flaky: client timed out waiting for server response")
+	}
+	return f.Backend.BulkLoad(ctx, p)
 }
 
 // TestRestoreRetriesUnavailableWrites: a batch write that fails with a
