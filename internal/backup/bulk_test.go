@@ -71,7 +71,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 			t.Fatalf("backend %s has no bulk loader through Checked", raw.Name())
 		}
 		ref := createTable(t, b, "src")
-		for i := range 450 {
+		for i := range 1100 {
 			put(t, b, ref, i, "v")
 		}
 		m := newManager(t, b, memstore.New(), func(c *Config) {
@@ -103,15 +103,16 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		res, err := b.Scan(t.Context(), storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 1000})
+		res, err := b.Scan(t.Context(), storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Rows) != 450 {
-			t.Fatalf("restored %d items, want 450", len(res.Rows))
+		if len(res.Rows) != 1100 {
+			t.Fatalf("restored %d items, want 1100", len(res.Rows))
 		}
-		if n, tw := cnt.bulk.Load(), cnt.transacts.Load(); n != 5 || tw != 0 {
-			t.Fatalf("%d BulkLoad and %d TransactWrite calls, want 5 and 0", n, tw)
+		// Batches of restoreBulkBatch: 500, 500, 100.
+		if n, tw := cnt.bulk.Load(), cnt.transacts.Load(); n != 3 || tw != 0 {
+			t.Fatalf("%d BulkLoad and %d TransactWrite calls, want 3 and 0", n, tw)
 		}
 	})
 }

@@ -47,12 +47,24 @@ const spoolPrefix = "extenddb-restore-"
 // spoolDirPrefix is the name prefix of this catalog's spool directories.
 func (m *Manager) spoolDirPrefix() string { return spoolPrefix + m.catalogID + "." }
 
-// restoreBatch is the number of items written per atomic batch, and
-// restoreWriters the batches written at once by a restore.
+// restoreBatch is the number of items written per atomic batch (of
+// restoreBulkBatch with a backend's bulk loader, ADR 0032: the batch's
+// fixed costs, a round trip, the fence and a commit, are most of a bulk
+// load's cost at 100 items), and restoreWriters the batches written at
+// once by a restore.
 const (
-	restoreBatch   = 100
-	restoreWriters = 4
+	restoreBatch     = 100
+	restoreBulkBatch = 500
+	restoreWriters   = 4
 )
+
+// restoreBatchFor is the batch size of a restore on b.
+func restoreBatchFor(b storage.Backend) int {
+	if _, ok := storage.BulkLoaderOf(b); ok && !storage.PerItemAtomic(b) {
+		return restoreBulkBatch
+	}
+	return restoreBatch
+}
 
 // progressEvery is the least time between two progress records of a
 // restore while it loads (records coalesce: each writes the latest durable
@@ -485,6 +497,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	// atomic and fenced like TransactWrite, without reads, locks or
 	// change-log records.
 	bulk, isBulk := storage.BulkLoaderOf(m.cfg.Backend)
+	batchSize := restoreBatchFor(m.cfg.Backend)
 	targetName := target.Name
 	write := func(ctx context.Context, w restoreWork) error {
 		tr := ref0(&mu, &ref)
@@ -573,7 +586,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 			return nil
 		}
 		w := restoreWork{items: batch, bytes: batchBytes, start: pos - int64(len(batch)), end: pos}
-		batch, batchBytes = make([]storage.BulkItem, 0, restoreBatch), 0
+		batch, batchBytes = make([]storage.BulkItem, 0, batchSize), 0
 		if !started {
 			if err := write(ctx, w); err != nil {
 				return err
@@ -610,7 +623,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		pos++
 		n++
 		batchBytes += size
-		if len(batch) == restoreBatch {
+		if len(batch) == batchSize {
 			return flush()
 		}
 		return nil

@@ -232,7 +232,8 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 		t.Fatalf("restore rows = %+v, %v", rows, err)
 	}
 	recorded := rows[0].Loaded
-	if recorded < restoreBatch || recorded%restoreBatch != 0 || recorded >= items {
+	batch := int64(restoreBatchFor(b)) // ADR 0032: bulk batches on SQLite
+	if recorded < batch || recorded%batch != 0 || recorded >= items {
 		t.Fatalf("recorded progress %d, want a whole number of batches, at least the first", recorded)
 	}
 	before := b.writes.Load()
@@ -265,7 +266,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 	if got := counterValue(bm.met.items.WithLabelValues(kindRestore)); got != float64(items-recorded) {
 		t.Fatalf("the resumed restore loaded %v items, want %d", got, items-recorded)
 	}
-	if got, want := b.writes.Load()-before, (items-recorded)/restoreBatch; got != want {
+	if got, want := b.writes.Load()-before, (items-recorded)/batch; got != want {
 		t.Fatalf("the resumed restore wrote %d batches, want %d", got, want)
 	}
 	cur, err := b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: "dst"})
