@@ -110,7 +110,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 		if len(res.Rows) != 1100 {
 			t.Fatalf("restored %d items, want 1100", len(res.Rows))
 		}
-		// Batches of restoreBulkBatch: 500, 500, 100.
+		// A first batch of restoreBatch (100), then restoreBulkBatch (500): 100, 500, 500.
 		if n, tw := cnt.bulk.Load(), cnt.transacts.Load(); n != 3 || tw != 0 {
 			t.Fatalf("%d BulkLoad and %d TransactWrite calls, want 3 and 0", n, tw)
 		}

@@ -58,7 +58,8 @@ const (
 	restoreWriters   = 4
 )
 
-// restoreBatchFor is the batch size of a restore on b.
+// restoreBatchFor is the batch size of a restore on b after its first
+// batch (which holds restoreBatch items).
 func restoreBatchFor(b storage.Backend) int {
 	if _, ok := storage.BulkLoaderOf(b); ok && !storage.PerItemAtomic(b) {
 		return restoreBulkBatch
@@ -623,7 +624,10 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		pos++
 		n++
 		batchBytes += size
-		if len(batch) == batchSize {
+		// The first batch of a run holds restoreBatch items whatever the
+		// backend: the first progress record and the mid-load step come
+		// after as many items everywhere (ADR 0027), and early.
+		if len(batch) == batchSize || !started && len(batch) == restoreBatch {
 			return flush()
 		}
 		return nil

@@ -79,7 +79,7 @@ func TestRestoreRetriesUnavailableWrites(t *testing.T) {
 	if len(res.Rows) != 450 {
 		t.Fatalf("restored %d items, want 450", len(res.Rows))
 	}
-	if want := int64((450+restoreBatchFor(f)-1)/restoreBatchFor(f)) + 3; f.calls.Load() < want { // the batches + 3 failures
+	if want := restoreBatches(f, 450) + 3; f.calls.Load() < want { // the batches + 3 failures
 		t.Fatalf("%d batch writes", f.calls.Load())
 	}
 }
