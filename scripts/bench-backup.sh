@@ -11,7 +11,9 @@
 #
 # and prints items/s of each, restore/BatchWriteItem, the server's CPU time
 # and its peak RSS during each job (VmHWM, reset through
-# /proc/PID/clear_refs before each job).
+# /proc/PID/clear_refs before each job); on PostgreSQL also the CPU time of
+# the PostgreSQL backend processes serving the --dsn database during the
+# restore (from /proc, so the PostgreSQL server must run on this machine).
 #
 #   scripts/bench-backup.sh [--backend sqlite|postgres] [--dsn DSN] [--items N] [-c N]
 #
@@ -36,7 +38,7 @@ while [[ $# -gt 0 ]]; do
 	--dsn) DSN="$2"; shift 2 ;;
 	--items) ITEMS="$2"; shift 2 ;;
 	-c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
-	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,24p' "$0"; exit 0 ;;
 	*) die "unknown argument $1" ;;
 	esac
 done
@@ -74,6 +76,21 @@ cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$PID/status"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
 now() { date +%s.%N; }
+# pgcpu: the CPU ticks of the PostgreSQL backend processes serving the
+# --dsn database (their process titles name it; the shared background
+# processes, WAL writer and checkpointer, are not counted), 0 on SQLite.
+PGDB=""
+[[ "$BACKEND" == postgres ]] && PGDB="$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).path.lstrip("/"))' "$DSN")"
+pgcpu() {
+	[[ -z "$PGDB" ]] && { echo 0; return; }
+	local sum=0 p
+	for p in /proc/[0-9]*; do
+		[[ "$(cat "$p/comm" 2>/dev/null)" == postgres ]] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q " $PGDB " || continue
+		sum=$((sum + $(awk '{print $14 + $15}' "$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$sum"
+}
 TICK="$(getconf CLK_TCK)"
 
 # 1. Load: a 3 s BatchWriteItem window of the load tool gives the rate;
@@ -107,13 +124,13 @@ arn=$(head -1 "$WORK/backup.out" | awk '{print $1}')
 
 # 3. Restore.
 echo 5 >"/proc/$PID/clear_refs"
-rss1=$(rss) t2=$(now) c2=$(cpu)
+rss1=$(rss) t2=$(now) c2=$(cpu) p2=$(pgcpu)
 "$BIN" backup restore --endpoint "$EP" --target "$table-restored" --wait "$arn" >"$WORK/restore.out"
-t3=$(now) c3=$(cpu) hwm_r=$(hwm)
+t3=$(now) c3=$(cpu) p3=$(pgcpu) hwm_r=$(hwm)
 
-python3 - "$BACKEND" "$loaded" "$load_rate" "$t0" "$t1" "$t2" "$t3" "$c0" "$c1" "$c2" "$c3" "$TICK" "$rss0" "$hwm_b" "$rss1" "$hwm_r" "$CONCURRENCY" "$load_cpu" <<'EOF'
+python3 - "$BACKEND" "$loaded" "$load_rate" "$t0" "$t1" "$t2" "$t3" "$c0" "$c1" "$c2" "$c3" "$TICK" "$rss0" "$hwm_b" "$rss1" "$hwm_r" "$CONCURRENCY" "$load_cpu" "$p2" "$p3" <<'EOF'
 import sys
-(backend, n, load_rate, t0, t1, t2, t3, c0, c1, c2, c3, tick, rss0, hwm_b, rss1, hwm_r, conc, load_cpu) = sys.argv[1:]
+(backend, n, load_rate, t0, t1, t2, t3, c0, c1, c2, c3, tick, rss0, hwm_b, rss1, hwm_r, conc, load_cpu, p2, p3) = sys.argv[1:]
 n, load_rate = int(n), float(load_rate)
 tb, tr = float(t1) - float(t0), float(t3) - float(t2)
 cb, cr = (float(c1) - float(c0)) / float(tick), (float(c3) - float(c2)) / float(tick)
@@ -128,4 +145,7 @@ print(f"  restore / BatchWriteItem: {n / tr / load_rate:.2f}x (target >= 2)")
 lc, rc = float(load_cpu), cr * 1e6 / n
 if lc > 0 and rc > 0:
     print(f"  server CPU per item: BatchWriteItem {lc:.1f} us, restore {rc:.1f} us: {lc / rc:.2f}x")
+if backend == "postgres":
+    pc = (float(p3) - float(p2)) / float(tick)
+    print(f"  PostgreSQL backends' CPU during the restore: {pc:.2f} s, {pc * 1e6 / n:.1f} us per item")
 EOF

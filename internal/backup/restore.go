@@ -47,12 +47,25 @@ const spoolPrefix = "extenddb-restore-"
 // spoolDirPrefix is the name prefix of this catalog's spool directories.
 func (m *Manager) spoolDirPrefix() string { return spoolPrefix + m.catalogID + "." }
 
-// restoreBatch is the number of items written per atomic batch, and
-// restoreWriters the batches written at once by a restore.
+// restoreBatch is the number of items written per atomic batch (of
+// restoreBulkBatch with a backend's bulk loader, ADR 0032: the batch's
+// fixed costs, a round trip, the fence and a commit, are most of a bulk
+// load's cost at 100 items), and restoreWriters the batches written at
+// once by a restore.
 const (
-	restoreBatch   = 100
-	restoreWriters = 4
+	restoreBatch     = 100
+	restoreBulkBatch = 500
+	restoreWriters   = 4
 )
+
+// restoreBatchFor is the batch size of a restore on b after its first
+// batch (which holds restoreBatch items).
+func restoreBatchFor(b storage.Backend) int {
+	if _, ok := storage.BulkLoaderOf(b); ok && !storage.PerItemAtomic(b) {
+		return restoreBulkBatch
+	}
+	return restoreBatch
+}
 
 // progressEvery is the least time between two progress records of a
 // restore while it loads (records coalesce: each writes the latest durable
@@ -62,7 +75,7 @@ const progressEvery = 100 * time.Millisecond
 // restoreWork is one batch for a restore writer: the items [start, end)
 // of the backup, in its item order.
 type restoreWork struct {
-	ops        []storage.WriteItemParams
+	items      []storage.BulkItem
 	bytes      int64
 	start, end int64
 }
@@ -481,18 +494,26 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	var mu sync.Mutex
 	ref := target.Ref()
 	perItem := storage.PerItemAtomic(m.cfg.Backend)
+	// A backend with a bulk loader (ADR 0032) loads each batch with it:
+	// atomic and fenced like TransactWrite, without reads, locks or
+	// change-log records.
+	bulk, isBulk := storage.BulkLoaderOf(m.cfg.Backend)
+	batchSize := restoreBatchFor(m.cfg.Backend)
 	targetName := target.Name
 	write := func(ctx context.Context, w restoreWork) error {
-		batch := w.ops
+		tr := ref0(&mu, &ref)
 		for attempt, unavailable := 0, 0; ; {
 			var err error
-			if perItem {
-				err = m.writeEach(ctx, batch)
-			} else {
-				_, err = m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: batch})
+			switch {
+			case perItem:
+				err = m.writeEach(ctx, blindPuts(tr, w.items))
+			case isBulk:
+				err = bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: tr, Items: w.items})
+			default:
+				_, err = m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(tr, w.items)})
 			}
 			if err == nil {
-				prog.add(int64(len(batch)), w.bytes)
+				prog.add(int64(len(w.items)), w.bytes)
 				marks.done(w.start, w.end)
 				return nil
 			}
@@ -517,7 +538,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 			}
 			attempt++
 			mu.Lock()
-			if batch[0].Table.Version == ref.Version { // nobody refenced since
+			if tr.Version == ref.Version { // nobody refenced since
 				cur, ferr := m.refence(ctx, target, b.ARN, beat)
 				if ferr != nil {
 					mu.Unlock()
@@ -525,11 +546,8 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 				}
 				target, ref = cur, cur.Ref()
 			}
-			r := ref
+			tr = ref
 			mu.Unlock()
-			for i := range batch {
-				batch[i].Table = r
-			}
 		}
 	}
 	wctx, stop := context.WithCancelCause(ctx)
@@ -561,15 +579,15 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 			}()
 		}
 	}
-	var batch []storage.WriteItemParams
+	var batch []storage.BulkItem
 	var batchBytes, skippedBytes int64
 	pos := int64(0) // the next item's index in the backup's item order
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		w := restoreWork{ops: batch, bytes: batchBytes, start: pos - int64(len(batch)), end: pos}
-		batch, batchBytes = make([]storage.WriteItemParams, 0, restoreBatch), 0
+		w := restoreWork{items: batch, bytes: batchBytes, start: pos - int64(len(batch)), end: pos}
+		batch, batchBytes = make([]storage.BulkItem, 0, batchSize), 0
 		if !started {
 			if err := write(ctx, w); err != nil {
 				return err
@@ -602,15 +620,14 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		if err != nil {
 			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
 		}
-		mu.Lock()
-		tr := ref
-		mu.Unlock()
-		batch = append(batch, storage.WriteItemParams{Table: tr, PK: pk, SK: sk, Blind: true,
-			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
+		batch = append(batch, storage.BulkItem{PK: pk, SK: sk, Change: ch})
 		pos++
 		n++
 		batchBytes += size
-		if len(batch) == restoreBatch {
+		// The first batch of a run holds restoreBatch items whatever the
+		// backend: the first progress record and the mid-load step come
+		// after as many items everywhere (ADR 0027), and early.
+		if len(batch) == batchSize || !started && len(batch) == restoreBatch {
 			return flush()
 		}
 		return nil
@@ -672,6 +689,25 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		}
 		target = cur
 	}
+}
+
+// ref0 reads the target's current reference under mu.
+func ref0(mu *sync.Mutex, ref *storage.TableRef) storage.TableRef {
+	mu.Lock()
+	defer mu.Unlock()
+	return *ref
+}
+
+// blindPuts are the writes of a batch's items into table tr: blind puts
+// of each item's change.
+func blindPuts(tr storage.TableRef, items []storage.BulkItem) []storage.WriteItemParams {
+	ops := make([]storage.WriteItemParams, len(items))
+	for i := range items {
+		ch := items[i].Change
+		ops[i] = storage.WriteItemParams{Table: tr, PK: items[i].PK, SK: items[i].SK, Blind: true,
+			Fn: func([]byte) (storage.Change, error) { return ch, nil }}
+	}
+	return ops
 }
 
 // A batch whose write fails with KindUnavailable is written again up to

@@ -40,7 +40,8 @@ func (testRestorer) FinishRestore(t *storage.Table) ([]byte, error) {
 	return append([]byte(nil), t.Desc...), nil
 }
 
-// countingBackend counts the item batches written.
+// countingBackend counts the item batches written (TransactWrite and
+// BulkLoad).
 type countingBackend struct {
 	*sqlite.Backend
 	writes atomic.Int64
@@ -49,6 +50,11 @@ type countingBackend struct {
 func (c *countingBackend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	c.writes.Add(1)
 	return c.Backend.TransactWrite(ctx, p)
+}
+
+func (c *countingBackend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+	c.writes.Add(1)
+	return c.Backend.BulkLoad(ctx, p)
 }
 
 // TestRestoreRefusesAnyFlippedByte: a flipped byte in any object of the
@@ -226,7 +232,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 		t.Fatalf("restore rows = %+v, %v", rows, err)
 	}
 	recorded := rows[0].Loaded
-	if recorded < restoreBatch || recorded%restoreBatch != 0 || recorded >= items {
+	if recorded < restoreBatch || !wholeBatches(b, recorded) || recorded >= items {
 		t.Fatalf("recorded progress %d, want a whole number of batches, at least the first", recorded)
 	}
 	before := b.writes.Load()
@@ -259,7 +265,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 	if got := counterValue(bm.met.items.WithLabelValues(kindRestore)); got != float64(items-recorded) {
 		t.Fatalf("the resumed restore loaded %v items, want %d", got, items-recorded)
 	}
-	if got, want := b.writes.Load()-before, (items-recorded)/restoreBatch; got != want {
+	if got, want := b.writes.Load()-before, restoreBatches(b, items-recorded); got != want {
 		t.Fatalf("the resumed restore wrote %d batches, want %d", got, want)
 	}
 	cur, err := b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: "dst"})
@@ -367,4 +373,20 @@ func TestBackupFreeOnceTargetActive(t *testing.T) {
 	if a.RestoringFrom(rec.ARN) {
 		t.Fatal("the backup is in use after its restore's target went ACTIVE (and was deleted)")
 	}
+}
+
+// restoreBatches is the number of batches a restore run on b writes for n
+// items: a first batch of restoreBatch, then batches of restoreBatchFor(b)
+// (ADR 0032).
+func restoreBatches(b storage.Backend, n int64) int64 {
+	if n <= restoreBatch {
+		return min(n, 1)
+	}
+	bs := int64(restoreBatchFor(b))
+	return 1 + (n-restoreBatch+bs-1)/bs
+}
+
+// wholeBatches tells whether the first n items of a run end a batch.
+func wholeBatches(b storage.Backend, n int64) bool {
+	return n >= restoreBatch && (n-restoreBatch)%int64(restoreBatchFor(b)) == 0
 }

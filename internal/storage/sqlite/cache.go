@@ -196,6 +196,10 @@ func (c *itemCache) clear() {
 type cacheChange struct {
 	key  string
 	item []byte
+	// drop: the change leaves the key out of the cache at commit (a bulk
+	// load's items); item is still what this transaction's later
+	// operations read.
+	drop bool
 }
 
 // Stats reports the reader pool and the item cache (storage.StatsReporter).

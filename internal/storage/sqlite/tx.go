@@ -427,7 +427,11 @@ func (w *writer) commit() error {
 	clear(w.pend)
 	if w.cache != nil {
 		for _, c := range w.pendItems {
-			w.cache.set(c.key, c.item)
+			if c.drop {
+				w.cache.set(c.key, nil)
+			} else {
+				w.cache.set(c.key, c.item)
+			}
 		}
 		w.clearPend()
 		w.cache.gen.Add(1)

@@ -73,6 +73,9 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"ChangeLogTrim", testChangeLogTrim},
 		{"ChangeLogLifetime", testChangeLogLifetime},
 		{"ChangeLogConcurrent", testChangeLogConcurrent},
+		{"BulkLoad", testBulkLoad},
+		{"BulkLoadFence", testBulkLoadFence},
+		{"BulkLoadConcurrent", testBulkLoadConcurrent},
 		{"Ping", testPing},
 	}
 	t.Run("conformance", func(t *testing.T) {
