@@ -62,7 +62,7 @@ const (
 // batch (which holds restoreBatch items).
 func restoreBatchFor(b storage.Backend) int {
 	if _, ok := storage.BulkLoaderOf(b); ok && !storage.PerItemAtomic(b) {
-		return restoreBulkBatch
+		return storage.BulkBatchItems(b, restoreBulkBatch)
 	}
 	return restoreBatch
 }
