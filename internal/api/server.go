@@ -83,6 +83,10 @@ func decode(body []byte, v any) error {
 	if err := attr.CheckText(body); err != nil {
 		return err
 	}
+	if fastDecode(body, v) {
+		return nil
+	}
+	resetInput(v)
 	return json.Unmarshal(body, v)
 }
 
