@@ -126,3 +126,24 @@ func FuzzFastDecode(f *testing.F) {
 		checkFastDecode(t, "fuzz", body, func() any { return new(engine.UpdateItemInput) })
 	})
 }
+
+// BenchmarkDecodePutItem: a 1 KiB PutItem body (the load tool's shape)
+// through encoding/json (before) and through the one-pass decoder.
+func BenchmarkDecodePutItem(b *testing.B) {
+	body := []byte(`{"TableName":"extenddb-bench-putitem-1kb","Item":{"pk":{"S":"w3-p17"},"sk":{"S":"i000123"},"gpk":{"S":"g3"},"ver":{"N":"1"},"payload":{"S":"` + strings.Repeat("x", 960) + `"}}}`)
+	for _, c := range []struct {
+		name   string
+		decode func([]byte, any) error
+	}{{"encoding-json", slowDecode}, {"one-pass", decode}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				var in engine.PutItemInput
+				if err := c.decode(body, &in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
