@@ -51,6 +51,10 @@ func fastDecode(body []byte, v any) bool {
 				return strPtr(r, &in.ProjectionExpression)
 			case "ExpressionAttributeNames":
 				return names(r, &in.ExpressionAttributeNames)
+			case "ConsistentRead":
+				b, ok := r.Bool()
+				in.ConsistentRead = &b
+				return ok
 			case "ReturnConsumedCapacity":
 				return str(r, &in.ReturnConsumedCapacity)
 			}

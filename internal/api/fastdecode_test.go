@@ -63,6 +63,10 @@ var fastDecodeBodies = []string{
 	`{"TableName":"t","Key":{"pk":{"S":"a"}},"UpdateExpression":"SET #p = :p ADD ver :one","ExpressionAttributeNames":{"#p":"payload"},"ExpressionAttributeValues":{":p":{"S":"x"},":one":{"N":"1"}},"ReturnValues":"UPDATED_NEW"}`,
 	`{"TableName":"t","Key":{"pk":{"S":"a"}},"AttributeUpdates":{"a":{"Action":"PUT","Value":{"S":"x"}}}}`,
 	`{"TableName":"t","Key":{"pk":{"S":"a"}},"AttributesToGet":["a"]}`,
+	`{"TableName":"t","Key":{"pk":{"S":"a"}},"ConsistentRead":false}`,
+	`{"TableName":"t","Key":{"pk":{"S":"a"}},"ConsistentRead":"true"}`,
+	`{"TableName":"t","Key":{"pk":{"S":"a"}},"ConsistentRead":truex}`,
+	`{"TableName":"t","Key":{"pk":{"S":"a"}},"ConsistentRead":1}`,
 }
 
 // TestFastDecodeMatchesEncodingJSON: for every body, every request type of
@@ -106,7 +110,8 @@ func TestFastDecodeTakesTheCommonShapes(t *testing.T) {
 		{new(engine.PutItemInput), fastDecodeBodies[0]},
 		{new(engine.PutItemInput), fastDecodeBodies[2]},
 		{new(engine.GetItemInput), `{"TableName":"t","Key":{"pk":{"S":"a"},"sk":{"N":"1"}},"ProjectionExpression":"a","ExpressionAttributeNames":{"#b":"b"}}`},
-		{new(engine.UpdateItemInput), fastDecodeBodies[len(fastDecodeBodies)-3]},
+		{new(engine.GetItemInput), `{"TableName":"t","Key":{"pk":{"S":"a"}},"ConsistentRead":true}`},
+		{new(engine.UpdateItemInput), fastDecodeBodies[len(fastDecodeBodies)-7]},
 		{new(engine.DeleteItemInput), `{"TableName":"t","Key":{"pk":{"S":"a"}},"ConditionExpression":"attribute_exists(pk)","ReturnValues":"ALL_OLD"}`},
 	} {
 		if !fastDecode([]byte(c.body), c.v) {

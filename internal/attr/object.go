@@ -71,6 +71,17 @@ func (r *ObjectReader) String() (string, bool) {
 	return s, err == nil
 }
 
+// Bool reads true or false.
+func (r *ObjectReader) Bool() (bool, bool) {
+	switch {
+	case r.p.lit("true"):
+		return true, true
+	case r.p.lit("false"):
+		return false, true
+	}
+	return false, false
+}
+
 // Item reads an attribute map (not null).
 func (r *ObjectReader) Item() (Item, bool) {
 	if r.p.peek() != '{' {
