@@ -83,6 +83,10 @@ func decode(body []byte, v any) error {
 	if err := attr.CheckText(body); err != nil {
 		return err
 	}
+	if fastDecode(body, v) {
+		return nil
+	}
+	resetInput(v)
 	return json.Unmarshal(body, v)
 }
 
@@ -207,12 +211,18 @@ func (s *Server) readyHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeRaw writes a JSON body with the headers every response carries.
+// amzJSONContentType is shared by every response (never modified).
+var amzJSONContentType = []string{"application/x-amz-json-1.0"}
+
 func (s *Server) writeRaw(w http.ResponseWriter, requestID string, status int, body []byte) {
+	// The keys are written in canonical form directly: Header.Set would
+	// canonicalize each of them on every response (net/http writes them
+	// canonical either way: X-Amzn-Requestid, X-Amz-Crc32).
 	h := w.Header()
-	h.Set("Content-Type", "application/x-amz-json-1.0")
-	h.Set("x-amzn-RequestId", requestID)
-	h.Set("x-amz-crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"] = amzJSONContentType
+	h["X-Amzn-Requestid"] = []string{requestID}
+	h["X-Amz-Crc32"] = []string{strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10)}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	s.armWrite(w)
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

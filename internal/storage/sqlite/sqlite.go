@@ -76,7 +76,7 @@ type Options struct {
 	// default DefaultCommitWait, negative: never waits.
 	CommitWait time.Duration
 	// CacheKiB is the page cache of the writer connection in KiB (default
-	// 65536); each reader connection gets a quarter of it.
+	// 4096); each reader connection gets a quarter of it, at least 2048.
 	CacheKiB int
 	// MmapBytes is the memory-mapped window of the database file per
 	// connection (0 or negative: no mmap, the default; a positive value
@@ -84,7 +84,7 @@ type Options struct {
 	// connection in RSS).
 	MmapBytes int64
 	// ItemCacheBytes bounds the in-memory item cache (see itemCache);
-	// default 32 MiB, negative disables it.
+	// default 16 MiB, negative disables it.
 	ItemCacheBytes int
 	// WALLimitBytes bounds the write-ahead log: when the -wal file reaches
 	// it, the writer runs a RESTART checkpoint between two batches
@@ -185,7 +185,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		opts.CacheKiB = 4 << 10
 	}
 	if opts.ItemCacheBytes == 0 {
-		opts.ItemCacheBytes = 32 << 20
+		opts.ItemCacheBytes = 16 << 20
 	}
 	if opts.MmapBytes < 0 {
 		opts.MmapBytes = 0
