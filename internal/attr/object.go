@@ -91,22 +91,29 @@ func (r *ObjectReader) Item() (Item, bool) {
 	return it, err == nil
 }
 
+// memberName reads a member's name and its colon inside a map, and checks
+// that its value starts with open.
+func (r *ObjectReader) memberName(open byte) (string, bool) {
+	name, err := r.p.str()
+	if err != nil {
+		return "", false
+	}
+	r.p.ws()
+	if r.p.peek() != ':' {
+		return "", false
+	}
+	r.p.i++
+	r.p.ws()
+	return name, r.p.peek() == open
+}
+
 // Values reads a map of attribute values (ExpressionAttributeValues); a
 // null member value sends the request to the slow path.
 func (r *ObjectReader) Values() (map[string]Value, bool) {
 	m := map[string]Value{}
 	ok := r.members(func() bool {
-		name, err := r.p.str()
-		if err != nil {
-			return false
-		}
-		r.p.ws()
-		if r.p.peek() != ':' {
-			return false
-		}
-		r.p.i++
-		r.p.ws()
-		if r.p.peek() != '{' {
+		name, ok := r.memberName('{')
+		if !ok {
 			return false
 		}
 		v, err := r.p.value(0)
@@ -123,17 +130,8 @@ func (r *ObjectReader) Values() (map[string]Value, bool) {
 func (r *ObjectReader) Strings() (map[string]string, bool) {
 	m := map[string]string{}
 	ok := r.members(func() bool {
-		name, err := r.p.str()
-		if err != nil {
-			return false
-		}
-		r.p.ws()
-		if r.p.peek() != ':' {
-			return false
-		}
-		r.p.i++
-		r.p.ws()
-		if r.p.peek() != '"' {
+		name, ok := r.memberName('"')
+		if !ok {
 			return false
 		}
 		v, err := r.p.str()
