@@ -120,6 +120,18 @@ func (descJSON) StoredDescription(src []byte) ([]byte, error) { return src, nil 
 
 const account = "000000000000"
 
+// restoreInto starts m's restore of bk into a new table name of account,
+// created on b as a restore target.
+func restoreInto(ctx context.Context, m *Manager, b storage.Backend, bk storage.BackupRecord, name string) error {
+	return m.RestoreTable(ctx, bk, account, name, func(ctx context.Context) (*storage.Table, error) {
+		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: []byte(`{"restoring":true}`)})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	})
+}
+
 func createTable(t testing.TB, b storage.Backend, name string) storage.TableRef {
 	desc := fmt.Sprintf(`{"TableName":%q,"KeySchema":[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}],`+
 		`"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"N"}],"TableStatus":"ACTIVE"}`, name)

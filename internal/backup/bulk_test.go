@@ -84,14 +84,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
-		create := func(ctx context.Context) (*storage.Table, error) {
-			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
-			if err != nil {
-				return nil, err
-			}
-			return res.Table, nil
-		}
-		if err := m.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+		if err := restoreInto(t.Context(), m, b, bk, "dst"); err != nil {
 			t.Fatal(err)
 		}
 		// The job's metric counts its end a moment after RestoringFrom

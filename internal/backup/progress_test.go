@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -77,14 +76,7 @@ func TestJobProgressMetrics(t *testing.T) {
 		t.Fatalf("a finished backup still shows progress: %v", g)
 	}
 
-	create := func(ctx context.Context) (*storage.Table, error) {
-		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "progdst", Desc: []byte(`{"restoring":true}`)})
-		if err != nil {
-			return nil, err
-		}
-		return res.Table, nil
-	}
-	if err := m.RestoreTable(t.Context(), bk, account, "progdst", create); err != nil {
+	if err := restoreInto(t.Context(), m, b, bk, "progdst"); err != nil {
 		t.Fatal(err)
 	}
 	if p := <-held; p != PointRestoreBeforeActive {

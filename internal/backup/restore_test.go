@@ -84,14 +84,7 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	restore := func(name string) (*storage.Table, error) {
-		create := func(ctx context.Context) (*storage.Table, error) {
-			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: []byte(`{"restoring":true}`)})
-			if err != nil {
-				return nil, err
-			}
-			return res.Table, nil
-		}
-		if err := m.RestoreTable(t.Context(), bk, account, name, create); err != nil {
+		if err := restoreInto(t.Context(), m, b, bk, name); err != nil {
 			return nil, err
 		}
 		deadline := time.Now().Add(20 * time.Second)
@@ -203,14 +196,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	bk := *waitStatus(t, a, rec.ARN, storage.BackupAvailable)
-	create := func(ctx context.Context) (*storage.Table, error) {
-		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
-		if err != nil {
-			return nil, err
-		}
-		return res.Table, nil
-	}
-	if err := a.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+	if err := restoreInto(t.Context(), a, b, bk, "dst"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -348,14 +334,7 @@ func TestBackupFreeOnceTargetActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	bk := *waitStatus(t, a, rec.ARN, storage.BackupAvailable)
-	create := func(ctx context.Context) (*storage.Table, error) {
-		res, err := raw.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
-		if err != nil {
-			return nil, err
-		}
-		return res.Table, nil
-	}
-	if err := a.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+	if err := restoreInto(t.Context(), a, raw, bk, "dst"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -53,14 +53,7 @@ func TestRestoreRetriesUnavailableWrites(t *testing.T) {
 	}
 	bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
 	f.fail.Store(3) // the first three batch writes fail
-	create := func(ctx context.Context) (*storage.Table, error) {
-		res, err := f.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
-		if err != nil {
-			return nil, err
-		}
-		return res.Table, nil
-	}
-	if err := m.RestoreTable(t.Context(), bk, account, "dst", create); err != nil {
+	if err := restoreInto(t.Context(), m, f, bk, "dst"); err != nil {
 		t.Fatal(err)
 	}
 	// The job's row says DONE (RestoringFrom false) a moment before its
