@@ -13,7 +13,11 @@
 # The cluster lives in $EXTENDDB_CACHE/pg (default $HOME/.cache/extenddb/pg)
 # when the server's user can reach that directory, else in a private
 # directory under /var/tmp whose location is remembered in the cache. It runs
-# with fsync=off: test data only. Run as root, initdb and the server run as the
+# with fsync=off: test data only, and shared_buffers of
+# EXTENDDB_PG_SHARED_BUFFERS (default 2GB, about PostgreSQL's own advice of a
+# quarter of the machine's memory; the compiled-in 128MB makes a snapshot of a
+# 1 GiB table read most heap pages from the kernel: docs/benchmarks.md). Run
+# as root, initdb and the server run as the
 # `postgres` user (initdb refuses root); run as another user, as that user.
 # A PostgreSQL already installed or running elsewhere (e.g. Debian's own
 # cluster on 5432) is left alone.
@@ -141,7 +145,7 @@ start() {
 	log "starting PostgreSQL ($BIN) on 127.0.0.1:$port (log $d/log)"
 	# -w waits until the server accepts connections.
 	if ! as_server "$BIN/pg_ctl" -D "$d/data" -l "$d/log" -w -t 60 \
-		-o "-p $port -k $d -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200" \
+		-o "-p $port -k $d -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200 -c shared_buffers=${EXTENDDB_PG_SHARED_BUFFERS:-2GB}" \
 		start >&2; then
 		log "pg_ctl start failed; log follows"
 		tail -n 50 "$d/log" >&2 || true

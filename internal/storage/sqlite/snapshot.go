@@ -42,29 +42,42 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	if err != nil {
 		return nil, err
 	}
-	conn, err := b.rdb.Conn(ctx)
+	// A connection of its own, below database/sql (rawread.go): items
+	// are copied once, from SQLite's memory into the page.
+	c, err := openRaw(b.path, b.opts.BusyTimeout)
 	if err != nil {
 		release()
 		return nil, mapErr(err, "sqlite: snapshot connection")
 	}
-	// The transaction outlives the request that opened it: it ends on
-	// Close, not when ctx is done.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		conn.Close()
+	// mu serializes the connection's users: fetch, run by the stream's
+	// reader, and end, which may run beside it (Close from another
+	// goroutine).
+	var mu sync.Mutex
+	var items *rawStmt
+	closed := false
+	end := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return nil
+		}
+		closed = true
+		if items != nil {
+			items.finalize()
+		}
+		err := c.exec("ROLLBACK")
+		c.close()
+		release()
+		return mapErr(err, "sqlite: snapshot end")
+	}
+	if err := c.exec("BEGIN"); err != nil {
+		c.close()
 		release()
 		return nil, mapErr(err, "sqlite: snapshot begin")
 	}
-	end := func() error {
-		err := tx.Rollback()
-		conn.Close()
-		release()
-		if err != nil && !errors.Is(err, sql.ErrTxDone) {
-			return mapErr(err, "sqlite: snapshot end")
-		}
-		return nil
-	}
-	t, err := scanTable(tx.QueryRowContext(ctx, sqlSnapshotTable, p.Account, p.Name), p.Account, p.Name)
+	// The transaction's first read, the table's catalog row, pins the
+	// instant.
+	t, err := rawTable(c, p.Account, p.Name)
 	if err != nil {
 		end()
 		if errors.Is(err, sql.ErrNoRows) {
@@ -84,26 +97,31 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	id := t.ID
 	lastPage := 0
 	var spare []byte
-	var rs *sql.Rows
-	var rsMu sync.Mutex // rs is set by fetch and read by end, which may run beside it
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if done {
 			return nil, false, nil
 		}
-		if rs == nil {
-			// The statement outlives this call's context: it ends with
-			// the snapshot (end) or at its last row.
-			r, err := tx.QueryContext(context.WithoutCancel(ctx), sqlSnapshotItems, id)
-			if err != nil {
-				return nil, false, mapErr(err, "sqlite: snapshot read")
-			}
-			rsMu.Lock()
-			rs = r
-			rsMu.Unlock()
+		if closed {
+			return nil, false, storage.Errorf(storage.KindInternal, "sqlite: snapshot read after close")
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
+		}
+		if items == nil {
+			s, err := c.prepare(sqlSnapshotItems)
+			if err == nil {
+				err = s.bindInt64(1, id)
+				if err != nil {
+					s.finalize()
+				}
+			}
+			if err != nil {
+				return nil, false, mapErr(err, "sqlite: snapshot read")
+			}
+			items = s
 		}
 		rb := storage.NewRowBuffer(nil, false, limit)
 		// The previous page's memory (its rows are dead: a stream's row
@@ -112,38 +130,24 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		// the buffer by doubling.
 		rb.Recycle(spare)
 		rb.Reserve(lastPage + lastPage/8)
-		var pk, sk, item sql.RawBytes
 		for rb.Len() < limit {
-			if !rs.Next() {
-				done = true
-				break
-			}
-			if err := rs.Scan(&pk, &sk, &item); err != nil {
-				return nil, false, mapErr(err, "sqlite: snapshot read")
-			}
-			rb.Add(pk)
-			rb.Add(sk)
-			rb.Add(item)
-		}
-		if done {
-			err := rs.Err()
-			rs.Close()
+			row, err := items.step()
 			if err != nil {
 				return nil, false, mapErr(err, "sqlite: snapshot read")
 			}
+			if !row {
+				done = true
+				items.finalize()
+				items = nil
+				break
+			}
+			// Views of SQLite's memory until the next step: copied here.
+			rb.Add(items.blob(0))
+			rb.Add(items.blob(1))
+			rb.Add(items.blob(2))
 		}
 		lastPage, spare = rb.Size(), rb.Buffer()
 		return rb.Rows(), !done, nil
-	}
-	endTx := end
-	end = func() error {
-		rsMu.Lock()
-		r := rs
-		rsMu.Unlock()
-		if r != nil {
-			r.Close()
-		}
-		return endTx()
 	}
 	return &storage.TableSnapshot{
 		Table:      t,
@@ -152,4 +156,31 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
 		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
 	}, nil
+}
+
+// rawTable reads the catalog row of table (account, name) on c;
+// sql.ErrNoRows when there is none.
+func rawTable(c *rawConn, account, name string) (*storage.Table, error) {
+	s, err := c.prepare(sqlSnapshotTable)
+	if err != nil {
+		return nil, err
+	}
+	defer s.finalize()
+	if err := s.bindText(1, account); err != nil {
+		return nil, err
+	}
+	if err := s.bindText(2, name); err != nil {
+		return nil, err
+	}
+	row, err := s.step()
+	if err != nil {
+		return nil, err
+	}
+	if !row {
+		return nil, sql.ErrNoRows
+	}
+	t := &storage.Table{Account: account, Name: name, ID: s.int64(0), Version: s.int64(2)}
+	t.Desc = append([]byte(nil), s.blob(1)...)
+	t.CreatedAt = time.Unix(0, s.int64(3)).UTC()
+	return t, nil
 }

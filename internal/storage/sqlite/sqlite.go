@@ -103,6 +103,7 @@ type Options struct {
 type Backend struct {
 	opts   Options
 	tmpDir string // memory mode: removed on Close
+	path   string // the database file
 
 	wdb      *sql.DB // one connection, owned by the writer goroutine
 	cdb      *sql.DB // one connection for the background checkpointer
@@ -219,6 +220,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b.lock = lock
+	b.path = path
 	if err := b.open(ctx, path); err != nil {
 		b.closeDBs()
 		b.lock.Close()
@@ -451,9 +453,17 @@ func mapErr(err error, msg string) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sql.ErrConnDone) {
 		return storage.Wrap(storage.KindUnavailable, err, msg)
 	}
+	var code int
 	var le *sqlite.Error
-	if errors.As(err, &le) {
-		switch le.Code() & 0xFF {
+	var re *rawError
+	switch {
+	case errors.As(err, &le):
+		code = le.Code()
+	case errors.As(err, &re):
+		code = re.Code()
+	}
+	if code != 0 {
+		switch code & 0xFF {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR,
 			sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM,
 			sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOLFS:
