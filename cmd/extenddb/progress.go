@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -27,9 +28,21 @@ type jobStat struct {
 // scrapeJob reads the progress of the job of kind on table (job: the
 // backup id) from endpoint/metrics; found is false when this server does
 // not run it (not started yet, finished, or run by another server).
+// jobSeries is the query that selects the job series parseJobStat reads.
+var jobSeries = func() string {
+	q := url.Values{}
+	for _, n := range []string{"extenddb_backup_job_items", "extenddb_backup_job_bytes", "extenddb_backup_job_total_items", "extenddb_backup_job_total_bytes"} {
+		q.Add("name[]", n)
+	}
+	return q.Encode()
+}()
+
 func scrapeJob(ctx context.Context, endpoint, kind, table, job string) jobStat {
 	var st jobStat
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(endpoint, "/")+"/metrics", nil)
+	// Only the job's series (promhttp's name[] filter): a progress bar
+	// polls several times a second, and the whole exposition is larger by
+	// far.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(endpoint, "/")+"/metrics?"+jobSeries, nil)
 	if err != nil {
 		return st
 	}

@@ -36,6 +36,14 @@ func NewRowBuffer(pk []byte, index bool, hint int) *RowBuffer {
 	return rb
 }
 
+// ReuseRowBuffer is NewRowBuffer(nil, false, ...) of a Scan page that
+// writes into the memory of an earlier, dead page: its column buffer
+// (Buffer) and its column offsets (Ends). A snapshot reading page after
+// page allocates nothing per page this way.
+func ReuseRowBuffer(buf []byte, ends []int) *RowBuffer {
+	return &RowBuffer{ncol: 3, buf: buf[:0], ends: ends[:0]}
+}
+
 // Reserve makes room for n more bytes of columns in one allocation (a
 // caller that knows a page's size, such as a snapshot reading pages of
 // like size, avoids growing the buffer by doubling).
@@ -47,19 +55,23 @@ func (rb *RowBuffer) Reserve(n int) {
 	}
 }
 
-// Recycle makes a new, empty buffer (of a Scan: no fixed partition) write
-// its columns into buf's memory, when it is the larger. A snapshot hands
-// each page the previous page's buffer: its rows are dead by then (a
-// SnapshotStream row is valid until the next call), and a fresh page of
-// a megabyte costs its allocation, page faults and a collection.
-func (rb *RowBuffer) Recycle(buf []byte) {
-	if len(rb.buf) == 0 && cap(buf) > cap(rb.buf) {
-		rb.buf = buf[:0]
+// ReserveLike prepares a page expected to be about as large as the last
+// one (last bytes of columns): when the buffer has less room than last
+// plus a sixteenth, it makes room for last plus a quarter in one
+// allocation. A page built in its predecessor's memory thus reallocates
+// only when pages grow by more than that, not whenever one page is a few
+// bytes larger than the one before.
+func (rb *RowBuffer) ReserveLike(last int) {
+	if cap(rb.buf)-len(rb.buf) < last+last/16 {
+		rb.Reserve(last + last/4)
 	}
 }
 
-// Buffer is the memory the columns were written to (for Recycle).
+// Buffer is the memory the columns were written to (for ReuseRowBuffer).
 func (rb *RowBuffer) Buffer() []byte { return rb.buf }
+
+// Ends is the memory of the column offsets (for ReuseRowBuffer).
+func (rb *RowBuffer) Ends() []int { return rb.ends }
 
 // Size is the number of bytes of columns added so far.
 func (rb *RowBuffer) Size() int { return len(rb.buf) }
@@ -80,8 +92,18 @@ func (rb *RowBuffer) Len() int { return len(rb.ends) / rb.ncol }
 
 // Rows slices the buffer into rows. The rows share the buffer; callers
 // must not append to them.
-func (rb *RowBuffer) Rows() []Row {
-	out := make([]Row, rb.Len())
+func (rb *RowBuffer) Rows() []Row { return rb.RowsInto(nil) }
+
+// RowsInto is Rows written into dst's memory when it has room (the rows of
+// an earlier page that are dead, as Recycle's buffer), else into a new
+// slice.
+func (rb *RowBuffer) RowsInto(dst []Row) []Row {
+	var out []Row
+	if n := rb.Len(); cap(dst) >= n {
+		out = dst[:n]
+	} else {
+		out = make([]Row, n)
+	}
 	off := rb.pkEnd
 	next := func(j int) []byte {
 		e := rb.ends[j]

@@ -37,26 +37,38 @@ func TestRowBufferLayouts(t *testing.T) {
 	}
 }
 
-// TestRowBufferRecycle: a recycled buffer's memory holds the new rows, and
-// the rows read back as added.
-func TestRowBufferRecycle(t *testing.T) {
-	old := make([]byte, 0, 1024)
-	rb := NewRowBuffer(nil, false, 2)
-	rb.Recycle(old)
+// TestReuseRowBuffer: a page built in an earlier page's memory (columns,
+// offsets, rows) holds the new rows, and they read back as added.
+func TestReuseRowBuffer(t *testing.T) {
+	first := NewRowBuffer(nil, false, 4)
+	first.Reserve(1024)
+	first.Add([]byte("old"), []byte("old"), []byte("old"))
+	first.Add([]byte("old"), []byte("old"), []byte("old"))
+	first.Add([]byte("old"), []byte("old"), []byte("old"))
+	oldRows := first.Rows()
+	buf, ends := first.Buffer(), first.Ends()
+
+	rb := ReuseRowBuffer(buf, ends)
 	rb.Add([]byte("pk1"), []byte("sk1"), []byte("item1"))
 	rb.Add([]byte("pk2"), []byte(""), []byte("item2"))
-	if &rb.Buffer()[0] != &old[:1][0] {
-		t.Fatal("the recycled memory was not used")
+	if &rb.Buffer()[0] != &buf[0] || &rb.Ends()[0] != &ends[0] {
+		t.Fatal("the earlier page's memory was not used")
 	}
-	rows := rb.Rows()
+	rows := rb.RowsInto(oldRows)
+	if &rows[0] != &oldRows[0] {
+		t.Fatal("the earlier page's rows were not reused")
+	}
 	if len(rows) != 2 || string(rows[0].PK) != "pk1" || string(rows[0].SK) != "sk1" || string(rows[0].Item) != "item1" ||
-		string(rows[1].PK) != "pk2" || len(rows[1].SK) != 0 || string(rows[1].Item) != "item2" {
+		string(rows[1].PK) != "pk2" || len(rows[1].SK) != 0 || string(rows[1].Item) != "item2" ||
+		string(rows[1].BasePK) != "pk2" {
 		t.Fatalf("rows %q", rows)
 	}
-	small := NewRowBuffer(nil, false, 1)
-	small.Reserve(4096)
-	small.Recycle(make([]byte, 0, 16)) // smaller: ignored
-	if cap(small.Buffer()) < 4096 {
-		t.Fatal("a smaller buffer replaced a larger one")
+	// Rows of a page larger than the earlier one's go to new memory.
+	rb = ReuseRowBuffer(rb.Buffer(), rb.Ends())
+	for range 3 {
+		rb.Add([]byte("p"), []byte("s"), []byte("i"))
+	}
+	if rows := rb.RowsInto(oldRows[:0:2]); len(rows) != 3 || string(rows[2].Item) != "i" {
+		t.Fatalf("rows %q", rows)
 	}
 }

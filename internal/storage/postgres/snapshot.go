@@ -102,6 +102,8 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	}
 	lastPage := 0
 	var spare []byte
+	var spareEnds []int
+	var spareRows []storage.Row
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		if done {
@@ -112,13 +114,12 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
 		defer rs.Close()
-		rb := storage.NewRowBuffer(nil, false, limit)
-		// The previous page's memory (its rows are dead: a stream's row
-		// is valid until the next call); pages are of like size: reserve
-		// the last one's size plus an eighth at once instead of growing
-		// the buffer by doubling.
-		rb.Recycle(spare)
-		rb.Reserve(lastPage + lastPage/8)
+		// The previous page's memory, its columns, their offsets and its
+		// rows (all dead: a stream's row is valid until the next call);
+		// pages are of like size: room for about the last one's size
+		// at once instead of growing the buffer by doubling.
+		rb := storage.ReuseRowBuffer(spare, spareEnds)
+		rb.ReserveLike(lastPage)
 		for rs.Next() {
 			raw := rs.RawValues()
 			rb.Add(raw[0], raw[1], raw[2])
@@ -127,8 +128,9 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
 		done = rb.Len() < limit
-		lastPage, spare = rb.Size(), rb.Buffer()
-		return rb.Rows(), !done, nil
+		lastPage, spare, spareEnds = rb.Size(), rb.Buffer(), rb.Ends()
+		spareRows = rb.RowsInto(spareRows)
+		return spareRows, !done, nil
 	}
 	return &storage.TableSnapshot{
 		Table:      t,

@@ -38,14 +38,11 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 		if err != nil {
 			return err
 		}
-		var item []byte
+		// RawValues: the item as received, valid until the next row (Size
+		// must not retain it), instead of a copy allocated per item.
 		for rows.Next() {
-			if err := rows.Scan(&item); err != nil {
-				rows.Close()
-				return err
-			}
 			res.ItemCount++
-			res.SizeBytes += size(item)
+			res.SizeBytes += size(rows.RawValues()[0])
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -54,16 +51,12 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 		if err != nil {
 			return err
 		}
-		var ix string
 		for rows.Next() {
-			if err := rows.Scan(&ix, &item); err != nil {
-				rows.Close()
-				return err
-			}
-			st := res.Indexes[ix]
+			v := rows.RawValues()
+			st := res.Indexes[string(v[0])]
 			st.ItemCount++
-			st.SizeBytes += size(item)
-			res.Indexes[ix] = st
+			st.SizeBytes += size(v[1])
+			res.Indexes[string(v[0])] = st
 		}
 		if err := rows.Err(); err != nil {
 			return err

@@ -97,6 +97,8 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	id := t.ID
 	lastPage := 0
 	var spare []byte
+	var spareEnds []int
+	var spareRows []storage.Row
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		mu.Lock()
@@ -123,13 +125,12 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			}
 			items = s
 		}
-		rb := storage.NewRowBuffer(nil, false, limit)
-		// The previous page's memory (its rows are dead: a stream's row
-		// is valid until the next call); pages are of like size: reserve
-		// the last one's size plus an eighth at once instead of growing
-		// the buffer by doubling.
-		rb.Recycle(spare)
-		rb.Reserve(lastPage + lastPage/8)
+		rb := storage.ReuseRowBuffer(spare, spareEnds)
+		// The previous page's memory, its columns, their offsets and its
+		// rows (all dead: a stream's row is valid until the next call);
+		// pages are of like size: room for about the last one's size
+		// at once instead of growing the buffer by doubling.
+		rb.ReserveLike(lastPage)
 		for rb.Len() < limit {
 			row, err := items.step()
 			if err != nil {
@@ -146,8 +147,9 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			rb.Add(items.blob(1))
 			rb.Add(items.blob(2))
 		}
-		lastPage, spare = rb.Size(), rb.Buffer()
-		return rb.Rows(), !done, nil
+		lastPage, spare, spareEnds = rb.Size(), rb.Buffer(), rb.Ends()
+		spareRows = rb.RowsInto(spareRows)
+		return spareRows, !done, nil
 	}
 	return &storage.TableSnapshot{
 		Table:      t,
