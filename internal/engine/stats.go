@@ -51,6 +51,12 @@ func statsSize(raw []byte) int64 {
 	return int64(attr.ItemSize(it))
 }
 
+// countsStats tells whether a table's statistics are computed: not while
+// it is CREATING (a restore target being loaded answers ItemCount 0, as a
+// new table does), where each recomputation would read a growing table
+// beside the restore that fills it, for figures stale at once.
+func countsStats(t *table) bool { return t.stored.Desc.TableStatus != "CREATING" }
+
 // peekStats returns the last computed statistics of a table, or nil.
 func (e *Engine) peekStats(id int64) *storage.TableStatsResult {
 	e.stats.mu.Lock()
@@ -138,8 +144,8 @@ func (e *Engine) TableMetrics(ctx context.Context, accounts []string, limit int)
 				return out, true, nil
 			}
 			t, err := e.loadTable(ctx, a, name)
-			if err != nil {
-				continue // deleted meanwhile
+			if err != nil || !countsStats(t) {
+				continue // deleted meanwhile, or being restored
 			}
 			if _, st, _ := e.refreshStats(t.ref); st != nil {
 				out = append(out, TableMetric{Account: a, Table: name, ItemCount: st.ItemCount, SizeBytes: st.SizeBytes})

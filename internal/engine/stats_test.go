@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // TestDescribeStats: DescribeTable reports the items and index entries
@@ -67,5 +69,69 @@ func TestDescribeStats(t *testing.T) {
 	}
 	if tab.stored.Desc.ItemCount != 0 || tab.stored.Desc.GlobalSecondaryIndexes[0].ItemCount != 0 {
 		t.Fatal("filling in the figures changed the cached description")
+	}
+}
+
+// TestStatsSkipCreating: a table in CREATING (a restore target being
+// loaded) answers ItemCount 0 and starts no statistics read, from
+// DescribeTable or from /metrics.
+func TestStatsSkipCreating(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t)
+	const acct = "000000000000"
+	_, err := e.CreateTable(ctx, acct, &CreateTableInput{
+		TableName:            ptr("src"),
+		KeySchema:            []KeySchemaElement{{AttributeName: "pk", KeyType: "HASH"}},
+		AttributeDefinitions: []AttributeDefinition{{AttributeName: "pk", AttributeType: "S"}},
+		BillingMode:          "PAY_PER_REQUEST",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := e.loadTable(ctx, acct, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := src.stored.Desc
+	d.TableName, d.TableStatus = "restoring", "CREATING"
+	raw, err := json.Marshal(&storedTable{Desc: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: acct, Name: "restoring", Desc: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.DescribeTable(ctx, acct, &TableNameInput{TableName: ptr("restoring")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Table.TableStatus != "CREATING" || out.Table.ItemCount != 0 {
+		t.Fatalf("described %s with %d items", out.Table.TableStatus, out.Table.ItemCount)
+	}
+	ms, _, err := e.TableMetrics(ctx, []string{acct}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Table == "restoring" {
+			t.Fatal("/metrics lists the statistics of a CREATING table")
+		}
+	}
+	e.stats.mu.Lock()
+	_, started := e.stats.m[res.Table.ID]
+	e.stats.mu.Unlock()
+	if started {
+		t.Fatal("statistics were started for a CREATING table")
+	}
+	// The ACTIVE table beside it is counted as before.
+	if out, err := e.DescribeTable(ctx, acct, &TableNameInput{TableName: ptr("src")}); err != nil || out.Table.TableStatus != "ACTIVE" {
+		t.Fatalf("src: %v %v", out, err)
+	}
+	e.stats.mu.Lock()
+	_, started = e.stats.m[src.ref.ID]
+	e.stats.mu.Unlock()
+	if !started {
+		t.Fatal("no statistics for the ACTIVE table")
 	}
 }

@@ -683,7 +683,11 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 	if err != nil {
 		return nil, err
 	}
-	return &DescribeTableOutput{Table: withStats(t.describe(), e.tableStats(ctx, t))}, nil
+	var st *storage.TableStatsResult
+	if countsStats(t) {
+		st = e.tableStats(ctx, t)
+	}
+	return &DescribeTableOutput{Table: withStats(t.describe(), st)}, nil
 }
 
 // DeleteTable deletes a table and its items.

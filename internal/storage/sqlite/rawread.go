@@ -78,6 +78,18 @@ func openRaw(path string, busy time.Duration) (*rawConn, error) {
 // memory never moves and the garbage collector does not manage it.
 func cmem(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
+// openRaw opens a raw read connection on the backend's database file;
+// errClosed once the backend is closed (as every other operation).
+func (b *Backend) openRaw() (*rawConn, error) {
+	b.mu.RLock()
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
+		return nil, errClosed
+	}
+	return openRaw(b.path, b.opts.BusyTimeout)
+}
+
 // err builds the error of result code rc of op.
 func (c *rawConn) err(rc int32, op string) error {
 	msg := libc.GoString(sqlite3.Xsqlite3_errstr(c.tls, rc))

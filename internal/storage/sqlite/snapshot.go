@@ -44,7 +44,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	}
 	// A connection of its own, below database/sql (rawread.go): items
 	// are copied once, from SQLite's memory into the page.
-	c, err := openRaw(b.path, b.opts.BusyTimeout)
+	c, err := b.openRaw()
 	if err != nil {
 		release()
 		return nil, mapErr(err, "sqlite: snapshot connection")

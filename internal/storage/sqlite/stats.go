@@ -17,7 +17,7 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 	// (rawread.go, ADR 0036): Size sees each item in SQLite's memory, not
 	// a copy allocated per item (a million items made a gigabyte of
 	// garbage, beside whatever else the server was doing).
-	c, err := openRaw(b.path, b.opts.BusyTimeout)
+	c, err := b.openRaw()
 	if err != nil {
 		return nil, mapErr(err, "sqlite: table stats")
 	}
