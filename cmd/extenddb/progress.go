@@ -25,9 +25,6 @@ type jobStat struct {
 	totalItems, totalBytes int64
 }
 
-// scrapeJob reads the progress of the job of kind on table (job: the
-// backup id) from endpoint/metrics; found is false when this server does
-// not run it (not started yet, finished, or run by another server).
 // jobSeries is the query that selects the job series parseJobStat reads.
 var jobSeries = func() string {
 	q := url.Values{}
@@ -37,6 +34,9 @@ var jobSeries = func() string {
 	return q.Encode()
 }()
 
+// scrapeJob reads the progress of the job of kind on table (job: the
+// backup id) from endpoint/metrics; found is false when this server does
+// not run it (not started yet, finished, or run by another server).
 func scrapeJob(ctx context.Context, endpoint, kind, table, job string) jobStat {
 	var st jobStat
 	// Only the job's series (promhttp's name[] filter): a progress bar

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func TestParseJobStat(t *testing.T) {
@@ -52,5 +58,31 @@ func TestProgressViewPlainLines(t *testing.T) {
 	}
 	if strings.Count(line, "\n") != 1 {
 		t.Fatalf("want one line, got %q", line)
+	}
+}
+
+// TestScrapeJobFiltered: scrapeJob asks /metrics for the job series only
+// (promhttp's name[] filter) and still finds the job.
+func TestScrapeJobFiltered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	labels := []string{"account", "job", "kind", "phase", "table"}
+	items := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "extenddb_backup_job_items", Help: "h"}, labels)
+	total := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "extenddb_backup_job_total_items", Help: "h"}, labels)
+	other := prometheus.NewGauge(prometheus.GaugeOpts{Name: "extenddb_table_items", Help: "h"})
+	reg.MustRegister(items, total, other)
+	items.WithLabelValues("000000000000", "j1", "backup", "write", "src").Set(42)
+	total.WithLabelValues("000000000000", "j1", "backup", "write", "src").Set(100)
+	var query url.Values
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.Query()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	st := scrapeJob(t.Context(), srv.URL, "backup", "src", "j1")
+	if !st.found || st.items != 42 || st.totalItems != 100 || st.phase != "write" {
+		t.Fatalf("scraped %+v", st)
+	}
+	if names := query["name[]"]; len(names) != 4 {
+		t.Fatalf("asked for %v", names)
 	}
 }
