@@ -36,12 +36,33 @@ func NewRowBuffer(pk []byte, index bool, hint int) *RowBuffer {
 	return rb
 }
 
-// ReuseRowBuffer is NewRowBuffer(nil, false, ...) of a Scan page that
-// writes into the memory of an earlier, dead page: its column buffer
-// (Buffer) and its column offsets (Ends). A snapshot reading page after
-// page allocates nothing per page this way.
-func ReuseRowBuffer(buf []byte, ends []int) *RowBuffer {
-	return &RowBuffer{ncol: 3, buf: buf[:0], ends: ends[:0]}
+// SnapshotPages builds the pages of a snapshot stream (Scan rows: pk, sk,
+// item), each in the memory of the page before it: its columns, their
+// offsets and its []Row. A stream's row is valid only until the next
+// call, so the previous page is dead when the next is read, and a
+// snapshot read page after page allocates nothing per page. The zero
+// value is ready; not safe for concurrent use.
+type SnapshotPages struct {
+	buf  []byte
+	ends []int
+	rows []Row
+	last int // bytes of columns of the previous page
+}
+
+// Next returns the buffer of the next page, with room for about as many
+// bytes as the previous page held (ReserveLike).
+func (p *SnapshotPages) Next() *RowBuffer {
+	rb := &RowBuffer{ncol: 3, buf: p.buf[:0], ends: p.ends[:0]}
+	rb.ReserveLike(p.last)
+	return rb
+}
+
+// Rows ends the page rb (from Next) and returns its rows, which stay valid
+// until the following Next.
+func (p *SnapshotPages) Rows(rb *RowBuffer) []Row {
+	p.last, p.buf, p.ends = len(rb.buf), rb.buf, rb.ends
+	p.rows = rb.RowsInto(p.rows)
+	return p.rows
 }
 
 // Reserve makes room for n more bytes of columns in one allocation (a
@@ -58,20 +79,14 @@ func (rb *RowBuffer) Reserve(n int) {
 // ReserveLike prepares a page expected to be about as large as the last
 // one (last bytes of columns): when the buffer has less room than last
 // plus a sixteenth, it makes room for last plus a quarter in one
-// allocation. A page built in its predecessor's memory thus reallocates
-// only when pages grow by more than that, not whenever one page is a few
-// bytes larger than the one before.
+// allocation. A page built in its predecessor's memory (SnapshotPages)
+// thus reallocates only when pages grow by more than that, not whenever
+// one page is a few bytes larger than the one before.
 func (rb *RowBuffer) ReserveLike(last int) {
 	if cap(rb.buf)-len(rb.buf) < last+last/16 {
 		rb.Reserve(last + last/4)
 	}
 }
-
-// Buffer is the memory the columns were written to (for ReuseRowBuffer).
-func (rb *RowBuffer) Buffer() []byte { return rb.buf }
-
-// Ends is the memory of the column offsets (for ReuseRowBuffer).
-func (rb *RowBuffer) Ends() []int { return rb.ends }
 
 // Size is the number of bytes of columns added so far.
 func (rb *RowBuffer) Size() int { return len(rb.buf) }
@@ -95,8 +110,7 @@ func (rb *RowBuffer) Len() int { return len(rb.ends) / rb.ncol }
 func (rb *RowBuffer) Rows() []Row { return rb.RowsInto(nil) }
 
 // RowsInto is Rows written into dst's memory when it has room (the rows of
-// an earlier page that are dead, as Recycle's buffer), else into a new
-// slice.
+// an earlier, dead page), else into a new slice.
 func (rb *RowBuffer) RowsInto(dst []Row) []Row {
 	var out []Row
 	if n := rb.Len(); cap(dst) >= n {

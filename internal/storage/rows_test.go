@@ -37,24 +37,25 @@ func TestRowBufferLayouts(t *testing.T) {
 	}
 }
 
-// TestReuseRowBuffer: a page built in an earlier page's memory (columns,
+// TestSnapshotPages: a page built in an earlier page's memory (columns,
 // offsets, rows) holds the new rows, and they read back as added.
-func TestReuseRowBuffer(t *testing.T) {
-	first := NewRowBuffer(nil, false, 4)
+func TestSnapshotPages(t *testing.T) {
+	var p SnapshotPages
+	first := p.Next()
 	first.Reserve(1024)
-	first.Add([]byte("old"), []byte("old"), []byte("old"))
-	first.Add([]byte("old"), []byte("old"), []byte("old"))
-	first.Add([]byte("old"), []byte("old"), []byte("old"))
-	oldRows := first.Rows()
-	buf, ends := first.Buffer(), first.Ends()
+	for range 3 {
+		first.Add([]byte("old"), []byte("old"), []byte("old"))
+	}
+	oldRows := p.Rows(first)
+	buf, ends := first.buf, first.ends
 
-	rb := ReuseRowBuffer(buf, ends)
+	rb := p.Next()
 	rb.Add([]byte("pk1"), []byte("sk1"), []byte("item1"))
 	rb.Add([]byte("pk2"), []byte(""), []byte("item2"))
-	if &rb.Buffer()[0] != &buf[0] || &rb.Ends()[0] != &ends[0] {
+	if &rb.buf[0] != &buf[0] || &rb.ends[0] != &ends[0] {
 		t.Fatal("the earlier page's memory was not used")
 	}
-	rows := rb.RowsInto(oldRows)
+	rows := p.Rows(rb)
 	if &rows[0] != &oldRows[0] {
 		t.Fatal("the earlier page's rows were not reused")
 	}
@@ -64,11 +65,11 @@ func TestReuseRowBuffer(t *testing.T) {
 		t.Fatalf("rows %q", rows)
 	}
 	// Rows of a page larger than the earlier one's go to new memory.
-	rb = ReuseRowBuffer(rb.Buffer(), rb.Ends())
-	for range 3 {
+	rb = p.Next()
+	for range 4 {
 		rb.Add([]byte("p"), []byte("s"), []byte("i"))
 	}
-	if rows := rb.RowsInto(oldRows[:0:2]); len(rows) != 3 || string(rows[2].Item) != "i" {
+	if rows := p.Rows(rb); len(rows) != 4 || string(rows[3].Item) != "i" {
 		t.Fatalf("rows %q", rows)
 	}
 }

@@ -100,10 +100,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		end()
 		return nil, mapErr(err, "postgres: snapshot cursor")
 	}
-	lastPage := 0
-	var spare []byte
-	var spareEnds []int
-	var spareRows []storage.Row
+	var pages storage.SnapshotPages
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		if done {
@@ -114,12 +111,8 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
 		defer rs.Close()
-		// The previous page's memory, its columns, their offsets and its
-		// rows (all dead: a stream's row is valid until the next call);
-		// pages are of like size: room for about the last one's size
-		// at once instead of growing the buffer by doubling.
-		rb := storage.ReuseRowBuffer(spare, spareEnds)
-		rb.ReserveLike(lastPage)
+		// In the previous page's memory (SnapshotPages).
+		rb := pages.Next()
 		for rs.Next() {
 			raw := rs.RawValues()
 			rb.Add(raw[0], raw[1], raw[2])
@@ -128,9 +121,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			return nil, false, mapErr(err, "postgres: snapshot read")
 		}
 		done = rb.Len() < limit
-		lastPage, spare, spareEnds = rb.Size(), rb.Buffer(), rb.Ends()
-		spareRows = rb.RowsInto(spareRows)
-		return spareRows, !done, nil
+		return pages.Rows(rb), !done, nil
 	}
 	return &storage.TableSnapshot{
 		Table:      t,

@@ -95,10 +95,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	// would read less: a restore loads in the backup's order, and keys in
 	// Scan order append to the key index (ADR 0034).
 	id := t.ID
-	lastPage := 0
-	var spare []byte
-	var spareEnds []int
-	var spareRows []storage.Row
+	var pages storage.SnapshotPages
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		mu.Lock()
@@ -125,12 +122,8 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			}
 			items = s
 		}
-		rb := storage.ReuseRowBuffer(spare, spareEnds)
-		// The previous page's memory, its columns, their offsets and its
-		// rows (all dead: a stream's row is valid until the next call);
-		// pages are of like size: room for about the last one's size
-		// at once instead of growing the buffer by doubling.
-		rb.ReserveLike(lastPage)
+		// In the previous page's memory (SnapshotPages).
+		rb := pages.Next()
 		for rb.Len() < limit {
 			row, err := items.step()
 			if err != nil {
@@ -147,9 +140,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 			rb.Add(items.blob(1))
 			rb.Add(items.blob(2))
 		}
-		lastPage, spare, spareEnds = rb.Size(), rb.Buffer(), rb.Ends()
-		spareRows = rb.RowsInto(spareRows)
-		return spareRows, !done, nil
+		return pages.Rows(rb), !done, nil
 	}
 	return &storage.TableSnapshot{
 		Table:      t,
