@@ -51,6 +51,11 @@
 #                                       extenddb-postgres (a database of its own)
 #   EXTENDDB_BENCH_POSTGRES_DSN_BEFORE  the same for extenddb-postgres-before
 #                                       (another database)
+#   EXTENDDB_BENCH_POSTGRES_DSN_FLOOR   the database of floor-postgres (default
+#                                       EXTENDDB_BENCH_POSTGRES_DSN; a database
+#                                       of its own keeps extenddb-postgres alone
+#                                       on its database, as ADR 0037's read
+#                                       cache needs)
 #   EXTENDDB_BENCH_CASSANDRA_HOSTS      contact points of extenddb-cassandra
 #   EXTENDDB_BENCH_CASSANDRA_KEYSPACE   its keyspace (default extenddb_bench)
 #
@@ -232,8 +237,11 @@ start_server() {
 		if [[ "$s" == floor ]]; then
 			"$WORK/benchfloor" -listen "127.0.0.1:$port" >"$WORK/$s.log" 2>&1 &
 		else
-			PROCS[$s]="$(backend_procs "$EXTENDDB_BENCH_POSTGRES_DSN")"
-			"$WORK/benchfloor" -listen "127.0.0.1:$port" -postgres "$EXTENDDB_BENCH_POSTGRES_DSN" >"$WORK/$s.log" 2>&1 &
+			local fdsn="${EXTENDDB_BENCH_POSTGRES_DSN_FLOOR:-$EXTENDDB_BENCH_POSTGRES_DSN}"
+			[[ "$fdsn" != "$EXTENDDB_BENCH_POSTGRES_DSN" ]] ||
+				log "warning: floor-postgres shares extenddb-postgres's database; its idle sessions keep extenddb-postgres from its read cache (ADR 0037): set EXTENDDB_BENCH_POSTGRES_DSN_FLOOR"
+			PROCS[$s]="$(backend_procs "$fdsn")"
+			"$WORK/benchfloor" -listen "127.0.0.1:$port" -postgres "$fdsn" >"$WORK/$s.log" 2>&1 &
 		fi
 		;;
 	esac

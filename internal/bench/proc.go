@@ -52,17 +52,21 @@ func readProcFrom(root string, pid int) (ProcSample, error) {
 }
 
 // SumProcCPU sums utime+stime of the processes whose /proc/PID/cmdline
-// (arguments joined by spaces) contains match, and counts them.
+// (arguments joined by spaces) contains match, and counts them. The
+// calling process is never counted: its own command line carries match
+// (--backend-procs), which made the load tool's CPU part of the database's
+// before 2026-12-01.
 func SumProcCPU(match string) (time.Duration, int) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, 0
 	}
+	self := os.Getpid()
 	var sum uint64
 	n := 0
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == self {
 			continue
 		}
 		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
