@@ -266,7 +266,8 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
+	consistent := in.ConsistentRead != nil && *in.ConsistentRead
+	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk, Eventual: !consistent})
 	if err != nil {
 		if e.missing(err, account, name) {
 			return nil, notFound(name)
@@ -274,7 +275,6 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 		return nil, err
 	}
 	out := &GetItemOutput{}
-	consistent := in.ConsistentRead != nil && *in.ConsistentRead
 	size := 0
 	if res.Item != nil {
 		if proj == nil {

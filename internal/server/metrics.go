@@ -63,7 +63,7 @@ func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) 
 				func(s storage.Stats) float64 { return float64(s.CacheBytes) }),
 			gauge("extenddb_item_cache_entries", "Items held by the item cache.",
 				func(s storage.Stats) float64 { return float64(s.CacheEntries) }),
-			gauge("extenddb_item_cache_max_bytes", "Bound of the item cache (storage.sqlite.item_cache_mb).",
+			gauge("extenddb_item_cache_max_bytes", "Bound of the item cache (storage.sqlite.item_cache_mb, storage.postgres.read_cache_mb).",
 				func(s storage.Stats) float64 { return float64(s.CacheMaxBytes) }),
 		)
 	}

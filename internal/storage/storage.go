@@ -182,6 +182,12 @@ type GetItemParams struct {
 	Table TableRef
 	PK    []byte
 	SK    []byte
+	// Eventual: the caller accepts an eventually consistent answer
+	// (DynamoDB's default read). A backend may then answer from a copy
+	// that lags writes made through other servers for a bounded time it
+	// documents; it must still reflect every write this backend
+	// acknowledged before the call. False: the latest committed item.
+	Eventual bool
 }
 
 type GetItemResult struct {

@@ -59,6 +59,11 @@ type bulkIdxRow struct {
 
 // BulkLoad implements storage.BulkLoader.
 func (b *Backend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+	if b.rcache != nil {
+		// A bulk load replaces items without the write path's per-key
+		// invalidation: nothing cached may outlive it (ADR 0037).
+		defer b.rcache.clear()
+	}
 	ref := p.Table
 	rows := make([]bulkRow, len(p.Items))
 	var ixRows []bulkIdxRow

@@ -169,6 +169,9 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 // snapshots include those writers' commits, and writers that come later
 // find the table gone.
 func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) (*storage.DeleteTableResult, error) {
+	if b.rcache != nil {
+		defer b.rcache.clear() // the table's items, whatever the outcome (ADR 0037)
+	}
 	var res *storage.Table
 	err := b.write(ctx, "postgres: delete table", func(x *txn) error {
 		res = nil

@@ -24,6 +24,24 @@ type Config struct {
 	// ReadLanes is the number of read lanes pipelining concurrent
 	// GetItems (0: max(1, cores/2); negative: none).
 	ReadLanes int `toml:"read_lanes"`
+	// WriteLanes is the number of write lanes committing concurrent
+	// speculative writes together (0: max(1, cores/2); negative: none).
+	WriteLanes int `toml:"write_lanes"`
+	// ReadCacheMB bounds the cache answering eventually consistent
+	// GetItems while this server is the only one attached (ADR 0037; 0:
+	// none).
+	ReadCacheMB int `toml:"read_cache_mb"`
+}
+
+// newConfig is the section with its defaults.
+func newConfig() *Config { return &Config{ReadCacheMB: defaultReadCacheBytes >> 20} }
+
+// readCacheBytes is Options.ReadCacheBytes for the section.
+func (c *Config) readCacheBytes() int {
+	if c.ReadCacheMB <= 0 {
+		return -1
+	}
+	return c.ReadCacheMB << 20
 }
 
 // Validate checks the section of the configured backend.
@@ -34,6 +52,9 @@ func (c *Config) Validate() error {
 	if c.MaxConns < 0 {
 		return errors.New("max_conns must not be negative")
 	}
+	if c.ReadCacheMB < 0 || c.ReadCacheMB > 1<<20 {
+		return errors.New("read_cache_mb must be between 0 and 1048576")
+	}
 	return nil
 }
 
@@ -41,7 +62,7 @@ func configOf(env storage.DriverEnv) *Config {
 	if c, ok := env.Config.(*Config); ok && c != nil {
 		return c
 	}
-	return &Config{}
+	return newConfig()
 }
 
 // Driver is the PostgreSQL entry of the server's driver table.
@@ -49,16 +70,18 @@ func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "postgres",
 		Summary:   "PostgreSQL, one database shared by one or several servers",
-		NewConfig: func() any { return &Config{} },
+		NewConfig: func() any { return newConfig() },
 		Flags:     []storage.Flag{{Name: "dsn", Key: "dsn", Usage: "PostgreSQL DSN (storage.postgres.dsn)"}},
 		Keys: []storage.KeyDoc{
 			{Key: "dsn", Default: `""`, Doc: "postgres:// URL or libpq connection string (required with this backend)"},
 			{Key: "max_conns", Default: "0", Doc: "connection pool bound (0: max(8, 4 × cores))"},
 			{Key: "read_lanes", Default: "0", Doc: "read lanes that pipeline concurrent GetItems on one connection each (0: max(1, cores/2); negative: none)"},
+			{Key: "write_lanes", Default: "0", Doc: "write lanes that commit concurrent writes together, one transaction per batch (0: max(1, cores/2); negative: none)"},
+			{Key: "read_cache_mb", Default: "16", Doc: "cache answering eventually consistent GetItems while no other server is attached to the database (0: none)"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			c := configOf(env)
-			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), ReadLanes: c.ReadLanes, RequireMigrated: true})
+			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), ReadLanes: c.ReadLanes, WriteLanes: c.WriteLanes, ReadCacheBytes: c.readCacheBytes(), RequireMigrated: true})
 			if storage.IsKind(err, storage.KindUnavailable) {
 				return nil, fmt.Errorf("storage backend unreachable: postgres at %s: %w", RedactDSN(c.DSN), err)
 			}

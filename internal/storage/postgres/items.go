@@ -80,6 +80,15 @@ type opKey struct {
 // a write function fails, nothing is written and reasons holds, per op,
 // the error of the failing functions (nil for the others).
 func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams, msg string) (results []storage.WriteItemResult, reasons []error, err error) {
+	// The items' cache keys (the guess cache's and the read cache's).
+	keys := make([]string, len(ops))
+	for i := range ops {
+		keys[i] = guessKey(ops[i].Table.ID, nz(ops[i].PK), nz(ops[i].SK))
+	}
+	if b.rcache != nil {
+		// After the outcome, whatever it is: see readCache.
+		defer b.invalidateWritten(keys)
+	}
 	// Distinct advisory lock keys in ascending order; distinct tables.
 	locks := make([]int64, 0, len(ops))
 	var tabs []int64
@@ -93,7 +102,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
 
-	if results, done, err := b.writeSpeculative(ctx, ops, locks, tabs); done {
+	if results, done, err := b.writeSpeculative(ctx, ops, keys, locks, tabs); done {
 		if err != nil {
 			return nil, nil, err
 		}
@@ -229,8 +238,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	}
 	if b.guess != nil && len(seen) == len(ops) {
 		for i := range ops {
-			o := &ops[i]
-			b.remember(guessKey(o.Table.ID, nz(o.PK), nz(o.SK)), seen[i])
+			b.remember(keys[i], seen[i])
 		}
 	}
 	return results, reasons, nil
@@ -239,6 +247,31 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 // GetItem implements storage.Backend: one statement reads the catalog row
 // and the item from one snapshot.
 func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
+	if !b.readCacheOn() {
+		return b.getItem(ctx, p)
+	}
+	// While no other server is attached, the read cache answers eventually
+	// consistent reads and keeps what any read finds (ADR 0037).
+	key := guessKey(p.Table.ID, nz(p.PK), nz(p.SK))
+	var gen uint64
+	if p.Eventual {
+		item, ok, g := b.rcache.get(key)
+		if ok {
+			return &storage.GetItemResult{Item: item}, nil
+		}
+		gen = g
+	} else {
+		gen = b.rcache.generation(key)
+	}
+	res, err := b.getItem(ctx, p)
+	if err == nil {
+		b.rcache.fill(key, res.Item, gen)
+	}
+	return res, err
+}
+
+// getItem reads one item from the database.
+func (b *Backend) getItem(ctx context.Context, p storage.GetItemParams) (*storage.GetItemResult, error) {
 	if b.lanes != nil {
 		if res, ok, err := b.getViaLane(ctx, p); ok {
 			return res, err

@@ -106,9 +106,19 @@ type Options struct {
 	WriteGuessBytes int
 	// ReadLanes is the number of read lanes that pipeline concurrent
 	// GetItems on one connection each (lanes.go, ADR 0033; default
-	// max(2, GOMAXPROCS), negative: none, every GetItem on its own
+	// max(1, GOMAXPROCS/2), negative: none, every GetItem on its own
 	// pooled connection).
 	ReadLanes int
+	// WriteLanes is the number of write lanes that commit concurrent
+	// speculative writes together, one implicit transaction per batch
+	// (writelanes.go, ADR 0038; default max(1, GOMAXPROCS/2), negative:
+	// none, every write in a transaction of its own).
+	WriteLanes int
+	// ReadCacheBytes bounds the cache that answers eventually consistent
+	// GetItems while no other server is attached to the database
+	// (readcache.go, presence.go, ADR 0037; default 16 MiB, negative:
+	// none, every GetItem reads the database).
+	ReadCacheBytes int
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
@@ -128,9 +138,18 @@ type Backend struct {
 	tabVersions              sync.Map // table ID -> description version last seen current
 	absent                   absentScore
 	specApplied, specRefused atomic.Int64
+	specCombinedRefused      atomic.Int64 // write-lane batches refused (their plans then sent alone)
+	// Write lanes (writelanes.go); nil when Options.WriteLanes < 0 or
+	// without speculation.
+	wlanes *wlanes
 
 	// Read lanes (lanes.go); nil when Options.ReadLanes < 0.
 	lanes *lanes
+
+	// The read cache (readcache.go) and what tells when it may answer
+	// (presence.go); both nil when Options.ReadCacheBytes < 0.
+	rcache   *readCache
+	presence *presence
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -165,6 +184,10 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		cfg.MinConns = opts.MinConns
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	// Every session of this server is named, so that presence can tell
+	// other clients' sessions from its own (ADR 0037).
+	id := newPresenceID()
+	cfg.ConnConfig.RuntimeParams["application_name"] = appName(id)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, mapErr(err, "postgres: create pool")
@@ -181,8 +204,31 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.ReadLanes == 0 {
 		opts.ReadLanes = max(1, runtime.GOMAXPROCS(0)/2)
 	}
+	if opts.ReadCacheBytes == 0 {
+		opts.ReadCacheBytes = defaultReadCacheBytes
+	}
+	b.rcache = newReadCache(opts.ReadCacheBytes)
+	if b.rcache != nil {
+		b.presence = newPresence(id, &b.pool.Config().ConnConfig.Config, b.rcache.clear)
+		err = b.presence.start(ctx)
+	} else {
+		// No cache of its own to keep, but the others' caches must learn
+		// of this server before it serves.
+		_, err = pool.Exec(ctx, `SELECT pg_notify($1, $2)`, presenceChannel, id)
+		err = mapErr(err, "postgres: announce")
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if opts.ReadLanes > 0 {
 		b.lanes = newLanes(b, opts.ReadLanes)
+	}
+	if opts.WriteLanes == 0 {
+		opts.WriteLanes = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	if opts.WriteLanes > 0 && b.guess != nil {
+		b.wlanes = newWriteLanes(b, opts.WriteLanes)
 	}
 	return b, nil
 }
@@ -246,19 +292,31 @@ func (b *Backend) Close() error {
 	if b.lanes != nil {
 		b.lanes.close()
 	}
+	if b.wlanes != nil {
+		b.wlanes.close()
+	}
 	b.pool.Close()
+	if b.presence != nil {
+		b.presence.close()
+	}
 	return nil
 }
 
 // Stat returns the pool's statistics.
 func (b *Backend) Stat() *pgxpool.Stat { return b.pool.Stat() }
 
-// Stats reports the connection pool (storage.StatsReporter).
+// Stats reports the connection pool and the read cache
+// (storage.StatsReporter).
 func (b *Backend) Stats() storage.Stats {
 	ps := b.pool.Stat()
-	return storage.Stats{HasPool: true, PoolMax: int64(ps.MaxConns()), PoolInUse: int64(ps.AcquiredConns()),
+	st := storage.Stats{HasPool: true, PoolMax: int64(ps.MaxConns()), PoolInUse: int64(ps.AcquiredConns()),
 		PoolIdle: int64(ps.IdleConns()), PoolWaits: ps.EmptyAcquireCount(), PoolWaitTime: ps.EmptyAcquireWaitTime(),
 		Retries: b.retries.Load()}
+	if b.rcache != nil {
+		st.HasCache = true
+		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = b.rcache.stats()
+	}
+	return st
 }
 
 // Retries returns how many operation runs were retried transparently.

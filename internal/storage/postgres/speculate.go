@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,14 +68,77 @@ func (b *Backend) SpeculationStats() (applied, refused int64) {
 	return b.specApplied.Load(), b.specRefused.Load()
 }
 
+// specPlan is a write prepared on its guesses: what its functions
+// answered and the statements that apply it if the guesses hold.
+type specPlan struct {
+	locks    []int64 // distinct advisory lock keys, ascending
+	tabs     []int64 // distinct tables, with the version each is expected at
+	versions []int64
+	keys     []string // guess keys, per operation
+	results  []storage.WriteItemResult
+	anyMiss  bool // some operation guessed "absent" for a key the cache lacks
+	// stmts are the operations' statements. Fresh QueuedQuery values are
+	// made for every send: pgx keeps the prepared statement it used on a
+	// QueuedQuery, which a failed batch may have deallocated.
+	stmts []specStmt
+}
+
+type specStmt struct {
+	sql  string
+	args []any
+}
+
+// specOutcome is what a send decided for one plan.
+type specOutcome struct {
+	done bool  // false: nothing was written, run the locked path
+	err  error // with done: the write's error (its outcome unknown)
+	// alone: the plan was sent with others and a statement failed, so
+	// nothing was written but the failing plan is not known: send it alone.
+	alone bool
+}
+
 // writeSpeculative tries ops as one implicit transaction (see above).
 // done=false: nothing was written, run the locked path.
-func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemParams, locks, tabs []int64) (results []storage.WriteItemResult, done bool, err error) {
+func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemParams, keys []string, locks, tabs []int64) (results []storage.WriteItemResult, done bool, err error) {
 	if b.guess == nil {
 		return nil, false, nil
 	}
+	if b.wlanes != nil {
+		// A key another speculative write of this process has in flight
+		// would be guessed from before that write: a refusal that would
+		// also roll back the batch it joins. The locked path waits for
+		// the item's lock instead.
+		if !b.wlanes.claim(keys) {
+			return nil, false, nil
+		}
+		defer b.wlanes.release(keys)
+	}
+	plan := b.planSpeculative(ops, keys, locks, tabs)
+	if plan == nil {
+		return nil, false, nil
+	}
+	var out specOutcome
+	if b.wlanes != nil {
+		out = b.wlanes.submit(ctx, plan)
+	} else {
+		out = b.sendPlans(ctx, []*specPlan{plan})[0]
+	}
+	if out.alone {
+		out = b.sendPlans(ctx, []*specPlan{plan})[0]
+	}
+	if !out.done {
+		return nil, false, nil
+	}
+	if out.err != nil {
+		return nil, true, out.err
+	}
+	return plan.results, true, nil
+}
+
+// planSpeculative runs the write functions on the guesses; nil when the
+// write must take the locked path.
+func (b *Backend) planSpeculative(ops []storage.WriteItemParams, keys []string, locks, tabs []int64) *specPlan {
 	n := len(ops)
-	keys := make([]string, n)
 	guesses := make([][]byte, n)
 	versions := make([]int64, len(tabs))
 	seen := make([]bool, len(tabs))
@@ -84,46 +148,40 @@ func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemP
 		for j, t := range tabs {
 			if t == o.Table.ID {
 				if seen[j] && versions[j] != o.Table.Version {
-					return nil, false, nil // two versions of one table: the locked path refuses one
+					return nil // two versions of one table: the locked path refuses one
 				}
 				versions[j], seen[j] = o.Table.Version, true
 			}
 		}
 		if !b.versionSeen(o.Table) {
-			return nil, false, nil
+			return nil
 		}
-		k := guessKey(o.Table.ID, nz(o.PK), nz(o.SK))
+		k := keys[i]
 		for j := 0; j < i; j++ {
 			if keys[j] == k {
-				return nil, false, nil // one item twice: left to the locked path
+				return nil // one item twice: left to the locked path
 			}
 		}
-		keys[i] = k
 		if guesses[i] = b.guess.get(k); guesses[i] == nil {
 			anyMiss = true
 		}
 	}
 	if anyMiss && !b.absent.allow() {
-		return nil, false, nil
+		return nil
 	}
 
-	results = make([]storage.WriteItemResult, n)
+	plan := &specPlan{locks: locks, tabs: tabs, versions: versions, keys: keys, anyMiss: anyMiss,
+		results: make([]storage.WriteItemResult, n)}
 	bt := &pgx.Batch{}
-	for _, k := range locks {
-		bt.Queue(sqlLockKey, k)
-	}
-	for j, t := range tabs {
-		bt.Queue(sqlSpecFence, t, versions[j])
-	}
 	for i := range ops {
 		o := &ops[i]
 		pk, sk := nz(o.PK), nz(o.SK)
 		old := guesses[i]
 		ch, err := o.Fn(old)
 		if err != nil {
-			return nil, false, nil // decided on the real item, on the locked path
+			return nil // decided on the real item, on the locked path
 		}
-		results[i] = storage.WriteItemResult{Old: old, Change: ch}
+		plan.results[i] = storage.WriteItemResult{Old: old, Change: ch}
 		t, h := o.Table.ID, hashOf(pk)
 		switch {
 		case ch.Op == storage.Put && old == nil:
@@ -142,11 +200,57 @@ func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemP
 		}
 		queueIndexAndLog(bt, t, pk, sk, ch)
 	}
+	plan.stmts = make([]specStmt, len(bt.QueuedQueries))
+	for i, q := range bt.QueuedQueries {
+		plan.stmts[i] = specStmt{q.SQL, q.Arguments}
+	}
+	return plan
+}
+
+// sendPlans sends plans as one implicit transaction: every plan's item
+// locks (ascending over all of them), each table's fence, then each plan's
+// statements, committed at the one Sync. The plans must have distinct keys
+// and agree on the version of every table they share (write lanes check
+// it). It answers each plan's outcome.
+func (b *Backend) sendPlans(ctx context.Context, plans []*specPlan) []specOutcome {
+	out := make([]specOutcome, len(plans))
+	all := func(o specOutcome) []specOutcome {
+		for i := range out {
+			out[i] = o
+		}
+		return out
+	}
+	bt := &pgx.Batch{}
+	locks, tabs, versions := plans[0].locks, plans[0].tabs, plans[0].versions
+	if len(plans) > 1 {
+		locks, tabs, versions = nil, nil, nil
+		for _, p := range plans {
+			locks = append(locks, p.locks...)
+			for j, t := range p.tabs {
+				if !slices.Contains(tabs, t) {
+					tabs, versions = append(tabs, t), append(versions, p.versions[j])
+				}
+			}
+		}
+		slices.Sort(locks)
+		locks = slices.Compact(locks)
+	}
+	for _, k := range locks {
+		bt.Queue(sqlLockKey, k)
+	}
+	for j, t := range tabs {
+		bt.Queue(sqlSpecFence, t, versions[j])
+	}
+	for _, p := range plans {
+		for _, q := range p.stmts {
+			bt.Queue(q.sql, q.args...)
+		}
+	}
 
 	// lastDone: the last statement's result arrived. The implicit COMMIT
 	// runs at the Sync, after it, so a server that ends the session (a
 	// FATAL error: pg_terminate_backend, shutdown) before that result
-	// committed nothing and the write can run again.
+	// committed nothing and the writes can run again.
 	lastDone := false
 	bt.QueuedQueries[len(bt.QueuedQueries)-1].Exec(func(pgconn.CommandTag) error {
 		lastDone = true
@@ -156,31 +260,29 @@ func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemP
 	c, err := b.acquire(ctx)
 	if err != nil {
 		if retryableBeforeCommit(err) {
-			return nil, false, nil
+			return all(specOutcome{})
 		}
-		return nil, true, mapErr(err, "postgres: write")
+		return all(specOutcome{done: true, err: mapErr(err, "postgres: write")})
 	}
 	sendErr := c.SendBatch(ctx, bt).Close()
 	if sendErr == nil {
 		c.Release()
-		b.specApplied.Add(1)
-		if anyMiss {
-			b.absent.record(true)
+		b.specApplied.Add(int64(len(plans)))
+		for _, p := range plans {
+			if p.anyMiss {
+				b.absent.record(true)
+			}
+			for i := range p.keys {
+				b.remember(p.keys[i], p.results[i])
+			}
 		}
-		for i := range ops {
-			b.remember(keys[i], results[i])
-		}
-		return results, true, nil
+		return all(specOutcome{done: true})
 	}
 	defer c.Release()
 	var pe *pgconn.PgError
 	if errors.As(sendErr, &pe) && pe.Severity == "ERROR" {
 		// A statement failed: the implicit transaction rolled back at the
 		// Sync, nothing was written.
-		b.specRefused.Add(1)
-		if anyMiss && (pe.Code == "22012" || pe.Code == "23505") {
-			b.absent.record(false)
-		}
 		if !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if _, err := c.Exec(rctx, "ROLLBACK"); err != nil {
@@ -188,22 +290,30 @@ func (b *Backend) writeSpeculative(ctx context.Context, ops []storage.WriteItemP
 			}
 			cancel()
 		}
-		return nil, false, nil
+		if len(plans) > 1 {
+			b.specCombinedRefused.Add(1)
+			return all(specOutcome{alone: true})
+		}
+		b.specRefused.Add(1)
+		if plans[0].anyMiss && (pe.Code == "22012" || pe.Code == "23505") {
+			b.absent.record(false)
+		}
+		return all(specOutcome{})
 	}
 	if pgconn.SafeToRetry(sendErr) {
-		return nil, false, nil // nothing reached the server
+		return all(specOutcome{}) // nothing reached the server
 	}
 	if errors.As(sendErr, &pe) && (pe.Severity == "FATAL" || pe.Severity == "PANIC") && !lastDone {
 		// The messages of a session come in order: the session ended
 		// before the last statement completed, so before the COMMIT.
-		return nil, false, nil
+		return all(specOutcome{})
 	}
 	if errors.Is(sendErr, context.Canceled) || errors.Is(sendErr, context.DeadlineExceeded) {
-		return nil, true, storage.Wrap(storage.KindUnavailable, sendErr,
-			"postgres: request ended while committing; the write may or may not have been applied")
+		return all(specOutcome{done: true, err: storage.Wrap(storage.KindUnavailable, sendErr,
+			"postgres: request ended while committing; the write may or may not have been applied")})
 	}
-	return nil, true, storage.Wrap(storage.KindUnavailable, sendErr,
-		"postgres: connection lost while committing; the write may or may not have been applied")
+	return all(specOutcome{done: true, err: storage.Wrap(storage.KindUnavailable, sendErr,
+		"postgres: connection lost while committing; the write may or may not have been applied")})
 }
 
 // versionSeen tells whether ref's version is the one this process last

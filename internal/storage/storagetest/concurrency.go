@@ -366,3 +366,96 @@ func TwoBackendsConditionalRace(t *testing.T, b1, b2 storage.Backend, rounds int
 		t.Fatalf("index entries: %d (%v), want %d", len(q.Rows), err, rounds)
 	}
 }
+
+// testEventualReadsOwnWrites: a GetItem with Eventual may lag writes made
+// through other servers, never a write this backend acknowledged before
+// the read began. Per key, one writer puts increasing values and reads each
+// back; readers racing it (eventual and consistent reads, which may fill a
+// cache) must never return a value older than the last one acknowledged
+// before their read began; a delete is seen by every later read.
+func testEventualReadsOwnWrites(e *env) {
+	t := e.t
+	ref := e.createTable("eventual")
+	const keys, writes, readers = 4, 120, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, keys*(readers+1))
+	value := func(item []byte) int {
+		if item == nil {
+			return -1
+		}
+		return itemNumNoT(item)
+	}
+	for k := range keys {
+		pk := strKey(fmt.Sprintf("k%d", k))
+		var acked atomic.Int64 // last acknowledged value; -1: deleted
+		var done, deleting atomic.Bool
+		get := func(eventual bool) (int, error) {
+			res, err := e.b.GetItem(e.ctx, storage.GetItemParams{Table: ref, PK: pk, Eventual: eventual})
+			if err != nil {
+				return 0, err
+			}
+			return value(res.Item), nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer done.Store(true)
+			for v := 1; v <= writes; v++ {
+				item := numItem(v)
+				if _, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func([]byte) (storage.Change, error) {
+					return storage.Change{Op: storage.Put, Item: item}, nil
+				}}); err != nil {
+					errs <- err
+					return
+				}
+				acked.Store(int64(v))
+				if got, err := get(true); err != nil || got != v {
+					errs <- fmt.Errorf("key %d: eventual read after the acknowledged put of %d: %d, %v", k, v, got, err)
+					return
+				}
+			}
+			deleting.Store(true)
+			if _, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: ref, PK: pk, Fn: func([]byte) (storage.Change, error) {
+				return storage.Change{Op: storage.Delete}, nil
+			}}); err != nil {
+				errs <- err
+				return
+			}
+			acked.Store(-1)
+			if got, err := get(true); err != nil || got != -1 {
+				errs <- fmt.Errorf("key %d: eventual read after the acknowledged delete: %d, %v", k, got, err)
+			}
+		}()
+		for r := range readers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; !done.Load(); i++ {
+					floor := acked.Load()
+					got, err := get(r != 0 || i%2 == 0)
+					if err != nil {
+						errs <- err
+						return
+					}
+					// Absent after a put was acknowledged: only the delete,
+					// begun before this read ended.
+					stale := floor == -1 && got != -1 ||
+						floor > 0 && got == -1 && !deleting.Load() ||
+						floor > 0 && got != -1 && int64(got) < floor
+					if stale {
+						errs <- fmt.Errorf("key %d: a read begun after value %d was acknowledged returned %d", k, floor, got)
+						return
+					}
+				}
+				if got, err := get(true); err != nil || got != -1 {
+					errs <- fmt.Errorf("key %d: eventual read after the writer ended: %d, %v", k, got, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

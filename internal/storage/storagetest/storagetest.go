@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"ConditionalPutRace", testConditionalRace},
 		{"ConcurrentIncrements", testIncrements},
 		{"ConcurrentMixedOutcomes", testMixedOutcomes},
+		{"EventualReadsOwnWrites", testEventualReadsOwnWrites},
 		{"TransactWriteAtomic", testTransactWrite},
 		{"TransactGetConsistent", testTransactGetConsistent},
 		{"DeletedTable", testDeletedTable},

@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/storagetest"
+)
+
+// TestReadCacheFill: a read's fill is refused once a write of its key (or
+// a clear) moved the shard's generation, and the cache stays within its
+// bound.
+func TestReadCacheFill(t *testing.T) {
+	c := newReadCache(64 * 1024)
+	k := guessKey(1, []byte("pk"), nil)
+	_, ok, gen := c.get(k)
+	if ok {
+		t.Fatal("hit in an empty cache")
+	}
+	c.invalidate(k) // a write of the key ended while the read was in flight
+	c.fill(k, []byte("old"), gen)
+	if _, ok, _ := c.get(k); ok {
+		t.Fatal("a fill older than a write's invalidation was kept")
+	}
+	_, _, gen = c.get(k)
+	c.fill(k, []byte("v1"), gen)
+	if item, ok, _ := c.get(k); !ok || string(item) != "v1" {
+		t.Fatalf("fill: %q %v", item, ok)
+	}
+	c.invalidate(k)
+	if _, ok, _ := c.get(k); ok {
+		t.Fatal("invalidate kept the key")
+	}
+	gen = c.generation(k)
+	c.clear()
+	c.fill(k, []byte("v2"), gen)
+	if _, ok, _ := c.get(k); ok {
+		t.Fatal("a fill older than a clear was kept")
+	}
+	c.fill(k, nil, c.generation(k))
+	if _, ok, _ := c.get(k); ok {
+		t.Fatal("absence was cached")
+	}
+	for i := range 10000 {
+		key := guessKey(1, fmt.Appendf(nil, "k%d", i), nil)
+		c.fill(key, make([]byte, 100), c.generation(key))
+	}
+	if _, _, bytes, entries, max := c.stats(); bytes > max || entries == 0 {
+		t.Fatalf("cache holds %d bytes in %d entries, bound %d", bytes, entries, max)
+	}
+}
+
+// waitFor polls cond for up to d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func put(t *testing.T, b *Backend, ref storage.TableRef, pk, v string) {
+	t.Helper()
+	if _, err := b.WriteItem(t.Context(), storage.WriteItemParams{Table: ref, PK: []byte(pk), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: []byte(v)}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventual(t *testing.T, b *Backend, ref storage.TableRef, pk string) string {
+	t.Helper()
+	res, err := b.GetItem(t.Context(), storage.GetItemParams{Table: ref, PK: []byte(pk), Eventual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(res.Item)
+}
+
+// TestReadCacheConformance runs the storage suite on a server alone on its
+// database, so that every eventually consistent read can be answered by
+// the read cache, and checks that it was.
+func TestReadCacheConformance(t *testing.T) {
+	dsn := ownDatabase(t)
+	b := openT(t, Options{DSN: dsn})
+	if !b.readCacheOn() {
+		t.Fatal("a server alone on its database does not use its read cache")
+	}
+	storagetest.Run(t, func(*testing.T) storage.Backend { return b })
+	if hits := b.Stats().CacheHits; hits == 0 {
+		t.Fatal("no read was answered by the read cache")
+	}
+	if !b.readCacheOn() {
+		t.Fatal("the read cache went off with no other server attached")
+	}
+}
+
+// TestReadCacheOtherServer: a second server attached to the database turns
+// the first one's read cache off before the second can write, and a value
+// cached before is not answered when the first is alone again.
+func TestReadCacheOtherServer(t *testing.T) {
+	dsn := ownDatabase(t)
+	b1 := openT(t, Options{DSN: dsn})
+	ref := createTable(t, b1, "presence")
+	put(t, b1, ref, "k", "v1")
+	eventual(t, b1, ref, "k")
+	if got := eventual(t, b1, ref, "k"); got != "v1" || b1.Stats().CacheHits != 1 {
+		t.Fatalf("alone: %q, %d hits", got, b1.Stats().CacheHits)
+	}
+
+	b2, err := Open(t.Context(), Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b2's first heartbeat notified b1 before Open returned; the
+	// notification arrives within a round trip.
+	waitFor(t, time.Second, "b1 still uses its cache beside b2", func() bool { return !b1.readCacheOn() })
+	if b2.readCacheOn() {
+		t.Fatal("b2 uses its cache beside b1")
+	}
+	put(t, b2, ref, "k", "v2")
+	if got := eventual(t, b1, ref, "k"); got != "v2" {
+		t.Fatalf("b1 beside b2 read %q, want b2's write v2", got)
+	}
+	// b1 keeps reading from the database while b2 is attached.
+	time.Sleep(2 * presenceInterval)
+	if b1.readCacheOn() {
+		t.Fatal("b1 went back to its cache while b2 is attached")
+	}
+	b2.Close()
+	deadline := time.Now().Add(3 * presenceInterval)
+	for !b1.readCacheOn() {
+		if time.Now().After(deadline) {
+			p := b1.presence
+			t.Fatalf("b1 does not use its cache %s after b2 left: its last count found %d other sessions",
+				3*presenceInterval, p.others.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := eventual(t, b1, ref, "k"); got != "v2" {
+		t.Fatalf("b1 alone again read %q, want v2 (a value cached before b2 came is stale)", got)
+	}
+}
+
+// TestReadCacheOtherClient: any other client session on the database (one
+// that does not announce itself, such as an older server or psql) turns the
+// cache off within a count.
+func TestReadCacheOtherClient(t *testing.T) {
+	dsn := ownDatabase(t)
+	b := openT(t, Options{DSN: dsn})
+	if !b.readCacheOn() {
+		t.Fatal("alone, the read cache is off")
+	}
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*presenceInterval, "the cache is still used beside another client's session", func() bool { return !b.readCacheOn() })
+	c.Close(t.Context())
+	waitFor(t, 3*presenceInterval, "the cache is still off after the other client left", b.readCacheOn)
+}
