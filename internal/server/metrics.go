@@ -65,6 +65,13 @@ func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) 
 				func(s storage.Stats) float64 { return float64(s.CacheEntries) }),
 			gauge("extenddb_item_cache_max_bytes", "Bound of the item cache (storage.sqlite.item_cache_mb, storage.postgres.read_cache_mb).",
 				func(s storage.Stats) float64 { return float64(s.CacheMaxBytes) }),
+			gauge("extenddb_item_cache_in_use", "1 while the item cache answers reads (PostgreSQL: only while this server's sessions are the only client sessions on its database).",
+				func(s storage.Stats) float64 {
+					if s.CacheInUse {
+						return 1
+					}
+					return 0
+				}),
 		)
 	}
 	if first.HasOutbox {

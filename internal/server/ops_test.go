@@ -151,6 +151,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`extenddb_storage_pool_waits_total{backend="sqlite"}`,
 		`extenddb_item_cache_hits_total{backend="sqlite"}`,
 		`extenddb_item_cache_misses_total{backend="sqlite"}`,
+		`extenddb_item_cache_in_use{backend="sqlite"} 1`,
 		`extenddb_tables{account="000000000000"} 0`,
 		`extenddb_ttl_deleted_items_total`,
 		`extenddb_ttl_backlog_items`,

@@ -19,11 +19,15 @@ type Stats struct {
 	PoolWaitTime time.Duration
 
 	// HasCache: the item cache fields are set (SQLite with
-	// storage.sqlite.item_cache_mb > 0).
+	// storage.sqlite.item_cache_mb > 0, PostgreSQL with
+	// storage.postgres.read_cache_mb > 0).
 	HasCache bool
 	// CacheHits and CacheMisses count lookups; CacheBytes and
 	// CacheEntries are the current content; CacheMaxBytes the bound.
 	CacheHits, CacheMisses, CacheBytes, CacheEntries, CacheMaxBytes int64
+	// CacheInUse: the cache answers reads now (SQLite: always; PostgreSQL:
+	// while the server is alone on its database, ADR 0037).
+	CacheInUse bool
 
 	// Retries counts operations run again after a transient failure
 	// (PostgreSQL), -1 when the backend does not retry.

@@ -313,7 +313,7 @@ func (b *Backend) Stats() storage.Stats {
 		PoolIdle: int64(ps.IdleConns()), PoolWaits: ps.EmptyAcquireCount(), PoolWaitTime: ps.EmptyAcquireWaitTime(),
 		Retries: b.retries.Load()}
 	if b.rcache != nil {
-		st.HasCache = true
+		st.HasCache, st.CacheInUse = true, b.readCacheOn()
 		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = b.rcache.stats()
 	}
 	return st

@@ -90,7 +90,7 @@ func eventual(t *testing.T, b *Backend, ref storage.TableRef, pk string) string 
 func TestReadCacheConformance(t *testing.T) {
 	dsn := ownDatabase(t)
 	b := openT(t, Options{DSN: dsn})
-	if !b.readCacheOn() {
+	if !b.readCacheOn() || !b.Stats().CacheInUse {
 		t.Fatal("a server alone on its database does not use its read cache")
 	}
 	storagetest.Run(t, func(*testing.T) storage.Backend { return b })
@@ -163,6 +163,9 @@ func TestReadCacheOtherClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*presenceInterval, "the cache is still used beside another client's session", func() bool { return !b.readCacheOn() })
+	if b.Stats().CacheInUse {
+		t.Fatal("Stats reports the cache in use beside another client")
+	}
 	c.Close(t.Context())
 	waitFor(t, 3*presenceInterval, "the cache is still off after the other client left", b.readCacheOn)
 }

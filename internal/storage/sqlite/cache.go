@@ -212,7 +212,7 @@ func (b *Backend) Stats() storage.Stats {
 		st.PoolWaits, st.PoolWaitTime = ds.WaitCount, ds.WaitDuration
 	}
 	if b.cache != nil {
-		st.HasCache = true
+		st.HasCache, st.CacheInUse = true, true
 		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = b.cache.stats()
 	}
 	return st
