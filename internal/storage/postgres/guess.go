@@ -3,7 +3,6 @@ package postgres
 import (
 	"bytes"
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 )
 
@@ -14,7 +13,7 @@ import (
 // stale entry (another server wrote the item) costs a wasted round trip,
 // never a wrong answer. Absent keys are not kept: a miss guesses "absent".
 type guessCache struct {
-	shards [guessShards]guessShard
+	shards [guessShards]readShard // the read cache's LRU shards; gen and counters unused
 }
 
 const guessShards = 16
@@ -22,32 +21,19 @@ const guessShards = 16
 // defaultGuessBytes bounds the cache when Options.WriteGuessBytes is 0.
 const defaultGuessBytes = 16 << 20
 
-type guessShard struct {
-	mu         sync.Mutex
-	m          map[string]*gentry
-	head, tail *gentry // LRU list, head most recent
-	bytes, max int
-}
-
-type gentry struct {
-	key        string
-	item       []byte
-	prev, next *gentry
-}
-
 func newGuessCache(maxBytes int) *guessCache {
 	if maxBytes <= 0 {
 		return nil
 	}
 	c := &guessCache{}
 	for i := range c.shards {
-		c.shards[i].m = map[string]*gentry{}
+		c.shards[i].m = map[string]*rentry{}
 		c.shards[i].max = maxBytes / guessShards
 	}
 	return c
 }
 
-// guessKey builds the cache key of an item.
+// guessKey builds the cache key of an item (the read cache's too).
 func guessKey(table int64, pk, sk []byte) string {
 	b := make([]byte, 0, 8+binary.MaxVarintLen64+len(pk)+len(sk))
 	b = binary.BigEndian.AppendUint64(b, uint64(table))
@@ -57,40 +43,8 @@ func guessKey(table int64, pk, sk []byte) string {
 	return string(b)
 }
 
-func (c *guessCache) shard(key string) *guessShard {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return &c.shards[h%guessShards]
-}
-
-func gentrySize(e *gentry) int { return len(e.key) + len(e.item) + 64 }
-
-func (s *guessShard) unlink(e *gentry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
-}
-
-func (s *guessShard) pushFront(e *gentry) {
-	e.next = s.head
-	if s.head != nil {
-		s.head.prev = e
-	}
-	s.head = e
-	if s.tail == nil {
-		s.tail = e
-	}
+func (c *guessCache) shard(key string) *readShard {
+	return &c.shards[fnv32(key)%guessShards]
 }
 
 // get returns the guessed item (nil: absent or unknown); the bytes must
@@ -120,27 +74,15 @@ func (c *guessCache) set(key string, item []byte) {
 	s := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.m[key]; ok {
-		s.bytes -= gentrySize(e)
-		s.unlink(e)
-		delete(s.m, key)
-	}
+	s.dropLocked(key)
 	if item == nil {
 		return
 	}
-	e := &gentry{key: key, item: item}
-	if gentrySize(e) > s.max/4 {
+	e := &rentry{key: key, item: item}
+	if rentrySize(e) > s.max/4 {
 		return
 	}
-	s.m[key] = e
-	s.pushFront(e)
-	s.bytes += gentrySize(e)
-	for s.bytes > s.max && s.tail != nil {
-		old := s.tail
-		s.unlink(old)
-		delete(s.m, old.key)
-		s.bytes -= gentrySize(old)
-	}
+	s.insertLocked(e)
 }
 
 // absentScore decides whether a key the cache does not hold is guessed

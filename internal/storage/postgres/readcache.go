@@ -63,12 +63,17 @@ func newReadCache(maxBytes int) *readCache {
 }
 
 func (c *readCache) shard(key string) *readShard {
+	return &c.shards[fnv32(key)%readShards]
+}
+
+// fnv32 is FNV-1a of key: the shard of a cache key.
+func fnv32(key string) uint32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
 		h ^= uint32(key[i])
 		h *= 16777619
 	}
-	return &c.shards[h%readShards]
+	return h
 }
 
 func rentrySize(e *rentry) int { return len(e.key) + len(e.item) + 64 }
@@ -156,7 +161,13 @@ func (c *readCache) fill(key string, item []byte, gen uint64) {
 	if _, ok := s.m[key]; ok {
 		return
 	}
-	s.m[key] = e
+	s.insertLocked(e)
+}
+
+// insertLocked adds e (its key absent) as the most recent entry and
+// evicts the least recent ones beyond the shard's bound.
+func (s *readShard) insertLocked(e *rentry) {
+	s.m[e.key] = e
 	s.pushFront(e)
 	s.bytes += rentrySize(e)
 	for s.bytes > s.max && s.tail != nil {
