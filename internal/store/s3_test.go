@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,7 +46,10 @@ type faultProxy struct {
 	failPart  atomic.Int32 // part number answered with 403 AccessDenied
 	stallPart atomic.Int32 // part number held until the client goes away
 	parts     atomic.Int32 // UploadPart requests that reached the server
-	aborts    atomic.Int32
+	aborts    atomic.Int32 // AbortMultipartUpload calls (SDK retries of one call count once)
+
+	mu          sync.Mutex
+	invocations map[string]bool // amz-sdk-invocation-id of the aborts seen
 }
 
 func (f *faultProxy) start(t *testing.T, target string) string {
@@ -55,7 +59,19 @@ func (f *faultProxy) start(t *testing.T, target string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if r.Method == http.MethodDelete && q.Has("uploadId") {
-			f.aborts.Add(1)
+			// The SDK sends one invocation id for every attempt of a call:
+			// moto answers 500 to an abort that races a part upload still
+			// in flight on its side, and the retry is the same abort.
+			id := r.Header.Get("Amz-Sdk-Invocation-Id")
+			f.mu.Lock()
+			if id == "" || !f.invocations[id] {
+				if f.invocations == nil {
+					f.invocations = map[string]bool{}
+				}
+				f.invocations[id] = true
+				f.aborts.Add(1)
+			}
+			f.mu.Unlock()
 		}
 		if pn := q.Get("partNumber"); pn != "" && r.Method == http.MethodPut {
 			if pn == itoa(f.failPart.Load()) {
@@ -144,11 +160,9 @@ func TestS3MultipartFaults(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Put cancelled with parts in flight: %v, want context.Canceled", err)
 			}
-			// At least one more abort: the SDK may retry an abort that the
-			// server answered with a transient error while the stalled part
-			// was still in flight. check() proves no upload stays open.
-			if fp.aborts.Load() < 2 {
-				t.Fatalf("aborts = %d, want at least 2", fp.aborts.Load())
+			// Exactly one more abort; check() proves no upload stays open.
+			if fp.aborts.Load() != 2 {
+				t.Fatalf("aborts = %d, want 2", fp.aborts.Load())
 			}
 			check("cancelled")
 			fp.stallPart.Store(0)
