@@ -74,6 +74,26 @@ func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) 
 				}),
 		)
 	}
+	if first.HasPipelining {
+		spec := func(outcome string, f func(storage.Stats) int64) prometheus.Collector {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "extenddb_storage_speculative_writes_total",
+				Help:        "Writes sent on their guessed current items (PostgreSQL, ADR 0028): applied in one round trip, or refused (a wrong guess) and run again under the item lock.",
+				ConstLabels: prometheus.Labels{"backend": backend.Name(), "outcome": outcome}},
+				func() float64 { return float64(f(sr.Stats())) })
+		}
+		reg.MustRegister(
+			spec("applied", func(s storage.Stats) int64 { return s.SpeculativeApplied }),
+			spec("refused", func(s storage.Stats) int64 { return s.SpeculativeRefused }),
+			counter("extenddb_storage_write_batches_total", "Batches the write lanes sent, several concurrent writes committed together (PostgreSQL, ADR 0038).",
+				func(s storage.Stats) float64 { return float64(s.WriteBatches) }),
+			counter("extenddb_storage_write_batch_writes_total", "Writes carried by the write lanes' batches; divided by extenddb_storage_write_batches_total, the mean batch.",
+				func(s storage.Stats) float64 { return float64(s.WriteBatchWrites) }),
+			counter("extenddb_storage_read_pipelines_total", "Pipelines the read lanes sent, several concurrent GetItems in one round trip (PostgreSQL).",
+				func(s storage.Stats) float64 { return float64(s.ReadPipelines) }),
+			counter("extenddb_storage_read_pipeline_gets_total", "GetItems answered in the read lanes' pipelines.",
+				func(s storage.Stats) float64 { return float64(s.ReadPipelineGets) }),
+		)
+	}
 	if first.HasOutbox {
 		reg.MustRegister(
 			gauge("extenddb_gsi_outbox_pending", "Global secondary index changes committed with their item and not yet applied to the index, as this server knows them (Cassandra's index outbox).",

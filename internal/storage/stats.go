@@ -33,6 +33,19 @@ type Stats struct {
 	// (PostgreSQL), -1 when the backend does not retry.
 	Retries int64
 
+	// HasPipelining: the pipelining fields are set (PostgreSQL).
+	HasPipelining bool
+	// SpeculativeApplied counts writes applied in one round trip on their
+	// guesses (ADR 0028); SpeculativeRefused those whose guess failed and
+	// that ran again on the locked path.
+	SpeculativeApplied, SpeculativeRefused int64
+	// WriteBatches counts the batches the write lanes sent (ADR 0038) and
+	// WriteBatchWrites the writes they carried.
+	WriteBatches, WriteBatchWrites int64
+	// ReadPipelines counts the pipelines the read lanes sent and
+	// ReadPipelineGets the GetItems they answered.
+	ReadPipelines, ReadPipelineGets int64
+
 	// HasOutbox: the index outbox fields are set (Cassandra: global
 	// secondary index changes are applied after their item's write).
 	HasOutbox bool

@@ -305,13 +305,16 @@ func (b *Backend) Close() error {
 // Stat returns the pool's statistics.
 func (b *Backend) Stat() *pgxpool.Stat { return b.pool.Stat() }
 
-// Stats reports the connection pool and the read cache
-// (storage.StatsReporter).
+// Stats reports the connection pool, the read cache and the pipelining
+// counters (storage.StatsReporter).
 func (b *Backend) Stats() storage.Stats {
 	ps := b.pool.Stat()
 	st := storage.Stats{HasPool: true, PoolMax: int64(ps.MaxConns()), PoolInUse: int64(ps.AcquiredConns()),
 		PoolIdle: int64(ps.IdleConns()), PoolWaits: ps.EmptyAcquireCount(), PoolWaitTime: ps.EmptyAcquireWaitTime(),
-		Retries: b.retries.Load()}
+		Retries: b.retries.Load(), HasPipelining: true}
+	st.SpeculativeApplied, st.SpeculativeRefused = b.SpeculationStats()
+	st.WriteBatches, st.WriteBatchWrites = b.WriteLaneStats()
+	st.ReadPipelines, st.ReadPipelineGets = b.LaneStats()
 	if b.rcache != nil {
 		st.HasCache, st.CacheInUse = true, b.readCacheOn()
 		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = b.rcache.stats()

@@ -80,6 +80,13 @@ func TestWriteLanesCombine(t *testing.T) {
 	if batches == 0 || plans <= batches {
 		t.Fatalf("write lanes combined nothing: %d plans in %d batches", plans, batches)
 	}
+	// The same counters reach /metrics through Stats.
+	st := b1.Stats()
+	applied, refused := b1.SpeculationStats()
+	if !st.HasPipelining || st.WriteBatches != batches || st.WriteBatchWrites != plans ||
+		st.SpeculativeApplied != applied || st.SpeculativeRefused != refused || applied == 0 {
+		t.Fatalf("Stats %+v, want write batches %d/%d, speculative %d/%d", st, batches, plans, applied, refused)
+	}
 }
 
 // TestWriteLanesRefusedBatch: when one plan of a combined batch was built
