@@ -62,7 +62,7 @@ func (b *Backend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error 
 	if b.rcache != nil {
 		// A bulk load replaces items without the write path's per-key
 		// invalidation: nothing cached may outlive it (ADR 0037).
-		defer b.rcache.clear()
+		defer b.rcache.Clear()
 	}
 	ref := p.Table
 	rows := make([]bulkRow, len(p.Items))
@@ -166,7 +166,7 @@ func (b *Backend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error 
 		// The guesses of these keys are stale: forgotten (a miss guesses
 		// "absent", which the database refuses, never a wrong write).
 		for i := range rows {
-			b.guess.set(guessKey(ref.ID, rows[i].pk, rows[i].sk), nil)
+			b.guessSet(guessKey(ref.ID, rows[i].pk, rows[i].sk), nil)
 		}
 	}
 	return nil

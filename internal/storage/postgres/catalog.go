@@ -170,7 +170,7 @@ func (b *Backend) UpdateTable(ctx context.Context, p storage.UpdateTableParams) 
 // find the table gone.
 func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) (*storage.DeleteTableResult, error) {
 	if b.rcache != nil {
-		defer b.rcache.clear() // the table's items, whatever the outcome (ADR 0037)
+		defer b.rcache.Clear() // the table's items, whatever the outcome (ADR 0037)
 	}
 	var res *storage.Table
 	err := b.write(ctx, "postgres: delete table", func(x *txn) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
 )
 
 const (
@@ -252,20 +253,21 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	}
 	// While no other server is attached, the read cache answers eventually
 	// consistent reads and keeps what any read finds (ADR 0037).
-	key := guessKey(p.Table.ID, nz(p.PK), nz(p.SK))
-	var gen uint64
+	var kbuf [96]byte
+	key := itemcache.AppendKey(kbuf[:0], p.Table.ID, nz(p.PK), nz(p.SK))
+	var gen itemcache.Gen
 	if p.Eventual {
-		item, ok, g := b.rcache.get(key)
+		item, ok, g := b.rcache.GetBytes(key)
 		if ok {
 			return &storage.GetItemResult{Item: item}, nil
 		}
 		gen = g
 	} else {
-		gen = b.rcache.generation(key)
+		gen = b.rcache.Generation(string(key))
 	}
 	res, err := b.getItem(ctx, p)
 	if err == nil {
-		b.rcache.fill(key, res.Item, gen)
+		b.rcache.Fill(string(key), res.Item, gen)
 	}
 	return res, err
 }

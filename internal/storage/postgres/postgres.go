@@ -75,6 +75,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
 	"github.com/extenddb/extenddb/migrations"
 )
 
@@ -134,7 +135,7 @@ type Backend struct {
 	snaps    *storage.SnapshotLimiter
 
 	// Speculative writes (speculate.go).
-	guess                    *guessCache
+	guess                    *itemcache.Cache
 	tabVersions              sync.Map // table ID -> description version last seen current
 	absent                   absentScore
 	specApplied, specRefused atomic.Int64
@@ -148,7 +149,7 @@ type Backend struct {
 
 	// The read cache (readcache.go) and what tells when it may answer
 	// (presence.go); both nil when Options.ReadCacheBytes < 0.
-	rcache   *readCache
+	rcache   *itemcache.Cache
 	presence *presence
 }
 
@@ -196,7 +197,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.WriteGuessBytes == 0 {
 		opts.WriteGuessBytes = defaultGuessBytes
 	}
-	b.guess = newGuessCache(opts.WriteGuessBytes)
+	b.guess = itemcache.New(opts.WriteGuessBytes, guessShards)
 	if err := b.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -207,9 +208,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.ReadCacheBytes == 0 {
 		opts.ReadCacheBytes = defaultReadCacheBytes
 	}
-	b.rcache = newReadCache(opts.ReadCacheBytes)
+	b.rcache = itemcache.New(opts.ReadCacheBytes, readShards)
 	if b.rcache != nil {
-		b.presence = newPresence(id, &b.pool.Config().ConnConfig.Config, b.rcache.clear)
+		b.presence = newPresence(id, &b.pool.Config().ConnConfig.Config, b.rcache.Clear)
 		err = b.presence.start(ctx)
 	} else {
 		// No cache of its own to keep, but the others' caches must learn
@@ -317,7 +318,8 @@ func (b *Backend) Stats() storage.Stats {
 	st.ReadPipelines, st.ReadPipelineGets = b.LaneStats()
 	if b.rcache != nil {
 		st.HasCache, st.CacheInUse = true, b.readCacheOn()
-		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = b.rcache.stats()
+		cs := b.rcache.Stats()
+		st.CacheHits, st.CacheMisses, st.CacheBytes, st.CacheEntries, st.CacheMaxBytes = cs.Hits, cs.Misses, cs.Bytes, cs.Entries, cs.MaxBytes
 	}
 	return st
 }

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,49 +9,6 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/storagetest"
 )
-
-// TestReadCacheFill: a read's fill is refused once a write of its key (or
-// a clear) moved the shard's generation, and the cache stays within its
-// bound.
-func TestReadCacheFill(t *testing.T) {
-	c := newReadCache(64 * 1024)
-	k := guessKey(1, []byte("pk"), nil)
-	_, ok, gen := c.get(k)
-	if ok {
-		t.Fatal("hit in an empty cache")
-	}
-	c.invalidate(k) // a write of the key ended while the read was in flight
-	c.fill(k, []byte("old"), gen)
-	if _, ok, _ := c.get(k); ok {
-		t.Fatal("a fill older than a write's invalidation was kept")
-	}
-	_, _, gen = c.get(k)
-	c.fill(k, []byte("v1"), gen)
-	if item, ok, _ := c.get(k); !ok || string(item) != "v1" {
-		t.Fatalf("fill: %q %v", item, ok)
-	}
-	c.invalidate(k)
-	if _, ok, _ := c.get(k); ok {
-		t.Fatal("invalidate kept the key")
-	}
-	gen = c.generation(k)
-	c.clear()
-	c.fill(k, []byte("v2"), gen)
-	if _, ok, _ := c.get(k); ok {
-		t.Fatal("a fill older than a clear was kept")
-	}
-	c.fill(k, nil, c.generation(k))
-	if _, ok, _ := c.get(k); ok {
-		t.Fatal("absence was cached")
-	}
-	for i := range 10000 {
-		key := guessKey(1, fmt.Appendf(nil, "k%d", i), nil)
-		c.fill(key, make([]byte, 100), c.generation(key))
-	}
-	if _, _, bytes, entries, max := c.stats(); bytes > max || entries == 0 {
-		t.Fatalf("cache holds %d bytes in %d entries, bound %d", bytes, entries, max)
-	}
-}
 
 // waitFor polls cond for up to d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

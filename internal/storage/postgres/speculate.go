@@ -162,7 +162,7 @@ func (b *Backend) planSpeculative(ops []storage.WriteItemParams, keys []string, 
 				return nil // one item twice: left to the locked path
 			}
 		}
-		if guesses[i] = b.guess.get(k); guesses[i] == nil {
+		if guesses[i] = b.guessGet(k); guesses[i] == nil {
 			anyMiss = true
 		}
 	}
@@ -341,11 +341,11 @@ func (b *Backend) noteVersion(id, version int64) {
 func (b *Backend) remember(key string, r storage.WriteItemResult) {
 	switch r.Change.Op {
 	case storage.Put:
-		b.guess.set(key, r.Change.Item)
+		b.guessSet(key, r.Change.Item)
 	case storage.Delete:
-		b.guess.set(key, nil)
+		b.guessSet(key, nil)
 	default:
-		b.guess.set(key, r.Old)
+		b.guessSet(key, r.Old)
 	}
 }
 

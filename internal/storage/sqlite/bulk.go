@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
 )
 
 var _ storage.BulkLoader = (*Backend)(nil)
@@ -48,7 +49,7 @@ func (w *writer) bulkLoad(p storage.BulkLoadParams) error {
 			}
 		}
 		if w.cache != nil {
-			key := cacheKey(ref.ID, pk, sk)
+			key := itemcache.Key(ref.ID, pk, sk)
 			w.pendIdx[key] = len(w.pendItems)
 			w.pendItems = append(w.pendItems, cacheChange{key: key, item: it.Change.Item, drop: true})
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
 )
 
 // WriteItem implements storage.Backend.
@@ -82,14 +83,16 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	if err := b.checkTable(ctx, p.Table); err != nil {
 		return nil, err
 	}
-	var key string
-	var gen0 uint64
+	var kbuf [96]byte
+	var key []byte
+	var gen itemcache.Gen
 	if b.cache != nil {
-		key = cacheKey(p.Table.ID, p.PK, p.SK)
-		if item, ok := b.cache.get(key); ok {
+		key = itemcache.AppendKey(kbuf[:0], p.Table.ID, p.PK, p.SK)
+		item, ok, g := b.cache.GetBytes(key)
+		if ok {
 			return &storage.GetItemResult{Item: item}, nil
 		}
-		gen0 = b.cache.gen.Load()
+		gen = g
 	}
 	var item []byte
 	err := b.getItem.QueryRowContext(ctx, p.Table.ID, int64(storage.KeyHash(p.PK)), nz(p.PK), nz(p.SK)).Scan(&item)
@@ -100,7 +103,7 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 		return nil, mapErr(err, "sqlite: get item")
 	}
 	if b.cache != nil {
-		b.cache.fill(key, item, gen0)
+		b.cache.Fill(string(key), item, gen)
 	}
 	return &storage.GetItemResult{Item: item}, nil
 }

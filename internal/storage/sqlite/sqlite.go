@@ -53,6 +53,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
 	"github.com/extenddb/extenddb/migrations"
 )
 
@@ -83,7 +84,7 @@ type Options struct {
 	// saves a syscall per page read but counts the mapped pages once per
 	// connection in RSS).
 	MmapBytes int64
-	// ItemCacheBytes bounds the in-memory item cache (see itemCache);
+	// ItemCacheBytes bounds the in-memory item cache (internal/storage/itemcache);
 	// default 16 MiB, negative disables it.
 	ItemCacheBytes int
 	// WALLimitBytes bounds the write-ahead log: when the -wal file reaches
@@ -111,8 +112,8 @@ type Backend struct {
 	ckptDone chan struct{}
 	rdb      *sql.DB // reader pool
 	w        *writer
-	cache    *itemCache // nil when disabled
-	lock     *os.File   // exclusive lock on <path>.lock while open
+	cache    *itemcache.Cache // nil when disabled
+	lock     *os.File         // exclusive lock on <path>.lock while open
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
@@ -292,7 +293,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	if err != nil {
 		return mapErr(err, "sqlite: writer connection")
 	}
-	b.cache = newItemCache(b.opts.ItemCacheBytes)
+	b.cache = itemcache.New(b.opts.ItemCacheBytes, cacheShards)
 	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{},
 		logs: map[int64]logPos{}}
 	if err := b.w.prepare(ctx); err != nil {

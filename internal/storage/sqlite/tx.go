@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
 )
 
 // wop is one queued write operation. run executes it inside the batch's
@@ -258,7 +259,7 @@ type writer struct {
 	// cache is the item cache (nil when disabled); pendItems are this
 	// transaction's item changes (and reads), applied to it after COMMIT;
 	// pendIdx maps a cache key to its latest entry in pendItems.
-	cache     *itemCache
+	cache     *itemcache.Cache
 	pendItems []cacheChange
 	pendIdx   map[string]int
 
@@ -395,7 +396,7 @@ func (w *writer) begin() error {
 		return mapErr(err, "sqlite: data version")
 	}
 	if w.cache != nil {
-		w.cache.gen.Add(1)
+		w.cache.BumpEpoch()
 	}
 	if v != w.version {
 		if err := w.loadTables(bg); err != nil {
@@ -406,7 +407,7 @@ func (w *writer) begin() error {
 		w.forgetLogs()
 		if w.cache != nil {
 			// Another process wrote to the database.
-			w.cache.clear()
+			w.cache.Clear()
 		}
 	}
 	return nil
@@ -428,13 +429,13 @@ func (w *writer) commit() error {
 	if w.cache != nil {
 		for _, c := range w.pendItems {
 			if c.drop {
-				w.cache.set(c.key, nil)
+				w.cache.Set(c.key, nil)
 			} else {
-				w.cache.set(c.key, c.item)
+				w.cache.Set(c.key, c.item)
 			}
 		}
 		w.clearPend()
-		w.cache.gen.Add(1)
+		w.cache.BumpEpoch()
 	}
 	return nil
 }
@@ -558,11 +559,11 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	var key string
 	known := false
 	if w.cache != nil {
-		key = cacheKey(p.Table.ID, pk, sk)
+		key = itemcache.Key(p.Table.ID, pk, sk)
 		if i, ok := w.pendIdx[key]; ok {
 			old, known = w.pendItems[i].item, true
 		} else {
-			old, known = w.cache.get(key)
+			old, known, _ = w.cache.Get(key)
 		}
 	}
 	inserted := false
