@@ -2,6 +2,8 @@ package mongodb
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +84,30 @@ func TestTxLockTimeoutKey(t *testing.T) {
 	defer sb.Close()
 	if got := sb.(*Backend).ledger.Options().LockTimeout; got != 42*time.Second {
 		t.Fatalf("the ledger's lock timeout is %s, want 42s", got)
+	}
+}
+
+// TestWaitedDriverRefusal: the driver refuses to send an operation once
+// less than a round trip is left before the lease's deadline, while
+// ctx.Err() is still nil; that refusal ends the lease like the deadline
+// itself (the write registers again), and is never a 503.
+func TestWaitedDriverRefusal(t *testing.T) {
+	refusal := fmt.Errorf("operation not sent to server, as Timeout would be exceeded: %w", context.DeadlineExceeded)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := waited(ctx, refusal, "read item claim"); !errors.Is(err, errLeaseEnded) {
+		t.Fatalf("driver refusal before the deadline: %v, want errLeaseEnded", err)
+	}
+	expired, cancel2 := context.WithTimeout(context.Background(), 0)
+	defer cancel2()
+	if err := waited(expired, errors.New("any"), "read item"); !errors.Is(err, errLeaseEnded) {
+		t.Fatalf("after the deadline: %v, want errLeaseEnded", err)
+	}
+	// Without a lease deadline, a deadline error is the caller's, not ours.
+	if err := waited(context.Background(), refusal, "read item"); errors.Is(err, errLeaseEnded) {
+		t.Fatalf("no deadline: %v, want a storage error", err)
+	}
+	if err := waited(ctx, errors.New("boom"), "read item"); errors.Is(err, errLeaseEnded) {
+		t.Fatalf("other error: %v, want a storage error", err)
 	}
 }

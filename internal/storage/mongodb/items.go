@@ -207,9 +207,15 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 // have been applied.
 var errLeaseEnded = errors.New("mongodb: the write's lease ended while it waited")
 
-// waited maps a timeout of a phase that wrote nothing to errLeaseEnded.
+// waited maps a timeout of a phase that wrote nothing to errLeaseEnded:
+// the lease's deadline passed, or the driver refused to send an operation
+// that could not end before it (it does so once less than a round trip is
+// left, while ctx.Err() is still nil).
 func waited(ctx context.Context, err error, what string) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errLeaseEnded
+	}
+	if _, ok := ctx.Deadline(); ok && errors.Is(err, context.DeadlineExceeded) {
 		return errLeaseEnded
 	}
 	return translate(err, what)
