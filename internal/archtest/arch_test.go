@@ -35,8 +35,8 @@ var allowed = map[string][]string{
 	// (and their migrations), never another backend or the engine.
 	"internal/storage":             {},
 	"internal/storage/storagetest": {"internal/attr", "internal/storage"},
-	"internal/storage/sqlite":      {"internal/storage", "migrations"},
-	"internal/storage/postgres":    {"internal/storage", "migrations"},
+	"internal/storage/sqlite":      {"internal/storage", "internal/storage/itemcache", "migrations"},
+	"internal/storage/postgres":    {"internal/storage", "internal/storage/itemcache", "migrations"},
 	"internal/storage/memory":      {"internal/storage"},
 	"internal/storage/cassandra":   {"internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
 	// The per-item compare-and-set transaction ledger (ADR 0019), shared
@@ -45,6 +45,7 @@ var allowed = map[string][]string{
 	"internal/storage/txledger/ledgertest": {"internal/storage", "internal/storage/txledger"},
 	"internal/storage/mongodb":             {"internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
 	"internal/storage/snapepoch":           {},
+	"internal/storage/itemcache":           {},
 	"migrations":                           {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
