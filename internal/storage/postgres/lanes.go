@@ -222,10 +222,14 @@ func (l *lanes) pipeline(batch []*laneGet) {
 			failAll(i)
 			return
 		}
+		// Counted before the answer: a caller that saw its answer sees
+		// it counted (LaneStats).
+		if i == 0 {
+			l.pipelines.Add(1)
+		}
+		l.gets.Add(1)
 		g.done <- a
 	}
-	l.pipelines.Add(1)
-	l.gets.Add(int64(len(live)))
 	res, err := p.GetResults()
 	if err == nil {
 		if _, ok := res.(*pgconn.PipelineSync); !ok {
