@@ -257,6 +257,24 @@ func (c *Cache) Invalidate(key string) {
 	s.mu.Unlock()
 }
 
+// Replace records the value a write committed (nil: absent) if no
+// generation moved since g, taken before the write was sent; otherwise it
+// only drops the key. Either way it moves the key's shard generation, like
+// Invalidate. Of two writes of one key in this process, the one that
+// finishes second replaces only if it began after the first finished, so
+// after the first's commit: the cache never goes back to an older value.
+func (c *Cache) Replace(key string, item []byte, g Gen) {
+	s := c.shard(key)
+	s.mu.Lock()
+	fresh := s.gen == g.shard && c.epoch.Load() == g.epoch
+	s.dropLocked(key)
+	s.gen++
+	if fresh && item != nil && size(key, item) <= s.max/4 {
+		s.insertLocked(key, item)
+	}
+	s.mu.Unlock()
+}
+
 // BumpEpoch moves every key's generation at once.
 func (c *Cache) BumpEpoch() { c.epoch.Add(1) }
 

@@ -180,3 +180,91 @@ func TestConcurrentFillNeverStale(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReplaceOrder: of two writes of one key, the one that finishes second
+// keeps its value only if it began after the first finished.
+func TestReplaceOrder(t *testing.T) {
+	c := New(1<<20, 4)
+	k := Key(1, []byte("k"), nil)
+	g1 := c.Generation(k) // write 1 begins
+	g2 := c.Generation(k) // write 2 begins (commits after write 1)
+	c.Replace(k, []byte("v2"), g2)
+	c.Replace(k, []byte("v1"), g1) // finishes last, began before v2 finished
+	if it, ok, _ := c.Get(k); ok {
+		t.Fatalf("cache kept %q from overlapping writes", it)
+	}
+	g3 := c.Generation(k) // begins after both finished
+	c.Replace(k, []byte("v3"), g3)
+	if it, ok, _ := c.Get(k); !ok || string(it) != "v3" {
+		t.Fatalf("Get = %q %v, want v3", it, ok)
+	}
+	_, _, gr := c.Get(k) // a read looked (hit), then a write replaced
+	g4 := c.Generation(k)
+	c.Replace(k, nil, g4) // a delete
+	c.Fill(k, []byte("v3"), gr)
+	if _, ok, _ := c.Get(k); ok {
+		t.Fatal("a delete's Replace kept a value, or a read's fill older than it was kept")
+	}
+	g5 := c.Generation(k)
+	c.Clear()
+	c.Replace(k, []byte("v5"), g5)
+	if _, ok, _ := c.Get(k); ok {
+		t.Fatal("Replace with a generation from before Clear inserted")
+	}
+}
+
+// TestConcurrentReplaceNeverStale: several writers commit increasing
+// values and Replace after their commit, readers fill after a miss; no
+// read returns a value older than one acknowledged before it began.
+func TestConcurrentReplaceNeverStale(t *testing.T) {
+	c := New(1<<20, 2)
+	k := Key(1, []byte("k"), nil)
+	var mu sync.Mutex // stands for the database
+	var db, acked int
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1500 {
+				g := c.Generation(k)
+				mu.Lock()
+				db++
+				v := db
+				mu.Unlock()
+				runtime.Gosched() // another write may commit and finish here
+				c.Replace(k, []byte(fmt.Sprint(v)), g)
+				mu.Lock()
+				acked = max(acked, v)
+				mu.Unlock()
+			}
+		}()
+	}
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3000 {
+				mu.Lock()
+				floor := acked
+				mu.Unlock()
+				it, ok, g := c.Get(k)
+				if !ok {
+					mu.Lock()
+					v := db
+					mu.Unlock()
+					runtime.Gosched()
+					c.Fill(k, []byte(fmt.Sprint(v)), g)
+					continue
+				}
+				var v int
+				fmt.Sscan(string(it), &v)
+				if v < floor {
+					t.Errorf("read %d after write %d was acknowledged", v, floor)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -86,9 +86,12 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	for i := range ops {
 		keys[i] = guessKey(ops[i].Table.ID, nz(ops[i].PK), nz(ops[i].SK))
 	}
-	if b.rcache != nil {
-		// After the outcome, whatever it is: see readCache.
-		defer b.invalidateWritten(keys)
+	// After the outcome, whatever it is, the read cache learns it (ADR
+	// 0037, 0039): committed is set only where the writes are known
+	// committed.
+	var committed []storage.WriteItemResult
+	if gens := b.writtenGens(keys); gens != nil {
+		defer func() { b.settleWritten(keys, gens, committed) }()
 	}
 	// Distinct advisory lock keys in ascending order; distinct tables.
 	locks := make([]int64, 0, len(ops))
@@ -107,6 +110,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		if err != nil {
 			return nil, nil, err
 		}
+		committed = results
 		return results, nil, nil
 	}
 
@@ -241,6 +245,9 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		for i := range ops {
 			b.remember(keys[i], seen[i])
 		}
+	}
+	if reasons == nil && len(seen) == len(ops) {
+		committed = seen // committed, one operation per key
 	}
 	return results, reasons, nil
 }

@@ -1,5 +1,12 @@
 package postgres
 
+import (
+	"bytes"
+
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/itemcache"
+)
+
 // The read cache answers eventually consistent GetItems (storage.GetItemParams
 // .Eventual, DynamoDB's default read) from memory while this server is the
 // only one writing the database (presence.go). ADR 0037.
@@ -14,9 +21,12 @@ package postgres
 // concurrent commit is either dropped by that write's invalidation (it was
 // inserted first) or refused (the generation moved). A write is answered
 // only after its invalidation, so a read that starts after a write was
-// acknowledged never finds the older value. Writes never insert their new
-// value: two writers of one key finish in an order unrelated to their
-// commit order, and a read refills the key from the database.
+// acknowledged never finds the older value. A committed Put leaves its
+// new item instead of dropping the key, but only if no other write of the
+// key's shard finished since it began (ADR 0039): two writers of one key
+// finish in an order unrelated to their commit order, and the one that
+// finishes second may keep its value only if it began after the first
+// finished, hence committed after it.
 //
 // Other servers' writes are not seen; the cache is used only while
 // presence says no other server is registered, and is cleared whenever
@@ -36,13 +46,34 @@ func (b *Backend) readCacheOn() bool {
 	return b.rcache != nil && b.presence != nil && b.presence.alone()
 }
 
-// invalidateWritten drops the keys of a write whose outcome is known (or
-// can no longer be learned).
-func (b *Backend) invalidateWritten(keys []string) {
+// writtenGens are the keys' generations before a write is sent, for
+// settleWritten (nil without a read cache).
+func (b *Backend) writtenGens(keys []string) []itemcache.Gen {
+	if b.rcache == nil {
+		return nil
+	}
+	gens := make([]itemcache.Gen, len(keys))
+	for i, k := range keys {
+		gens[i] = b.rcache.Generation(k)
+	}
+	return gens
+}
+
+// settleWritten runs once a write's outcome is known (or can no longer be
+// learned). committed holds, per key, what the write committed, or is nil
+// when nothing is known committed (an error, a canceled transaction): then
+// every key is dropped. A Put's item is kept (a copy: the caller's slice
+// may share a request body) unless another write of the key's shard
+// finished since gens were taken (ADR 0039); other changes drop the key.
+func (b *Backend) settleWritten(keys []string, gens []itemcache.Gen, committed []storage.WriteItemResult) {
 	if b.rcache == nil {
 		return
 	}
-	for _, k := range keys {
+	for i, k := range keys {
+		if committed != nil && committed[i].Change.Op == storage.Put && committed[i].Change.Item != nil {
+			b.rcache.Replace(k, bytes.Clone(committed[i].Change.Item), gens[i])
+			continue
+		}
 		b.rcache.Invalidate(k)
 	}
 }

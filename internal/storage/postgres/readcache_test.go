@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -66,9 +67,9 @@ func TestReadCacheOtherServer(t *testing.T) {
 	b1 := openT(t, Options{DSN: dsn})
 	ref := createTable(t, b1, "presence")
 	put(t, b1, ref, "k", "v1")
-	eventual(t, b1, ref, "k")
-	if got := eventual(t, b1, ref, "k"); got != "v1" || b1.Stats().CacheHits != 1 {
-		t.Fatalf("alone: %q, %d hits", got, b1.Stats().CacheHits)
+	// The write left its item in the cache (ADR 0039): the first read hits.
+	if got := eventual(t, b1, ref, "k"); got != "v1" || b1.Stats().CacheHits != 1 || b1.Stats().CacheMisses != 0 {
+		t.Fatalf("alone: %q, %d hits, %d misses", got, b1.Stats().CacheHits, b1.Stats().CacheMisses)
 	}
 
 	b2, err := Open(t.Context(), Options{DSN: dsn})
@@ -124,4 +125,44 @@ func TestReadCacheOtherClient(t *testing.T) {
 	}
 	c.Close(t.Context())
 	waitFor(t, 3*presenceInterval, "the cache is still off after the other client left", b.readCacheOn)
+}
+
+// TestReadCacheWriteFill: a committed Put leaves its item in the read
+// cache, a Delete drops it, and a canceled transaction leaves the key out
+// (the next read goes to the database and finds the committed item).
+func TestReadCacheWriteFill(t *testing.T) {
+	dsn := ownDatabase(t)
+	b := openT(t, Options{DSN: dsn})
+	ref := createTable(t, b, "write-fill")
+	ctx := t.Context()
+	miss := func() int64 { return b.Stats().CacheMisses }
+	put(t, b, ref, "a", "a1")
+	put(t, b, ref, "a", "a2") // began after the first finished: replaces it
+	m0 := miss()
+	if got := eventual(t, b, ref, "a"); got != "a2" || miss() != m0 {
+		t.Fatalf("after two puts: %q, %d misses, want a2 from the cache", got, miss()-m0)
+	}
+	if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: []byte("a"), Fn: func([]byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Delete}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := eventual(t, b, ref, "a"); got != "" || miss() != m0+1 {
+		t.Fatalf("after the delete: %q, %d misses, want absent from the database", got, miss()-m0)
+	}
+	put(t, b, ref, "b", "b1")
+	fail := errors.New("condition failed")
+	_, err := b.TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{
+		{Table: ref, PK: []byte("b"), Fn: func([]byte) (storage.Change, error) {
+			return storage.Change{Op: storage.Put, Item: []byte("b2")}, nil
+		}},
+		{Table: ref, PK: []byte("c"), Fn: func([]byte) (storage.Change, error) { return storage.Change{}, fail }},
+	}})
+	if err == nil {
+		t.Fatal("the transaction was not canceled")
+	}
+	m1 := miss()
+	if got := eventual(t, b, ref, "b"); got != "b1" || miss() != m1+1 {
+		t.Fatalf("after a canceled transaction: %q, %d misses, want b1 from the database", got, miss()-m1)
+	}
 }
