@@ -154,12 +154,32 @@ func (s *shard) dropLocked(key string) {
 	}
 }
 
+func (s *shard) pushBack(e *entry) {
+	e.prev = s.tail
+	if s.tail != nil {
+		s.tail.next = e
+	}
+	s.tail = e
+	if s.head == nil {
+		s.head = e
+	}
+}
+
 // insertLocked adds key (absent) as the most recent entry and evicts the
 // least recent ones beyond the shard's bound.
-func (s *shard) insertLocked(key string, item []byte) {
+func (s *shard) insertLocked(key string, item []byte) { s.insertAtLocked(key, item, true) }
+
+// insertAtLocked adds key (absent) as the most recent entry (hot) or the
+// least recent one, then evicts from the least recent end beyond the
+// shard's bound: a cold entry that does not fit is evicted first.
+func (s *shard) insertAtLocked(key string, item []byte, hot bool) {
 	e := &entry{key: key, item: item}
 	s.m[key] = e
-	s.pushFront(e)
+	if hot {
+		s.pushFront(e)
+	} else {
+		s.pushBack(e)
+	}
 	s.bytes += size(key, item)
 	for s.bytes > s.max && s.tail != nil {
 		old := s.tail
@@ -263,14 +283,19 @@ func (c *Cache) Invalidate(key string) {
 // Invalidate. Of two writes of one key in this process, the one that
 // finishes second replaces only if it began after the first finished, so
 // after the first's commit: the cache never goes back to an older value.
+//
+// A key the cache held keeps its place as the most recent entry; a new
+// key enters as the least recent one, so that a stream of writes of new
+// keys fills free space but never evicts what reads use.
 func (c *Cache) Replace(key string, item []byte, g Gen) {
 	s := c.shard(key)
 	s.mu.Lock()
 	fresh := s.gen == g.shard && c.epoch.Load() == g.epoch
+	_, held := s.m[key]
 	s.dropLocked(key)
 	s.gen++
 	if fresh && item != nil && size(key, item) <= s.max/4 {
-		s.insertLocked(key, item)
+		s.insertAtLocked(key, item, held)
 	}
 	s.mu.Unlock()
 }

@@ -268,3 +268,36 @@ func TestConcurrentReplaceNeverStale(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReplaceNewKeysEnterCold: writes of new keys fill free space but do
+// not evict entries that reads use; a written key the cache held stays
+// hot.
+func TestReplaceNewKeysEnterCold(t *testing.T) {
+	const max = 8 << 10
+	c := New(max, 1)
+	item := make([]byte, 100)
+	hot := []string{"h0", "h1", "h2", "h3", "h4"}
+	for _, k := range hot {
+		c.Fill(k, item, c.Generation(k))
+	}
+	for i := range 500 { // a stream of new keys, far beyond the bound
+		k := fmt.Sprint("new", i)
+		c.Replace(k, item, c.Generation(k))
+	}
+	for _, k := range hot {
+		if _, ok, _ := c.Get(k); !ok {
+			t.Fatalf("writes of new keys evicted %s", k)
+		}
+	}
+	if st := c.Stats(); st.Bytes > max || st.Entries <= int64(len(hot)) {
+		t.Fatalf("Stats %+v: bound exceeded, or new keys did not fill free space", st)
+	}
+	c.Replace("h0", []byte("v"), c.Generation("h0"))
+	for i := range 500 {
+		k := fmt.Sprint("more", i)
+		c.Replace(k, item, c.Generation(k))
+	}
+	if it, ok, _ := c.Get("h0"); !ok || string(it) != "v" {
+		t.Fatalf("a held key written again: %q %v, want v kept hot", it, ok)
+	}
+}
