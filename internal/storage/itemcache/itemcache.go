@@ -84,16 +84,9 @@ func Key(table int64, pk, sk []byte) string {
 	return string(AppendKey(make([]byte, 0, 8+binary.MaxVarintLen64+len(pk)+len(sk)), table, pk, sk))
 }
 
-func fnv32(key []byte) uint32 {
-	h := uint32(2166136261)
-	for _, b := range key {
-		h ^= uint32(b)
-		h *= 16777619
-	}
-	return h
-}
-
-func fnv32s(key string) uint32 {
+// fnv32 is FNV-1a of a key, its shard's hash (not storage.KeyHash: that
+// one is persisted and hashes partition keys only).
+func fnv32[K string | []byte](key K) uint32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
 		h ^= uint32(key[i])
@@ -103,7 +96,7 @@ func fnv32s(key string) uint32 {
 }
 
 func (c *Cache) shard(key string) *shard {
-	return &c.shards[fnv32s(key)%uint32(len(c.shards))]
+	return &c.shards[fnv32(key)%uint32(len(c.shards))]
 }
 
 func size(key string, item []byte) int { return len(key) + len(item) + entryOverhead }
