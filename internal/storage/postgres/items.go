@@ -273,7 +273,7 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 		gen = b.rcache.Generation(string(key))
 	}
 	res, err := b.getItem(ctx, p)
-	if err == nil {
+	if err == nil && res.Item != nil { // absence is not kept: no key string to build
 		b.rcache.Fill(string(key), res.Item, gen)
 	}
 	return res, err
