@@ -217,7 +217,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 				}
 				cur[k] = nil
 			}
-			queueIndexAndLog(bt, o.Table.ID, pk, sk, ch)
+			queueIndexAndLog(batchQueue(bt), o.Table.ID, pk, sk, ch)
 		}
 		if reasons != nil {
 			x.rollback()

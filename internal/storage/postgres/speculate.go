@@ -77,9 +77,8 @@ type specPlan struct {
 	keys     []string // guess keys, per operation
 	results  []storage.WriteItemResult
 	anyMiss  bool // some operation guessed "absent" for a key the cache lacks
-	// stmts are the operations' statements. Fresh QueuedQuery values are
-	// made for every send: pgx keeps the prepared statement it used on a
-	// QueuedQuery, which a failed batch may have deallocated.
+	// stmts are the operations' statements, sent by pipeStatements
+	// (pipeline.go) after the locks and fences.
 	stmts []specStmt
 }
 
@@ -171,8 +170,8 @@ func (b *Backend) planSpeculative(ops []storage.WriteItemParams, keys []string, 
 	}
 
 	plan := &specPlan{locks: locks, tabs: tabs, versions: versions, keys: keys, anyMiss: anyMiss,
-		results: make([]storage.WriteItemResult, n)}
-	bt := &pgx.Batch{}
+		results: make([]storage.WriteItemResult, n), stmts: make([]specStmt, 0, 2*n)}
+	queue := func(sql string, args ...any) { plan.stmts = append(plan.stmts, specStmt{sql, args}) }
 	for i := range ops {
 		o := &ops[i]
 		pk, sk := nz(o.PK), nz(o.SK)
@@ -185,24 +184,20 @@ func (b *Backend) planSpeculative(ops []storage.WriteItemParams, keys []string, 
 		t, h := o.Table.ID, hashOf(pk)
 		switch {
 		case ch.Op == storage.Put && old == nil:
-			bt.Queue(sqlInsItem, t, h, pk, sk, ch.Item)
+			queue(sqlInsItem, t, h, pk, sk, ch.Item)
 		case ch.Op == storage.Put:
-			bt.Queue(sqlSpecUpd, t, h, pk, sk, ch.Item, old)
+			queue(sqlSpecUpd, t, h, pk, sk, ch.Item, old)
 		case ch.Op == storage.Delete && old != nil:
-			bt.Queue(sqlSpecDel, t, h, pk, sk, old)
+			queue(sqlSpecDel, t, h, pk, sk, old)
 		case old != nil:
-			bt.Queue(sqlSpecIs, t, h, pk, sk, old)
+			queue(sqlSpecIs, t, h, pk, sk, old)
 		default:
-			bt.Queue(sqlSpecAbsent, t, h, pk, sk)
+			queue(sqlSpecAbsent, t, h, pk, sk)
 		}
 		if ch.Op == storage.Keep {
 			continue // a Keep changes nothing, index entries included
 		}
-		queueIndexAndLog(bt, t, pk, sk, ch)
-	}
-	plan.stmts = make([]specStmt, len(bt.QueuedQueries))
-	for i, q := range bt.QueuedQueries {
-		plan.stmts[i] = specStmt{q.SQL, q.Arguments}
+		queueIndexAndLog(queue, t, pk, sk, ch)
 	}
 	return plan
 }
@@ -220,7 +215,6 @@ func (b *Backend) sendPlans(ctx context.Context, plans []*specPlan) []specOutcom
 		}
 		return out
 	}
-	bt := &pgx.Batch{}
 	locks, tabs, versions := plans[0].locks, plans[0].tabs, plans[0].versions
 	if len(plans) > 1 {
 		locks, tabs, versions = nil, nil, nil
@@ -235,27 +229,20 @@ func (b *Backend) sendPlans(ctx context.Context, plans []*specPlan) []specOutcom
 		slices.Sort(locks)
 		locks = slices.Compact(locks)
 	}
+	n := len(locks) + len(tabs)
+	for _, p := range plans {
+		n += len(p.stmts)
+	}
+	stmts := make([]specStmt, 0, n)
 	for _, k := range locks {
-		bt.Queue(sqlLockKey, k)
+		stmts = append(stmts, specStmt{sqlLockKey, []any{k}})
 	}
 	for j, t := range tabs {
-		bt.Queue(sqlSpecFence, t, versions[j])
+		stmts = append(stmts, specStmt{sqlSpecFence, []any{t, versions[j]}})
 	}
 	for _, p := range plans {
-		for _, q := range p.stmts {
-			bt.Queue(q.sql, q.args...)
-		}
+		stmts = append(stmts, p.stmts...)
 	}
-
-	// lastDone: the last statement's result arrived. The implicit COMMIT
-	// runs at the Sync, after it, so a server that ends the session (a
-	// FATAL error: pg_terminate_backend, shutdown) before that result
-	// committed nothing and the writes can run again.
-	lastDone := false
-	bt.QueuedQueries[len(bt.QueuedQueries)-1].Exec(func(pgconn.CommandTag) error {
-		lastDone = true
-		return nil
-	})
 
 	c, err := b.acquire(ctx)
 	if err != nil {
@@ -264,7 +251,11 @@ func (b *Backend) sendPlans(ctx context.Context, plans []*specPlan) []specOutcom
 		}
 		return all(specOutcome{done: true, err: mapErr(err, "postgres: write")})
 	}
-	sendErr := c.SendBatch(ctx, bt).Close()
+	// lastDone: the last statement's result arrived. The implicit COMMIT
+	// runs at the Sync, after it, so a server that ends the session (a
+	// FATAL error: pg_terminate_backend, shutdown) before that result
+	// committed nothing and the writes can run again.
+	lastDone, sendErr := pipeStatements(ctx, c.Conn(), stmts)
 	if sendErr == nil {
 		c.Release()
 		b.specApplied.Add(int64(len(plans)))
@@ -280,6 +271,18 @@ func (b *Backend) sendPlans(ctx context.Context, plans []*specPlan) []specOutcom
 	}
 	defer c.Release()
 	var pe *pgconn.PgError
+	var notSent errNotSent
+	if errors.As(sendErr, &notSent) {
+		// Preparing or encoding failed: nothing of the writes was sent.
+		// The locked path runs them (and meets a broken connection's
+		// error itself); a connection left mid-exchange is not reused.
+		if !errors.As(sendErr, &pe) {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			c.Conn().Close(cctx)
+			cancel()
+		}
+		return all(specOutcome{})
+	}
 	if errors.As(sendErr, &pe) && pe.Severity == "ERROR" {
 		// A statement failed: the implicit transaction rolled back at the
 		// Sync, nothing was written.
@@ -351,17 +354,22 @@ func (b *Backend) remember(key string, r storage.WriteItemResult) {
 
 // queueIndexAndLog queues a change's index entry deletes and puts and its
 // change-log pending row.
-func queueIndexAndLog(bt *pgx.Batch, t int64, pk, sk []byte, ch storage.Change) {
+func queueIndexAndLog(queue func(sql string, args ...any), t int64, pk, sk []byte, ch storage.Change) {
 	for _, d := range ch.DeleteIndex {
 		ipk := nz(d.PK)
-		bt.Queue(sqlDelIdx, t, d.Index, hashOf(ipk), ipk, nz(d.SK), pk, sk)
+		queue(sqlDelIdx, t, d.Index, hashOf(ipk), ipk, nz(d.SK), pk, sk)
 	}
 	for _, e := range ch.PutIndex {
 		ipk := nz(e.PK)
-		bt.Queue(sqlPutIdx, t, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
+		queue(sqlPutIdx, t, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
 	}
 	if ch.Log != nil {
 		// Published to the readable log later (changelog.go).
-		bt.Queue(sqlPendLog, t, nz(ch.Log))
+		queue(sqlPendLog, t, nz(ch.Log))
 	}
+}
+
+// batchQueue queues statements on a pgx.Batch (for queueIndexAndLog).
+func batchQueue(bt *pgx.Batch) func(sql string, args ...any) {
+	return func(sql string, args ...any) { bt.Queue(sql, args...) }
 }
