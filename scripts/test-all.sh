@@ -16,18 +16,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The abuse test first, on a quiet machine: a real server with keys, 200
-# connections that send 15 MB and stall plus 50 that never read a 16 MB
-# reply; RSS, p99 and memory after the attack are checked (about a
-# minute). Its p99 is compared with the idle p99, so nothing else may load
-# the two cores meanwhile: run after the suites below, with PostgreSQL,
-# FerretDB and moto still up, the idle p99 itself swung 1.46 -> 0.78 ms
-# within a minute (2026-12-01).
-make build
-echo "== abuse test"
-EXTENDDB_TEST_ABUSE=1 EXTENDDB_BIN="$PWD/bin/extenddb" go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/ 2>&1 \
-  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|abuse_test.go"
-
 # Second S3 implementation for the store suite; PostgreSQL and a
 # MongoDB-wire server (FerretDB, built once into $EXTENDDB_CACHE/ferretdb)
 # for the backends. EXTENDDB_TEST_MONGODB_URI set by the caller (e.g. a real
@@ -138,4 +126,17 @@ else
   echo "== cassandra: NOT run (EXTENDDB_TEST_ALL_CASSANDRA=0)"
   cass=""
 fi
+# The abuse test last, on a quiet machine: a real server with keys, 200
+# connections that send 15 MB and stall plus 50 that never read a 16 MB
+# reply; RSS, p99 and memory after the attack are checked (about a
+# minute). Its p99 is compared with the idle p99, so nothing else may load
+# the two cores meanwhile: every server above is stopped first. (Run with
+# PostgreSQL, FerretDB and moto still up, the idle p99 itself swung
+# 1.46 -> 0.78 ms within a minute; run first, before the suites, it passed,
+# but the MongoDB ledger test then failed in three runs out of three, for
+# reasons not understood yet: 2026-12-01.)
+cleanup
+echo "== abuse test"
+EXTENDDB_TEST_ABUSE=1 EXTENDDB_BIN="$PWD/bin/extenddb" go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/ 2>&1 \
+  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|abuse_test.go"
 echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS$cass], stores [$EXTENDDB_TEST_STORES]"
