@@ -23,11 +23,8 @@ type Options struct {
 	// WriteItem through Settle) waits for locks held by live transactions
 	// and retries before answering KindTransactionConflict (default twice
 	// LockTimeout, so a dead coordinator's locks are taken over first).
-	// TransactGet uses the same bound.
+	// TransactGet uses the same bound for finding two passes that agree.
 	MaxWait time.Duration
-	// ReaderWait is how long TransactGet waits for a live transaction's
-	// lock before aborting that transaction (default 20 ms).
-	ReaderWait time.Duration
 	// Parallel bounds concurrent store calls of one TransactGet or of the
 	// releases after a commit (default 16).
 	Parallel int
@@ -41,9 +38,6 @@ func (o *Options) defaults() {
 	}
 	if o.MaxWait <= 0 {
 		o.MaxWait = 2 * o.LockTimeout
-	}
-	if o.ReaderWait <= 0 {
-		o.ReaderWait = 20 * time.Millisecond
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 16
@@ -86,26 +80,30 @@ func sleep(ctx context.Context, attempt int) bool {
 	}
 }
 
+// waitBound tells when a wait for other transactions must end because
+// ctx will: once three quarters of ctx's remaining time (from now) have
+// passed, leaving the rest for the work that follows the wait (a write's
+// context is its operation's bound). The waiter then answers
+// KindTransactionConflict, as after MaxWait: the wait ran out, the store
+// did not fail.
+func waitBound(ctx context.Context) func() bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return func() bool { return false }
+	}
+	at := dl.Add(-time.Until(dl) / 4)
+	return func() bool { return time.Now().After(at) }
+}
+
 func ctxErr(ctx context.Context) error {
 	return storage.Wrap(storage.KindUnavailable, ctx.Err(), "transaction")
 }
 
-// mode is how settle treats a live (PENDING) owner.
-type mode int
-
-const (
-	// waitOwner waits for a live owner until it is older than LockTimeout
-	// (then aborts it) or the deadline passes (KindTransactionConflict).
-	waitOwner mode = iota
-	// woundOwner waits ReaderWait, then aborts the owner.
-	woundOwner
-)
-
 // settle returns the record of k unlocked, settling the locks it meets.
 // self is the calling transaction (zero for none): meeting its own lock
 // is an error (an item twice in one transaction).
-func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, m mode, deadline time.Time) (Record, error) {
-	start := l.o.Now()
+func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, deadline time.Time) (Record, error) {
+	giveUp := waitBound(ctx)
 	for attempt := 0; rec.Lock != nil; attempt++ {
 		owner := rec.Lock.Tx
 		if !self.IsZero() && owner == self {
@@ -117,14 +115,13 @@ func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, m mod
 		}
 		if tx != nil && tx.State == Pending {
 			now := l.o.Now()
-			abort := now.Sub(tx.Started) > l.o.LockTimeout || (m == woundOwner && now.Sub(start) >= l.o.ReaderWait)
-			if abort {
+			if now.Sub(tx.Started) > l.o.LockTimeout {
 				if _, err := l.s.SetTxState(ctx, owner, Pending, Aborted); err != nil {
 					return rec, err
 				}
 				continue // read the owner's state again
 			}
-			if now.After(deadline) {
+			if now.After(deadline) || giveUp() {
 				return rec, conflict()
 			}
 			if !sleep(ctx, attempt) {
@@ -155,7 +152,7 @@ func (l *Ledger) Settle(ctx context.Context, k Key, rec Record) (Record, error) 
 	if rec.Lock == nil {
 		return rec, nil
 	}
-	return l.settle(ctx, k, rec, TxID{}, waitOwner, l.o.Now().Add(l.o.MaxWait))
+	return l.settle(ctx, k, rec, TxID{}, l.o.Now().Add(l.o.MaxWait))
 }
 
 // Visible is the committed item a plain read (GetItem, Query, Scan) of a
@@ -268,7 +265,7 @@ func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []
 				rec, err = l.s.ReadItem(ctx, k)
 			}
 			if err == nil {
-				rec, err = l.settle(ctx, k, rec, id, waitOwner, deadline)
+				rec, err = l.settle(ctx, k, rec, id, deadline)
 			}
 			if err != nil {
 				abort()
@@ -388,47 +385,141 @@ func (l *Ledger) release(ctx context.Context, k Key, rec Record, commit bool) bo
 	return err == nil && ok
 }
 
-// TransactGet reads the items of p.Keys from one instant: it reads every
-// record, settles the locks it meets (a live owner is aborted after
-// ReaderWait), and reads again until two passes find every record
-// unlocked and at the same version. A missing item is nil.
+// TransactGet reads the items of p.Keys from one instant: it reads them
+// (readPass) until two consecutive passes agree, at most MaxWait, then
+// answers KindTransactionConflict. It never waits for a lock, writes or
+// aborts anything: live transactions go on, and a writer holding an item
+// costs a reader only the passes that see it move. A missing item is nil.
 func (l *Ledger) TransactGet(ctx context.Context, p storage.TransactGetParams) (*storage.TransactGetResult, error) {
 	n := len(p.Keys)
+	if n == 0 {
+		return &storage.TransactGetResult{}, nil
+	}
 	keys := make([]Key, n)
 	for i, g := range p.Keys {
 		keys[i] = Key{Table: g.Table, PK: g.PK, SK: g.SK}
 	}
 	deadline := l.o.Now().Add(l.o.MaxWait)
-	first, err := l.readAll(ctx, keys, deadline)
+	giveUp := waitBound(ctx)
+	first, err := l.readPass(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		if n == 1 {
-			break // one item: one settled read is an instant
+	items := func(ss []seen) *storage.TransactGetResult {
+		out := &storage.TransactGetResult{Items: make([][]byte, n)}
+		for i := range ss {
+			out.Items[i] = ss[i].item
 		}
-		second, err := l.readAll(ctx, keys, deadline)
+		return out
+	}
+	for attempt := 0; ; attempt++ {
+		if n == 1 && !first[0].unstable {
+			return items(first), nil // one item: one read is an instant
+		}
+		if l.o.Now().After(deadline) || giveUp() {
+			return nil, conflict()
+		}
+		second, err := l.readPass(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
-		same := true
+		same := n > 1
 		for i := range first {
-			if first[i].Version != second[i].Version {
+			if !first[i].agrees(second[i]) {
 				same = false
 				break
 			}
 		}
 		if same {
-			break
-		}
-		if l.o.Now().After(deadline) {
-			return nil, conflict()
+			return items(second), nil
 		}
 		first = second
+		if attempt >= 3 {
+			// Busy items: back off (the passes after the pause start a
+			// new pair) rather than read them at full speed until MaxWait.
+			if !sleep(ctx, attempt-3) {
+				return nil, ctxErr(ctx)
+			}
+			if first, err = l.readPass(ctx, keys); err != nil {
+				return nil, err
+			}
+		}
 	}
-	out := &storage.TransactGetResult{Items: make([][]byte, n)}
-	for i := range first {
-		out.Items[i] = first[i].Item
+}
+
+// seen is one item as a pass of TransactGet read it: the record's version,
+// whether the committed item is a lock's after-image (its owner had
+// committed), and that committed item. unstable: the record changed while
+// the pass read it (it agrees with no other pass).
+type seen struct {
+	item     []byte
+	version  int64
+	after    bool
+	unstable bool
+}
+
+func (a seen) agrees(b seen) bool {
+	return !a.unstable && !b.unstable && a.version == b.version && a.after == b.after
+}
+
+// readPass reads every key once, at most Parallel at a time, without
+// waiting for or disturbing anyone: the committed item of a record locked
+// by transaction T is the lock's after-image if T's record, read after
+// the item's, says COMMITTED, and the stored item otherwise. Two
+// consecutive passes that agree on every item (same version, same after
+// flag) read the items of one instant I, any instant between the passes:
+// each record was unchanged from its first read to its second, so the
+// same lock (or none) held it at I; an owner seen COMMITTED by the first
+// pass had committed before I; one seen PENDING or ABORTED by the second
+// pass had not committed at I (a decision is final).
+//
+// T's record missing means ABORTED only while T's lock is still on the
+// item: a committed transaction's record is deleted after its locks are
+// released. So a missing record is confirmed by reading the item again:
+// unchanged, the item is the stored one; changed, the pass read the item
+// while it moved, and that item is unstable.
+func (l *Ledger) readPass(ctx context.Context, keys []Key) ([]seen, error) {
+	out := make([]seen, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, l.o.Parallel)
+	for i := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rec, err := l.s.ReadItem(ctx, keys[i])
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = seen{item: rec.Item, version: rec.Version}
+			if rec.Lock == nil || rec.Lock.Change.Op == storage.Keep {
+				return // a Keep lock changes nothing, whatever its owner decides
+			}
+			tx, err := l.s.ReadTx(ctx, rec.Lock.Tx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			switch {
+			case tx != nil && tx.State == Committed:
+				out[i] = seen{item: After(rec.Item, rec.Lock), version: rec.Version, after: true}
+			case tx == nil:
+				again, err := l.s.ReadItem(ctx, keys[i])
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				out[i].unstable = again.Version != rec.Version
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -453,48 +544,6 @@ func (l *Ledger) readEach(ctx context.Context, keys []Key) ([]Record, []error) {
 	}
 	wg.Wait()
 	return recs, errs
-}
-
-// readAll reads every key, settling locks, until one pass meets no lock.
-func (l *Ledger) readAll(ctx context.Context, keys []Key, deadline time.Time) ([]Record, error) {
-	recs := make([]Record, len(keys))
-	for attempt := 0; ; attempt++ {
-		var mu sync.Mutex
-		var firstErr error
-		sawLock := false
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, l.o.Parallel)
-		for i := range keys {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				rec, err := l.s.ReadItem(ctx, keys[i])
-				if err == nil && rec.Lock != nil {
-					mu.Lock()
-					sawLock = true
-					mu.Unlock()
-					rec, err = l.settle(ctx, keys[i], rec, TxID{}, woundOwner, deadline)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				recs[i] = rec
-			}()
-		}
-		wg.Wait()
-		if firstErr != nil {
-			return nil, firstErr
-		}
-		if !sawLock {
-			return recs, nil
-		}
-		if l.o.Now().After(deadline) {
-			return nil, conflict()
-		}
-	}
 }
 
 // Sweep finishes the transactions started more than LockTimeout ago

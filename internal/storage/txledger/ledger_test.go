@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,6 +230,18 @@ func TestPlainWriteConflict(t *testing.T) {
 	if d := time.Since(start); d < 30*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("waited %v", d)
 	}
+	// A write whose context ends before MaxWait stops waiting first, with
+	// time left in its context, and answers the conflict too (not the
+	// context's end: the wait ran out, the store did not fail).
+	l = New(m, Options{LockTimeout: time.Hour, MaxWait: time.Hour})
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	err = m.write(cctx, l, k, put("w"))
+	wantKind(t, "plain write on a live lock, short context", err, storage.KindTransactionConflict)
+	if cctx.Err() != nil {
+		t.Fatalf("the wait used the whole context (%v)", time.Since(start))
+	}
 }
 
 // TestConformance runs the Store conformance suite on the in-process store.
@@ -257,6 +271,105 @@ func TestConformance(t *testing.T) {
 			},
 		}
 	})
+}
+
+// TestSlowStoreReaders runs the concurrent scenario on a store whose every
+// call takes milliseconds, as a remote server's does on a loaded host: four
+// coordinators keep some of the eight accounts locked nearly all the time,
+// and the two TransactGet readers must still finish within MaxWait. (A
+// reader that needed a pass meeting no lock at all starved here, as it did
+// on FerretDB in CI.)
+func TestSlowStoreReaders(t *testing.T) {
+	m := newMemStore()
+	m.delay = 10 * time.Millisecond
+	backend := New(m, Options{})
+	refs := [2]storage.TableRef{
+		{Account: "acct", Name: "s1", ID: 101, Version: 1},
+		{Account: "acct", Name: "s2", ID: 102, Version: 1},
+	}
+	for _, r := range refs {
+		m.tables[r.ID] = r.Version
+	}
+	ledgertest.ConcurrentTransfers(t, ledgertest.Env{
+		Store:  m,
+		Tables: refs,
+		Write:  func(ctx context.Context, k Key, fn storage.WriteFunc) error { return m.write(ctx, backend, k, fn) },
+		Get: func(ctx context.Context, k Key) ([]byte, error) {
+			rec, err := m.ReadItem(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			return backend.Visible(ctx, rec)
+		},
+		LockTimeout: 3 * time.Second, // as on FerretDB (internal/storage/mongodb/ledger_test.go)
+		Transfers:   25,
+	})
+}
+
+// finishingStore lets one committed transaction's coordinator finish
+// (release its lock, applying the change, and delete its record) just
+// before a reader's first ReadTx of it: the reader read the item locked,
+// and finds the record gone.
+type finishingStore struct {
+	*memStore
+	id   TxID
+	k    Key
+	done atomic.Bool
+}
+
+func (f *finishingStore) ReadTx(ctx context.Context, id TxID) (*TxRecord, error) {
+	if id == f.id && f.done.CompareAndSwap(false, true) {
+		rec, err := f.memStore.ReadItem(ctx, f.k)
+		if err != nil {
+			return nil, err
+		}
+		if ok, err := f.memStore.ReleaseItem(ctx, f.k, rec, true); err != nil || !ok {
+			return nil, fmt.Errorf("release: %v %v", ok, err)
+		}
+		if err := f.memStore.DeleteTx(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return f.memStore.ReadTx(ctx, id)
+}
+
+// TestTransactGetRecordGone: a lock whose transaction record is missing
+// means an aborted transaction only while the lock is still there; when
+// the committed transaction's coordinator finished between the reader's
+// read of the item and of the record, the reader must not answer the
+// item as it was before the commit.
+func TestTransactGetRecordGone(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{1, 2} {
+		m := newStore()
+		b := New(m, Options{})
+		k, o := key(tA, "k"), key(tB, "o")
+		if err := m.write(ctx, b, k, put("old")); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.write(ctx, b, o, put("other")); err != nil {
+			t.Fatal(err)
+		}
+		id := NewTxID()
+		if err := m.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: time.Now(), Items: []Key{k}}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := m.ReadItem(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := m.LockItem(ctx, k, rec, id, storage.Change{Op: storage.Put, Item: []byte("new")}); err != nil || !ok {
+			t.Fatalf("lock: %v %v", ok, err)
+		}
+		if ok, err := m.SetTxState(ctx, id, Pending, Committed); err != nil || !ok {
+			t.Fatalf("commit: %v %v", ok, err)
+		}
+		keys := []storage.GetItemParams{{Table: tA, PK: k.PK}, {Table: tB, PK: o.PK}}[:n]
+		g, err := New(&finishingStore{memStore: m, id: id, k: k}, Options{}).TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+		if err != nil || string(g.Items[0]) != "new" || (n == 2 && string(g.Items[1]) != "other") {
+			t.Fatalf("%d items: TransactGet %q %v, want the committed item", n, g, err)
+		}
+	}
 }
 
 // refuseRelease is a store whose ReleaseItem of one key does nothing (as

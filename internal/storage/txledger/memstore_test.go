@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,17 @@ type memStore struct {
 	ver     int64
 	indexes map[string][]byte // index name + "/" + pk -> entry item
 	calls   atomic.Int64
+	// delay, when set, is the latency of every Store call (uniform in
+	// [delay/2, 3*delay/2)): a slow remote server, as FerretDB is under a
+	// loaded host.
+	delay time.Duration
+}
+
+// wait sleeps one call's latency.
+func (m *memStore) wait() {
+	if m.delay > 0 {
+		time.Sleep(m.delay/2 + time.Duration(rand.Int64N(int64(m.delay))))
+	}
 }
 
 type memRec struct {
@@ -47,6 +59,7 @@ func (m *memStore) live(k txledger.Key) error {
 }
 
 func (m *memStore) ReadItem(_ context.Context, k txledger.Key) (txledger.Record, error) {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -66,6 +79,7 @@ func (m *memStore) ReadItem(_ context.Context, k txledger.Key) (txledger.Record,
 }
 
 func (m *memStore) LockItem(_ context.Context, k txledger.Key, cur txledger.Record, tx txledger.TxID, ch storage.Change) (txledger.Record, bool, error) {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -111,6 +125,7 @@ func (m *memStore) apply(k txledger.Key, r *memRec, ch storage.Change) {
 }
 
 func (m *memStore) ReleaseItem(_ context.Context, k txledger.Key, cur txledger.Record, commit bool) (bool, error) {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -167,6 +182,7 @@ func (m *memStore) write(ctx context.Context, l *txledger.Ledger, k txledger.Key
 }
 
 func (m *memStore) CreateTx(_ context.Context, tx txledger.TxRecord) error {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -178,6 +194,7 @@ func (m *memStore) CreateTx(_ context.Context, tx txledger.TxRecord) error {
 }
 
 func (m *memStore) ReadTx(_ context.Context, id txledger.TxID) (*txledger.TxRecord, error) {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -189,6 +206,7 @@ func (m *memStore) ReadTx(_ context.Context, id txledger.TxID) (*txledger.TxReco
 }
 
 func (m *memStore) SetTxState(_ context.Context, id txledger.TxID, from, to txledger.State) (bool, error) {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -202,6 +220,7 @@ func (m *memStore) SetTxState(_ context.Context, id txledger.TxID, from, to txle
 }
 
 func (m *memStore) DeleteTx(_ context.Context, id txledger.TxID) error {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -210,6 +229,7 @@ func (m *memStore) DeleteTx(_ context.Context, id txledger.TxID) error {
 }
 
 func (m *memStore) ListTx(_ context.Context, before time.Time, limit int) ([]txledger.TxRecord, error) {
+	m.wait()
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -33,10 +33,11 @@
 // missing record rolls it back (unlocks, item unchanged); PENDING means a
 // live transaction: a writer waits for it (bounded), and may CAS it to
 // ABORTED once it is older than Options.LockTimeout (its coordinator is
-// presumed dead); TransactGet aborts it after a short wait (a reader must
-// not starve behind writers). A plain reader never waits: the committed
-// item of a record locked by a PENDING or ABORTED transaction is the item
-// as stored, of one locked by a COMMITTED transaction the after-image.
+// presumed dead). A reader (plain or TransactGet) never waits and never
+// aborts: the committed item of a record locked by a PENDING or ABORTED
+// transaction is the item as stored, of one locked by a COMMITTED
+// transaction the after-image; TransactGet reads until two consecutive
+// passes agree (docs/adr/0041-transactget-reads-beside-locks.md).
 // Sweep finishes transactions whose coordinator died.
 //
 // A backend provides Store, keeps its own WriteItem and reads lock-aware
