@@ -33,9 +33,15 @@ type Cache struct {
 	max    int
 }
 
+// genSlots is how many generation counters a shard keeps: a key moves
+// only its own slot's, so a write or a read of one key is refused by
+// another key's write only when the two share a slot (1 in 4096 pairs
+// over 64 shards), not a whole shard (1 in 64).
+const genSlots = 64
+
 type shard struct {
 	mu           sync.Mutex
-	gen          uint64
+	gens         [genSlots]uint64
 	m            map[string]*entry
 	head, tail   *entry // LRU list, head most recent
 	bytes, max   int
@@ -49,8 +55,8 @@ type entry struct {
 	prev, next *entry
 }
 
-// Gen is what a reader hands back to Fill: the cache epoch and the key's
-// shard generation when it looked.
+// Gen is what a reader hands back to Fill: the cache epoch and the
+// generation of the key's slot in its shard when it looked.
 type Gen struct{ epoch, shard uint64 }
 
 // New returns a cache bounded to maxBytes over n shards (nil when maxBytes
@@ -95,8 +101,10 @@ func fnv32[K string | []byte](key K) uint32 {
 	return h
 }
 
-func (c *Cache) shard(key string) *shard {
-	return &c.shards[fnv32(key)%uint32(len(c.shards))]
+// locate returns the key's shard and its generation slot there.
+func locate[K string | []byte](c *Cache, key K) (*shard, uint32) {
+	h, n := fnv32(key), uint32(len(c.shards))
+	return &c.shards[h%n], (h / n) % genSlots
 }
 
 func size(key string, item []byte) int { return len(key) + len(item) + entryOverhead }
@@ -185,7 +193,7 @@ func (s *shard) insertAtLocked(key string, item []byte, hot bool) {
 // Get returns the cached item (never nil when ok) and the generation to
 // hand to Fill after a miss.
 func (c *Cache) Get(key string) (item []byte, ok bool, g Gen) {
-	s := c.shard(key)
+	s, slot := locate(c, key)
 	g.epoch = c.epoch.Load()
 	s.mu.Lock()
 	e, ok := s.m[key]
@@ -193,7 +201,7 @@ func (c *Cache) Get(key string) (item []byte, ok bool, g Gen) {
 	if ok {
 		item = e.item
 	}
-	g.shard = s.gen
+	g.shard = s.gens[slot]
 	s.mu.Unlock()
 	return item, ok, g
 }
@@ -201,7 +209,7 @@ func (c *Cache) Get(key string) (item []byte, ok bool, g Gen) {
 // GetBytes is Get with the key as bytes (from AppendKey): it does not
 // allocate.
 func (c *Cache) GetBytes(key []byte) (item []byte, ok bool, g Gen) {
-	s := &c.shards[fnv32(key)%uint32(len(c.shards))]
+	s, slot := locate(c, key)
 	g.epoch = c.epoch.Load()
 	s.mu.Lock()
 	e, ok := s.m[string(key)]
@@ -209,7 +217,7 @@ func (c *Cache) GetBytes(key []byte) (item []byte, ok bool, g Gen) {
 	if ok {
 		item = e.item
 	}
-	g.shard = s.gen
+	g.shard = s.gens[slot]
 	s.mu.Unlock()
 	return item, ok, g
 }
@@ -217,10 +225,10 @@ func (c *Cache) GetBytes(key []byte) (item []byte, ok bool, g Gen) {
 // Generation is the key's generation, for a Fill by a read that did not
 // look the key up first.
 func (c *Cache) Generation(key string) Gen {
-	s := c.shard(key)
+	s, slot := locate(c, key)
 	g := Gen{epoch: c.epoch.Load()}
 	s.mu.Lock()
-	g.shard = s.gen
+	g.shard = s.gens[slot]
 	s.mu.Unlock()
 	return g
 }
@@ -231,13 +239,13 @@ func (c *Cache) Fill(key string, item []byte, g Gen) {
 	if item == nil {
 		return
 	}
-	s := c.shard(key)
+	s, slot := locate(c, key)
 	if size(key, item) > s.max/4 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gen != g.shard || c.epoch.Load() != g.epoch {
+	if s.gens[slot] != g.shard || c.epoch.Load() != g.epoch {
 		return
 	}
 	if _, ok := s.m[key]; ok {
@@ -250,7 +258,7 @@ func (c *Cache) Fill(key string, item []byte, g Gen) {
 // what the key held. It does not move generations: the caller's protocol
 // decides (SQLite's writer bumps the epoch around its commits).
 func (c *Cache) Set(key string, item []byte) {
-	s := c.shard(key)
+	s, _ := locate(c, key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropLocked(key)
@@ -260,19 +268,19 @@ func (c *Cache) Set(key string, item []byte) {
 	s.insertLocked(key, item)
 }
 
-// Invalidate drops a key and moves its shard's generation, so no read that
-// looked before can insert.
+// Invalidate drops a key and moves its generation (its slot's), so no read
+// that looked before can insert.
 func (c *Cache) Invalidate(key string) {
-	s := c.shard(key)
+	s, slot := locate(c, key)
 	s.mu.Lock()
 	s.dropLocked(key)
-	s.gen++
+	s.gens[slot]++
 	s.mu.Unlock()
 }
 
 // Replace records the value a write committed (nil: absent) if no
 // generation moved since g, taken before the write was sent; otherwise it
-// only drops the key. Either way it moves the key's shard generation, like
+// only drops the key. Either way it moves the key's generation, like
 // Invalidate. Of two writes of one key in this process, the one that
 // finishes second replaces only if it began after the first finished, so
 // after the first's commit: the cache never goes back to an older value.
@@ -281,12 +289,12 @@ func (c *Cache) Invalidate(key string) {
 // key enters as the least recent one, so that a stream of writes of new
 // keys fills free space but never evicts what reads use.
 func (c *Cache) Replace(key string, item []byte, g Gen) {
-	s := c.shard(key)
+	s, slot := locate(c, key)
 	s.mu.Lock()
-	fresh := s.gen == g.shard && c.epoch.Load() == g.epoch
+	fresh := s.gens[slot] == g.shard && c.epoch.Load() == g.epoch
 	_, held := s.m[key]
 	s.dropLocked(key)
-	s.gen++
+	s.gens[slot]++
 	if fresh && item != nil && size(key, item) <= s.max/4 {
 		s.insertAtLocked(key, item, held)
 	}
@@ -306,7 +314,9 @@ func (c *Cache) Clear() {
 			clear(s.m)
 		}
 		s.head, s.tail, s.bytes = nil, nil, 0
-		s.gen++
+		for j := range s.gens {
+			s.gens[j]++
+		}
 		s.mu.Unlock()
 	}
 	c.epoch.Add(1)
