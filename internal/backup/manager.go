@@ -125,6 +125,9 @@ type Manager struct {
 	// (the target flipped ACTIVE, or the job failed), while their row is
 	// still RUNNING (its final write is on its way).
 	done map[string]bool
+	// targets: the restore jobs this process runs (started: their target
+	// table exists) -> the target's table id.
+	targets map[string]int64
 	// running: the jobs this process runs, by catalog row (backup ARN or
 	// restore job id) -> the claim's generation. The reconciler never
 	// takes over a claim of its own that a job here still runs: its
@@ -184,7 +187,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	rcat, _ := storage.Restores(cfg.Backend)
 	return &Manager{cfg: cfg, cat: cat, rcat: rcat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, done: map[string]bool{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
+		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, done: map[string]bool{}, targets: map[string]int64{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
 }
 
 // runs marks the job of catalog row id at generation gen as running in

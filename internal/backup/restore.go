@@ -212,12 +212,22 @@ func (m *Manager) RestoringFrom(arn string) bool {
 			continue
 		}
 		m.mu.Lock()
-		over := r.Owner == m.cfg.Owner && m.done[r.ID]
+		own := r.Owner == m.cfg.Owner
+		over := own && m.done[r.ID]
+		_, started := m.targets[r.ID]
 		m.mu.Unlock()
 		if over {
 			continue // this process's job, past its use of the backup
 		}
 		cur, err := m.cfg.Backend.GetTable(context.Background(), storage.GetTableParams{Account: r.Account, Name: r.TableName})
+		if own && started && storage.IsKind(err, storage.KindTableNotFound) {
+			// This process's job created its target, and the target is
+			// gone: a CREATING target cannot be deleted, so it flipped
+			// ACTIVE and was deleted (the job has not seen its own
+			// UpdateTable return yet), or the job dropped it on failure.
+			// Either way the job no longer reads the backup.
+			continue
+		}
 		if err != nil || m.cfg.Restorer == nil || m.cfg.Restorer.IsRestoreTarget(cur.Table, arn) {
 			return true // not created yet (or cannot tell), or still loading
 		}
@@ -301,6 +311,7 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, release func()) {
 	m.mu.Lock()
 	m.restoring[backup.ARN]++
+	m.targets[job.ID] = target.ID
 	m.mu.Unlock()
 	m.met.running.WithLabelValues(kindRestore).Inc()
 	m.wg.Add(1)
@@ -320,6 +331,7 @@ func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Tabl
 			done()
 			m.mu.Lock()
 			delete(m.done, job.ID) // its row is written: DONE, FAILED, or another owner's
+			delete(m.targets, job.ID)
 			m.mu.Unlock()
 		}()
 		m.runRestore(backup, target, job, done)
