@@ -258,19 +258,25 @@ func TestConformance(t *testing.T) {
 			m.tables[next] = 1
 		}
 		m.mu.Unlock()
-		return ledgertest.Env{
-			Store:  m,
-			Tables: refs,
-			Write:  func(ctx context.Context, k Key, fn storage.WriteFunc) error { return m.write(ctx, backend, k, fn) },
-			Get: func(ctx context.Context, k Key) ([]byte, error) {
-				rec, err := m.ReadItem(ctx, k)
-				if err != nil {
-					return nil, err
-				}
-				return backend.Visible(ctx, rec)
-			},
-		}
+		return memEnv(m, backend, refs)
 	})
+}
+
+// memEnv is the conformance Env over the in-process store: its own write
+// (settling through backend) and plain read (Visible).
+func memEnv(m *memStore, backend *Ledger, refs [2]storage.TableRef) ledgertest.Env {
+	return ledgertest.Env{
+		Store:  m,
+		Tables: refs,
+		Write:  func(ctx context.Context, k Key, fn storage.WriteFunc) error { return m.write(ctx, backend, k, fn) },
+		Get: func(ctx context.Context, k Key) ([]byte, error) {
+			rec, err := m.ReadItem(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			return backend.Visible(ctx, rec)
+		},
+	}
 }
 
 // TestSlowStoreReaders runs the concurrent scenario on a store whose every
@@ -290,20 +296,10 @@ func TestSlowStoreReaders(t *testing.T) {
 	for _, r := range refs {
 		m.tables[r.ID] = r.Version
 	}
-	ledgertest.ConcurrentTransfers(t, ledgertest.Env{
-		Store:  m,
-		Tables: refs,
-		Write:  func(ctx context.Context, k Key, fn storage.WriteFunc) error { return m.write(ctx, backend, k, fn) },
-		Get: func(ctx context.Context, k Key) ([]byte, error) {
-			rec, err := m.ReadItem(ctx, k)
-			if err != nil {
-				return nil, err
-			}
-			return backend.Visible(ctx, rec)
-		},
-		LockTimeout: 3 * time.Second, // as on FerretDB (internal/storage/mongodb/ledger_test.go)
-		Transfers:   25,
-	})
+	e := memEnv(m, backend, refs)
+	e.LockTimeout = 3 * time.Second // as on FerretDB (internal/storage/mongodb/ledger_test.go)
+	e.Transfers = 25
+	ledgertest.ConcurrentTransfers(t, e)
 }
 
 // finishingStore lets one committed transaction's coordinator finish
