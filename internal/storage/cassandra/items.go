@@ -29,7 +29,7 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 		return nil, mapErr(err, "get item")
 	}
-	if item, err = b.visible(ctx, item, txid, txch); err != nil {
+	if item, err = b.visible(ctx, txledger.Key{Table: p.Table, PK: p.PK, SK: p.SK}, item, txid, txch); err != nil {
 		return nil, err
 	}
 	return &storage.GetItemResult{Item: item}, nil

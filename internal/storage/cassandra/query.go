@@ -8,6 +8,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
 
 // Query reads one partition of the table (clustering order on sk) or of
@@ -55,7 +56,7 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 	for iter.Scan(&sk, &item, &txid, &txch) {
 		if txid != nil {
 			var err error
-			if item, err = b.visible(ctx, item, txid, txch); err != nil {
+			if item, err = b.visible(ctx, txledger.Key{Table: p.Table, PK: p.PK, SK: sk}, item, txid, txch); err != nil {
 				iter.Close()
 				return nil, err
 			}
@@ -257,7 +258,7 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 		for iter.Scan(&sk, &item, &txid, &txch) {
 			if txid != nil {
 				var err error
-				if item, err = b.visible(ctx, item, txid, txch); err != nil {
+				if item, err = b.visible(ctx, txledger.Key{Table: p.Table, PK: pk, SK: sk}, item, txid, txch); err != nil {
 					iter.Close()
 					return err
 				}
@@ -304,7 +305,7 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 		for iter.Scan(&pk, &sk, &item, &txid, &txch) {
 			if txid != nil {
 				var err error
-				if item, err = b.visible(ctx, item, txid, txch); err != nil {
+				if item, err = b.visible(ctx, txledger.Key{Table: p.Table, PK: pk, SK: sk}, item, txid, txch); err != nil {
 					iter.Close()
 					return err
 				}

@@ -336,9 +336,10 @@ func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) 
 	return b.tx.TransactGet(ctx, p)
 }
 
-// visible is the committed item of a row read by a plain read path: the
-// stored item, or the after-image of a committed transaction's lock.
-func (b *Backend) visible(ctx context.Context, item []byte, txid *gocql.UUID, txch []byte) ([]byte, error) {
+// visible is the committed item of k's row read by a plain read path: the
+// stored item, or the after-image of a committed transaction's lock
+// (Ledger.Visible, which may read k again).
+func (b *Backend) visible(ctx context.Context, k txledger.Key, item []byte, txid *gocql.UUID, txch []byte) ([]byte, error) {
 	if txid == nil || *txid == (gocql.UUID{}) {
 		return item, nil
 	}
@@ -346,7 +347,7 @@ func (b *Backend) visible(ctx context.Context, item []byte, txid *gocql.UUID, tx
 	if err != nil {
 		return nil, err
 	}
-	return b.tx.Visible(ctx, txledger.Record{Item: item, Lock: l})
+	return b.tx.Visible(ctx, k, txledger.Record{Item: item, Lock: l})
 }
 
 // settleLocks settles every lock held in partition (t, pk) (listed in its

@@ -144,7 +144,7 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 	}
 	if d != nil && d.lock != nil {
 		// A committed transaction's change not applied yet is visible.
-		item, err := b.ledger.Visible(ctx, recordOf(d))
+		item, err := b.ledger.Visible(ctx, txledger.Key{Table: p.Table, PK: p.PK, SK: p.SK}, recordOf(d))
 		if err != nil {
 			return nil, err
 		}

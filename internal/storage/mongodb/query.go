@@ -119,7 +119,9 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 // locked by a committed transaction whose change is not applied yet is
 // rolled forward (the ledger's release) and the range read again, so a
 // read never misses a committed transaction's item or index entry; other
-// locks show the document as stored.
+// locks show the document as stored. A lock whose transaction record is
+// missing is an aborted transaction's only if it is still there when the
+// document is read again; if not, the range is read again too.
 func (b *Backend) readRange(ctx context.Context, ref storage.TableRef, index string, conds bson.A, field string, dir, limit int) ([]storage.Row, bool, error) {
 	for attempt := 0; ; attempt++ {
 		rows, more, locked, err := b.readRangeOnce(ctx, ref.ID, index, conds, field, dir, limit)
@@ -128,9 +130,22 @@ func (b *Backend) readRange(ctx context.Context, ref storage.TableRef, index str
 		}
 		rolled := false
 		for _, d := range locked {
-			ok, err := b.committedLock(ctx, d)
+			ok, gone, err := b.lockOwner(ctx, d)
 			if err != nil {
 				return nil, false, err
+			}
+			if gone {
+				// Aborted while the lock stays; otherwise the transaction
+				// committed and finished since the range was read: read it
+				// again (ADR 0041).
+				now, err := b.readDoc(ctx, b.items(ref.ID), d.id)
+				if err != nil {
+					return nil, false, err
+				}
+				if now == nil || now.lock == nil || now.lock.Tx != d.lock.Tx {
+					rolled = true
+				}
+				continue
 			}
 			if !ok {
 				continue

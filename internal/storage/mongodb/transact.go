@@ -383,16 +383,19 @@ func (b *Backend) settleDoc(ctx context.Context, ref storage.TableRef, pk, sk []
 	return docOfRecord(rec), nil
 }
 
-// committedLock tells whether d's lock belongs to a committed transaction.
-func (b *Backend) committedLock(ctx context.Context, d *itemDoc) (bool, error) {
+// lockOwner reads the record of d's lock's transaction: committed tells
+// whether it committed, gone whether the record is missing (an aborted
+// transaction's, or a committed one's whose coordinator released its locks
+// and deleted it since d was read: the caller reads d again).
+func (b *Backend) lockOwner(ctx context.Context, d *itemDoc) (committed, gone bool, err error) {
 	if d == nil || d.lock == nil {
-		return false, nil
+		return false, false, nil
 	}
 	tx, err := txStore{b}.ReadTx(ctx, d.lock.Tx)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return tx != nil && tx.State == txledger.Committed, nil
+	return tx != nil && tx.State == txledger.Committed, tx == nil, nil
 }
 
 var errNoLock = errors.New("not locked")

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
@@ -155,23 +156,47 @@ func (l *Ledger) Settle(ctx context.Context, k Key, rec Record) (Record, error) 
 	return l.settle(ctx, k, rec, TxID{}, l.o.Now().Add(l.o.MaxWait))
 }
 
-// Visible is the committed item a plain read (GetItem, Query, Scan) of a
-// record shows: the stored item, or the lock's after-image when its
-// transaction has committed. It reads the owner's record but never waits
-// and never writes.
-func (l *Ledger) Visible(ctx context.Context, rec Record) ([]byte, error) {
-	if rec.Lock == nil {
-		return rec.Item, nil
+// Visible is the committed item a plain read (GetItem, Query, Scan) of
+// k's record rec shows: the stored item, or the lock's after-image when
+// its transaction has committed. It reads the owner's record but never
+// waits and never writes.
+//
+// A missing owner record means an aborted transaction only while the lock
+// is still there: a committed transaction's coordinator deletes its record
+// after releasing its locks, so between the caller's read of rec and ours
+// of the record it may have applied the change and gone. Visible then
+// reads k again and answers from that newer record (the read is then
+// placed at that later instant), as TransactGet's passes do (ADR 0041).
+func (l *Ledger) Visible(ctx context.Context, k Key, rec Record) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		if rec.Lock == nil {
+			return rec.Item, nil
+		}
+		tx, err := l.s.ReadTx(ctx, rec.Lock.Tx)
+		if err != nil {
+			return nil, err
+		}
+		if tx != nil && tx.State == Committed {
+			return After(rec.Item, rec.Lock), nil
+		}
+		if tx != nil || attempt == visibleRereads {
+			return rec.Item, nil
+		}
+		again, err := l.s.ReadItem(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if again.Lock != nil && again.Lock.Tx == rec.Lock.Tx {
+			return rec.Item, nil // the lock outlived its record: aborted
+		}
+		rec = again
 	}
-	tx, err := l.s.ReadTx(ctx, rec.Lock.Tx)
-	if err != nil {
-		return nil, err
-	}
-	if tx != nil && tx.State == Committed {
-		return After(rec.Item, rec.Lock), nil
-	}
-	return rec.Item, nil
 }
+
+// visibleRereads bounds Visible's re-reads of an item whose lock's record
+// vanished (each a transaction that finished between two reads); past it
+// the stored item, a committed state, is answered.
+const visibleRereads = 8
 
 func compareKeys(a, b Key) int {
 	if c := cmp.Compare(a.Table.ID, b.Table.ID); c != 0 {
@@ -344,27 +369,33 @@ func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []
 // releaseAll releases the locked records, at most Parallel at a time;
 // true when every release settled (applied, or found already released).
 func (l *Ledger) releaseAll(ctx context.Context, keys []Key, locked []Record, commit bool) bool {
+	var failed atomic.Bool
+	l.each(len(locked), func(i int) {
+		if locked[i].Lock != nil && !l.release(ctx, keys[i], locked[i], commit) {
+			failed.Store(true)
+		}
+	})
+	return !failed.Load()
+}
+
+// each runs fn(0) … fn(n-1), at most Options.Parallel at a time, and
+// returns when every call has; one call runs in the caller's goroutine.
+func (l *Ledger) each(n int, fn func(i int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, l.o.Parallel)
-	var mu sync.Mutex
-	all := true
-	for i := range locked {
-		if locked[i].Lock == nil {
-			continue
-		}
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if !l.release(ctx, keys[i], locked[i], commit) {
-				mu.Lock()
-				all = false
-				mu.Unlock()
-			}
+			fn(i)
 		}()
 	}
 	wg.Wait()
-	return all
 }
 
 // release releases one lock; when the CAS fails it checks that the lock
@@ -481,41 +512,33 @@ func (a seen) agrees(b seen) bool {
 func (l *Ledger) readPass(ctx context.Context, keys []Key) ([]seen, error) {
 	out := make([]seen, len(keys))
 	errs := make([]error, len(keys))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, l.o.Parallel)
-	for i := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			rec, err := l.s.ReadItem(ctx, keys[i])
+	l.each(len(keys), func(i int) {
+		rec, err := l.s.ReadItem(ctx, keys[i])
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		out[i] = seen{item: rec.Item, version: rec.Version}
+		if rec.Lock == nil || rec.Lock.Change.Op == storage.Keep {
+			return // a Keep lock changes nothing, whatever its owner decides
+		}
+		tx, err := l.s.ReadTx(ctx, rec.Lock.Tx)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		switch {
+		case tx != nil && tx.State == Committed:
+			out[i] = seen{item: After(rec.Item, rec.Lock), version: rec.Version, after: true}
+		case tx == nil:
+			again, err := l.s.ReadItem(ctx, keys[i])
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			out[i] = seen{item: rec.Item, version: rec.Version}
-			if rec.Lock == nil || rec.Lock.Change.Op == storage.Keep {
-				return // a Keep lock changes nothing, whatever its owner decides
-			}
-			tx, err := l.s.ReadTx(ctx, rec.Lock.Tx)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			switch {
-			case tx != nil && tx.State == Committed:
-				out[i] = seen{item: After(rec.Item, rec.Lock), version: rec.Version, after: true}
-			case tx == nil:
-				again, err := l.s.ReadItem(ctx, keys[i])
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				out[i].unstable = again.Version != rec.Version
-			}
-		}()
-	}
-	wg.Wait()
+			out[i].unstable = again.Version != rec.Version
+		}
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -528,21 +551,7 @@ func (l *Ledger) readPass(ctx context.Context, keys []Key) ([]seen, error) {
 func (l *Ledger) readEach(ctx context.Context, keys []Key) ([]Record, []error) {
 	recs := make([]Record, len(keys))
 	errs := make([]error, len(keys))
-	if len(keys) == 1 {
-		recs[0], errs[0] = l.s.ReadItem(ctx, keys[0])
-		return recs, errs
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, l.o.Parallel)
-	for i := range keys {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			recs[i], errs[i] = l.s.ReadItem(ctx, keys[i])
-		}()
-	}
-	wg.Wait()
+	l.each(len(keys), func(i int) { recs[i], errs[i] = l.s.ReadItem(ctx, keys[i]) })
 	return recs, errs
 }
 

@@ -76,7 +76,7 @@ func visible(t *testing.T, l *Ledger, s Store, k Key) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := l.Visible(context.Background(), rec)
+	v, err := l.Visible(context.Background(), k, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func memEnv(m *memStore, backend *Ledger, refs [2]storage.TableRef) ledgertest.E
 			if err != nil {
 				return nil, err
 			}
-			return backend.Visible(ctx, rec)
+			return backend.Visible(ctx, k, rec)
 		},
 	}
 }
@@ -364,6 +364,53 @@ func TestTransactGetRecordGone(t *testing.T) {
 		g, err := New(&finishingStore{memStore: m, id: id, k: k}, Options{}).TransactGet(ctx, storage.TransactGetParams{Keys: keys})
 		if err != nil || string(g.Items[0]) != "new" || (n == 2 && string(g.Items[1]) != "other") {
 			t.Fatalf("%d items: TransactGet %q %v, want the committed item", n, g, err)
+		}
+	}
+}
+
+// TestVisibleRecordGone: a plain read that met a committed transaction's
+// lock and then found its record gone (the coordinator released the lock
+// and deleted the record in between) must answer the committed item, not
+// the one before the commit; a lock that outlives its record is an
+// aborted transaction's, and the stored item is answered.
+func TestVisibleRecordGone(t *testing.T) {
+	ctx := context.Background()
+	for _, committed := range []bool{true, false} {
+		m := newStore()
+		b := New(m, Options{})
+		k := key(tA, "k")
+		if err := m.write(ctx, b, k, put("old")); err != nil {
+			t.Fatal(err)
+		}
+		id := NewTxID()
+		if err := m.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: time.Now(), Items: []Key{k}}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := m.ReadItem(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locked, ok, err := m.LockItem(ctx, k, rec, id, storage.Change{Op: storage.Put, Item: []byte("new")})
+		if err != nil || !ok {
+			t.Fatalf("lock: %v %v", ok, err)
+		}
+		want := "new"
+		var s Store = &finishingStore{memStore: m, id: id, k: k}
+		if committed {
+			if ok, err := m.SetTxState(ctx, id, Pending, Committed); err != nil || !ok {
+				t.Fatalf("commit: %v %v", ok, err)
+			}
+		} else {
+			// The record is gone and the lock stays: an aborted transaction
+			// whose coordinator died before releasing.
+			if err := m.DeleteTx(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			want, s = "old", m
+		}
+		got, err := New(s, Options{}).Visible(ctx, k, locked)
+		if err != nil || string(got) != want {
+			t.Fatalf("committed=%v: Visible %q %v, want %q", committed, got, err, want)
 		}
 	}
 }
