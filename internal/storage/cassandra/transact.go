@@ -277,6 +277,13 @@ func (s txStore) SetTxState(ctx context.Context, id txledger.TxID, from, to txle
 	return applied, mapErr(err, "transaction state")
 }
 
+// TouchTx implements txledger.Store: one lightweight transaction on the
+// record, applied only while it is PENDING.
+func (s txStore) TouchTx(ctx context.Context, id txledger.TxID, at time.Time) (bool, error) {
+	applied, err := s.b.query(ctx, `UPDATE txs SET started = ? WHERE id = ? IF state = ?`, at, gocql.UUID(id), int8(txledger.Pending)).MapScanCAS(map[string]any{})
+	return applied, mapErr(err, "touch transaction")
+}
+
 func (s txStore) DeleteTx(ctx context.Context, id txledger.TxID) error {
 	_, err := s.b.query(ctx, `DELETE FROM txs WHERE id = ? IF EXISTS`, gocql.UUID(id)).MapScanCAS(map[string]any{})
 	return mapErr(err, "delete transaction")

@@ -314,6 +314,25 @@ func (s txStore) SetTxState(ctx context.Context, id txledger.TxID, from, to txle
 	return err == nil, translate(err, "mongodb: decide transaction")
 }
 
+// TouchTx implements txledger.Store: the record's start time moves
+// forward ($max), then the decision is read. The two are not one atomic
+// step: a decision made between them is learned at the commit instead.
+func (s txStore) TouchTx(ctx context.Context, id txledger.TxID, at time.Time) (bool, error) {
+	res, err := s.b.db.Collection(txColl).UpdateOne(ctx, bson.D{{Key: "_id", Value: txKey(id)}},
+		bson.D{{Key: "$max", Value: bson.D{{Key: "st", Value: at.UnixMilli()}}}})
+	if err != nil {
+		return false, translate(err, "mongodb: touch transaction record")
+	}
+	if res.MatchedCount == 0 {
+		return false, nil
+	}
+	rec, err := s.ReadTx(ctx, id)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	return rec.State == txledger.Pending, nil
+}
+
 // DeleteTx implements txledger.Store.
 func (s txStore) DeleteTx(ctx context.Context, id txledger.TxID) error {
 	k := txKey(id)

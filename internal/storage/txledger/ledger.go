@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -81,6 +82,11 @@ func sleep(ctx context.Context, attempt int) bool {
 	}
 }
 
+// errAbortedWhileWaiting: another party aborted the waiting coordinator's
+// attempt (it took it for dead, or it was a reader's victim): the attempt
+// is rolled back and run again.
+var errAbortedWhileWaiting = errors.New("txledger: attempt aborted while waiting")
+
 // waitBound tells when a wait for other transactions must end because
 // ctx will: once three quarters of ctx's remaining time (from now) have
 // passed, leaving the rest for the work that follows the wait (a write's
@@ -103,7 +109,13 @@ func ctxErr(ctx context.Context) error {
 // settle returns the record of k unlocked, settling the locks it meets.
 // self is the calling transaction (zero for none): meeting its own lock
 // is an error (an item twice in one transaction).
-func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, deadline time.Time) (Record, error) {
+//
+// alive (non-nil with self) is when self's record last said its
+// coordinator was alive: while it waits for a live owner, settle moves it
+// forward (TouchTx) every quarter of LockTimeout, so that the transactions
+// waiting for self's locks do not take a waiting coordinator for a dead
+// one (ADR 0042); errAbortedWhileWaiting when self was aborted meanwhile.
+func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, deadline time.Time, alive *time.Time) (Record, error) {
 	giveUp := waitBound(ctx)
 	for attempt := 0; rec.Lock != nil; attempt++ {
 		owner := rec.Lock.Tx
@@ -124,6 +136,16 @@ func (l *Ledger) settle(ctx context.Context, k Key, rec Record, self TxID, deadl
 			}
 			if now.After(deadline) || giveUp() {
 				return rec, conflict()
+			}
+			if alive != nil && now.Sub(*alive) > l.o.LockTimeout/4 {
+				ok, err := l.s.TouchTx(ctx, self, now)
+				if err != nil {
+					return rec, err
+				}
+				if !ok {
+					return rec, errAbortedWhileWaiting
+				}
+				*alive = now
 			}
 			if !sleep(ctx, attempt) {
 				return rec, ctxErr(ctx)
@@ -153,7 +175,7 @@ func (l *Ledger) Settle(ctx context.Context, k Key, rec Record) (Record, error) 
 	if rec.Lock == nil {
 		return rec, nil
 	}
-	return l.settle(ctx, k, rec, TxID{}, l.o.Now().Add(l.o.MaxWait))
+	return l.settle(ctx, k, rec, TxID{}, l.o.Now().Add(l.o.MaxWait), nil)
 }
 
 // Visible is the committed item a plain read (GetItem, Query, Scan) of
@@ -257,7 +279,8 @@ func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []
 	for j, i := range order {
 		sorted[j] = keys[i]
 	}
-	if err := l.s.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: l.o.Now(), Items: sorted}); err != nil {
+	alive := l.o.Now()
+	if err := l.s.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: alive, Items: sorted}); err != nil {
 		return nil, false, err
 	}
 	locked := make([]Record, n) // the locked record per operation (Lock nil: not locked)
@@ -290,7 +313,11 @@ func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []
 				rec, err = l.s.ReadItem(ctx, k)
 			}
 			if err == nil {
-				rec, err = l.settle(ctx, k, rec, id, deadline)
+				rec, err = l.settle(ctx, k, rec, id, deadline, &alive)
+			}
+			if err == errAbortedWhileWaiting {
+				abort()
+				return nil, true, nil // run again, as after a failed commit
 			}
 			if err != nil {
 				abort()

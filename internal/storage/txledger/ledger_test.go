@@ -415,6 +415,66 @@ func TestVisibleRecordGone(t *testing.T) {
 	}
 }
 
+// countCreates counts the transaction records created through it (one
+// per attempt of a TransactWrite).
+type countCreates struct {
+	*memStore
+	n atomic.Int64
+}
+
+func (c *countCreates) CreateTx(ctx context.Context, tx TxRecord) error {
+	c.n.Add(1)
+	return c.memStore.CreateTx(ctx, tx)
+}
+
+// TestWaitingCoordinatorStaysAlive: a coordinator holding a lock while it
+// waits for another transaction, longer than LockTimeout, keeps its record
+// touched, so a writer meeting its lock waits for it instead of aborting
+// it for dead; it commits on its first attempt once the other transaction
+// is gone (ADR 0042).
+func TestWaitingCoordinatorStaysAlive(t *testing.T) {
+	ctx := context.Background()
+	m := newStore()
+	opt := Options{LockTimeout: 200 * time.Millisecond, MaxWait: 5 * time.Second}
+	a, b := key(tA, "a"), key(tA, "b")
+	// The owner of b looks alive for 500 ms, then dead.
+	owner := NewTxID()
+	if err := m.CreateTx(ctx, TxRecord{ID: owner, State: Pending, Started: time.Now().Add(300 * time.Millisecond), Items: []Key{b}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := m.ReadItem(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.LockItem(ctx, b, rec, owner, storage.Change{Op: storage.Put, Item: []byte("owner")}); err != nil || !ok {
+		t.Fatalf("lock: %v %v", ok, err)
+	}
+	c := &countCreates{memStore: m}
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(c, opt).TransactWrite(ctx, storage.TransactWriteParams{Ops: []storage.WriteItemParams{op(a, put("t")), op(b, put("t"))}})
+		done <- err
+	}()
+	// The coordinator locks a, then waits for b's owner; a writer of a
+	// meets its lock once it is older than LockTimeout.
+	time.Sleep(300 * time.Millisecond)
+	if err := m.write(ctx, New(m, opt), a, put("w")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n.Load(); n != 1 {
+		t.Fatalf("%d attempts, want 1: the waiting coordinator was taken for dead", n)
+	}
+	if got := visible(t, New(m, opt), m, a); string(got) != "w" {
+		t.Fatalf("a = %q, want the writer's, written after the transaction", got)
+	}
+	if got := visible(t, New(m, opt), m, b); string(got) != "t" {
+		t.Fatalf("b = %q, want the transaction's", got)
+	}
+}
+
 // refuseRelease is a store whose ReleaseItem of one key does nothing (as
 // when a dead writer's claim on the item's next version still holds it).
 type refuseRelease struct {

@@ -219,6 +219,20 @@ func (m *memStore) SetTxState(_ context.Context, id txledger.TxID, from, to txle
 	return true, nil
 }
 
+func (m *memStore) TouchTx(_ context.Context, id txledger.TxID, at time.Time) (bool, error) {
+	m.wait()
+	m.calls.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tx, ok := m.txs[id]
+	if !ok || tx.State != txledger.Pending {
+		return false, nil
+	}
+	tx.Started = at
+	m.txs[id] = tx
+	return true, nil
+}
+
 func (m *memStore) DeleteTx(_ context.Context, id txledger.TxID) error {
 	m.wait()
 	m.calls.Add(1)

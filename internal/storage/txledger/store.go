@@ -33,7 +33,8 @@
 // missing record rolls it back (unlocks, item unchanged); PENDING means a
 // live transaction: a writer waits for it (bounded), and may CAS it to
 // ABORTED once it is older than Options.LockTimeout (its coordinator is
-// presumed dead). A reader (plain or TransactGet) never waits and never
+// presumed dead; a coordinator that itself waits touches its record so it
+// never looks that old, docs/adr/0042-waiting-coordinators-touch-their-record.md). A reader (plain or TransactGet) never waits and never
 // aborts: the committed item of a record locked by a PENDING or ABORTED
 // transaction is the item as stored, of one locked by a COMMITTED
 // transaction the after-image; TransactGet reads until two consecutive
@@ -134,10 +135,11 @@ type Record struct {
 type TxRecord struct {
 	ID    TxID
 	State State
-	// Started is the coordinator's clock when the record was created; a
-	// PENDING record older than Options.LockTimeout may be aborted by
-	// anyone (clocks of servers sharing a backend must agree to well
-	// within LockTimeout).
+	// Started is the coordinator's clock when the record was created, or
+	// when the coordinator last said it was alive (TouchTx, while it waits
+	// for another transaction); a PENDING record older than
+	// Options.LockTimeout may be aborted by anyone (clocks of servers
+	// sharing a backend must agree to well within LockTimeout).
 	Started time.Time
 	// Items are every item the transaction may lock (EncodeKeys gives a
 	// portable encoding).
@@ -178,6 +180,12 @@ type Store interface {
 	// SetTxState moves a record from state from to state to if it is in
 	// state from; applied=false when it is not (or is missing).
 	SetTxState(ctx context.Context, id TxID, from, to State) (applied bool, err error)
+	// TouchTx sets a PENDING record's Started to at (the coordinator's
+	// clock, which only moves forward): its coordinator is alive. alive=false when the record is no
+	// longer PENDING or is missing (someone aborted it). The check may
+	// race a concurrent decision: the coordinator then learns of it at its
+	// commit, as without a touch.
+	TouchTx(ctx context.Context, id TxID, at time.Time) (alive bool, err error)
 	// DeleteTx removes a record (absent: no error).
 	DeleteTx(ctx context.Context, id TxID) error
 	// ListTx lists at most limit records started before the instant, in

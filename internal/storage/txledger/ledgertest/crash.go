@@ -86,6 +86,16 @@ func (c *CrashStore) SetTxState(ctx context.Context, id txledger.TxID, from, to 
 	return c.Store.SetTxState(ctx, id, from, to)
 }
 
+func (c *CrashStore) TouchTx(ctx context.Context, id txledger.TxID, at time.Time) (bool, error) {
+	if crossed, dead := c.step(); dead {
+		if crossed {
+			_, _ = c.Store.TouchTx(ctx, id, at)
+		}
+		return false, errCrash
+	}
+	return c.Store.TouchTx(ctx, id, at)
+}
+
 func (c *CrashStore) DeleteTx(ctx context.Context, id txledger.TxID) error {
 	if crossed, dead := c.step(); dead {
 		if crossed {

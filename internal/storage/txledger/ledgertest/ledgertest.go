@@ -246,7 +246,15 @@ func testStoreContract(t *testing.T, e Env) {
 	if v := mustGet(t, e, k); string(v) != "v1" {
 		t.Fatalf("after rollback %q", v)
 	}
-	// Transaction records.
+	// Transaction records. A PENDING one can be touched (its Started
+	// moves), a decided or missing one cannot.
+	at := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	if ok, err := s.TouchTx(ctx, id, at); err != nil || !ok {
+		t.Fatalf("touch of a pending record: %v %v", ok, err)
+	}
+	if tx, err := s.ReadTx(ctx, id); err != nil || tx == nil || !tx.Started.Equal(at) {
+		t.Fatalf("touched record: %+v %v, want started %v", tx, err, at)
+	}
 	if ok, err := s.SetTxState(ctx, id, txledger.Committed, txledger.Aborted); err != nil || ok {
 		t.Fatalf("state CAS from the wrong state: %v %v", ok, err)
 	}
@@ -255,6 +263,9 @@ func testStoreContract(t *testing.T, e Env) {
 	}
 	if ok, err := s.SetTxState(ctx, id, txledger.Pending, txledger.Aborted); err != nil || ok {
 		t.Fatalf("abort after commit: %v %v", ok, err)
+	}
+	if ok, err := s.TouchTx(ctx, id, at.Add(time.Second)); err != nil || ok {
+		t.Fatalf("touch of a committed record: %v %v", ok, err)
 	}
 	tx, err := s.ReadTx(ctx, id)
 	if err != nil || tx == nil || tx.State != txledger.Committed || len(tx.Items) != 1 || !bytes.Equal(tx.Items[0].PK, k.PK) || tx.Items[0].Table != k.Table {
@@ -280,6 +291,9 @@ func testStoreContract(t *testing.T, e Env) {
 	}
 	if ok, err := s.SetTxState(ctx, id, txledger.Pending, txledger.Aborted); err != nil || ok {
 		t.Fatalf("state CAS on a missing record: %v %v", ok, err)
+	}
+	if ok, err := s.TouchTx(ctx, id, at); err != nil || ok {
+		t.Fatalf("touch of a missing record: %v %v", ok, err)
 	}
 }
 
