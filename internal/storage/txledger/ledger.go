@@ -83,7 +83,7 @@ func sleep(ctx context.Context, attempt int) bool {
 }
 
 // errAbortedWhileWaiting: another party aborted the waiting coordinator's
-// attempt (it took it for dead, or it was a reader's victim): the attempt
+// attempt (a writer or the sweep took it for dead): the attempt
 // is rolled back and run again.
 var errAbortedWhileWaiting = errors.New("txledger: attempt aborted while waiting")
 
@@ -378,7 +378,7 @@ func (l *Ledger) try(ctx context.Context, p storage.TransactWriteParams, keys []
 		}
 	}
 	if !ok {
-		// Another party aborted this attempt (a reader, or a writer that
+		// Another party aborted this attempt (a writer or the sweep that
 		// took it for dead): roll back and run again.
 		abort()
 		return nil, true, nil
