@@ -329,6 +329,27 @@ func (f *finishingStore) ReadTx(ctx context.Context, id TxID) (*TxRecord, error)
 	return f.memStore.ReadTx(ctx, id)
 }
 
+// lockPending leaves k held by a new PENDING transaction started at
+// started, with a put of item: a coordinator that locked k and has not
+// decided. It returns the transaction and the locked record.
+func lockPending(t *testing.T, m *memStore, k Key, started time.Time, item string) (TxID, Record) {
+	t.Helper()
+	ctx := context.Background()
+	id := NewTxID()
+	if err := m.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: started, Items: []Key{k}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := m.ReadItem(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, ok, err := m.LockItem(ctx, k, rec, id, storage.Change{Op: storage.Put, Item: []byte(item)})
+	if err != nil || !ok {
+		t.Fatalf("lock: %v %v", ok, err)
+	}
+	return id, locked
+}
+
 // TestTransactGetRecordGone: a lock whose transaction record is missing
 // means an aborted transaction only while the lock is still there; when
 // the committed transaction's coordinator finished between the reader's
@@ -346,17 +367,7 @@ func TestTransactGetRecordGone(t *testing.T) {
 		if err := m.write(ctx, b, o, put("other")); err != nil {
 			t.Fatal(err)
 		}
-		id := NewTxID()
-		if err := m.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: time.Now(), Items: []Key{k}}); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := m.ReadItem(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok, err := m.LockItem(ctx, k, rec, id, storage.Change{Op: storage.Put, Item: []byte("new")}); err != nil || !ok {
-			t.Fatalf("lock: %v %v", ok, err)
-		}
+		id, _ := lockPending(t, m, k, time.Now(), "new")
 		if ok, err := m.SetTxState(ctx, id, Pending, Committed); err != nil || !ok {
 			t.Fatalf("commit: %v %v", ok, err)
 		}
@@ -382,18 +393,7 @@ func TestVisibleRecordGone(t *testing.T) {
 		if err := m.write(ctx, b, k, put("old")); err != nil {
 			t.Fatal(err)
 		}
-		id := NewTxID()
-		if err := m.CreateTx(ctx, TxRecord{ID: id, State: Pending, Started: time.Now(), Items: []Key{k}}); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := m.ReadItem(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		locked, ok, err := m.LockItem(ctx, k, rec, id, storage.Change{Op: storage.Put, Item: []byte("new")})
-		if err != nil || !ok {
-			t.Fatalf("lock: %v %v", ok, err)
-		}
+		id, locked := lockPending(t, m, k, time.Now(), "new")
 		want := "new"
 		var s Store = &finishingStore{memStore: m, id: id, k: k}
 		if committed {
@@ -438,17 +438,7 @@ func TestWaitingCoordinatorStaysAlive(t *testing.T) {
 	opt := Options{LockTimeout: 200 * time.Millisecond, MaxWait: 5 * time.Second}
 	a, b := key(tA, "a"), key(tA, "b")
 	// The owner of b looks alive for 500 ms, then dead.
-	owner := NewTxID()
-	if err := m.CreateTx(ctx, TxRecord{ID: owner, State: Pending, Started: time.Now().Add(300 * time.Millisecond), Items: []Key{b}}); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := m.ReadItem(ctx, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := m.LockItem(ctx, b, rec, owner, storage.Change{Op: storage.Put, Item: []byte("owner")}); err != nil || !ok {
-		t.Fatalf("lock: %v %v", ok, err)
-	}
+	lockPending(t, m, b, time.Now().Add(300*time.Millisecond), "owner")
 	c := &countCreates{memStore: m}
 	done := make(chan error, 1)
 	go func() {
