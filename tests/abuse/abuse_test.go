@@ -50,8 +50,11 @@ const (
 	nonReaders   = 50       // connections that never read a large reply
 	bigItems     = 45       // ~390 KB items: a BatchGetItem reply of ~16 MB
 	bigItemBytes = 390 << 10
-	abuseFor     = 20 * time.Second
-	settle       = 30 * time.Second
+	// The attack lasts long enough for abuseSamples on a slowed host too
+	// (~9 s at full speed; 3 s of onset before it; 2026-12-01 a host at
+	// half speed took more than the 17 s a 20 s attack left).
+	abuseFor = 30 * time.Second
+	settle   = 30 * time.Second
 	// Ordinary requests per latency measurement. The attack comes in
 	// cycles of ~1.5 s (the stallers reconnect together a second after
 	// being cut), each with two bursts of 200 connections; a window of
