@@ -167,7 +167,7 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 	// Capacity is charged on the larger of the old and new item.
 	readOld := needOld || wantsCapacity(in.ReturnConsumedCapacity)
 	var keys []byte
-	if t.stream != nil {
+	if t.logs() {
 		keys = t.keysJSON(in.Item)
 	}
 	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
@@ -375,7 +375,7 @@ func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemI
 		return nil, err
 	}
 	var keys []byte
-	if t.stream != nil {
+	if t.logs() {
 		keys = attr.EncodeItem(in.Key)
 	}
 	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
@@ -496,7 +496,7 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 	}
 	keyItem := attr.Item(in.Key)
 	var keys []byte
-	if t.stream != nil {
+	if t.logs() {
 		keys = attr.EncodeItem(keyItem)
 	}
 	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
