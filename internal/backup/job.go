@@ -192,7 +192,7 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 	}
 	sink := &storeSink{st: m.st, m: m, prefix: rec.Prefix + "/"}
 	w, err := format.NewWriter(ctx, sink, format.WriterConfig{
-		ARN: arn, BackupName: rec.Name,
+		ARN: arn, Prefix: rec.Prefix + "/", BackupName: rec.Name,
 		Source:          format.Source{Backend: m.cfg.Backend.Name(), ExtenddbVersion: m.cfg.Version},
 		Snapshot:        format.Snapshot{Kind: snap.Descriptor.Kind, Marker: marker},
 		SourceTable:     desc,
