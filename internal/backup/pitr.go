@@ -448,7 +448,11 @@ func (s *Shipper) head(ctx context.Context, st *shipState) (*pitrHead, error) {
 
 // listBases reads the position objects of a history's complete bases.
 func (s *Shipper) listBases(ctx context.Context, prefix string) ([]format.PITRBase, error) {
-	objs, err := s.m.st.List(ctx, format.BasesPrefix(prefix))
+	return listBases(ctx, s.m.st, prefix)
+}
+
+func listBases(ctx context.Context, st store.Store, prefix string) ([]format.PITRBase, error) {
+	objs, err := st.List(ctx, format.BasesPrefix(prefix))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
@@ -457,7 +461,7 @@ func (s *Shipper) listBases(ctx context.Context, prefix string) ([]format.PITRBa
 		if !strings.HasSuffix(o.Key, "/extenddb-base.json") {
 			continue
 		}
-		b, err := s.getSmall(ctx, o.Key)
+		b, err := readObject(ctx, st, o.Key)
 		if err != nil {
 			return nil, err
 		}

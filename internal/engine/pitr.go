@@ -157,7 +157,9 @@ type PITRRecordFields struct {
 	Keys, NewImage, OldImage []byte // canonical DynamoDB-JSON; nil when absent
 	Txn                      []byte // the transaction id, nil outside a transaction
 	TxnCount                 int
-	Hidden, Service          bool
+	// Time is when the write was decided (the engine's clock).
+	Time            time.Time
+	Hidden, Service bool
 }
 
 // PITRRecord decodes a change record written while point-in-time
@@ -171,7 +173,7 @@ func (e *Engine) PITRRecord(data []byte) (PITRRecordFields, error) {
 	if r.flags&flagFull == 0 {
 		return PITRRecordFields{}, errors.New("engine: a change record without full images (written while point-in-time recovery was off)")
 	}
-	f := PITRRecordFields{Keys: r.keys, Txn: r.txn, TxnCount: r.txnCount,
+	f := PITRRecordFields{Keys: r.keys, Txn: r.txn, TxnCount: r.txnCount, Time: time.UnixMilli(r.ms),
 		Hidden: r.flags&flagHidden != 0, Service: r.service}
 	switch r.event {
 	case eventInsert:

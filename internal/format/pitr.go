@@ -97,8 +97,13 @@ const PITRFormatVersion = 1
 // PITRRecord is one line of a segment: one change of one item.
 type PITRRecord struct {
 	Seq int64 `json:"Seq"`
-	// At is the log's time of the record (RFC 3339, milliseconds, UTC).
-	At    string `json:"At"`
+	// At is the log's time of the record (RFC 3339, milliseconds, UTC):
+	// when it became readable, non-decreasing in Seq.
+	At string `json:"At"`
+	// Time is when the write was decided (the engine's clock, as
+	// ApproximateCreationDateTime); a restore to an instant replays the
+	// longest prefix of records whose Time is at or before it.
+	Time  string `json:"Time"`
 	Event string `json:"Event"` // INSERT, MODIFY, REMOVE
 	// Keys, NewImage and OldImage are canonical DynamoDB-JSON items
 	// (absent when empty).

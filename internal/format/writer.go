@@ -2,7 +2,6 @@ package format
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -47,10 +46,7 @@ func (f FileSinkFunc) Create(ctx context.Context, key string) (io.WriteCloser, e
 type WriterConfig struct {
 	// ARN is the backup's ARN; it decides the key prefix, and its backup id
 	// encodes the snapshot instant (backup_creation_date_time).
-	ARN ARN
-	// Prefix, when set, is the key prefix (ending in /) instead of the ARN's (a
-	// point-in-time recovery base lives under its history's prefix).
-	Prefix     string
+	ARN        ARN
 	BackupName string
 	Source     Source
 	Snapshot   Snapshot
@@ -161,7 +157,7 @@ func NewWriter(ctx context.Context, sink FileSink, cfg WriterConfig) (*Writer, e
 	}
 	schema, _ := td.Schema()
 	w := &Writer{
-		ctx: ctx, sink: sink, cfg: cfg, prefix: cmp.Or(cfg.Prefix, PrefixOf(cfg.ARN)), schema: schema, table: td,
+		ctx: ctx, sink: sink, cfg: cfg, prefix: PrefixOf(cfg.ARN), schema: schema, table: td,
 		ordered: cfg.ItemOrder == OrderKey, target: cfg.TargetFileBytes, start: cfg.Now(),
 		hw: newHashWriter(),
 	}

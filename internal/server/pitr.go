@@ -33,7 +33,7 @@ func (p pitrSource) PITRRecord(data []byte) (format.PITRRecord, error) {
 	if err != nil {
 		return format.PITRRecord{}, err
 	}
-	r := format.PITRRecord{Event: f.Event, Keys: f.Keys, TxnCount: f.TxnCount, Hidden: f.Hidden, Service: f.Service}
+	r := format.PITRRecord{Event: f.Event, Keys: f.Keys, Time: format.PITRTime(f.Time), TxnCount: f.TxnCount, Hidden: f.Hidden, Service: f.Service}
 	if f.NewImage != nil {
 		r.NewImage = f.NewImage
 	}
