@@ -80,6 +80,10 @@ const (
 	DefaultBaseAfterBytes  = 1 << 30
 )
 
+// listEvery is how often shipping lists the PITR tables again: a table
+// whose PITR was just turned on is shipped within it.
+const listEvery = 5 * time.Second
+
 // Steps of shipping where Config.Hook is called.
 const (
 	PointPITRAfterSegment = "pitr.after-segment" // a segment is published, its sidecar not yet
@@ -96,6 +100,11 @@ type Shipper struct {
 
 	mu     sync.Mutex
 	tables map[int64]*shipState // by TableRef.ID
+
+	// list is the PITR tables as last listed (at listed); used by
+	// ShipOnce only, which runs on one goroutine at a time.
+	list   []PITRTable
+	listed time.Time
 
 	lag      *prometheus.GaugeVec
 	records  prometheus.Counter
@@ -169,9 +178,9 @@ func (s *Shipper) Run(ctx context.Context) {
 	}
 }
 
-// ShipOnce runs one shipping round over every PITR table; errors are
-// logged and counted, and the next round retries (a store outage stalls
-// shipping, never a write).
+// ShipOnce runs one shipping round over every PITR table (one call at a
+// time per Shipper); errors are logged and counted, and the next round
+// retries (a store outage stalls shipping, never a write).
 func (s *Shipper) ShipOnce(ctx context.Context) {
 	if err := s.m.Healthy(ctx); err != nil {
 		// A store this catalog does not own (or cannot reach) gets
@@ -179,16 +188,26 @@ func (s *Shipper) ShipOnce(ctx context.Context) {
 		s.fail("pitr: store", "", err)
 		return
 	}
-	tables, err := s.src.PITRTables(ctx)
-	if err != nil {
-		s.fail("pitr: listing tables", "", err)
-		return
+	// The table list costs a read of every table's description: it is
+	// refreshed every listEvery, or at once after a table went missing.
+	if s.listed.IsZero() || time.Since(s.listed) >= listEvery {
+		tables, err := s.src.PITRTables(ctx)
+		if err != nil {
+			s.fail("pitr: listing tables", "", err)
+			return
+		}
+		s.list, s.listed = tables, time.Now()
 	}
+	tables := s.list
 	live := map[int64]bool{}
 	for _, t := range tables {
 		live[t.Ref.ID] = true
 		st := s.state(t)
 		if err := s.ship(ctx, st); err != nil && ctx.Err() == nil {
+			if storage.IsKind(err, storage.KindTableNotFound) {
+				s.listed = time.Time{}
+				continue
+			}
 			s.fail("pitr: shipping", t.Ref.Name, err)
 		}
 	}

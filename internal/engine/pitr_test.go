@@ -158,6 +158,23 @@ func TestPITRRecordsKeepFullImages(t *testing.T) {
 	if r.event != eventRemove || len(r.oldRaw) == 0 || len(r.newRaw) != 0 {
 		t.Fatalf("remove record %+v", r)
 	}
+	// As shipping reads them.
+	tbl, _ := e.loadTable(ctx, acct, "pt2")
+	cl, _ := e.changeLog()
+	res, _ := cl.ReadLog(ctx, storage.ReadLogParams{Table: tbl.ref, Limit: 10})
+	f, err := e.PITRRecord(res.Records[0].Data)
+	if err != nil || f.Event != "MODIFY" || string(f.Keys) != `{"pk":{"S":"a"}}` || f.OldImage == nil || f.NewImage == nil ||
+		f.Txn != nil || f.Hidden || time.Since(f.Time) > time.Minute {
+		t.Fatalf("PITRRecord: %+v %v", f, err)
+	}
+	if f, err := e.PITRRecord(res.Records[1].Data); err != nil || f.Event != "REMOVE" || f.NewImage != nil {
+		t.Fatalf("PITRRecord of the delete: %+v %v", f, err)
+	}
+	// A stream record without full images cannot be replayed.
+	plain := (&liveStream{view: viewKeys}).logRecord(nil, &storage.Change{Op: storage.Put, Item: []byte(`{"pk":{"S":"b"}}`)}, []byte(`{"pk":{"S":"b"}}`), false, 1, nil)
+	if _, err := e.PITRRecord(plain); err == nil {
+		t.Fatal("a keys-only record accepted for replay")
+	}
 }
 
 func TestPITRStreamShowsItsViewOnly(t *testing.T) {

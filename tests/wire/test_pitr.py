@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import _make_client, extra_server, server_env
-from wire_helpers import expect_error, validation
+from wire_helpers import expect_error, raw_get, validation
 
 ACCOUNT = "000000000000"
 
@@ -82,6 +82,9 @@ def test_enable_ships_and_describes_the_window(ddb, table, backup_root):
     segs = sorted((hist[0] / "segments").glob("*.jsonl.zst"))
     assert segs and all(Path(str(s) + ".sha256").is_file() for s in segs)
     assert list((hist[0] / "bases").glob("*/extenddb-base.json"))
+    lag = [l for l in raw_get(ddb.meta.endpoint_url, "/metrics").body.decode().splitlines()
+           if l.startswith("extenddb_pitr_lag_seconds{") and f'table="{table}"' in l]
+    assert len(lag) == 1 and 0 <= float(lag[0].split()[-1]) < 60, lag
 
     res = ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(True, 7))
     assert res["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]["RecoveryPeriodInDays"] == 7
