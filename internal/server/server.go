@@ -63,22 +63,16 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	if err != nil {
 		return err
 	}
-	// raw is the backend itself: it closes, and it reports statistics (the
-	// Checked wrapper does not forward optional interfaces).
-	raw := backend
 	defer func() {
-		if cerr := raw.Close(); cerr != nil {
+		if cerr := backend.Close(); cerr != nil {
 			log.Warn("closing storage", "err", cerr)
 		}
 		log.Info("extenddb stopped")
 	}()
-	// Every backend runs under the contract checks (storage.Checked): a
-	// broken promise is an internal error in the log, never a crash.
-	backend = storage.Checked(backend, func(err error) { log.Error("storage contract violation", "err", err) })
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg, opt.Build)
-	registerStorageMetrics(reg, raw)
+	registerStorageMetrics(reg, backend)
 	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg,
 		StreamShardInterval: cfg.Streams.ShardRollover.Duration, StreamRetention: cfg.Streams.Retention.Duration,
 		StreamCheckInterval:    min(10*time.Second, cfg.Streams.ShardRollover.Duration/4),
@@ -190,7 +184,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)
-	if sr, ok := raw.(storage.StatsReporter); ok && sr.Stats().PoolMax > 0 {
+	if sr := backend.Capabilities().Stats; sr != nil && sr.Stats().PoolMax > 0 {
 		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
 	}
 	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,
@@ -219,10 +213,10 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 // a table) and a backup catalog (ADR 0006, ADR 0015).
 func backupsUnsupported(b storage.Backend) string {
 	var missing []string
-	if _, ok := storage.Snapshots(b); !ok {
+	if b.Capabilities().Snapshots == nil {
 		missing = append(missing, "it cannot read a table as of one instant (no snapshot capability)")
 	}
-	if _, ok := storage.Backups(b); !ok {
+	if b.Capabilities().Backups == nil {
 		missing = append(missing, "it keeps no backup catalog")
 	}
 	if len(missing) == 0 {

@@ -383,7 +383,3 @@ func (b *Backend) settleLocks(ctx context.Context, ref storage.TableRef, pk []by
 	}
 	return nil
 }
-
-// PerItemAtomic implements storage.PerItemAtomicity: TransactWrite runs
-// on the transaction ledger.
-func (b *Backend) PerItemAtomic() {}

@@ -375,6 +375,13 @@ func (b *Backend) closeDBs() {
 // Name implements storage.Backend.
 func (b *Backend) Name() string { return "sqlite" }
 
+// Capabilities implements storage.Backend: snapshots, the job catalogs, a
+// change log, bulk loads and statistics.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b,
+		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b}
+}
+
 // Ping implements storage.Backend.
 func (b *Backend) Ping(ctx context.Context) error {
 	b.mu.RLock()
