@@ -15,7 +15,7 @@ type RowBuffer struct {
 	pkEnd   int
 	fixedPK bool
 	index   bool
-	ncol, n int
+	ncol    int
 }
 
 // NewRowBuffer prepares a buffer. pk is the partition of a Query (nil for
