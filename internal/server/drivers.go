@@ -94,11 +94,16 @@ func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (stor
 	if err != nil {
 		return nil, err
 	}
+	log = env.Logger
+	if d.Deprecations != nil {
+		for _, w := range d.Deprecations(env) {
+			log.Warn("deprecated configuration key", "warning", w)
+		}
+	}
 	b, err := d.Open(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	log = env.Logger
 	return storage.Checked(b, func(err error) { log.Error("storage contract violation", "err", err) }), nil
 }
 
