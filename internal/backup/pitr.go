@@ -19,7 +19,7 @@ import (
 )
 
 // Shipping of point-in-time recovery history (docs/backup-design.md
-// section 7, ADR 0043): every ship interval, each table with PITR on has
+// section 7, ADR 0044): every ship interval, each table with PITR on has
 // the change log records after its shipped cursor written to the store
 // as a segment (PutIfAbsent on a name derived from its first Seq, so of
 // several servers shipping one table exactly one publishes each record),
@@ -136,8 +136,8 @@ type shipState struct {
 // NewShipper builds the shipper over the manager's store and backend;
 // the backend must keep a change log.
 func NewShipper(m *Manager, src PITRSource, cfg PITRConfig, reg prometheus.Registerer) (*Shipper, error) {
-	cl, ok := storage.ChangeLogs(m.cfg.Backend)
-	if !ok {
+	cl := m.cfg.Backend.Capabilities().ChangeLog
+	if cl == nil {
 		return nil, fmt.Errorf("pitr: the %s backend keeps no change log", m.cfg.Backend.Name())
 	}
 	if cfg.ShipInterval <= 0 {

@@ -78,7 +78,7 @@ func shippedSeqs(t *testing.T, st store.Store, prefix string) []int64 {
 
 func logSeqs(t *testing.T, b storage.Backend, ref storage.TableRef, after int64) []int64 {
 	t.Helper()
-	cl, _ := storage.ChangeLogs(b)
+	cl := b.Capabilities().ChangeLog
 	res, err := cl.ReadLog(context.Background(), storage.ReadLogParams{Table: ref, After: after, Limit: 100000})
 	if err != nil {
 		t.Fatal(err)

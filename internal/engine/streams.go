@@ -163,7 +163,7 @@ const (
 	// (point-in-time recovery is on); SizeBytes is then computed when read.
 	flagFull byte = 2
 	// flagTxn: a transaction marker follows the old image, so a restore
-	// keeps the transaction's records all or nothing (ADR 0043).
+	// keeps the transaction's records all or nothing (ADR 0044).
 	flagTxn byte = 4
 	// flagHidden: not a stream event, a write of a transaction on a PITR
 	// table that changed nothing, logged so the transaction's record
@@ -432,7 +432,8 @@ func (e *Engine) countLogged(results ...storage.WriteItemResult) {
 
 // changeLog returns the backend's change log capability.
 func (e *Engine) changeLog() (storage.ChangeLog, bool) {
-	return storage.ChangeLogs(e.backend)
+	cl := e.backend.Capabilities().ChangeLog
+	return cl, cl != nil
 }
 
 // errNoStreams answers enabling a stream on a backend without a change log.
