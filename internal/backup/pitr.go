@@ -184,8 +184,17 @@ func (s *Shipper) Run(ctx context.Context) {
 func (s *Shipper) ShipOnce(ctx context.Context) {
 	if err := s.m.Healthy(ctx); err != nil {
 		// A store this catalog does not own (or cannot reach) gets
-		// nothing; shipping resumes where it stopped.
+		// nothing; shipping resumes where it stopped. The lag grows.
 		s.fail("pitr: store", "", err)
+		s.mu.Lock()
+		states := make([]*shipState, 0, len(s.tables))
+		for _, st := range s.tables {
+			states = append(states, st)
+		}
+		s.mu.Unlock()
+		for _, st := range states {
+			s.setLag(st)
+		}
 		return
 	}
 	// The table list costs a read of every table's description: it is
@@ -210,6 +219,7 @@ func (s *Shipper) ShipOnce(ctx context.Context) {
 			}
 			s.fail("pitr: shipping", t.Ref.Name, err)
 		}
+		s.setLag(st)
 	}
 	s.mu.Lock()
 	for id, st := range s.tables {
@@ -261,7 +271,6 @@ func (s *Shipper) ship(ctx context.Context, st *shipState) error {
 			s.mu.Lock()
 			st.checkedAt = started
 			s.mu.Unlock()
-			s.setLag(st)
 			return nil
 		}
 		if err := s.publish(ctx, st, res.Records); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
@@ -237,6 +239,18 @@ func TestPITRStoreOutage(t *testing.T) {
 		t.Fatalf("%d records shipped during the outage", n)
 	}
 	_, latestDuring, _ := s.Window(ref, 35)
+	time.Sleep(50 * time.Millisecond)
+	s.ShipOnce(ctx)
+	var g dto.Metric
+	if err := s.lag.WithLabelValues(account, "ship3").Write(&g); err != nil {
+		t.Fatal(err)
+	}
+	if lag := g.GetGauge().GetValue(); lag < time.Since(latestDuring).Seconds()-0.01 || lag <= 0 {
+		t.Fatalf("lag %v during the outage, latest restorable %v", lag, latestDuring)
+	}
+	if n := counterValue(s.errs); n < 2 {
+		t.Fatalf("%v ship errors counted during the outage", n)
+	}
 	fs.Reset()
 	s.ShipOnce(ctx)
 	if got, want := shippedSeqs(t, fs.Inner(), prefix), logSeqs(t, b, ref, headStart(t, fs.Inner(), prefix)); fmt.Sprint(got) != fmt.Sprint(want) || len(want) != 50 {
