@@ -225,7 +225,7 @@ def test_query_filter_and_expected_in_over_100_values(ddb_raw, table):
 
 @pytest.mark.parametrize("target,needle", [
     (T + "ImportTable", "ImportTable is a DynamoDB operation that extenddb does not support"),
-    (T + "ExecuteStatement", "ExecuteStatement is a DynamoDB operation that extenddb does not support"),
+    (T + "ExportTableToPointInTime", "ExportTableToPointInTime is a DynamoDB operation that extenddb does not support"),
     (T + "NoSuchOperation", "extenddb does not support the operation NoSuchOperation"),
     (T + "listtables", "extenddb does not support the operation listtables"),
     ("DynamoDB_20111205.ListTables", "X-Amz-Target 'DynamoDB_20111205.ListTables' is not an operation of DynamoDB_20120810"),
