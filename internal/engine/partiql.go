@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/partiql"
@@ -344,12 +345,52 @@ func tableKeys(t *table) []keyAttr {
 	return ks
 }
 
-// parseStatement parses a statement and checks its parameters.
-func parseStatement(s *string, params []attr.Value) (*partiql.Statement, error) {
+// statementCache keeps parsed statements by their text, since
+// applications send the same parameterized statements again and again. A
+// parsed Statement is never changed. It holds at most
+// maxCachedStatements statements of maxCachedStatementBytes in all, and
+// starts over when full.
+type statementCache struct {
+	mu    sync.Mutex
+	m     map[string]*partiql.Statement
+	bytes int
+}
+
+const (
+	maxCachedStatements     = 4096
+	maxCachedStatementBytes = 4 << 20
+)
+
+func (c *statementCache) parse(s string) (*partiql.Statement, error) {
+	c.mu.Lock()
+	st := c.m[s]
+	c.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := partiql.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedStatements || c.bytes+len(s) > maxCachedStatementBytes {
+		c.m, c.bytes = map[string]*partiql.Statement{}, 0
+	}
+	if _, ok := c.m[s]; !ok {
+		c.m[s] = st
+		c.bytes += len(s)
+	}
+	c.mu.Unlock()
+	return st, nil
+}
+
+// parseStatement parses a statement (or finds it parsed) and checks its
+// parameters.
+func (e *Engine) parseStatement(s *string, params []attr.Value) (*partiql.Statement, error) {
 	if s == nil {
 		return nil, validationf("1 validation error detected: Value null at 'statement' failed to satisfy constraint: Member must not be null")
 	}
-	st, err := partiql.Parse(*s)
+	st, err := e.statements.parse(*s)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +425,7 @@ func optString(s string) *string {
 
 // ExecuteStatement runs one PartiQL statement.
 func (e *Engine) ExecuteStatement(ctx context.Context, account string, in *ExecuteStatementInput) (*ExecuteStatementOutput, error) {
-	st, err := parseStatement(in.Statement, in.Parameters)
+	st, err := e.parseStatement(in.Statement, in.Parameters)
 	if err != nil {
 		return nil, err
 	}
@@ -848,18 +889,13 @@ func (e *Engine) execSelect(ctx context.Context, account string, st *partiql.Sta
 			return nil, err
 		}
 	}
-	rh := requestHash(*in.Statement, in.Parameters)
-	start, startKey := 0, attr.Item(nil)
-	if in.NextToken != nil {
-		tok, key, err := decodeToken(*in.NextToken, rh)
-		if err != nil {
-			return nil, err
-		}
-		start, startKey = tok.I, key
-	}
 	out := &ExecuteStatementOutput{Items: []RawJSON{}}
 	if p.getKey != nil {
 		if in.NextToken != nil {
+			// A single item has no second page.
+			if _, _, err := decodeToken(*in.NextToken, requestHash(*in.Statement, in.Parameters)); err != nil {
+				return nil, err
+			}
 			return out, nil
 		}
 		gin := &GetItemInput{TableName: &st.Table, Key: p.getKey, ConsistentRead: in.ConsistentRead, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
@@ -877,6 +913,15 @@ func (e *Engine) execSelect(ctx context.Context, account string, st *partiql.Sta
 		}
 		out.ConsumedCapacity = g.ConsumedCapacity
 		return out, nil
+	}
+	rh := requestHash(*in.Statement, in.Parameters)
+	start, startKey := 0, attr.Item(nil)
+	if in.NextToken != nil {
+		tok, key, err := decodeToken(*in.NextToken, rh)
+		if err != nil {
+			return nil, err
+		}
+		start, startKey = tok.I, key
 	}
 	if len(p.hashValues) == 0 {
 		l := newLowering(in.Parameters)

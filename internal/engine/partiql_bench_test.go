@@ -30,7 +30,9 @@ func BenchmarkPartiQL(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	key := func(i int) attr.Item { return attr.Item{"pk": attr.StrValue("p"), "sk": attr.StrValue(strconv.Itoa(i % 100))} }
+	key := func(i int) attr.Item {
+		return attr.Item{"pk": attr.StrValue("p"), "sk": attr.StrValue(strconv.Itoa(i % 100))}
+	}
 	sel := `SELECT * FROM "bench" WHERE pk = ? AND sk = ?`
 	upd := `UPDATE "bench" SET payload = ? SET ver = ver + 1 WHERE pk = ? AND sk = ?`
 	updExpr, names := "SET #p = :p ADD #v :one", map[string]string{"#p": "payload", "#v": "ver"}

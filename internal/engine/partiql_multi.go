@@ -125,7 +125,7 @@ func (e *Engine) BatchExecuteStatement(ctx context.Context, account string, in *
 	errs := make([]error, len(in.Statements))
 	reads, writes := 0, 0
 	for i, r := range in.Statements {
-		st, err := parseStatement(r.Statement, r.Parameters)
+		st, err := e.parseStatement(r.Statement, r.Parameters)
 		if err == nil {
 			_, err = checkReturnValuesOnCCF(r.ReturnValuesOnConditionCheckFailure)
 		}
@@ -246,7 +246,7 @@ func (e *Engine) ExecuteTransaction(ctx context.Context, account string, in *Exe
 	sts := make([]*partiql.Statement, len(in.TransactStatements))
 	reads, writes := 0, 0
 	for i, r := range in.TransactStatements {
-		st, err := parseStatement(r.Statement, r.Parameters)
+		st, err := e.parseStatement(r.Statement, r.Parameters)
 		if err != nil {
 			return nil, err
 		}
