@@ -245,3 +245,26 @@ def test_unknown_operation_via_sdk(ddb):
     """botocore reports the message to the caller."""
     info = expect_error(ddb.list_exports, "UnknownOperationException")
     assert "ListExports is a DynamoDB operation that extenddb does not support" in info.message
+
+
+# ------------------------------------------------------- Select beside a projection
+
+PREFIX = "One or more parameter values were invalid: "
+
+
+@pytest.mark.parametrize("op", ["query", "scan"])
+@pytest.mark.parametrize("select,proj,msg", [
+    ("ALL_ATTRIBUTES", {"ProjectionExpression": "pk"}, "Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES"),
+    ("COUNT", {"ProjectionExpression": "pk"}, "Cannot specify the ProjectionExpression when choosing to get only the Count"),
+    ("ALL_ATTRIBUTES", {"AttributesToGet": ["pk"]}, "Cannot specify the AttributesToGet when choosing to get ALL_ATTRIBUTES"),
+    ("COUNT", {"AttributesToGet": ["pk"]}, "Cannot specify the AttributesToGet when choosing to get only the Count"),
+])
+def test_select_with_projection_names_the_parameter(ddb_raw, table, op, select, proj, msg):
+    kw = dict(TableName=table, Select=select, **proj)
+    if op == "query":
+        if "AttributesToGet" in proj:
+            kw["KeyConditions"] = {"pk": {"ComparisonOperator": "EQ", "AttributeValueList": [{"S": "a"}]}}
+        else:
+            kw["KeyConditionExpression"] = "pk = :p"
+            kw["ExpressionAttributeValues"] = {":p": {"S": "a"}}
+    validation(getattr(ddb_raw, op), PREFIX + msg, **kw)
