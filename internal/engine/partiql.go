@@ -730,7 +730,7 @@ func (e *Engine) planSelect(ctx context.Context, account string, st *partiql.Sta
 				continue
 			}
 			if p.rng != nil && p.rangeCond == nil && isRangeCond(c, p.rng.Name) {
-				p.rangeCond = c
+				p.rangeCond = attributeFirst(c)
 				continue
 			}
 			p.rest = append(p.rest, c)
@@ -787,6 +787,17 @@ func isRangeCond(c partiql.Expr, name string) bool {
 		return n.Name == "begins_with" && len(n.Args) == 2 && isAttr(n.Args[0]) && partiql.IsValue(n.Args[1])
 	}
 	return false
+}
+
+// attributeFirst writes value < attribute as attribute > value: a key
+// condition names the key attribute first.
+func attributeFirst(c partiql.Expr) partiql.Expr {
+	b, ok := c.(partiql.Binary)
+	if !ok || !partiql.IsValue(b.L) {
+		return c
+	}
+	flip := map[string]string{"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+	return partiql.Binary{Op: flip[b.Op], L: b.R, R: b.L}
 }
 
 // order applies ORDER BY: the partition key orders the IN values, the

@@ -59,6 +59,7 @@ def test_select_query_sort_key_conditions(ddb, music):
     base = f'SELECT SongTitle FROM "{music}" WHERE Artist = \'A\''
     assert titles(base) == ["s1", "s2", "t3"]
     assert titles(base + " AND SongTitle > 's1'") == ["s2", "t3"]
+    assert titles(f"SELECT SongTitle FROM \"{music}\" WHERE 'A' = Artist AND 's1' < SongTitle") == ["s2", "t3"]
     assert titles(base + " AND SongTitle <= 's2'") == ["s1", "s2"]
     assert titles(base + " AND SongTitle BETWEEN 's2' AND 'z'") == ["s2", "t3"]
     assert titles(base + " AND begins_with(SongTitle, 's')") == ["s1", "s2"]
