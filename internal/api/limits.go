@@ -215,8 +215,6 @@ func (b *budget) resize(old, n int64) {
 	}
 }
 
-func (b *budget) release(n int64) { b.resize(n, 0) }
-
 // inUse reports the bytes reserved.
 func (b *budget) inUse() int64 {
 	b.mu.Lock()

@@ -311,7 +311,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		} else if st == http.StatusServiceUnavailable {
 			s.log.Warn("storage unavailable", "request_id", id, "operation", opName, "err", err)
 		}
-		s.metrics.observe(opName, strings.TrimPrefix(body.Type[strings.IndexByte(body.Type, '#')+1:], ""), start)
+		s.metrics.observe(opName, body.Type[strings.IndexByte(body.Type, '#')+1:], start)
 		s.writeError(w, id, st, body)
 		return
 	}

@@ -33,18 +33,22 @@ var allowed = map[string][]string{
 	"internal/config":    {"internal/store"},
 	"internal/archtest":  {},
 	// The contract and its conformance suite; backends import only them
-	// (and their migrations), never another backend or the engine.
+	// (and their migrations, and config for its Duration key type), never
+	// another backend or the engine.
 	"internal/storage":             {},
 	"internal/storage/storagetest": {"internal/attr", "internal/storage"},
-	"internal/storage/sqlite":      {"internal/storage", "internal/storage/itemcache", "migrations"},
-	"internal/storage/postgres":    {"internal/storage", "internal/storage/itemcache", "migrations"},
-	"internal/storage/memory":      {"internal/storage"},
-	"internal/storage/cassandra":   {"internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
+	"internal/storage/sqlite":      {"internal/storage", "internal/storage/itemcache", "internal/storage/sqlutil", "migrations"},
+	"internal/storage/postgres":    {"internal/storage", "internal/storage/itemcache", "internal/storage/sqlutil", "migrations"},
+	// What the two SQL backends share below the contract (page planning,
+	// cursor seeks, row buffers).
+	"internal/storage/sqlutil":   {"internal/storage"},
+	"internal/storage/memory":    {"internal/storage"},
+	"internal/storage/cassandra": {"internal/config", "internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
 	// The per-item compare-and-set transaction ledger (ADR 0019), shared
 	// by the backends without multi-item atomicity.
 	"internal/storage/txledger":            {"internal/storage"},
 	"internal/storage/txledger/ledgertest": {"internal/storage", "internal/storage/txledger"},
-	"internal/storage/mongodb":             {"internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
+	"internal/storage/mongodb":             {"internal/config", "internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
 	"internal/storage/snapepoch":           {},
 	"internal/storage/itemcache":           {},
 	"migrations":                           {},

@@ -1,4 +1,4 @@
-// Package backup will hold the backup and restore jobs, their claims, the
+// Package backup holds the backup and restore jobs, their claims, the
 // reconciler and sync (docs/backup-design.md section 4). It joins the
 // storage snapshot capability, the blob store and the backup format, and
 // never imports the engine or the wire (internal/archtest enforces it):
@@ -8,15 +8,12 @@ package backup
 
 import "github.com/extenddb/extenddb/internal/storage"
 
-// LoadFunc turns one canonical item of a backup into the storage write
-// that puts it with every index entry the target table calls for: the
-// encoded key and the Change to apply with storage.Backend.WriteItem (or a
-// bulk path).
-type LoadFunc func(item []byte) (pk, sk []byte, ch storage.Change, err error)
-
-// Indexer gives the restore job a LoadFunc for a target table. The engine
-// satisfies it (engine.Engine.ItemLoader), wired by internal/server, so
-// index rules live in one place.
+// Indexer gives the restore job, for a target table, the function that
+// turns one canonical item of a backup into the storage write that puts
+// it with every index entry the table calls for: the encoded key and the
+// Change to apply with storage.Backend.WriteItem (or a bulk load). The
+// engine satisfies it (engine.Engine.ItemLoader), wired by
+// internal/server, so index rules live in one place.
 type Indexer interface {
 	ItemLoader(t *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error)
 }

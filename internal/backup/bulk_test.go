@@ -25,6 +25,13 @@ type sqliteCounting struct {
 	*bulkCounts
 }
 
+// Capabilities: SQLite's, with the counting bulk loader.
+func (c sqliteCounting) Capabilities() storage.Capabilities {
+	caps := c.Backend.Capabilities()
+	caps.Bulk = c
+	return caps
+}
+
 func (c sqliteCounting) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
 	c.bulk.Add(1)
 	return c.Backend.BulkLoad(ctx, p)
@@ -38,6 +45,13 @@ func (c sqliteCounting) TransactWrite(ctx context.Context, p storage.TransactWri
 type pgCounting struct {
 	*postgres.Backend
 	*bulkCounts
+}
+
+// Capabilities: PostgreSQL's, with the counting bulk loader.
+func (c pgCounting) Capabilities() storage.Capabilities {
+	caps := c.Backend.Capabilities()
+	caps.Bulk = c
+	return caps
 }
 
 func (c pgCounting) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
@@ -67,7 +81,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 			t.Fatalf("backend %T", raw)
 		}
 		b := storage.Checked(counting, func(err error) { t.Errorf("%v", err) })
-		if _, ok := storage.BulkLoaderOf(b); !ok {
+		if b.Capabilities().Bulk == nil {
 			t.Fatalf("backend %s has no bulk loader through Checked", raw.Name())
 		}
 		ref := createTable(t, b, "src")

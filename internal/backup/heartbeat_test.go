@@ -96,7 +96,7 @@ func TestAdoptStoreRefusesLiveOwner(t *testing.T) {
 		idBefore, _ := store.ReadIdentity(ctx, st)
 
 		other := otherCatalog(t, b)
-		ocat, _ := storage.Backups(other)
+		ocat := other.Capabilities().Backups
 		unchanged := func(what string) {
 			t.Helper()
 			if id, err := store.ReadIdentity(ctx, st); err != nil || id != idBefore {

@@ -142,12 +142,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Backend == nil || cfg.Store == nil || cfg.Describer == nil {
 		return nil, errors.New("backup: Backend, Store and Describer are required")
 	}
-	cat, ok := storage.Backups(cfg.Backend)
-	if !ok {
+	cat := cfg.Backend.Capabilities().Backups
+	if cat == nil {
 		return nil, fmt.Errorf("backup: the %s backend has no backup catalog", cfg.Backend.Name())
 	}
-	snaps, ok := storage.Snapshots(cfg.Backend)
-	if !ok {
+	snaps := cfg.Backend.Capabilities().Snapshots
+	if snaps == nil {
 		return nil, fmt.Errorf("backup: the %s backend cannot take table snapshots", cfg.Backend.Name())
 	}
 	if cfg.Partition == "" {
@@ -185,7 +185,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.SpoolDir == "" {
 		cfg.SpoolDir = os.TempDir()
 	}
-	rcat, _ := storage.Restores(cfg.Backend)
+	rcat := cfg.Backend.Capabilities().Restores
 	return &Manager{cfg: cfg, cat: cat, rcat: rcat, snaps: snaps, st: cfg.Store, log: cfg.Logger,
 		slots: make(chan struct{}, cfg.MaxConcurrentJobs), restoring: map[string]int{}, done: map[string]bool{}, targets: map[string]int64{}, running: map[string]int64{}, met: newMetrics(cfg.Registerer)}, nil
 }

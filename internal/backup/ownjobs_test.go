@@ -22,7 +22,7 @@ import (
 // from the start, over and over. Another server still takes it over.
 func TestReconcilerLeavesItsOwnRunningJobs(t *testing.T) {
 	forEach(t, testOwnJobs)
-	// A backend that writes item by item (storage.PerItemAtomicity, as
+	// A backend that writes item by item (storage.Capabilities.PerItemAtomic, as
 	// MongoDB and Cassandra): the restore loads with WriteItem, never a
 	// multi-item TransactWrite, and the stale owner is fenced all the same.
 	t.Run("sqlite-per-item", func(t *testing.T) {
@@ -37,14 +37,19 @@ func TestReconcilerLeavesItsOwnRunningJobs(t *testing.T) {
 	})
 }
 
-// perItemBackend is SQLite declaring storage.PerItemAtomicity, counting
-// TransactWrite calls and WriteItems refused by the table version fence.
+// perItemBackend is SQLite declaring per-item atomicity
+// (storage.Capabilities.PerItemAtomic), counting TransactWrite calls and
+// WriteItems refused by the table version fence.
 type perItemBackend struct {
 	*sqlite.Backend
 	transacts, fenced atomic.Int64
 }
 
-func (*perItemBackend) PerItemAtomic() {}
+func (p *perItemBackend) Capabilities() storage.Capabilities {
+	caps := p.Backend.Capabilities()
+	caps.PerItemAtomic = true
+	return caps
+}
 
 func (p *perItemBackend) TransactWrite(ctx context.Context, tp storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	p.transacts.Add(1)

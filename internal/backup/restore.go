@@ -61,8 +61,11 @@ const (
 // restoreBatchFor is the batch size of a restore on b after its first
 // batch (which holds restoreBatch items).
 func restoreBatchFor(b storage.Backend) int {
-	if _, ok := storage.BulkLoaderOf(b); ok && !storage.PerItemAtomic(b) {
-		return storage.BulkBatchItems(b, restoreBulkBatch)
+	if caps := b.Capabilities(); caps.Bulk != nil && !caps.PerItemAtomic {
+		if caps.BulkBatchItems > 0 {
+			return caps.BulkBatchItems
+		}
+		return restoreBulkBatch
 	}
 	return restoreBatch
 }
@@ -505,11 +508,12 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	// version and the job still holds its claim (refence).
 	var mu sync.Mutex
 	ref := target.Ref()
-	perItem := storage.PerItemAtomic(m.cfg.Backend)
+	caps := m.cfg.Backend.Capabilities()
+	perItem := caps.PerItemAtomic
 	// A backend with a bulk loader (ADR 0032) loads each batch with it:
 	// atomic and fenced like TransactWrite, without reads, locks or
 	// change-log records.
-	bulk, isBulk := storage.BulkLoaderOf(m.cfg.Backend)
+	bulk, isBulk := caps.Bulk, caps.Bulk != nil
 	batchSize := restoreBatchFor(m.cfg.Backend)
 	targetName := target.Name
 	write := func(ctx context.Context, w restoreWork) error {
@@ -729,7 +733,7 @@ const restoreRetries = 5
 var restoreRetryPause = time.Second
 
 // restoreItemWriters is the number of items a batch writes at once on a
-// backend that writes item by item (storage.PerItemAtomicity).
+// backend that writes item by item (storage.Capabilities.PerItemAtomic).
 const restoreItemWriters = 4
 
 // writeEach writes a batch item by item, restoreItemWriters at once, on

@@ -47,6 +47,13 @@ type countingBackend struct {
 	writes atomic.Int64
 }
 
+// Capabilities: SQLite's, with the counting bulk loader.
+func (c *countingBackend) Capabilities() storage.Capabilities {
+	caps := c.Backend.Capabilities()
+	caps.Bulk = c
+	return caps
+}
+
 func (c *countingBackend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	c.writes.Add(1)
 	return c.Backend.TransactWrite(ctx, p)
@@ -212,7 +219,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 	}
 	close(release)
 	<-closed
-	rc, _ := storage.Restores(b)
+	rc := b.Capabilities().Restores
 	rows, err := rc.ListRestores(t.Context(), []string{storage.RestoreRunning})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("restore rows = %+v, %v", rows, err)
@@ -342,7 +349,7 @@ func TestBackupFreeOnceTargetActive(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the restore never flipped its target ACTIVE")
 	}
-	rc, _ := storage.Restores(raw)
+	rc := raw.Capabilities().Restores
 	if rows, err := rc.ListRestores(t.Context(), []string{storage.RestoreRunning}); err != nil || len(rows) != 1 {
 		t.Fatalf("running restore rows = %+v, %v (want the job's, not yet DONE)", rows, err)
 	}

@@ -19,6 +19,13 @@ type flakyWrites struct {
 	fail, calls atomic.Int64
 }
 
+// Capabilities: SQLite's, with the flaky bulk loader.
+func (f *flakyWrites) Capabilities() storage.Capabilities {
+	caps := f.Backend.Capabilities()
+	caps.Bulk = f
+	return caps
+}
+
 func (f *flakyWrites) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	f.calls.Add(1)
 	if f.fail.Add(-1) >= 0 {

@@ -119,8 +119,8 @@ const rowPage = 500
 //
 // DryRun changes nothing. The entries are answered with the error, if any.
 func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, opt SyncOptions) ([]SyncEntry, error) {
-	cat, ok := storage.Backups(b)
-	if !ok {
+	cat := b.Capabilities().Backups
+	if cat == nil {
 		return nil, fmt.Errorf("the %s backend has no backup catalog", b.Name())
 	}
 	if opt.Progress == nil {

@@ -68,7 +68,7 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 		if o := outcomes(dry); o["adoptable"] != 2 || o["adopted"] != 0 {
 			t.Fatalf("dry run: %+v", dry)
 		}
-		cat, _ := storage.Backups(other)
+		cat := other.Capabilities().Backups
 		if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]}); r != nil {
 			t.Fatalf("--dry-run wrote a row: %+v", r)
 		}
@@ -112,7 +112,7 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 }
 
 func mustCatalogID(t *testing.T, b storage.Backend) string {
-	cat, _ := storage.Backups(b)
+	cat := b.Capabilities().Backups
 	id, err := cat.CatalogID(context.Background(), "unused")
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func syncFixture(t *testing.T, b storage.Backend, dir string, n int) (store.Stor
 
 func storeIDs(t *testing.T, b storage.Backend) map[string]int {
 	t.Helper()
-	cat, _ := storage.Backups(b)
+	cat := b.Capabilities().Backups
 	rows, err := cat.ListBackups(context.Background(), storage.ListBackupsParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func TestSyncMoveStore(t *testing.T) {
 			t.Fatalf("the copy's identity: %+v %v", newID, err)
 		}
 		// One flipped byte in one data file of the copy.
-		cat, _ := storage.Backups(b)
+		cat := b.Capabilities().Backups
 		r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[1]})
 		f := dir + "/new/" + r.Prefix + "/data/000001.json.zst"
 		data, err := os.ReadFile(f)
@@ -338,7 +338,7 @@ func TestSyncForget(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		st, arns := syncFixture(t, b, dir, 3)
-		cat, _ := storage.Backups(b)
+		cat := b.Capabilities().Backups
 		tree := snapshotTree(t, dir+"/store")
 		got, err := Sync(ctx, b, st, descJSON{}, SyncOptions{ForgetBackups: []string{arns[0]}, DryRun: true})
 		if err != nil || outcomes(got)[OutcomeForgettable] != 1 {
@@ -414,7 +414,7 @@ func TestSyncNeverAdoptsPartialPrefixes(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		st, arns := syncFixture(t, b, dir, 1)
-		cat, _ := storage.Backups(b)
+		cat := b.Capabilities().Backups
 		r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]})
 		src := dir + "/store/" + r.Prefix
 		// Job steps in write order: data files, the AWS manifests, our
@@ -518,7 +518,7 @@ func TestSyncStreamsTheListing(t *testing.T) {
 		if o := outcomes(got); o[OutcomeAdopted] != 1 {
 			t.Fatalf("sync over a broken listing: %+v, want the first backup adopted", got)
 		}
-		cat, _ := storage.Backups(other)
+		cat := other.Capabilities().Backups
 		rows, err := cat.ListBackups(ctx, storage.ListBackupsParams{Limit: 10})
 		if err != nil || len(rows) != 1 || rows[0].Prefix != first {
 			t.Fatalf("rows after a broken listing: %+v %v, want only %s", rows, err, first)

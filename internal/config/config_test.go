@@ -209,3 +209,28 @@ func TestStorageKeyNamedLikeABackend(t *testing.T) {
 		t.Fatalf("a backend without a section: %v", err)
 	}
 }
+
+// TestLegacyDuration: a deprecated whole-unit key, when set, wins over
+// the duration key that replaced it and asks for a warning; unset, the
+// duration key is in force and nothing is said.
+func TestLegacyDuration(t *testing.T) {
+	l := LegacyDuration{Key: "timeout_ms", Replacement: "timeout", Unit: time.Millisecond, Duration: Duration{10 * time.Second}}
+	if l.Effective() != 10*time.Second || l.Warning("storage.x") != "" || l.Validate() != nil {
+		t.Fatalf("unset: %v %q %v", l.Effective(), l.Warning("storage.x"), l.Validate())
+	}
+	l.Value = 2500
+	if l.Effective() != 2500*time.Millisecond || l.Validate() != nil {
+		t.Fatalf("set: %v %v", l.Effective(), l.Validate())
+	}
+	if w := l.Warning("storage.x"); !strings.Contains(w, "storage.x.timeout_ms is deprecated") || !strings.Contains(w, `timeout = "2.5s"`) {
+		t.Fatalf("warning %q", w)
+	}
+	l.Value = -1
+	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "timeout_ms") {
+		t.Fatalf("negative deprecated key: %v", err)
+	}
+	l.Value, l.Duration = 0, Duration{}
+	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "timeout must be positive") {
+		t.Fatalf("zero duration: %v", err)
+	}
+}

@@ -330,14 +330,14 @@ func (e *Engine) readEach(ctx context.Context, keys []storage.GetItemParams) (*s
 // they go as one TransactWrite where the backend has multi-item atomicity
 // (the cheapest there), and as one WriteItem each on a backend that
 // answers KindUnsupported to it or whose TransactWrite runs on the
-// transaction ledger (storage.PerItemAtomicity: MongoDB, Cassandra), where
+// transaction ledger (storage.Capabilities.PerItemAtomic: MongoDB, Cassandra), where
 // a multi-item transaction costs more than its items' writes and, on a
 // loaded server, can outlive the ledger's lock timeout and end in
 // TransactionConflict although no client transaction is involved. On an
 // error the writes before it may have been applied; each is idempotent,
 // so the caller simply tries again later.
 func (e *Engine) writeEach(ctx context.Context, ops []storage.WriteItemParams) (*storage.TransactWriteResult, error) {
-	if !storage.PerItemAtomic(e.backend) {
+	if !e.backend.Capabilities().PerItemAtomic {
 		res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
 		if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
 			return res, err

@@ -68,13 +68,12 @@ func newBGMetrics(reg prometheus.Registerer) *bgMetrics {
 
 // backfillProgress follows one index backfill.
 type backfillProgress struct {
-	e            *Engine
-	ref          storage.TableRef
-	index        string
-	start, last  time.Time
-	items        int64
-	frac         float64
-	lastLogItems int64
+	e           *Engine
+	ref         storage.TableRef
+	index       string
+	start, last time.Time
+	items       int64
+	frac        float64
 }
 
 type progressKey struct{}

@@ -88,23 +88,6 @@ func (c *consumed) addIndexWrites(t *table, old, new attr.Item, factor float64) 
 	}
 }
 
-// add merges another table's worth of units.
-func (c *consumed) add(o consumed) {
-	c.table += o.table
-	for n, u := range o.gsi {
-		if c.gsi == nil {
-			c.gsi = map[string]float64{}
-		}
-		c.gsi[n] += u
-	}
-	for n, u := range o.lsi {
-		if c.lsi == nil {
-			c.lsi = map[string]float64{}
-		}
-		c.lsi[n] += u
-	}
-}
-
 // report builds the ConsumedCapacity of one table for the requested mode,
 // or nil for NONE.
 func (c consumed) report(mode, tableName string, split capSplit) *ConsumedCapacity {

@@ -19,6 +19,9 @@ type conflicting struct {
 	reasons []error
 }
 
+// Capabilities: none (the inner backend's would bypass the wrapper).
+func (conflicting) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+
 func (c conflicting) TransactWrite(context.Context, storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	e := storage.Errorf(storage.KindTransactionConflict, "transaction is ongoing for the item")
 	e.Reasons = c.reasons

@@ -110,9 +110,6 @@ func New(b storage.Backend, opt Options) *Engine {
 	return e
 }
 
-// Backend returns the engine's storage backend.
-func (e *Engine) Backend() storage.Backend { return e.backend }
-
 // Region returns the region the engine reports.
 func (e *Engine) Region() string { return e.region }
 

@@ -304,6 +304,9 @@ type countingBackend struct {
 	refused    atomic.Int64
 }
 
+// Capabilities: none (the inner backend's would bypass the counts).
+func (c *countingBackend) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+
 func (c *countingBackend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
 	res, err := c.Backend.WriteItem(ctx, p)
 	if storage.IsKind(err, storage.KindTableVersion) {

@@ -320,7 +320,8 @@ func (e *Engine) countLogged(results ...storage.WriteItemResult) {
 
 // changeLog returns the backend's change log capability.
 func (e *Engine) changeLog() (storage.ChangeLog, bool) {
-	return storage.ChangeLogs(e.backend)
+	cl := e.backend.Capabilities().ChangeLog
+	return cl, cl != nil
 }
 
 // errNoStreams answers enabling a stream on a backend without a change log.

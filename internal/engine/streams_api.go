@@ -528,7 +528,6 @@ type GetRecordsOutput struct {
 	view    string
 	tableID int64
 	recs    []storage.LogRecord
-	decoded []*record
 	next    string
 }
 

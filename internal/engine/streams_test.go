@@ -454,6 +454,8 @@ func TestStreamTTLDeletionIsService(t *testing.T) {
 // noLog is a backend without the change log capability.
 type noLog struct{ storage.Backend }
 
+func (noLog) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+
 func TestStreamNeedsChangeLog(t *testing.T) {
 	e := New(noLog{memSQLite(t)}, Options{})
 	_, err := e.CreateTable(context.Background(), acct, &CreateTableInput{TableName: ptr("nolog"),

@@ -146,16 +146,15 @@ func (c *idempotency) finish(key string, out *TransactWriteItemsOutput, ok bool)
 
 // txOp is one parsed transaction action.
 type txOp struct {
-	t        *table
-	kind     string
-	pk, sk   []byte
-	cond     *expr.Condition
-	upd      *expr.Update
-	item     attr.Item
-	raw      []byte
-	key      attr.Item
-	retOld   bool
-	sizeUnit float64
+	t      *table
+	kind   string
+	pk, sk []byte
+	cond   *expr.Condition
+	upd    *expr.Update
+	item   attr.Item
+	raw    []byte
+	key    attr.Item
+	retOld bool
 }
 
 func parseEnvCond(kind expr.Kind, s *string, names map[string]string, values map[string]attr.Value, upd *string) (*expr.Condition, *expr.Update, error) {

@@ -222,11 +222,6 @@ type AttributeValueUpdate struct {
 	Action string      `json:"Action"`
 }
 
-type exprInput struct {
-	ExpressionAttributeNames  map[string]string     `json:"ExpressionAttributeNames"`
-	ExpressionAttributeValues map[string]attr.Value `json:"ExpressionAttributeValues"`
-}
-
 type PutItemInput struct {
 	TableName                           *string                           `json:"TableName"`
 	Item                                attr.Item                         `json:"Item"`

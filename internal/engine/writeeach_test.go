@@ -17,6 +17,9 @@ import (
 // Cassandra backend until the transaction ledger is wired in).
 type noMultiItem struct{ storage.Backend }
 
+// Capabilities: none (the inner backend's would bypass the wrapper).
+func (noMultiItem) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+
 func (noMultiItem) TransactWrite(context.Context, storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
 }
@@ -89,15 +92,18 @@ func TestBackgroundWithoutTransactions(t *testing.T) {
 	}
 }
 
-// perItemOnly is a real backend that declares storage.PerItemAtomicity
-// (as MongoDB and Cassandra, whose TransactWrite runs on the transaction
-// ledger) and counts its TransactWrite calls.
+// perItemOnly is a real backend that declares per-item atomicity
+// (storage.Capabilities.PerItemAtomic, as MongoDB and Cassandra, whose
+// TransactWrite runs on the transaction ledger) and counts its
+// TransactWrite calls.
 type perItemOnly struct {
 	storage.Backend
 	transacts *atomic.Int64
 }
 
-func (perItemOnly) PerItemAtomic() {}
+func (perItemOnly) Capabilities() storage.Capabilities {
+	return storage.Capabilities{PerItemAtomic: true}
+}
 
 func (p perItemOnly) TransactWrite(ctx context.Context, tp storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
 	p.transacts.Add(1)

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,10 +11,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/config"
@@ -95,7 +96,9 @@ func (c *Client) Call(ctx context.Context, op string, in, out any) error {
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	req.Header.Set("X-Amz-Target", "DynamoDB_20120810."+op)
 	if c.AccessKey != "" {
-		c.sign(req, body)
+		if err := c.sign(req, body); err != nil {
+			return err
+		}
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -120,32 +123,14 @@ func (c *Client) Call(ctx context.Context, op string, in, out any) error {
 	return json.Unmarshal(data, out)
 }
 
-// sign adds a SigV4 Authorization header (service dynamodb).
-func (c *Client) sign(r *http.Request, body []byte) {
-	t := c.now().UTC()
-	amzDate, day := t.Format("20060102T150405Z"), t.Format("20060102")
+// sign signs r with SigV4 for service dynamodb (the AWS SDK's signer),
+// covering the payload hash, which it also sends as X-Amz-Content-Sha256.
+func (c *Client) sign(r *http.Request, body []byte) error {
 	sum := sha256.Sum256(body)
 	payload := hex.EncodeToString(sum[:])
-	r.Header.Set("X-Amz-Date", amzDate)
 	r.Header.Set("X-Amz-Content-Sha256", payload)
-	u, _ := url.Parse(c.Endpoint)
-	host := u.Host
-	signed := "content-type;host;x-amz-content-sha256;x-amz-date;x-amz-target"
-	canonical := strings.Join([]string{"POST", "/", "",
-		"content-type:" + r.Header.Get("Content-Type"), "host:" + host,
-		"x-amz-content-sha256:" + payload, "x-amz-date:" + amzDate,
-		"x-amz-target:" + r.Header.Get("X-Amz-Target"), "", signed, payload}, "\n")
-	cs := sha256.Sum256([]byte(canonical))
-	scope := day + "/" + c.Region + "/dynamodb/aws4_request"
-	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(cs[:])
-	mac := func(key []byte, s string) []byte {
-		h := hmac.New(sha256.New, key)
-		h.Write([]byte(s))
-		return h.Sum(nil)
-	}
-	k := mac(mac(mac(mac([]byte("AWS4"+c.Secret), day), c.Region), "dynamodb"), "aws4_request")
-	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+c.AccessKey+"/"+scope+
-		", SignedHeaders="+signed+", Signature="+hex.EncodeToString(mac(k, toSign)))
+	creds := aws.Credentials{AccessKeyID: c.AccessKey, SecretAccessKey: c.Secret}
+	return v4.NewSigner().SignHTTP(r.Context(), creds, r, payload, "dynamodb", c.Region, c.now().UTC())
 }
 
 // SyncOptions are the options of `extenddb backup sync` (the CLI wires

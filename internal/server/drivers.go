@@ -84,13 +84,27 @@ func driverEnv(cfg config.Config, log *slog.Logger) (storage.Driver, storage.Dri
 	return d, storage.DriverEnv{Config: sec, DataDir: cfg.Storage.DataDir, Memory: cfg.Storage.Memory, Logger: log}, nil
 }
 
-// OpenBackend opens the configured storage backend through its driver.
+// OpenBackend opens the configured storage backend through its driver,
+// under the contract checks (storage.Checked, capabilities included): a
+// broken promise is an internal error in the log, never a crash. Every
+// caller (the server, `backup sync`) gets the checked backend; none holds
+// the backend under it.
 func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
 	d, env, err := driverEnv(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	return d.Open(ctx, env)
+	log = env.Logger
+	if d.Deprecations != nil {
+		for _, w := range d.Deprecations(env) {
+			log.Warn("deprecated configuration key", "warning", w)
+		}
+	}
+	b, err := d.Open(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return storage.Checked(b, func(err error) { log.Error("storage contract violation", "err", err) }), nil
 }
 
 // MigrationStatus lists a database's applied and pending migrations.

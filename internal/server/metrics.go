@@ -25,8 +25,8 @@ func registerBuildInfo(reg prometheus.Registerer, b buildinfo.Info) {
 // registerStorageMetrics exports a backend's Stats (pool, item cache,
 // retries), read on every scrape. Backends without Stats export nothing.
 func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
-	sr, ok := backend.(storage.StatsReporter)
-	if !ok {
+	sr := backend.Capabilities().Stats
+	if sr == nil {
 		return
 	}
 	first := sr.Stats()

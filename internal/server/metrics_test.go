@@ -16,6 +16,9 @@ type statsBackend struct {
 
 func (b *statsBackend) Name() string         { return "postgres" }
 func (b *statsBackend) Stats() storage.Stats { return b.st }
+func (b *statsBackend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Stats: b}
+}
 
 // TestPipeliningMetrics: a backend that reports pipelining counters gets
 // them on /metrics, read at each scrape; one that does not gets none.

@@ -53,9 +53,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, ready func(ad
 
 // Serve serves until ctx is cancelled, then finishes in-flight requests
 // (bounded by server.shutdown_timeout), stops background work and closes
-// the backend.
-func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
-	log, ready := opt.Logger, opt.Ready
+// the backend. Its steps: open the backend (under the contract checks),
+// the metrics registry, the engine, the backup jobs, the HTTP server;
+// then wait, and shut down in the reverse order.
+func Serve(ctx context.Context, cfg config.Config, opt Options) error {
+	log := opt.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -63,89 +65,28 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 	if err != nil {
 		return err
 	}
-	// raw is the backend itself: it closes, and it reports statistics (the
-	// Checked wrapper does not forward optional interfaces).
-	raw := backend
 	defer func() {
-		if cerr := raw.Close(); cerr != nil {
+		if cerr := backend.Close(); cerr != nil {
 			log.Warn("closing storage", "err", cerr)
 		}
 		log.Info("extenddb stopped")
 	}()
-	// Every backend runs under the contract checks (storage.Checked): a
-	// broken promise is an internal error in the log, never a crash.
-	backend = storage.Checked(backend, func(err error) { log.Error("storage contract violation", "err", err) })
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerBuildInfo(reg, opt.Build)
-	registerStorageMetrics(reg, raw)
-	eng := engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg,
-		StreamShardInterval: cfg.Streams.ShardRollover.Duration, StreamRetention: cfg.Streams.Retention.Duration,
-		StreamCheckInterval:    min(10*time.Second, cfg.Streams.ShardRollover.Duration/4),
-		StreamTrimInterval:     min(time.Minute, cfg.Streams.Retention.Duration/4),
-		StreamIteratorLifetime: cfg.Streams.IteratorLifetime.Duration})
-	accounts := []string{api.DefaultAccount}
-	var keys []api.AccessKey
-	for _, k := range cfg.Auth.Keys {
-		keys = append(keys, api.AccessKey{AccessKeyID: k.AccessKeyID, SecretAccessKey: k.SecretAccessKey, Account: k.Account})
-		if k.Account != "" {
-			accounts = append(accounts, k.Account)
-		}
-	}
+	reg := newRegistry(backend, opt.Build)
+	eng := newEngine(cfg, backend, reg, log)
+	keys, accounts := accessKeys(cfg)
 	reg.MustRegister(newTablesCollector(backend, accounts))
 	reg.MustRegister(newTableStatsCollector(eng, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
-	auth := api.NewAuthenticator(keys)
-	readiness := backend.Ping
-	var jobs *backup.Manager
-	storeDesc := "disabled"
-	if cfg.Backup.Store.Kind != "" && cfg.Backup.Store.Kind != store.KindDisabled {
-		// The backup store is part of readiness: /ready answers 503 while it
-		// is unreachable (the server still serves tables).
-		st, err := store.Open(ctx, cfg.Backup.Store)
-		if err != nil {
-			return fmt.Errorf("backup.store: %w", err)
-		}
-		storeDesc = st.String()
-		if err := st.Validate(ctx); err != nil {
-			log.Warn("backup store not reachable", "store", st.String(), "err", err)
-		}
-		if reason := backupsUnsupported(backend); reason != "" {
-			// A served backend that lacks a capability says so: loudly at
-			// startup, and on the wire to every backup operation.
-			log.Warn("backups unavailable on this backend although backup.store is set", "backend", backend.Name(), "reason", reason)
-			eng.SetBackupsUnavailable(reason)
-			storeDesc += " (backups unavailable: " + backend.Name() + " backend)"
-		} else {
-			if jobs, err = startBackups(ctx, cfg, backend, eng, st, opt.Build.Version, reg, log); err != nil {
-				return err
-			}
-			defer jobs.Close()
-			readiness = func(ctx context.Context) error {
-				if err := backend.Ping(ctx); err != nil {
-					return err
-				}
-				// Reachable, and its identity is this catalog's; /ready
-				// says why not when the identity is wrong (those messages
-				// are written for operators: owner catalogs, the command
-				// to run).
-				// An unreachable store's driver error stays in the log.
-				// A positive store check is reused for a few
-				// seconds (backup.DefaultReadyCache): one identity
-				// GET per probe is a cost on S3.
-				if err := jobs.Ready(ctx); err != nil {
-					reason := "the backup store cannot be reached (the server log says why)"
-					if errors.Is(err, store.ErrUnhealthy) {
-						reason = err.Error()
-					}
-					return &api.NotReady{Reason: reason, Err: err}
-				}
-				return nil
-			}
-		}
+	bk, err := startBackupStore(ctx, cfg, backend, eng, opt.Build.Version, reg, log)
+	if err != nil {
+		return err
 	}
-	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: readiness, Auth: auth,
+	if bk.jobs != nil {
+		defer bk.jobs.Close()
+	}
+	auth := api.NewAuthenticator(keys)
+	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: bk.ready, Auth: auth,
 		Limits: api.Limits{
 			MaxInflightBodyBytes: cfg.Server.MaxInflightBodyBytes,
 			InflightWait:         cfg.Server.InflightWait.Duration,
@@ -157,13 +98,129 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 			return err
 		}
 	}
+	srv, ln, errc, err := listen(cfg, handler, log)
+	if err != nil {
+		return err
+	}
+	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
+	attrs = append(attrs, storageAttrs(cfg)...)
+	if sr := backend.Capabilities().Stats; sr != nil && sr.Stats().PoolMax > 0 {
+		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
+	}
+	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", bk.desc,
+		"cors", corsDesc(cfg.CORSOrigins()))
+	log.Info("extenddb serving", attrs...)
+	if opt.Ready != nil {
+		opt.Ready(ln.Addr())
+	}
+	return serveUntilDone(ctx, cfg, srv, errc, log)
+}
+
+// newRegistry is the metrics registry: the Go runtime and process
+// collectors, the build and the backend's statistics.
+func newRegistry(backend storage.Backend, build buildinfo.Info) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg, build)
+	registerStorageMetrics(reg, backend)
+	return reg
+}
+
+// newEngine builds the engine over backend with the configured region and
+// stream timings.
+func newEngine(cfg config.Config, backend storage.Backend, reg prometheus.Registerer, log *slog.Logger) *engine.Engine {
+	return engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg,
+		StreamShardInterval: cfg.Streams.ShardRollover.Duration, StreamRetention: cfg.Streams.Retention.Duration,
+		StreamCheckInterval:    min(10*time.Second, cfg.Streams.ShardRollover.Duration/4),
+		StreamTrimInterval:     min(time.Minute, cfg.Streams.Retention.Duration/4),
+		StreamIteratorLifetime: cfg.Streams.IteratorLifetime.Duration})
+}
+
+// accessKeys are the configured access keys and the accounts served: the
+// default account and every key's.
+func accessKeys(cfg config.Config) ([]api.AccessKey, []string) {
+	accounts := []string{api.DefaultAccount}
+	var keys []api.AccessKey
+	for _, k := range cfg.Auth.Keys {
+		keys = append(keys, api.AccessKey{AccessKeyID: k.AccessKeyID, SecretAccessKey: k.SecretAccessKey, Account: k.Account})
+		if k.Account != "" {
+			accounts = append(accounts, k.Account)
+		}
+	}
+	return keys, accounts
+}
+
+// backupStore is what the server's backup step set up: the jobs (nil
+// without a store, or on a backend that cannot take backups), the
+// readiness check (the backend, and the store when jobs run) and the
+// store's description for the startup log.
+type backupStore struct {
+	jobs  *backup.Manager
+	ready func(context.Context) error
+	desc  string
+}
+
+// startBackupStore opens the configured backup store and starts the
+// backup jobs over it. The store is part of readiness: /ready answers 503
+// while it is unreachable (the server still serves tables). A backend
+// that lacks a capability backups need says so, loudly at startup and on
+// the wire to every backup operation.
+func startBackupStore(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, version string,
+	reg prometheus.Registerer, log *slog.Logger) (backupStore, error) {
+	bk := backupStore{ready: backend.Ping, desc: "disabled"}
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+		return bk, nil
+	}
+	st, err := store.Open(ctx, cfg.Backup.Store)
+	if err != nil {
+		return bk, fmt.Errorf("backup.store: %w", err)
+	}
+	bk.desc = st.String()
+	if err := st.Validate(ctx); err != nil {
+		log.Warn("backup store not reachable", "store", st.String(), "err", err)
+	}
+	if reason := backupsUnsupported(backend); reason != "" {
+		log.Warn("backups unavailable on this backend although backup.store is set", "backend", backend.Name(), "reason", reason)
+		eng.SetBackupsUnavailable(reason)
+		bk.desc += " (backups unavailable: " + backend.Name() + " backend)"
+		return bk, nil
+	}
+	jobs, err := startBackups(ctx, cfg, backend, eng, st, version, reg, log)
+	if err != nil {
+		return bk, err
+	}
+	bk.jobs = jobs
+	bk.ready = func(ctx context.Context) error {
+		if err := backend.Ping(ctx); err != nil {
+			return err
+		}
+		// Reachable, and its identity is this catalog's; /ready says why
+		// not when the identity is wrong (those messages are written for
+		// operators: owner catalogs, the command to run). An unreachable
+		// store's driver error stays in the log. A positive store check
+		// is reused for a few seconds (backup.DefaultReadyCache): one
+		// identity GET per probe is a cost on S3.
+		if err := jobs.Ready(ctx); err != nil {
+			reason := "the backup store cannot be reached (the server log says why)"
+			if errors.Is(err, store.ErrUnhealthy) {
+				reason = err.Error()
+			}
+			return &api.NotReady{Reason: reason, Err: err}
+		}
+		return nil
+	}
+	return bk, nil
+}
+
+// listen binds server.listen and serves handler on it (TLS when a
+// certificate is configured); errc receives the serving loop's end.
+func listen(cfg config.Config, handler http.Handler, log *slog.Logger) (*http.Server, net.Listener, chan error, error) {
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		return fmt.Errorf("server.listen: %w", err)
+		return nil, nil, nil, fmt.Errorf("server.listen: %w", err)
 	}
 	// Request log outermost, so preflights answered by CORS are logged too.
-	cors := cfg.CORSOrigins()
-	var h http.Handler = api.WithCORS(handler, cors)
+	h := api.WithCORS(handler, cfg.CORSOrigins())
 	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
 	srv := &http.Server{
 		Handler: h,
@@ -179,7 +236,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		cert, err := tls.LoadX509KeyPair(cfg.Server.TLSCertFile, cfg.Server.TLSKeyFile)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
+			return nil, nil, nil, fmt.Errorf("server.tls_cert_file/tls_key_file: %w", err)
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		go func() { errc <- srv.ServeTLS(ln, "", "") }()
@@ -188,17 +245,13 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 		// rewritten into DynamoDB errors (api.WrapListener).
 		go func() { errc <- srv.Serve(api.WrapListener(ln)) }()
 	}
-	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
-	attrs = append(attrs, storageAttrs(cfg)...)
-	if sr, ok := raw.(storage.StatsReporter); ok && sr.Stats().PoolMax > 0 {
-		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
-	}
-	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", storeDesc,
-		"cors", corsDesc(cors))
-	log.Info("extenddb serving", attrs...)
-	if ready != nil {
-		ready(ln.Addr())
-	}
+	return srv, ln, errc, nil
+}
+
+// serveUntilDone waits for ctx to end (or the server to fail), then stops
+// accepting connections and finishes in-flight requests, bounded by
+// server.shutdown_timeout.
+func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, errc <-chan error, log *slog.Logger) error {
 	select {
 	case err := <-errc:
 		return err
@@ -219,10 +272,10 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) (err error) {
 // a table) and a backup catalog (ADR 0006, ADR 0015).
 func backupsUnsupported(b storage.Backend) string {
 	var missing []string
-	if _, ok := storage.Snapshots(b); !ok {
+	if b.Capabilities().Snapshots == nil {
 		missing = append(missing, "it cannot read a table as of one instant (no snapshot capability)")
 	}
-	if _, ok := storage.Backups(b); !ok {
+	if b.Capabilities().Backups == nil {
 		missing = append(missing, "it keeps no backup catalog")
 	}
 	if len(missing) == 0 {

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,7 +13,7 @@ import (
 // generation, heartbeat on the database's clock). Every status write is
 // conditioned on the generation and the expected status, so a job that
 // lost its claim can no longer write (fencing). A backend without it
-// cannot serve backups; callers find out with Backups(b).
+// cannot serve backups (Capabilities.Backups is nil).
 type BackupCatalog interface {
 	// InsertBackup inserts a new row with a claim by Record.Owner:
 	// generation 1, heartbeat now on the database's clock. The ARN is
@@ -149,11 +151,32 @@ type BackupWriteResult struct {
 	Record  *BackupRecord
 }
 
-// Backups returns the backend's backup catalog, looking through wrappers;
-// ok is false when the backend does not have one.
-func Backups(b Backend) (BackupCatalog, bool) {
-	bc, ok := Unwrap(b).(BackupCatalog)
-	return bc, ok
+// Selects tells whether the filters of p select r (its account, table,
+// status and creation instant, and StartAfter; CreatedAt has millisecond
+// precision, so CreatedFrom counts from its millisecond).
+func (p ListBackupsParams) Selects(r *BackupRecord) bool {
+	switch {
+	case p.Account != "" && r.Account != p.Account,
+		p.TableName != "" && r.TableName != p.TableName,
+		len(p.Statuses) > 0 && !slices.Contains(p.Statuses, r.Status),
+		!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom.Truncate(time.Millisecond)),
+		!p.CreatedTo.IsZero() && r.CreatedAt.After(p.CreatedTo),
+		p.StartAfter != "" && r.ARN <= p.StartAfter:
+		return false
+	}
+	return true
+}
+
+// FilterBackups answers ListBackups from every row of a catalog: the rows
+// p selects, in ascending ARN order, at most p.Limit. For a backend that
+// reads its catalog whole (it holds backups, not items).
+func FilterBackups(rows []BackupRecord, p ListBackupsParams) []BackupRecord {
+	out := slices.DeleteFunc(rows, func(r BackupRecord) bool { return !p.Selects(&r) })
+	slices.SortFunc(out, func(a, b BackupRecord) int { return strings.Compare(a.ARN, b.ARN) })
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out
 }
 
 // RestoreCatalog keeps the rows of restore jobs with their claims, as
@@ -225,8 +248,12 @@ type RestoreWriteResult struct {
 	Record  *RestoreRecord
 }
 
-// Restores returns the backend's restore job catalog through wrappers.
-func Restores(b Backend) (RestoreCatalog, bool) {
-	rc, ok := Unwrap(b).(RestoreCatalog)
-	return rc, ok
+// FilterRestores answers ListRestores from every row of a catalog: the
+// rows in one of statuses (all when empty), in ascending id order.
+func FilterRestores(rows []RestoreRecord, statuses []string) []RestoreRecord {
+	out := slices.DeleteFunc(rows, func(r RestoreRecord) bool {
+		return len(statuses) > 0 && !slices.Contains(statuses, r.Status)
+	})
+	slices.SortFunc(out, func(a, b RestoreRecord) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }

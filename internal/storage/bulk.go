@@ -42,42 +42,6 @@ type BulkLoader interface {
 	BulkLoad(ctx context.Context, p BulkLoadParams) error
 }
 
-// BulkBatcher is optional beside BulkLoader: the number of items a
-// backend prefers per BulkLoad call (a larger call spreads its fixed costs
-// — a round trip, the fence, a commit — over more items, and holds more
-// memory while it is built and written).
-type BulkBatcher interface {
-	BulkBatchItems() int
-}
-
-// BulkBatchItems is b's preferred BulkLoad size, or def when it states
-// none (looked through a Checked wrapper like BulkLoaderOf).
-func BulkBatchItems(b Backend, def int) int {
-	if c, ok := b.(*checked); ok {
-		b = c.b
-	}
-	if bb, ok := b.(BulkBatcher); ok && bb.BulkBatchItems() > 0 {
-		return bb.BulkBatchItems()
-	}
-	return def
-}
-
-// BulkLoaderOf returns b's bulk loader, through a Checked wrapper (which
-// validates the items and the errors); ok is false when b does not have
-// one. Only Checked is looked through: another wrapper (a test's fault
-// injection) hides the capability unless it implements it itself.
-func BulkLoaderOf(b Backend) (BulkLoader, bool) {
-	if c, ok := b.(*checked); ok {
-		bl, ok := c.b.(BulkLoader)
-		if !ok {
-			return nil, false
-		}
-		return checkedBulk{c: c, bl: bl}, true
-	}
-	bl, ok := b.(BulkLoader)
-	return bl, ok
-}
-
 var kindsBulk = []Kind{KindTableNotFound, KindTableVersion}
 
 type checkedBulk struct {

@@ -10,8 +10,7 @@ import (
 // engine builds DynamoDB Streams on it (shards, iterators and stream
 // labels are the engine's; the backend keeps ordered, durable records).
 // Design: docs/adr/0018-change-log.md and docs/architecture.md. Callers
-// get it with ChangeLogs (which also finds it under storage.Checked), not
-// with a type assertion.
+// get it from Capabilities.ChangeLog.
 //
 // The contract:
 //
@@ -85,22 +84,6 @@ type TrimLogParams struct {
 }
 
 type TrimLogResult struct{ Removed int64 }
-
-// ChangeLogs returns the backend's change log capability; ok is false
-// when the backend does not have it. Callers use it rather than a type
-// assertion on a Backend: through a Checked wrapper it returns the
-// capability checked the same way (see checkedLog).
-func ChangeLogs(b Backend) (ChangeLog, bool) {
-	c, wrapped := b.(*checked)
-	cl, ok := Unwrap(b).(ChangeLog)
-	if !ok {
-		return nil, false
-	}
-	if wrapped {
-		return &checkedLog{c: c, cl: cl}, true
-	}
-	return cl, true
-}
 
 // checkedLog is a change log under the Checked contract checks: each
 // method answers only KindTableNotFound (besides KindInternal and

@@ -14,7 +14,8 @@ import (
 // write function returns is validated before the backend applies it; a
 // TransactionCanceled error carries one reason per operation; ListTables,
 // Query and Scan keep their ordering promises; and each method answers only
-// the error kinds it declares. A violation is answered as a KindInternal
+// the error kinds it declares. Its Capabilities are the backend's, each
+// under the checks of its own contract. A violation is answered as a KindInternal
 // error ("storage contract violation") and reported to onViolation, which
 // tests make a test failure and the server logs as an internal error; it
 // never crashes the process.
@@ -28,30 +29,15 @@ func Checked(b Backend, onViolation func(error)) Backend {
 	if onViolation == nil {
 		onViolation = func(error) {}
 	}
-	return &checked{b: b, report: onViolation}
-}
-
-// Unwrap returns the backend under any Checked wrapper.
-func Unwrap(b Backend) Backend {
-	for {
-		c, ok := b.(*checked)
-		if !ok {
-			return b
-		}
-		b = c.b
-	}
-}
-
-// Snapshots returns the backend's snapshot capability, looking through
-// wrappers; ok is false when the backend does not have it.
-func Snapshots(b Backend) (SnapshotEngine, bool) {
-	se, ok := Unwrap(b).(SnapshotEngine)
-	return se, ok
+	c := &checked{b: b, report: onViolation}
+	c.caps = c.checkedCapabilities(b.Capabilities())
+	return c
 }
 
 type checked struct {
 	b      Backend
 	report func(error)
+	caps   Capabilities
 }
 
 // Declared error kinds per method, besides whatever a caller's function

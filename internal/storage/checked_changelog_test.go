@@ -25,20 +25,23 @@ func (f *fakeLogBackend) TrimLog(context.Context, TrimLogParams) (*TrimLogResult
 	return &TrimLogResult{}, f.err
 }
 
-// TestCheckedChangeLog: ChangeLogs finds the capability through Checked
-// (and not where there is none), and the wrapper reports broken answers.
+func (f *fakeLogBackend) Capabilities() Capabilities { return Capabilities{ChangeLog: f} }
+
+// TestCheckedChangeLog: Checked keeps the change log capability (and
+// finds none where there is none), and the wrapper reports broken
+// answers.
 func TestCheckedChangeLog(t *testing.T) {
-	if _, ok := ChangeLogs(Checked(&fakeBackend{}, nil)); ok {
-		t.Fatal("ChangeLogs found a change log in a backend without one")
+	if Checked(&fakeBackend{}, nil).Capabilities().ChangeLog != nil {
+		t.Fatal("Checked found a change log in a backend without one")
 	}
 	f := &fakeLogBackend{}
 	var violations []error
-	cl, ok := ChangeLogs(Checked(f, func(err error) { violations = append(violations, err) }))
-	if !ok {
-		t.Fatal("ChangeLogs lost the capability under Checked")
+	cl := Checked(f, func(err error) { violations = append(violations, err) }).Capabilities().ChangeLog
+	if cl == nil {
+		t.Fatal("Checked lost the change log capability")
 	}
-	if direct, ok := ChangeLogs(f); !ok || direct != ChangeLog(f) {
-		t.Fatal("ChangeLogs of an unwrapped backend is not the backend")
+	if direct := f.Capabilities().ChangeLog; direct != ChangeLog(f) {
+		t.Fatal("the change log of an unwrapped backend is not the backend")
 	}
 	ctx := context.Background()
 	now := time.Now()

@@ -15,6 +15,7 @@ type fakeBackend struct {
 	rows    []Row
 	reasons []error
 	applied *Change
+	caps    Capabilities
 }
 
 func (f *fakeBackend) Name() string { return "fake" }
@@ -68,6 +69,7 @@ func (f *fakeBackend) Scan(context.Context, ScanParams) (*ScanResult, error) {
 func (f *fakeBackend) DropIndex(context.Context, DropIndexParams) (*DropIndexResult, error) {
 	return &DropIndexResult{}, f.err
 }
+func (f *fakeBackend) Capabilities() Capabilities { return f.caps }
 func (f *fakeBackend) Ping(context.Context) error { return f.err }
 func (f *fakeBackend) Close() error               { return nil }
 

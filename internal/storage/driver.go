@@ -41,6 +41,9 @@ type Driver struct {
 	// Describe returns slog attributes for the startup log: what is really
 	// in use (a path, a DSN without its password, memory), never a secret.
 	Describe func(env DriverEnv) []any
+	// Deprecations are warnings for the startup log about deprecated keys
+	// the section sets (still honoured); nil when the backend has none.
+	Deprecations func(env DriverEnv) []string
 }
 
 // DriverEnv is what a driver is given.

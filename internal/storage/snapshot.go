@@ -9,8 +9,8 @@ import (
 
 // SnapshotEngine is the optional capability of reading one table as of
 // one instant, which backups are built on (docs/backup-design.md section
-// 3). A backend that cannot give a consistent instant does not implement
-// it; callers find out with a type assertion and answer a clear error.
+// 3). A backend that cannot give a consistent instant does not have it
+// (Capabilities.Snapshots is nil); callers answer a clear error.
 type SnapshotEngine interface {
 	// OpenTableSnapshot pins one instant of a table: the description and
 	// every item the stream yields are as of that instant, whatever is

@@ -59,8 +59,34 @@ type Stats struct {
 	OutboxRecovered int64
 }
 
-// StatsReporter is implemented by backends that report Stats. It is not
+// StatsReporter is a backend's statistics (Capabilities.Stats). It is not
 // part of Backend: metrics are optional, storage semantics are not.
 type StatsReporter interface {
 	Stats() Stats
+}
+
+// checkedStats is a StatsReporter under the Checked contract checks: no
+// figure is negative (but Retries, -1 when the backend does not retry),
+// and no pool lends out more connections than its bound. Figures are not
+// answers a caller acts on, so a broken one is reported and still
+// returned.
+type checkedStats struct {
+	c  *checked
+	sr StatsReporter
+}
+
+func (cs checkedStats) Stats() Stats {
+	s := cs.sr.Stats()
+	neg := s.PoolMax < 0 || s.PoolInUse < 0 || s.PoolIdle < 0 || s.PoolWaits < 0 || s.PoolWaitTime < 0 ||
+		s.CacheHits < 0 || s.CacheMisses < 0 || s.CacheBytes < 0 || s.CacheEntries < 0 || s.CacheMaxBytes < 0 ||
+		s.Retries < -1 || s.SpeculativeApplied < 0 || s.SpeculativeRefused < 0 || s.WriteBatches < 0 ||
+		s.WriteBatchWrites < 0 || s.ReadPipelines < 0 || s.ReadPipelineGets < 0 ||
+		s.OutboxPending < 0 || s.OutboxOldest < 0 || s.OutboxRecovered < 0
+	switch {
+	case neg:
+		cs.c.violation("Stats", "a negative figure: %+v", s)
+	case s.HasPool && s.PoolMax > 0 && s.PoolInUse > s.PoolMax:
+		cs.c.violation("Stats", "%d connections in use for a pool of %d", s.PoolInUse, s.PoolMax)
+	}
+	return s
 }

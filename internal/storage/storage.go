@@ -88,6 +88,11 @@ type Backend interface {
 	// table is not live.
 	TableStats(ctx context.Context, p TableStatsParams) (*TableStatsResult, error)
 
+	// Capabilities states what the backend can do beyond these methods
+	// (snapshots, job catalogs, a change log, bulk loads, statistics).
+	// It answers the same set on every call.
+	Capabilities() Capabilities
+
 	// Ping checks that the backend answers (readiness).
 	Ping(ctx context.Context) error
 	// Close releases resources.

@@ -3,8 +3,6 @@ package cassandra
 import (
 	"context"
 	"errors"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -99,25 +97,14 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 		}
 		r.CreatedAt = r.CreatedAt.UTC()
 		r.Heartbeat = time.UnixMilli(hb).UTC()
-		switch {
-		case p.Account != "" && r.Account != p.Account,
-			p.TableName != "" && r.TableName != p.TableName,
-			len(p.Statuses) > 0 && !slices.Contains(p.Statuses, r.Status),
-			!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom.Truncate(time.Millisecond)),
-			!p.CreatedTo.IsZero() && r.CreatedAt.After(p.CreatedTo),
-			p.StartAfter != "" && r.ARN <= p.StartAfter:
-			continue
+		if p.Selects(&r) {
+			out = append(out, r)
 		}
-		out = append(out, r)
 	}
 	if err := iter.Close(); err != nil {
 		return nil, mapErr(err, "list backups")
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ARN < out[j].ARN })
-	if p.Limit > 0 && len(out) > p.Limit {
-		out = out[:p.Limit]
-	}
-	return out, nil
+	return storage.FilterBackups(out, p), nil
 }
 
 // backupCAS runs one conditional write and answers the row after it.
@@ -264,15 +251,12 @@ func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storag
 			break
 		}
 		r.Heartbeat = time.UnixMilli(hb).UTC()
-		if len(statuses) == 0 || slices.Contains(statuses, r.Status) {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	if err := iter.Close(); err != nil {
 		return nil, mapErr(err, "list restore jobs")
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return storage.FilterRestores(out, statuses), nil
 }
 
 func (b *Backend) restoreCAS(ctx context.Context, id, what, stmt string, args ...any) (*storage.RestoreWriteResult, error) {

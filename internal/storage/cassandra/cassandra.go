@@ -103,6 +103,14 @@ var _ storage.Backend = (*Backend)(nil)
 // Name is "cassandra".
 func (b *Backend) Name() string { return "cassandra" }
 
+// Capabilities implements storage.Backend: snapshots, the job catalogs, a
+// change log and statistics (the index outbox); TransactWrite runs on the
+// transaction ledger, so writes that need no atomicity across items go
+// item by item.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b, PerItemAtomic: true, Stats: b}
+}
+
 func parseConsistency(s string, def gocql.Consistency) (gocql.Consistency, error) {
 	if s == "" {
 		return def, nil

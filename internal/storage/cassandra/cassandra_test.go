@@ -601,27 +601,27 @@ func TestSweepFinishesYoungDeadTransaction(t *testing.T) {
 	}
 }
 
-// TestTxLockTimeoutKey: storage.cassandra.tx_lock_timeout_ms (and its
-// flag) reaches the transaction ledger of the opened backend.
+// TestTxLockTimeoutKey: storage.cassandra.tx_lock_timeout (and its flag)
+// reaches the transaction ledger of the opened backend.
 func TestTxLockTimeoutKey(t *testing.T) {
 	d := Driver()
 	c := d.NewConfig().(*Config)
-	if c.TxLockTimeoutMS != 5000 {
-		t.Fatalf("default tx_lock_timeout_ms %d", c.TxLockTimeoutMS)
+	if c.TxLockTimeout.Duration != 5*time.Second {
+		t.Fatalf("default tx_lock_timeout %s", c.TxLockTimeout)
 	}
-	c.TxLockTimeoutMS = 0
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tx_lock_timeout_ms") {
-		t.Fatalf("tx_lock_timeout_ms 0: %v", err)
+	c.TxLockTimeout.Duration = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tx_lock_timeout") {
+		t.Fatalf("tx_lock_timeout 0: %v", err)
 	}
 	flag := false
 	for _, f := range d.Flags {
-		flag = flag || (f.Name == "cassandra-tx-lock-timeout-ms" && f.Key == "tx_lock_timeout_ms")
+		flag = flag || (f.Name == "cassandra-tx-lock-timeout" && f.Key == "tx_lock_timeout")
 	}
 	if !flag {
-		t.Fatal("no --cassandra-tx-lock-timeout-ms flag for tx_lock_timeout_ms")
+		t.Fatal("no --cassandra-tx-lock-timeout flag for tx_lock_timeout")
 	}
 	need(t)
-	c.Hosts, c.Keyspace, c.TxLockTimeoutMS = strings.Join(hosts, ","), keyspace, 4321
+	c.Hosts, c.Keyspace, c.TxLockTimeout.Duration = strings.Join(hosts, ","), keyspace, 4321*time.Millisecond
 	o := c.options() // what the driver opens with (plus RequireMigrated)
 	o.OutboxSweep = -1
 	b, err := Open(context.Background(), o)
@@ -631,5 +631,36 @@ func TestTxLockTimeoutKey(t *testing.T) {
 	defer b.Close()
 	if got := b.tx.Options().LockTimeout; got != 4321*time.Millisecond {
 		t.Fatalf("the ledger's lock timeout is %s, want 4.321s", got)
+	}
+}
+
+// TestDeprecatedMillisecondKeys: the whole-millisecond keys that the
+// duration keys replaced are still honoured, each winning over its
+// duration key, and each set one is a startup warning naming its
+// replacement.
+func TestDeprecatedMillisecondKeys(t *testing.T) {
+	c := Driver().NewConfig().(*Config)
+	if w := c.Deprecations(); len(w) != 0 {
+		t.Fatalf("warnings without deprecated keys: %v", w)
+	}
+	o := c.options()
+	if o.Timeout != 10*time.Second || o.ConnectTimeout != 5*time.Second || o.Tx.LockTimeout != 5*time.Second {
+		t.Fatalf("default options %+v", o)
+	}
+	c.TimeoutMS, c.ConnectTimeoutMS, c.TxLockTimeoutMS = 1500, 700, 4321
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o = c.options()
+	if o.Timeout != 1500*time.Millisecond || o.ConnectTimeout != 700*time.Millisecond || o.Tx.LockTimeout != 4321*time.Millisecond {
+		t.Fatalf("options %+v", o)
+	}
+	w := c.Deprecations()
+	if len(w) != 3 || !strings.Contains(w[0], "storage.cassandra.timeout_ms is deprecated") || !strings.Contains(w[2], `tx_lock_timeout = "4.321s"`) {
+		t.Fatalf("warnings %q", w)
+	}
+	c.ConnectTimeoutMS = -5
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "connect_timeout_ms") {
+		t.Fatalf("connect_timeout_ms -5: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/txledger"
 )
@@ -23,12 +24,18 @@ type Config struct {
 	// Consistency of plain reads and writes; SerialConsistency of LWTs.
 	Consistency       string `toml:"consistency"`
 	SerialConsistency string `toml:"serial_consistency"`
-	// TimeoutMS bounds one request; ConnectTimeoutMS one connection attempt.
+	// Timeout bounds one request; ConnectTimeout one connection attempt.
+	Timeout        config.Duration `toml:"timeout"`
+	ConnectTimeout config.Duration `toml:"connect_timeout"`
+	// TxLockTimeout is the transaction ledger's lock timeout
+	// (txledger.Options.LockTimeout, ADR 0019).
+	TxLockTimeout config.Duration `toml:"tx_lock_timeout"`
+
+	// The deprecated keys in whole milliseconds (0: not set); one that is
+	// set wins over its duration key (see legacy).
 	TimeoutMS        int `toml:"timeout_ms"`
 	ConnectTimeoutMS int `toml:"connect_timeout_ms"`
-	// TxLockTimeoutMS is the transaction ledger's lock timeout
-	// (txledger.Options.LockTimeout, ADR 0019).
-	TxLockTimeoutMS int `toml:"tx_lock_timeout_ms"`
+	TxLockTimeoutMS  int `toml:"tx_lock_timeout_ms"`
 }
 
 // defaultReplication is the replication map of a keyspace that
@@ -37,7 +44,27 @@ const defaultReplication = "{'class': 'SimpleStrategy', 'replication_factor': 1}
 
 func defaultConfig() *Config {
 	return &Config{Hosts: "127.0.0.1:9042", Keyspace: "extenddb", Replication: defaultReplication, Consistency: "LOCAL_QUORUM", SerialConsistency: "LOCAL_SERIAL",
-		TimeoutMS: 10000, ConnectTimeoutMS: 5000, TxLockTimeoutMS: 5000}
+		Timeout: config.Duration{Duration: 10 * time.Second}, ConnectTimeout: config.Duration{Duration: 5 * time.Second},
+		TxLockTimeout: config.Duration{Duration: 5 * time.Second}}
+}
+
+// legacy pairs each duration key with the deprecated key it replaced.
+func (c *Config) legacy() (timeout, connect, txLock config.LegacyDuration) {
+	return config.LegacyDuration{Key: "timeout_ms", Replacement: "timeout", Value: c.TimeoutMS, Unit: time.Millisecond, Duration: c.Timeout},
+		config.LegacyDuration{Key: "connect_timeout_ms", Replacement: "connect_timeout", Value: c.ConnectTimeoutMS, Unit: time.Millisecond, Duration: c.ConnectTimeout},
+		config.LegacyDuration{Key: "tx_lock_timeout_ms", Replacement: "tx_lock_timeout", Value: c.TxLockTimeoutMS, Unit: time.Millisecond, Duration: c.TxLockTimeout}
+}
+
+// Deprecations are the startup warnings of the deprecated keys set.
+func (c *Config) Deprecations() []string {
+	var out []string
+	timeout, connect, txLock := c.legacy()
+	for _, l := range []config.LegacyDuration{timeout, connect, txLock} {
+		if w := l.Warning("storage.cassandra"); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Validate checks the section; errors name the key.
@@ -51,13 +78,8 @@ func (c *Config) Validate() error {
 	if _, _, _, err := c.options().cluster(c.Keyspace); err != nil {
 		return err
 	}
-	if c.TimeoutMS < 1 || c.ConnectTimeoutMS < 1 {
-		return errors.New("timeout_ms and connect_timeout_ms must be positive")
-	}
-	if c.TxLockTimeoutMS < 1 {
-		return errors.New("tx_lock_timeout_ms must be positive")
-	}
-	return nil
+	timeout, connect, txLock := c.legacy()
+	return errors.Join(timeout.Validate(), connect.Validate(), txLock.Validate())
 }
 
 func (c *Config) options() Options {
@@ -67,10 +89,10 @@ func (c *Config) options() Options {
 			hosts = append(hosts, h)
 		}
 	}
+	timeout, connect, txLock := c.legacy()
 	return Options{Hosts: hosts, Keyspace: c.Keyspace, Replication: c.Replication, Consistency: c.Consistency,
-		SerialConsistency: c.SerialConsistency, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
-		ConnectTimeout: time.Duration(c.ConnectTimeoutMS) * time.Millisecond,
-		Tx:             txledger.Options{LockTimeout: time.Duration(c.TxLockTimeoutMS) * time.Millisecond}}
+		SerialConsistency: c.SerialConsistency, Timeout: timeout.Effective(), ConnectTimeout: connect.Effective(),
+		Tx: txledger.Options{LockTimeout: txLock.Effective()}}
 }
 
 func configOf(env storage.DriverEnv) *Config {
@@ -91,7 +113,8 @@ func Driver() storage.Driver {
 		Flags: []storage.Flag{
 			{Name: "cassandra-hosts", Key: "hosts", Usage: "Cassandra contact points (host:port, comma-separated)"},
 			{Name: "cassandra-keyspace", Key: "keyspace", Usage: "Cassandra keyspace of the backend's tables"},
-			{Name: "cassandra-tx-lock-timeout-ms", Key: "tx_lock_timeout_ms", Usage: "transaction ledger lock timeout in milliseconds (storage.cassandra.tx_lock_timeout_ms)"},
+			{Name: "cassandra-tx-lock-timeout", Key: "tx_lock_timeout", Usage: "transaction ledger lock timeout, a duration such as 5s (storage.cassandra.tx_lock_timeout)"},
+			{Name: "cassandra-tx-lock-timeout-ms", Key: "tx_lock_timeout_ms", Usage: "deprecated: --cassandra-tx-lock-timeout in whole milliseconds"},
 		},
 		Keys: []storage.KeyDoc{
 			{Key: "hosts", Default: "127.0.0.1:9042", Doc: "contact points, comma-separated host:port"},
@@ -99,9 +122,12 @@ func Driver() storage.Driver {
 			{Key: "replication", Default: defaultReplication, Doc: "replication map of a keyspace created by `extenddb migrate`"},
 			{Key: "consistency", Default: "LOCAL_QUORUM", Doc: "consistency level of plain reads and writes"},
 			{Key: "serial_consistency", Default: "LOCAL_SERIAL", Doc: "serial consistency of lightweight transactions (SERIAL or LOCAL_SERIAL)"},
-			{Key: "timeout_ms", Default: "10000", Doc: "timeout of one request, in milliseconds"},
-			{Key: "connect_timeout_ms", Default: "5000", Doc: "timeout of one connection attempt, in milliseconds"},
-			{Key: "tx_lock_timeout_ms", Default: "5000", Doc: "transaction ledger: a PENDING transaction older than this may be aborted by anyone meeting its locks, in milliseconds (ADR 0019)"},
+			{Key: "timeout", Default: "10s", Doc: "timeout of one request"},
+			{Key: "connect_timeout", Default: "5s", Doc: "timeout of one connection attempt"},
+			{Key: "tx_lock_timeout", Default: "5s", Doc: "transaction ledger: a PENDING transaction older than this may be aborted by anyone meeting its locks (ADR 0019)"},
+			{Key: "timeout_ms", Default: "unset", Doc: "deprecated: timeout in whole milliseconds"},
+			{Key: "connect_timeout_ms", Default: "unset", Doc: "deprecated: connect_timeout in whole milliseconds"},
+			{Key: "tx_lock_timeout_ms", Default: "unset", Doc: "deprecated: tx_lock_timeout in whole milliseconds"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			o := configOf(env).options()
@@ -149,6 +175,7 @@ func Driver() storage.Driver {
 			defer b.Close()
 			return b.status(ctx)
 		},
+		Deprecations: func(env storage.DriverEnv) []string { return configOf(env).Deprecations() },
 		Describe: func(env storage.DriverEnv) []any {
 			c := configOf(env)
 			return []any{"backend", "cassandra", "hosts", c.Hosts, "keyspace", c.Keyspace, "consistency", c.Consistency}

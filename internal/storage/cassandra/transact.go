@@ -232,12 +232,6 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	return applied, nil
 }
 
-const (
-	txPending   = int8(txledger.Pending)
-	txCommitted = int8(txledger.Committed)
-	txAborted   = int8(txledger.Aborted)
-)
-
 func (s txStore) CreateTx(ctx context.Context, tx txledger.TxRecord) error {
 	applied, err := s.b.query(ctx, `INSERT INTO txs (id, state, started, items) VALUES (?, ?, ?, ?) IF NOT EXISTS`,
 		gocql.UUID(tx.ID), int8(tx.State), tx.Started, txledger.EncodeKeys(tx.Items)).MapScanCAS(map[string]any{})
@@ -383,7 +377,3 @@ func (b *Backend) settleLocks(ctx context.Context, ref storage.TableRef, pk []by
 	}
 	return nil
 }
-
-// PerItemAtomic implements storage.PerItemAtomicity: TransactWrite runs
-// on the transaction ledger.
-func (b *Backend) PerItemAtomic() {}

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -99,22 +98,11 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	defer c.mu.Unlock()
 	var out []storage.BackupRecord
 	for _, r := range c.backups {
-		switch {
-		case p.Account != "" && r.Account != p.Account,
-			p.TableName != "" && r.TableName != p.TableName,
-			len(p.Statuses) > 0 && !slices.Contains(p.Statuses, r.Status),
-			!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom.Truncate(time.Millisecond)),
-			!p.CreatedTo.IsZero() && r.CreatedAt.After(p.CreatedTo),
-			p.StartAfter != "" && r.ARN <= p.StartAfter:
-			continue
+		if p.Selects(r) {
+			out = append(out, *copyBackup(r))
 		}
-		out = append(out, *copyBackup(r))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ARN < out[j].ARN })
-	if p.Limit > 0 && len(out) > p.Limit {
-		out = out[:p.Limit]
-	}
-	return out, nil
+	return storage.FilterBackups(out, p), nil
 }
 
 // claimFields points at the status and claim of a row, the fields that
@@ -277,12 +265,9 @@ func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storag
 	defer c.mu.Unlock()
 	var out []storage.RestoreRecord
 	for _, r := range c.restores {
-		if len(statuses) == 0 || slices.Contains(statuses, r.Status) {
-			out = append(out, *r)
-		}
+		out = append(out, *r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return storage.FilterRestores(out, statuses), nil
 }
 
 // UpdateRestore implements storage.RestoreCatalog.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -245,23 +243,9 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	}
 	var out []storage.BackupRecord
 	for _, d := range docs {
-		r := d.R.record()
-		switch {
-		case p.Account != "" && r.Account != p.Account,
-			p.TableName != "" && r.TableName != p.TableName,
-			len(p.Statuses) > 0 && !slices.Contains(p.Statuses, r.Status),
-			!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom.Truncate(time.Millisecond)),
-			!p.CreatedTo.IsZero() && r.CreatedAt.After(p.CreatedTo),
-			p.StartAfter != "" && r.ARN <= p.StartAfter:
-			continue
-		}
-		out = append(out, *r)
+		out = append(out, *d.R.record())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ARN < out[j].ARN })
-	if p.Limit > 0 && len(out) > p.Limit {
-		out = out[:p.Limit]
-	}
-	return out, nil
+	return storage.FilterBackups(out, p), nil
 }
 
 // UpdateBackup implements storage.BackupCatalog.
@@ -381,12 +365,9 @@ func (b *Backend) ListRestores(ctx context.Context, statuses []string) ([]storag
 	}
 	var out []storage.RestoreRecord
 	for _, d := range docs {
-		if len(statuses) == 0 || slices.Contains(statuses, d.R.Status) {
-			out = append(out, *d.R.record())
-		}
+		out = append(out, *d.R.record())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return storage.FilterRestores(out, statuses), nil
 }
 
 // UpdateRestore implements storage.RestoreCatalog.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
@@ -17,18 +18,43 @@ type Config struct {
 	Database string `toml:"database"`
 	// MaxPoolSize bounds the connections to the server.
 	MaxPoolSize int `toml:"max_pool_size"`
-	// TimeoutSeconds bounds connecting and server selection.
-	TimeoutSeconds int `toml:"timeout_seconds"`
-	// LeaseSeconds is a writer's lease in a table's write fence (ADR 0017).
-	LeaseSeconds int `toml:"lease_seconds"`
-	// TxLockTimeoutSeconds is the transaction ledger's lock timeout
+	// Timeout bounds connecting and server selection.
+	Timeout config.Duration `toml:"timeout"`
+	// Lease is a writer's lease in a table's write fence (ADR 0017).
+	Lease config.Duration `toml:"lease"`
+	// TxLockTimeout is the transaction ledger's lock timeout
 	// (txledger.Options.LockTimeout, ADR 0019).
+	TxLockTimeout config.Duration `toml:"tx_lock_timeout"`
+
+	// The deprecated keys in whole seconds (0: not set); one that is set
+	// wins over its duration key (see legacy).
+	TimeoutSeconds       int `toml:"timeout_seconds"`
+	LeaseSeconds         int `toml:"lease_seconds"`
 	TxLockTimeoutSeconds int `toml:"tx_lock_timeout_seconds"`
 }
 
 func defaultConfig() *Config {
-	return &Config{Database: "extenddb", MaxPoolSize: DefaultMaxPoolSize, TimeoutSeconds: 10, LeaseSeconds: int(DefaultLease / time.Second),
-		TxLockTimeoutSeconds: int(DefaultTxLockTimeout / time.Second)}
+	return &Config{Database: "extenddb", MaxPoolSize: DefaultMaxPoolSize, Timeout: config.Duration{Duration: 10 * time.Second},
+		Lease: config.Duration{Duration: DefaultLease}, TxLockTimeout: config.Duration{Duration: DefaultTxLockTimeout}}
+}
+
+// legacy pairs each duration key with the deprecated key it replaced.
+func (c *Config) legacy() (timeout, lease, txLock config.LegacyDuration) {
+	return config.LegacyDuration{Key: "timeout_seconds", Replacement: "timeout", Value: c.TimeoutSeconds, Unit: time.Second, Duration: c.Timeout},
+		config.LegacyDuration{Key: "lease_seconds", Replacement: "lease", Value: c.LeaseSeconds, Unit: time.Second, Duration: c.Lease},
+		config.LegacyDuration{Key: "tx_lock_timeout_seconds", Replacement: "tx_lock_timeout", Value: c.TxLockTimeoutSeconds, Unit: time.Second, Duration: c.TxLockTimeout}
+}
+
+// Deprecations are the startup warnings of the deprecated keys set.
+func (c *Config) Deprecations() []string {
+	var out []string
+	timeout, lease, txLock := c.legacy()
+	for _, l := range []config.LegacyDuration{timeout, lease, txLock} {
+		if w := l.Warning("storage.mongodb"); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Validate checks the section; errors name the key.
@@ -40,20 +66,15 @@ func (c *Config) Validate() error {
 		return errors.New("database must not be empty")
 	case c.MaxPoolSize < 1:
 		return errors.New("max_pool_size must be at least 1")
-	case c.TimeoutSeconds < 1:
-		return errors.New("timeout_seconds must be at least 1")
-	case c.LeaseSeconds < 1:
-		return errors.New("lease_seconds must be at least 1")
-	case c.TxLockTimeoutSeconds < 1:
-		return errors.New("tx_lock_timeout_seconds must be at least 1")
 	}
-	return nil
+	timeout, lease, txLock := c.legacy()
+	return errors.Join(timeout.Validate(), lease.Validate(), txLock.Validate())
 }
 
 func (c *Config) options() Options {
+	timeout, lease, txLock := c.legacy()
 	return Options{URI: c.URI, Database: c.Database, MaxPoolSize: uint64(c.MaxPoolSize),
-		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, LeaseDuration: time.Duration(c.LeaseSeconds) * time.Second,
-		TxLockTimeout: time.Duration(c.TxLockTimeoutSeconds) * time.Second}
+		Timeout: timeout.Effective(), LeaseDuration: lease.Effective(), TxLockTimeout: txLock.Effective()}
 }
 
 func configOf(env storage.DriverEnv) *Config {
@@ -74,15 +95,19 @@ func Driver() storage.Driver {
 		Flags: []storage.Flag{
 			{Name: "mongodb-uri", Key: "uri", Usage: "MongoDB connection string (storage.mongodb.uri)"},
 			{Name: "mongodb-database", Key: "database", Usage: "MongoDB database holding extenddb's collections (storage.mongodb.database)"},
-			{Name: "mongodb-tx-lock-timeout-seconds", Key: "tx_lock_timeout_seconds", Usage: "transaction ledger lock timeout in seconds (storage.mongodb.tx_lock_timeout_seconds)"},
+			{Name: "mongodb-tx-lock-timeout", Key: "tx_lock_timeout", Usage: "transaction ledger lock timeout, a duration such as 15s (storage.mongodb.tx_lock_timeout)"},
+			{Name: "mongodb-tx-lock-timeout-seconds", Key: "tx_lock_timeout_seconds", Usage: "deprecated: --mongodb-tx-lock-timeout in whole seconds"},
 		},
 		Keys: []storage.KeyDoc{
 			{Key: "uri", Default: "", Doc: "MongoDB connection string, e.g. mongodb://127.0.0.1:27017/"},
 			{Key: "database", Default: "extenddb", Doc: "database holding extenddb's collections"},
 			{Key: "max_pool_size", Default: "16", Doc: "maximum connections to the server (any size is correct, FerretDB included: ADR 0017)"},
-			{Key: "timeout_seconds", Default: "10", Doc: "bound on connecting and server selection"},
-			{Key: "lease_seconds", Default: "30", Doc: "a writer's lease in a table's write fence (ADR 0017)"},
-			{Key: "tx_lock_timeout_seconds", Default: "15", Doc: "transaction ledger: a PENDING transaction older than this may be aborted by anyone meeting its locks (ADR 0019)"},
+			{Key: "timeout", Default: "10s", Doc: "bound on connecting and server selection"},
+			{Key: "lease", Default: "30s", Doc: "a writer's lease in a table's write fence (ADR 0017)"},
+			{Key: "tx_lock_timeout", Default: "15s", Doc: "transaction ledger: a PENDING transaction older than this may be aborted by anyone meeting its locks (ADR 0019)"},
+			{Key: "timeout_seconds", Default: "unset", Doc: "deprecated: timeout in whole seconds"},
+			{Key: "lease_seconds", Default: "unset", Doc: "deprecated: lease in whole seconds"},
+			{Key: "tx_lock_timeout_seconds", Default: "unset", Doc: "deprecated: tx_lock_timeout in whole seconds"},
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			return Open(ctx, configOf(env).options())
@@ -90,6 +115,7 @@ func Driver() storage.Driver {
 		Migrate: func(ctx context.Context, env storage.DriverEnv) ([]string, error) {
 			return Migrate(ctx, configOf(env).options())
 		},
+		Deprecations: func(env storage.DriverEnv) []string { return configOf(env).Deprecations() },
 		Status: func(ctx context.Context, env storage.DriverEnv) (*storage.SchemaStatus, error) {
 			applied, pending, err := Status(ctx, configOf(env).options())
 			if err != nil {

@@ -16,7 +16,7 @@ import (
 func TestDriverConfig(t *testing.T) {
 	d := Driver()
 	c := d.NewConfig().(*Config)
-	if c.Database != "extenddb" || c.MaxPoolSize != DefaultMaxPoolSize || c.TimeoutSeconds != 10 || c.LeaseSeconds != 30 {
+	if c.Database != "extenddb" || c.MaxPoolSize != DefaultMaxPoolSize || c.Timeout.Duration != 10*time.Second || c.Lease.Duration != 30*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "uri") {
@@ -29,8 +29,10 @@ func TestDriverConfig(t *testing.T) {
 	for key, mut := range map[string]func(*Config){
 		"database":        func(c *Config) { c.Database = "" },
 		"max_pool_size":   func(c *Config) { c.MaxPoolSize = 0 },
-		"timeout_seconds": func(c *Config) { c.TimeoutSeconds = 0 },
-		"lease_seconds":   func(c *Config) { c.LeaseSeconds = 0 },
+		"timeout must":         func(c *Config) { c.Timeout.Duration = 0 },
+		"lease must":           func(c *Config) { c.Lease.Duration = 0 },
+		"timeout_seconds must": func(c *Config) { c.TimeoutSeconds = -1 },
+		"lease_seconds must":   func(c *Config) { c.LeaseSeconds = -1 },
 	} {
 		cc := *c
 		mut(&cc)
@@ -48,35 +50,35 @@ func TestDriverConfig(t *testing.T) {
 	for _, k := range d.Keys {
 		keys[k.Key] = true
 	}
-	for _, k := range []string{"uri", "database", "max_pool_size", "timeout_seconds", "lease_seconds"} {
+	for _, k := range []string{"uri", "database", "max_pool_size", "timeout", "lease", "timeout_seconds", "lease_seconds"} {
 		if !keys[k] {
 			t.Errorf("key %s not documented by the driver", k)
 		}
 	}
 }
 
-// TestTxLockTimeoutKey: storage.mongodb.tx_lock_timeout_seconds (and its
-// flag) reaches the transaction ledger of the opened backend.
+// TestTxLockTimeoutKey: storage.mongodb.tx_lock_timeout (and its flag)
+// reaches the transaction ledger of the opened backend.
 func TestTxLockTimeoutKey(t *testing.T) {
 	d := Driver()
 	c := d.NewConfig().(*Config)
-	if c.TxLockTimeoutSeconds != int(DefaultTxLockTimeout/time.Second) {
-		t.Fatalf("default tx_lock_timeout_seconds %d", c.TxLockTimeoutSeconds)
+	if c.TxLockTimeout.Duration != DefaultTxLockTimeout {
+		t.Fatalf("default tx_lock_timeout %s", c.TxLockTimeout)
 	}
 	c.URI = "mongodb://127.0.0.1:1/"
-	c.TxLockTimeoutSeconds = 0
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tx_lock_timeout_seconds") {
-		t.Fatalf("tx_lock_timeout_seconds 0: %v", err)
+	c.TxLockTimeout.Duration = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "tx_lock_timeout") {
+		t.Fatalf("tx_lock_timeout 0: %v", err)
 	}
 	flag := false
 	for _, f := range d.Flags {
-		flag = flag || (f.Name == "mongodb-tx-lock-timeout-seconds" && f.Key == "tx_lock_timeout_seconds")
+		flag = flag || (f.Name == "mongodb-tx-lock-timeout" && f.Key == "tx_lock_timeout")
 	}
 	if !flag {
-		t.Fatal("no --mongodb-tx-lock-timeout-seconds flag for tx_lock_timeout_seconds")
+		t.Fatal("no --mongodb-tx-lock-timeout flag for tx_lock_timeout")
 	}
 	need(t)
-	c.URI, c.Database, c.TxLockTimeoutSeconds = uri, testDB, 42
+	c.URI, c.Database, c.TxLockTimeout.Duration = uri, testDB, 42*time.Second
 	sb, err := d.Open(context.Background(), storage.DriverEnv{Config: c})
 	if err != nil {
 		t.Fatal(err)
@@ -109,5 +111,31 @@ func TestWaitedDriverRefusal(t *testing.T) {
 	}
 	if err := waited(ctx, errors.New("boom"), "read item"); errors.Is(err, errLeaseEnded) {
 		t.Fatalf("other error: %v, want a storage error", err)
+	}
+}
+
+// TestDeprecatedSecondsKeys: the whole-second keys that the duration keys
+// replaced are still honoured, each winning over its duration key, and
+// each set one is a startup warning naming its replacement.
+func TestDeprecatedSecondsKeys(t *testing.T) {
+	c := Driver().NewConfig().(*Config)
+	c.URI = "mongodb://127.0.0.1:1/"
+	if w := c.Deprecations(); len(w) != 0 {
+		t.Fatalf("warnings without deprecated keys: %v", w)
+	}
+	c.TimeoutSeconds, c.LeaseSeconds, c.TxLockTimeoutSeconds = 3, 7, 42
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o := c.options()
+	if o.Timeout != 3*time.Second || o.LeaseDuration != 7*time.Second || o.TxLockTimeout != 42*time.Second {
+		t.Fatalf("options %+v", o)
+	}
+	w := c.Deprecations()
+	if len(w) != 3 || !strings.Contains(w[0], "storage.mongodb.timeout_seconds is deprecated") || !strings.Contains(w[2], `tx_lock_timeout = "42s"`) {
+		t.Fatalf("warnings %q", w)
+	}
+	if ws := Driver().Deprecations(storage.DriverEnv{Config: c}); len(ws) != 3 {
+		t.Fatalf("the driver reports %q", ws)
 	}
 }

@@ -490,7 +490,3 @@ func (b *Backend) TransactGet(ctx context.Context, p storage.TransactGetParams) 
 	}
 	return b.ledger.TransactGet(ctx, p)
 }
-
-// PerItemAtomic implements storage.PerItemAtomicity: TransactWrite runs
-// on the transaction ledger.
-func (b *Backend) PerItemAtomic() {}

@@ -98,6 +98,13 @@ type Backend struct {
 // Name implements storage.Backend.
 func (b *Backend) Name() string { return "mongodb" }
 
+// Capabilities implements storage.Backend: snapshots, the job catalogs
+// and a change log; TransactWrite runs on the transaction ledger, so
+// writes that need no atomicity across items go item by item.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b, PerItemAtomic: true}
+}
+
 func connect(ctx context.Context, opts Options) (*mongo.Client, *mongo.Database, error) {
 	if opts.URI == "" {
 		return nil, nil, storage.Errorf(storage.KindUnavailable, "mongodb: no URI configured (storage.mongodb.uri)")

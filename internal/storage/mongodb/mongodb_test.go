@@ -494,7 +494,7 @@ func TestChangeLogPublishConflictInBatch(t *testing.T) {
 	if _, err := b.logColl(ref.ID).InsertOne(ctx, logRec{ID: seqKey(1), Seq: 1, R: r10, At: time.Now().UnixMicro(), D: []byte("rec010")}); err != nil {
 		t.Fatal(err)
 	}
-	cl, _ := storage.ChangeLogs(storage.Checked(b, func(err error) { t.Error(err) }))
+	cl := storage.Checked(b, func(err error) { t.Error(err) }).Capabilities().ChangeLog
 	res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)

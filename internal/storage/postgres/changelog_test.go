@@ -14,8 +14,8 @@ func TestChangeLogTwoPools(t *testing.T) {
 	b1 := storage.Checked(openT(t, Options{DSN: testDSN, MaxConns: 8}), func(err error) { t.Error(err) })
 	b2 := storage.Checked(openT(t, Options{DSN: testDSN, MaxConns: 8}), func(err error) { t.Error(err) })
 	ref := createTable(t, openT(t, Options{DSN: testDSN, MaxConns: 1}), "changelog-two-pools")
-	cl1, _ := storage.ChangeLogs(b1)
-	cl2, _ := storage.ChangeLogs(b2)
+	cl1 := b1.Capabilities().ChangeLog
+	cl2 := b2.Capabilities().ChangeLog
 	storagetest.ChangeLogScenario(t, []storage.Backend{b1, b2}, []storage.ChangeLog{cl1, cl2}, ref, 16, 60, 200)
 }
 

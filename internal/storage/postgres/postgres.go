@@ -278,6 +278,12 @@ func mapMigration(err error) error {
 // Name implements storage.Backend.
 func (b *Backend) Name() string { return "postgres" }
 
+// Capabilities implements storage.Backend: snapshots, the job catalogs, a
+// change log, bulk loads (at the caller's batch size) and statistics.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b, Bulk: b, Stats: b}
+}
+
 // Ping implements storage.Backend.
 func (b *Backend) Ping(ctx context.Context) error {
 	return b.read(ctx, "postgres: ping", func(c *pgxpool.Conn) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlutil"
 	"github.com/extenddb/extenddb/internal/storage/storagetest"
 	"github.com/extenddb/extenddb/migrations"
 )
@@ -531,7 +532,7 @@ func TestKeysAreBytea(t *testing.T) {
 		}
 	}
 	defer conn.Exec(context.Background(), "RESET ALL")
-	for _, sh := range storage.SQLShapes() {
+	for _, sh := range sqlutil.SQLShapes() {
 		q := variant(sh)
 		nargs := strings.Count(q, "$")
 		args := make([]any, nargs)
@@ -551,17 +552,17 @@ func TestKeysAreBytea(t *testing.T) {
 }
 
 // explain returns the generic plan of a Query/Scan statement.
-func explain(t *testing.T, c *pgx.Conn, q string, kind storage.SQLKind, args []any) string {
+func explain(t *testing.T, c *pgx.Conn, q string, kind sqlutil.SQLKind, args []any) string {
 	t.Helper()
 	// Hash arguments are bigint.
 	switch kind {
-	case storage.SQLTableQuery:
+	case sqlutil.SQLTableQuery:
 		args[1] = int64(1)
-	case storage.SQLIndexQuery:
+	case sqlutil.SQLIndexQuery:
 		args[2] = int64(1)
-	case storage.SQLTableScan:
+	case sqlutil.SQLTableScan:
 		args[1], args[2] = int64(0), int64(1<<32-1)
-	case storage.SQLIndexScan:
+	case sqlutil.SQLIndexScan:
 		args[2], args[3] = int64(0), int64(1<<32-1)
 	}
 	rows, err := c.Query(t.Context(), "EXPLAIN "+q, fixCursorHash(q, args)...)

@@ -9,10 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlutil"
 )
 
 // Statements of Query and Scan pages come from the shared SQL planning
-// (storage.PlanQuery, storage.PlanScan), built once per shape; pgx
+// (sqlutil.PlanQuery, sqlutil.PlanScan), built once per shape; pgx
 // prepares each on first use per connection (statement cache).
 
 var variants sync.Map // int -> string
@@ -21,7 +22,7 @@ var variants sync.Map // int -> string
 // table's catalog row, so one statement (one snapshot) answers both "does
 // the table exist" (no row at all) and the page: a live table yields at
 // least one row, whose `ok` is NULL when the page is empty.
-func variant(sh storage.SQLShape) string {
+func variant(sh sqlutil.SQLShape) string {
 	key := sh.Key()
 	if s, ok := variants.Load(key); ok {
 		return s.(string)
@@ -44,14 +45,14 @@ func variant(sh storage.SQLShape) string {
 // queryStmt returns the statement of a Query page, its arguments but the
 // LIMIT, and whether it reads an index.
 func queryStmt(p storage.QueryParams) (string, []any, bool) {
-	plan := storage.PlanQuery(p)
+	plan := sqlutil.PlanQuery(p)
 	return variant(plan.Shape), append([]any{p.Table.ID}, plan.Args...), plan.Shape.Index()
 }
 
 // scanStmt returns the statement of a Scan page, its arguments but the
 // LIMIT, and whether it reads an index.
 func scanStmt(p storage.ScanParams) (string, []any, bool) {
-	plan := storage.PlanScan(p)
+	plan := sqlutil.PlanScan(p)
 	return variant(plan.Shape), append([]any{p.Table.ID}, plan.Args...), plan.Shape.Index()
 }
 
@@ -67,7 +68,7 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 
 // Scan implements storage.Backend.
 func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
-	if !storage.ValidSegment(p) {
+	if !sqlutil.ValidSegment(p) {
 		return nil, storage.Errorf(storage.KindInternal, "postgres: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
 	}
 	sql, args, index := scanStmt(p)
@@ -95,7 +96,7 @@ func (b *Backend) collect(ctx context.Context, ref storage.TableRef, sql string,
 			return err
 		}
 		defer rs.Close()
-		rb := storage.NewRowBuffer(pk, index, limit)
+		rb := sqlutil.NewRowBuffer(pk, index, limit)
 		seen := false
 		more = false
 		for rs.Next() {

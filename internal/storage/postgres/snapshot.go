@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlutil"
 )
 
 var _ storage.SnapshotEngine = (*Backend)(nil)
@@ -100,7 +101,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		end()
 		return nil, mapErr(err, "postgres: snapshot cursor")
 	}
-	var pages storage.SnapshotPages
+	var pages sqlutil.SnapshotPages
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		if done {

@@ -9,11 +9,12 @@ import (
 
 var _ storage.BulkLoader = (*Backend)(nil)
 
-// BulkBatchItems implements storage.BulkBatcher: 100 items per load. The
-// writer's fixed cost per call is small here (no round trip; group
-// commit), and 500-item loads measured no cheaper per item while holding
-// about 8 MiB more at a restore's peak (docs/benchmarks.md, ADR 0032).
-func (b *Backend) BulkBatchItems() int { return 100 }
+// bulkBatchItems is the bulk load size SQLite prefers
+// (storage.Capabilities.BulkBatchItems): 100 items per load. The writer's
+// fixed cost per call is small here (no round trip; group commit), and
+// 500-item loads measured no cheaper per item while holding about 8 MiB
+// more at a restore's peak (docs/benchmarks.md, ADR 0032).
+const bulkBatchItems = 100
 
 // BulkLoad implements storage.BulkLoader (ADR 0032): one operation of the
 // writer's group commit, fenced like TransactWrite against the writer's

@@ -5,13 +5,14 @@ import (
 	"database/sql"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlutil"
 )
 
 // Statements of Query and Scan pages come from the shared SQL planning
-// (storage.PlanQuery, storage.PlanScan); each shape is prepared on first
+// (sqlutil.PlanQuery, sqlutil.PlanScan); each shape is prepared on first
 // use on the reader pool and cached by its key.
 
-func (b *Backend) variant(ctx context.Context, sh storage.SQLShape) (*sql.Stmt, error) {
+func (b *Backend) variant(ctx context.Context, sh sqlutil.SQLShape) (*sql.Stmt, error) {
 	key := sh.Key()
 	if s, ok := b.variants.Load(key); ok {
 		return s.(*sql.Stmt), nil
@@ -28,7 +29,7 @@ func (b *Backend) variant(ctx context.Context, sh storage.SQLShape) (*sql.Stmt, 
 }
 
 // page runs one planned Query/Scan page.
-func (b *Backend) page(ctx context.Context, ref storage.TableRef, plan storage.SQLPlan, pk []byte, limit int) ([]storage.Row, bool, error) {
+func (b *Backend) page(ctx context.Context, ref storage.TableRef, plan sqlutil.SQLPlan, pk []byte, limit int) ([]storage.Row, bool, error) {
 	if err := b.checkTable(ctx, ref); err != nil {
 		return nil, false, err
 	}
@@ -42,7 +43,7 @@ func (b *Backend) page(ctx context.Context, ref storage.TableRef, plan storage.S
 
 // Query implements storage.Backend.
 func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
-	rows, more, err := b.page(ctx, p.Table, storage.PlanQuery(p), nz(p.PK), p.Limit)
+	rows, more, err := b.page(ctx, p.Table, sqlutil.PlanQuery(p), nz(p.PK), p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -51,10 +52,10 @@ func (b *Backend) Query(ctx context.Context, p storage.QueryParams) (*storage.Qu
 
 // Scan implements storage.Backend.
 func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
-	if !storage.ValidSegment(p) {
+	if !sqlutil.ValidSegment(p) {
 		return nil, storage.Errorf(storage.KindInternal, "sqlite: segment %d out of range [0, %d)", p.Segment, p.TotalSegments)
 	}
-	rows, more, err := b.page(ctx, p.Table, storage.PlanScan(p), nil, p.Limit)
+	rows, more, err := b.page(ctx, p.Table, sqlutil.PlanScan(p), nil, p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (b *Backend) collect(ctx context.Context, stmt *sql.Stmt, args []any, index
 		return nil, false, mapErr(err, "sqlite: query")
 	}
 	defer rs.Close()
-	rb := storage.NewRowBuffer(pk, index, limit)
+	rb := sqlutil.NewRowBuffer(pk, index, limit)
 	ncol := rb.Columns()
 	var raw [5]sql.RawBytes
 	var dest [5]any

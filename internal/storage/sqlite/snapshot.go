@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlutil"
 )
 
 var _ storage.SnapshotEngine = (*Backend)(nil)
@@ -95,7 +96,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	// would read less: a restore loads in the backup's order, and keys in
 	// Scan order append to the key index (ADR 0034).
 	id := t.ID
-	var pages storage.SnapshotPages
+	var pages sqlutil.SnapshotPages
 	done := false
 	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
 		mu.Lock()

@@ -3,10 +3,12 @@
 //
 // Layout of the database (migrations/sqlite): a catalog table `tables`,
 // the items in `items(t, h, pk, sk, item)` and secondary index entries in
-// `idx(t, ix, h, ipk, isk, pk, sk, item)`, both WITHOUT ROWID and keyed so
-// that GetItem, Query (one partition, a sort key range, either direction)
-// and Scan (in (KeyHash(pk), pk, sk) order, a segment being a range of h)
-// are ordered range scans of the primary key. Keys are BLOBs; SQLite
+// `idx(t, ix, h, ipk, isk, pk, sk, item)`, both rowid tables whose unique
+// key indexes (items_key on (t, h, pk, sk), idx_key on (t, ix, h, ipk,
+// isk, pk, sk)) hold the keys only, so that a search compares keys without
+// reading the items (ADR 0022), and GetItem, Query (one partition, a sort
+// key range, either direction) and Scan (in (KeyHash(pk), pk, sk) order, a
+// segment being a range of h) are ordered range scans of a key index. Keys are BLOBs; SQLite
 // compares BLOBs with memcmp, which is the byte order of attr.KeyBytes.
 //
 // Concurrency: the database runs in WAL mode with synchronous=NORMAL (a
@@ -374,6 +376,13 @@ func (b *Backend) closeDBs() {
 
 // Name implements storage.Backend.
 func (b *Backend) Name() string { return "sqlite" }
+
+// Capabilities implements storage.Backend: snapshots, the job catalogs, a
+// change log, bulk loads and statistics.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b,
+		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b}
+}
 
 // Ping implements storage.Backend.
 func (b *Backend) Ping(ctx context.Context) error {

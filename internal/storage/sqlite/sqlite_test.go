@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlutil"
 	"github.com/extenddb/extenddb/internal/storage/storagetest"
 )
 
@@ -201,7 +202,7 @@ func TestKeysAreBlobs(t *testing.T) {
 	if err := b.rdb.QueryRowContext(ctx, `SELECT x'7F' < x'80' AND x'00' < x'0000' AND x'FF' > x'FE00' AND x'' < x'00'`).Scan(&less); err != nil || less != 1 {
 		t.Fatalf("blob comparison is not memcmp: %d %v", less, err)
 	}
-	for _, sh := range storage.SQLShapes() {
+	for _, sh := range sqlutil.SQLShapes() {
 		q := sqliteSelect(sh)
 		nargs := strings.Count(q, "?")
 		args := make([]any, nargs)
@@ -269,7 +270,7 @@ func TestPagesSeekFromCursor(t *testing.T) {
 	at2 := &storage.Cursor{PK: in2, SK: k, BasePK: k, BaseSK: k}
 	const tableSeek = "SEARCH items USING INDEX items_key (t=? AND (h,pk,sk)>(?,?,?)"
 	const indexSeek = "SEARCH idx USING INDEX idx_key (t=? AND ix=? AND (h,ipk,isk,pk,sk)>(?,?,?,?,?)"
-	check := func(what string, plan storage.SQLPlan, want string) {
+	check := func(what string, plan sqlutil.SQLPlan, want string) {
 		t.Helper()
 		args := append(append([]any{ref.ID}, plan.Args...), int64(101))
 		q := sqliteSelect(plan.Shape)
@@ -287,7 +288,7 @@ func TestPagesSeekFromCursor(t *testing.T) {
 		{"index scan", storage.ScanParams{Table: ref, Index: "g", After: at}, indexSeek},
 		{"index scan, segment", storage.ScanParams{Table: ref, Index: "g", After: at2, Segment: 2, TotalSegments: 4}, indexSeek},
 	} {
-		check(tc.what, storage.PlanScan(tc.p), tc.want)
+		check(tc.what, sqlutil.PlanScan(tc.p), tc.want)
 	}
 	bd := func(key string, incl bool) *storage.Bound { return &storage.Bound{Key: []byte(key), Inclusive: incl} }
 	const ixq = "SEARCH idx USING INDEX idx_key (t=? AND ix=? AND h=? AND ipk=? AND "
@@ -304,7 +305,7 @@ func TestPagesSeekFromCursor(t *testing.T) {
 		{"index query backward, upper bound", nil, bd("z", false), false, ixq + "(isk,pk,sk)<(?,?,?))"},
 		{"index query backward, both bounds", bd("a", true), bd("z", true), false, ixq + "isk>? AND (isk,pk,sk)<(?,?,?))"},
 	} {
-		check(tc.what, storage.PlanQuery(storage.QueryParams{Table: ref, Index: "g", PK: k, Lower: tc.lower, Upper: tc.upper, Forward: tc.forward, After: at, Limit: 100}), tc.want)
+		check(tc.what, sqlutil.PlanQuery(storage.QueryParams{Table: ref, Index: "g", PK: k, Lower: tc.lower, Upper: tc.upper, Forward: tc.forward, After: at, Limit: 100}), tc.want)
 	}
 }
 
@@ -382,6 +383,6 @@ func TestSnapshotPlan(t *testing.T) {
 }
 
 // sqliteSelect is the statement the backend prepares for a shape.
-func sqliteSelect(sh storage.SQLShape) string {
+func sqliteSelect(sh sqlutil.SQLShape) string {
 	return sh.Select("", "?", func() string { return "?" })
 }

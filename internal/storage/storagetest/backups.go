@@ -26,8 +26,8 @@ func (e *env) backupRecord(table string, i int, created time.Time) storage.Backu
 }
 
 func testBackupCatalog(e *env) {
-	bc, ok := storage.Backups(e.b)
-	if !ok {
+	bc := e.b.Capabilities().Backups
+	if bc == nil {
 		msg := fmt.Sprintf("storage backup catalog NOT exercised: backend %s declares it absent (no storage.BackupCatalog)", e.b.Name())
 		fmt.Println(msg)
 		e.t.Log(msg)
@@ -198,8 +198,8 @@ func testBackupCatalog(e *env) {
 // status; UpdateBackup with StoreID re-points a row under the same
 // conditions (backup sync --forget-*, --move-store).
 func testBackupRemoveRepoint(e *env) {
-	bc, ok := storage.Backups(e.b)
-	if !ok {
+	bc := e.b.Capabilities().Backups
+	if bc == nil {
 		return
 	}
 	t, ctx := e.t, e.ctx
@@ -264,8 +264,8 @@ func testBackupRemoveRepoint(e *env) {
 }
 
 func testCatalogID(e *env) {
-	bc, ok := storage.Backups(e.b)
-	if !ok {
+	bc := e.b.Capabilities().Backups
+	if bc == nil {
 		return
 	}
 	a, err := bc.CatalogID(e.ctx, "cat-"+e.suffix)
@@ -280,9 +280,9 @@ func testCatalogID(e *env) {
 
 // testRestoreCatalog: restore job rows have the same claim rules.
 func testRestoreCatalog(e *env) {
-	rc, ok := storage.Restores(e.b)
-	if !ok {
-		if _, has := storage.Backups(e.b); has {
+	rc := e.b.Capabilities().Restores
+	if rc == nil {
+		if e.b.Capabilities().Backups != nil {
 			e.t.Fatalf("backend %s has a backup catalog but no restore catalog", e.b.Name())
 		}
 		return

@@ -285,8 +285,8 @@ func BenchScanPages(b *testing.B, be storage.Backend, ref storage.TableRef) {
 // NEW_AND_OLD_IMAGES record of a small item) from a random position of a
 // 10,000-record log: the storage part of a full GetRecords.
 func BenchReadLog(b *testing.B, be storage.Backend, ref storage.TableRef) {
-	cl, ok := storage.ChangeLogs(be)
-	if !ok {
+	cl := be.Capabilities().ChangeLog
+	if cl == nil {
 		b.Skipf("capability absent: backend %s does not implement storage.ChangeLog", be.Name())
 	}
 	ctx := context.Background()

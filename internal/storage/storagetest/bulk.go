@@ -15,8 +15,8 @@ import (
 
 func (e *env) bulkLoader() storage.BulkLoader {
 	e.t.Helper()
-	bl, ok := storage.BulkLoaderOf(e.b)
-	if !ok {
+	bl := e.b.Capabilities().Bulk
+	if bl == nil {
 		msg := fmt.Sprintf("capability absent: backend %s does not implement storage.BulkLoader; bulk load section NOT exercised", e.b.Name())
 		fmt.Println(msg)
 		e.t.Skip(msg)

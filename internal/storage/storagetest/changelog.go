@@ -26,8 +26,8 @@ import (
 // changeLog returns the capability or skips the test loudly.
 func (e *env) changeLog() storage.ChangeLog {
 	e.t.Helper()
-	cl, ok := storage.ChangeLogs(e.b)
-	if !ok {
+	cl := e.b.Capabilities().ChangeLog
+	if cl == nil {
 		msg := fmt.Sprintf("capability absent: backend %s does not implement storage.ChangeLog; change log section NOT exercised", e.b.Name())
 		fmt.Println(msg)
 		e.t.Skip(msg)
@@ -626,8 +626,8 @@ func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.Change
 func ChangeLogReopen(t *testing.T, open func(t *testing.T) storage.Backend) {
 	ctx := t.Context()
 	b1 := open(t)
-	cl1, ok := storage.ChangeLogs(b1)
-	if !ok {
+	cl1 := b1.Capabilities().ChangeLog
+	if cl1 == nil {
 		t.Skipf("capability absent: backend %s does not implement storage.ChangeLog", b1.Name())
 	}
 	name := fmt.Sprintf("reopen-%08x", rand.Uint32())
@@ -648,7 +648,7 @@ func ChangeLogReopen(t *testing.T, open func(t *testing.T) storage.Backend) {
 	}
 	b2 := open(t)
 	defer b2.Close()
-	cl2, _ := storage.ChangeLogs(b2)
+	cl2 := b2.Capabilities().ChangeLog
 	after := readAllLog(t, ctx, cl2, ref, 0)
 	if fmt.Sprint(seqsOf(after)) != fmt.Sprint(seqsOf(before)) || strings.Join(datasOf(after), "|") != strings.Join(datasOf(before), "|") {
 		t.Fatalf("after reopening: %v %q, before %v %q", seqsOf(after), datasOf(after), seqsOf(before), datasOf(before))

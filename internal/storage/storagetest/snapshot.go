@@ -44,8 +44,8 @@ var snapshotShapes = []snapshotShape{
 }
 
 func testSnapshot(e *env) {
-	se, ok := storage.Snapshots(e.b)
-	if !ok {
+	se := e.b.Capabilities().Snapshots
+	if se == nil {
 		msg := fmt.Sprintf("storage snapshot capability NOT exercised: backend %s declares it absent (no storage.SnapshotEngine)", e.b.Name())
 		fmt.Println(msg)
 		e.t.Log(msg)

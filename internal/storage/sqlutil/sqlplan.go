@@ -1,8 +1,10 @@
-package storage
+package sqlutil
 
 import (
 	"bytes"
 	"strings"
+
+	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // The planning of a Query or Scan page for the SQL backends, written once:
@@ -59,7 +61,7 @@ func (s SQLShape) Key() int {
 // Index reports whether rows carry the table keys beside the index keys.
 func (s SQLShape) Index() bool { return s.Kind == SQLIndexQuery || s.Kind == SQLIndexScan }
 
-// Columns are the selected columns, in the order storage.RowBuffer takes
+// Columns are the selected columns, in the order RowBuffer takes
 // them (a Query's partition key is known and not selected).
 func (s SQLShape) Columns() []string {
 	switch s.Kind {
@@ -189,7 +191,7 @@ func sqlKey(b []byte) []byte {
 	return b
 }
 
-func sqlBound(bd *Bound) SQLBound {
+func sqlBound(bd *storage.Bound) SQLBound {
 	switch {
 	case bd == nil:
 		return SQLNoBound
@@ -203,7 +205,7 @@ func sqlBound(bd *Bound) SQLBound {
 // PlanQuery plans a Query page. On the table the cursor is one more bound
 // on the sort key (the tighter one wins); on an index the read starts at
 // the cursor or at the bound on that side, never both (CursorSeeksQuery).
-func PlanQuery(p QueryParams) SQLPlan {
+func PlanQuery(p storage.QueryParams) SQLPlan {
 	pk := sqlKey(p.PK)
 	lower, upper := p.Lower, p.Upper
 	s := SQLShape{Kind: SQLTableQuery, Desc: !p.Forward}
@@ -222,7 +224,7 @@ func PlanQuery(p QueryParams) SQLPlan {
 			}
 		}
 	} else if p.After != nil {
-		c := &Bound{Key: sqlKey(p.After.SK)}
+		c := &storage.Bound{Key: sqlKey(p.After.SK)}
 		if p.Forward {
 			if lower == nil || bytes.Compare(c.Key, lower.Key) >= 0 {
 				lower = c
@@ -231,7 +233,7 @@ func PlanQuery(p QueryParams) SQLPlan {
 			upper = c
 		}
 	}
-	args = append(args, int64(KeyHash(pk)), pk)
+	args = append(args, int64(storage.KeyHash(pk)), pk)
 	s.Lower, s.Upper = sqlBound(lower), sqlBound(upper)
 	if lower != nil {
 		args = append(args, sqlKey(lower.Key))
@@ -247,8 +249,8 @@ func PlanQuery(p QueryParams) SQLPlan {
 
 // PlanScan plans a Scan page: a segment's hash range, started at the
 // cursor or at the segment's lowest hash, never both (CursorSeeksScan).
-func PlanScan(p ScanParams) SQLPlan {
-	segLo, segHi := SegmentRange(p.Segment, p.TotalSegments)
+func PlanScan(p storage.ScanParams) SQLPlan {
+	segLo, segHi := storage.SegmentRange(p.Segment, p.TotalSegments)
 	s := SQLShape{Kind: SQLTableScan}
 	args := make([]any, 0, 8)
 	if p.Index != "" {
@@ -262,7 +264,7 @@ func PlanScan(p ScanParams) SQLPlan {
 	args = append(args, int64(segHi))
 	if s.Cursor {
 		cpk := sqlKey(p.After.PK)
-		args = append(args, int64(KeyHash(cpk)), cpk, sqlKey(p.After.SK))
+		args = append(args, int64(storage.KeyHash(cpk)), cpk, sqlKey(p.After.SK))
 		if s.Kind == SQLIndexScan {
 			args = append(args, sqlKey(p.After.BasePK), sqlKey(p.After.BaseSK))
 		}
@@ -271,6 +273,6 @@ func PlanScan(p ScanParams) SQLPlan {
 }
 
 // ValidSegment reports whether a Scan's segment is in range.
-func ValidSegment(p ScanParams) bool {
+func ValidSegment(p storage.ScanParams) bool {
 	return p.TotalSegments <= 1 || (p.Segment >= 0 && p.Segment < p.TotalSegments)
 }

@@ -1,6 +1,10 @@
-package storage
+package sqlutil
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
 
 // Paging from a cursor must seek to it: a page's cost must not grow with
 // its position. An SQL range read has one start key, and a statement that
@@ -16,8 +20,8 @@ import "bytes"
 // range: every row after the cursor has a hash >= segLo, so the range's
 // lower end is implied). When false the cursor lies before the range and
 // every row of the range is after it: drop the cursor, start at segLo.
-func CursorSeeksScan(after *Cursor, segLo uint32) bool {
-	return after != nil && KeyHash(after.PK) >= segLo
+func CursorSeeksScan(after *storage.Cursor, segLo uint32) bool {
+	return after != nil && storage.KeyHash(after.PK) >= segLo
 }
 
 // CursorSeeksQuery reports, for an index Query resuming after a cursor
@@ -25,7 +29,7 @@ func CursorSeeksScan(after *Cursor, segLo uint32) bool {
 // read. bd is the bound on the start side (Lower when forward, Upper when
 // backward). When true the bound is implied by the cursor (drop the
 // bound); when false the bound implies the cursor (drop the cursor).
-func CursorSeeksQuery(csk []byte, bd *Bound, forward bool) bool {
+func CursorSeeksQuery(csk []byte, bd *storage.Bound, forward bool) bool {
 	if bd == nil {
 		return true
 	}

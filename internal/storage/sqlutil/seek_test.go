@@ -1,19 +1,23 @@
-package storage
+package sqlutil
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/extenddb/extenddb/internal/storage"
+)
 
 func TestCursorSeeksScan(t *testing.T) {
 	pk := []byte("p")
-	h := KeyHash(pk)
+	h := storage.KeyHash(pk)
 	for _, tc := range []struct {
-		after *Cursor
+		after *storage.Cursor
 		segLo uint32
 		want  bool
 	}{
 		{nil, 0, false},
-		{&Cursor{PK: pk}, 0, true},
-		{&Cursor{PK: pk}, h, true},
-		{&Cursor{PK: pk}, h + 1, false},
+		{&storage.Cursor{PK: pk}, 0, true},
+		{&storage.Cursor{PK: pk}, h, true},
+		{&storage.Cursor{PK: pk}, h + 1, false},
 	} {
 		if got := CursorSeeksScan(tc.after, tc.segLo); got != tc.want {
 			t.Errorf("CursorSeeksScan(%v, %08x) = %v, want %v", tc.after, tc.segLo, got, tc.want)
@@ -24,10 +28,10 @@ func TestCursorSeeksScan(t *testing.T) {
 // TestCursorSeeksQuery: the cursor starts the read exactly when every row
 // after it also satisfies the start-side bound.
 func TestCursorSeeksQuery(t *testing.T) {
-	b := func(k string, incl bool) *Bound { return &Bound{Key: []byte(k), Inclusive: incl} }
+	b := func(k string, incl bool) *storage.Bound { return &storage.Bound{Key: []byte(k), Inclusive: incl} }
 	for _, tc := range []struct {
 		csk     string
-		bd      *Bound
+		bd      *storage.Bound
 		forward bool
 		want    bool
 	}{

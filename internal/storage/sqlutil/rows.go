@@ -1,4 +1,6 @@
-package storage
+package sqlutil
+
+import "github.com/extenddb/extenddb/internal/storage"
 
 // RowBuffer assembles Query and Scan results for SQL backends: the key and
 // item columns of every row are copied into one buffer (one allocation
@@ -13,7 +15,7 @@ type RowBuffer struct {
 	pkEnd   int
 	fixedPK bool
 	index   bool
-	ncol, n int
+	ncol    int
 }
 
 // NewRowBuffer prepares a buffer. pk is the partition of a Query (nil for
@@ -38,14 +40,14 @@ func NewRowBuffer(pk []byte, index bool, hint int) *RowBuffer {
 
 // SnapshotPages builds the pages of a snapshot stream (Scan rows: pk, sk,
 // item), each in the memory of the page before it: its columns, their
-// offsets and its []Row. A stream's row is valid only until the next
+// offsets and its []storage.Row. A stream's row is valid only until the next
 // call, so the previous page is dead when the next is read, and a
 // snapshot read page after page allocates nothing per page. The zero
 // value is ready; not safe for concurrent use.
 type SnapshotPages struct {
 	buf  []byte
 	ends []int
-	rows []Row
+	rows []storage.Row
 	last int // bytes of columns of the previous page
 }
 
@@ -59,7 +61,7 @@ func (p *SnapshotPages) Next() *RowBuffer {
 
 // Rows ends the page rb (from Next) and returns its rows, which stay valid
 // until the following Next.
-func (p *SnapshotPages) Rows(rb *RowBuffer) []Row {
+func (p *SnapshotPages) Rows(rb *RowBuffer) []storage.Row {
 	p.last, p.buf, p.ends = len(rb.buf), rb.buf, rb.ends
 	p.rows = rb.RowsInto(p.rows)
 	return p.rows
@@ -107,16 +109,16 @@ func (rb *RowBuffer) Len() int { return len(rb.ends) / rb.ncol }
 
 // Rows slices the buffer into rows. The rows share the buffer; callers
 // must not append to them.
-func (rb *RowBuffer) Rows() []Row { return rb.RowsInto(nil) }
+func (rb *RowBuffer) Rows() []storage.Row { return rb.RowsInto(nil) }
 
 // RowsInto is Rows written into dst's memory when it has room (the rows of
 // an earlier, dead page), else into a new slice.
-func (rb *RowBuffer) RowsInto(dst []Row) []Row {
-	var out []Row
+func (rb *RowBuffer) RowsInto(dst []storage.Row) []storage.Row {
+	var out []storage.Row
 	if n := rb.Len(); cap(dst) >= n {
 		out = dst[:n]
 	} else {
-		out = make([]Row, n)
+		out = make([]storage.Row, n)
 	}
 	off := rb.pkEnd
 	next := func(j int) []byte {
