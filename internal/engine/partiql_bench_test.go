@@ -7,17 +7,22 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage/memory"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // BenchmarkPartiQL compares a PartiQL SELECT by key and UPDATE with the
-// GetItem and UpdateItem they lower to, in process on the memory backend
-// (no HTTP, no JSON): the CPU the statement layer adds.
+// GetItem and UpdateItem they lower to, in process on an in-memory SQLite
+// database (no HTTP, no JSON): the CPU the statement layer adds.
 func BenchmarkPartiQL(b *testing.B) {
 	ctx := context.Background()
-	e := New(memory.New(memory.Options{}), Options{})
+	db, err := sqlite.Open(ctx, sqlite.Options{Memory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	e := New(db, Options{})
 	name := "bench"
-	_, err := e.CreateTable(ctx, "a", &CreateTableInput{TableName: &name, BillingMode: "PAY_PER_REQUEST",
+	_, err = e.CreateTable(ctx, "a", &CreateTableInput{TableName: &name, BillingMode: "PAY_PER_REQUEST",
 		KeySchema:            []KeySchemaElement{{AttributeName: "pk", KeyType: "HASH"}, {AttributeName: "sk", KeyType: "RANGE"}},
 		AttributeDefinitions: []AttributeDefinition{{AttributeName: "pk", AttributeType: "S"}, {AttributeName: "sk", AttributeType: "S"}}})
 	if err != nil {
