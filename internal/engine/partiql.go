@@ -501,17 +501,14 @@ func (e *Engine) execWrite(ctx context.Context, account string, st *partiql.Stat
 }
 
 func insertInput(t *table, st *partiql.Statement, params []attr.Value) (*PutItemInput, error) {
-	v, err := partiql.Value(st.Value, params)
+	item, err := partiql.Item(st.Value, params)
 	if err != nil {
 		return nil, err
-	}
-	if v.Type != attr.M {
-		return nil, validationf("Unsupported format in item expression. Please use struct format {...} to express item values for insert statement.")
 	}
 	l := newLowering(params)
 	cond := "attribute_not_exists(" + l.name(t.Hash.Name) + ")"
 	name := st.Table
-	return &PutItemInput{TableName: &name, Item: attr.Item(v.Map), ConditionExpression: &cond, ExpressionAttributeNames: l.names}, nil
+	return &PutItemInput{TableName: &name, Item: item, ConditionExpression: &cond, ExpressionAttributeNames: l.names}, nil
 }
 
 func updateInput(t *table, st *partiql.Statement, params []attr.Value) (*UpdateItemInput, error) {

@@ -278,3 +278,23 @@ func BenchmarkAdversarial(b *testing.B) {
 		})
 	}
 }
+
+func TestItemNesting(t *testing.T) {
+	deep := attr.StrValue("x")
+	for i := 0; i < 30; i++ {
+		deep = attr.ListValue([]attr.Value{deep})
+	}
+	// 30 levels in the parameter, 2 more around it: 32, the limit.
+	st := mustParse(t, `INSERT INTO t VALUE {'a': [[?]]}`)
+	if _, err := Item(st.Value, []attr.Value{deep}); err != nil {
+		t.Fatalf("32 levels: %v", err)
+	}
+	st = mustParse(t, `INSERT INTO t VALUE {'a': [[[?]]]}`)
+	if _, err := Item(st.Value, []attr.Value{deep}); err == nil || err.Error() != "Nesting Levels have exceeded supported limits" {
+		t.Fatalf("33 levels: %v", err)
+	}
+	st = mustParse(t, `INSERT INTO t VALUE ?`)
+	if _, err := Item(st.Value, []attr.Value{attr.StrValue("x")}); err == nil || !strings.Contains(err.Error(), "struct format") {
+		t.Fatalf("a string as the item: %v", err)
+	}
+}

@@ -23,9 +23,50 @@ func Value(e Expr, params []attr.Value) (attr.Value, error) {
 	return bind(e, params, 0, "item")
 }
 
+// Item binds INSERT's item: a map literal or a parameter holding a map.
+// Its attributes are at the top level (depth 0), as in an item on the
+// wire.
+func Item(e Expr, params []attr.Value) (attr.Item, error) {
+	switch x := e.(type) {
+	case MapLit:
+		v, err := bind(x, params, -1, "item")
+		if err != nil {
+			return nil, err
+		}
+		return attr.Item(v.Map), nil
+	case Param:
+		v, err := bind(x, params, -1, "item")
+		if err != nil {
+			return nil, err
+		}
+		if v.Type == attr.M {
+			return attr.Item(v.Map), nil
+		}
+	}
+	return nil, attr.Validation("Unsupported format in item expression. Please use struct format {...} to express item values for insert statement.")
+}
+
+var errNesting = attr.Validation("Nesting Levels have exceeded supported limits")
+
+// nesting is how many levels of M and L v holds below itself.
+func nesting(v attr.Value) int {
+	n := 0
+	switch v.Type {
+	case attr.M:
+		for _, c := range v.Map {
+			n = max(n, 1+nesting(c))
+		}
+	case attr.L:
+		for _, c := range v.List {
+			n = max(n, 1+nesting(c))
+		}
+	}
+	return n
+}
+
 func bind(e Expr, params []attr.Value, depth int, under string) (attr.Value, error) {
 	if depth > attr.MaxDepth {
-		return attr.Value{}, attr.Validation("Nesting Levels have exceeded supported limits")
+		return attr.Value{}, errNesting
 	}
 	switch x := e.(type) {
 	case Lit:
@@ -34,7 +75,11 @@ func bind(e Expr, params []attr.Value, depth int, under string) (attr.Value, err
 		if x.N >= len(params) {
 			return attr.Value{}, attr.Validation(paramCountMsg)
 		}
-		return params[x.N], nil
+		v := params[x.N]
+		if depth > 0 && depth+nesting(v) > attr.MaxDepth {
+			return attr.Value{}, errNesting
+		}
+		return v, nil
 	case ListLit:
 		l := make([]attr.Value, len(x.Elems))
 		for i, el := range x.Elems {

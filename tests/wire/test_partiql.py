@@ -372,3 +372,13 @@ def test_transaction_idempotency(ddb, table):
 def test_transaction_limit(ddb, table):
     stmts = [{"Statement": f"INSERT INTO \"{table}\" VALUE {{'pk': 'k{i}'}}"} for i in range(101)]
     validation(ddb.execute_transaction, match="less than or equal to 100", TransactStatements=stmts)
+
+
+def test_insert_nesting_limit_counts_parameters(ddb, table):
+    deep = S("x")
+    for _ in range(30):
+        deep = {"L": [deep]}
+    ex(ddb, f"INSERT INTO \"{table}\" VALUE {{'pk': 'deep', 'a': [[?]]}}", [deep])
+    assert get(ddb, table, {"pk": S("deep")})["a"] == {"L": [{"L": [deep]}]}
+    validation(ddb.execute_statement, "Nesting Levels have exceeded supported limits",
+               Statement=f"INSERT INTO \"{table}\" VALUE {{'pk': 'deeper', 'a': [[[?]]]}}", Parameters=[deep])
