@@ -48,22 +48,6 @@ func Item(e Expr, params []attr.Value) (attr.Item, error) {
 
 var errNesting = attr.Validation("Nesting Levels have exceeded supported limits")
 
-// nesting is how many levels of M and L v holds below itself.
-func nesting(v attr.Value) int {
-	n := 0
-	switch v.Type {
-	case attr.M:
-		for _, c := range v.Map {
-			n = max(n, 1+nesting(c))
-		}
-	case attr.L:
-		for _, c := range v.List {
-			n = max(n, 1+nesting(c))
-		}
-	}
-	return n
-}
-
 func bind(e Expr, params []attr.Value, depth int, under string) (attr.Value, error) {
 	if depth > attr.MaxDepth {
 		return attr.Value{}, errNesting
@@ -76,7 +60,7 @@ func bind(e Expr, params []attr.Value, depth int, under string) (attr.Value, err
 			return attr.Value{}, attr.Validation(paramCountMsg)
 		}
 		v := params[x.N]
-		if depth > 0 && depth+nesting(v) > attr.MaxDepth {
+		if depth > 0 && depth+attr.Nesting(v) > attr.MaxDepth {
 			return attr.Value{}, errNesting
 		}
 		return v, nil

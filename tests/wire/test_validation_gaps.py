@@ -268,3 +268,22 @@ def test_select_with_projection_names_the_parameter(ddb_raw, table, op, select, 
             kw["KeyConditionExpression"] = "pk = :p"
             kw["ExpressionAttributeValues"] = {":p": {"S": "a"}}
     validation(getattr(ddb_raw, op), PREFIX + msg, **kw)
+
+
+# ------------------------------------------------------- nesting through an update
+
+def test_update_cannot_nest_past_the_limit(ddb, table):
+    deep = {"S": "x"}
+    for _ in range(32):
+        deep = {"L": [deep]}
+    ddb.put_item(TableName=table, Item={"pk": {"S": "n"}, "m": {"M": {}}, "top": deep})
+    validation(ddb.update_item, "Nesting Levels have exceeded supported limits", TableName=table, Key={"pk": {"S": "n"}},
+               UpdateExpression="SET m.x = :v", ExpressionAttributeValues={":v": deep})
+    validation(ddb.update_item, "Nesting Levels have exceeded supported limits", TableName=table, Key={"pk": {"S": "n"}},
+               UpdateExpression="SET m.x = top")
+    # One level less fits, and the item stays readable and writable.
+    ddb.update_item(TableName=table, Key={"pk": {"S": "n"}}, UpdateExpression="SET m.x = :v",
+                    ExpressionAttributeValues={":v": deep["L"][0]})
+    ddb.update_item(TableName=table, Key={"pk": {"S": "n"}}, UpdateExpression="SET y = :v",
+                    ConditionExpression="attribute_exists(m.x)", ExpressionAttributeValues={":v": {"S": "q"}})
+    assert ddb.get_item(TableName=table, Key={"pk": {"S": "n"}}, ConsistentRead=True)["Item"]["y"] == {"S": "q"}
