@@ -287,3 +287,21 @@ def test_update_cannot_nest_past_the_limit(ddb, table):
     ddb.update_item(TableName=table, Key={"pk": {"S": "n"}}, UpdateExpression="SET y = :v",
                     ConditionExpression="attribute_exists(m.x)", ExpressionAttributeValues={":v": {"S": "q"}})
     assert ddb.get_item(TableName=table, Key={"pk": {"S": "n"}}, ConsistentRead=True)["Item"]["y"] == {"S": "q"}
+
+
+# ------------------------------------------------------- index key types in CreateTable
+
+@pytest.mark.parametrize("kind", ["GlobalSecondaryIndexes", "LocalSecondaryIndexes"])
+def test_create_table_index_key_type_enum(ddb_raw, table_name, kind):
+    member = "globalSecondaryIndexes" if kind.startswith("Global") else "localSecondaryIndexes"
+    hash_name = "g" if kind.startswith("Global") else "pk"
+    idx = {"IndexName": "idx1", "KeySchema": [{"AttributeName": hash_name, "KeyType": "HASH"}, {"AttributeName": "g", "KeyType": "SORT"}],
+           "Projection": {"ProjectionType": "ALL"}}
+    validation(ddb_raw.create_table,
+               f"1 validation error detected: Value 'SORT' at '{member}.1.member.keySchema.2.member.keyType' "
+               "failed to satisfy constraint: Member must satisfy enum value set: [HASH, RANGE]",
+               TableName=table_name, BillingMode="PAY_PER_REQUEST",
+               KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+               AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"},
+                                     {"AttributeName": "g", "AttributeType": "S"}],
+               **{kind: [idx]})
