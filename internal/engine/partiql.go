@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/expr"
 	"github.com/extenddb/extenddb/internal/partiql"
 )
 
@@ -287,7 +288,17 @@ func (l *lowering) conds(xs []partiql.Expr) (string, error) {
 		}
 		parts = append(parts, s)
 	}
-	return strings.Join(parts, " AND "), nil
+	return checkLowered(strings.Join(parts, " AND "), "WHERE clause")
+}
+
+// checkLowered refuses a clause whose translation exceeds the expression
+// length limit, naming the clause the statement has (the service would
+// otherwise name an expression parameter the request never sent).
+func checkLowered(s, what string) (string, error) {
+	if len(s) > expr.MaxExpressionLength {
+		return "", validationf("The %s is too long: written as a DynamoDB expression it has %d bytes, and an expression may have at most %d", what, len(s), expr.MaxExpressionLength)
+	}
+	return s, nil
 }
 
 // keyEquality returns the value a conjunct pins a top-level attribute to
@@ -611,7 +622,7 @@ func (l *lowering) update(actions []partiql.Action) (string, error) {
 		b.WriteByte(' ')
 		b.WriteString(strings.Join(part.clauses, ", "))
 	}
-	return b.String(), nil
+	return checkLowered(b.String(), "SET and REMOVE clause")
 }
 
 // setValue lowers the right side of SET: a value, a path, + and -,

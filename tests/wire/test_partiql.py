@@ -382,3 +382,13 @@ def test_insert_nesting_limit_counts_parameters(ddb, table):
     assert get(ddb, table, {"pk": S("deep")})["a"] == {"L": [{"L": [deep]}]}
     validation(ddb.execute_statement, "Nesting Levels have exceeded supported limits",
                Statement=f"INSERT INTO \"{table}\" VALUE {{'pk': 'deeper', 'a': [[[?]]]}}", Parameters=[deep])
+
+
+def test_where_clause_too_long_once_translated(ddb, table):
+    # 600 short conditions: under the 8 KB statement limit, over the 4 KB
+    # expression limit once written with placeholders.
+    where = " AND ".join(f"a{i} = 1" for i in range(600))
+    stmt = f'SELECT * FROM "{table}" WHERE {where}'
+    assert len(stmt) <= 8192
+    validation(ddb.execute_statement, match=r"^The WHERE clause is too long: written as a DynamoDB expression it has \d+ bytes",
+               Statement=stmt)
