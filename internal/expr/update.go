@@ -141,10 +141,12 @@ func (p *parser) parseAction(ak ActionKind) (action, *syntaxError) {
 		}
 		if v.defined {
 			typ := v.val.Type
+			// The service names the set of types the operator allows.
+			typeSet := ", typeSet: ALLOWED_FOR_" + ak.String() + "_OPERAND"
 			if w, bad := updateTypeWords[typ]; bad && !(ak == ActionAdd && typ == attr.N) {
-				p.fail(catFunction, "Incorrect operand type for operator or function; operator: "+ak.String()+", operand type: "+w)
+				p.fail(catFunction, "Incorrect operand type for operator or function; operator: "+ak.String()+", operand type: "+w+typeSet)
 			} else if ak == ActionDelete && typ == attr.N {
-				p.fail(catFunction, "Incorrect operand type for operator or function; operator: DELETE, operand type: NUMBER")
+				p.fail(catFunction, "Incorrect operand type for operator or function; operator: DELETE, operand type: NUMBER"+typeSet)
 			}
 		}
 		a.val = v

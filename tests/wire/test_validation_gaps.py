@@ -305,3 +305,16 @@ def test_create_table_index_key_type_enum(ddb_raw, table_name, kind):
                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"},
                                      {"AttributeName": "g", "AttributeType": "S"}],
                **{kind: [idx]})
+
+
+# ------------------------------------------------------- ADD and DELETE operand types
+
+@pytest.mark.parametrize("expr,value,msg", [
+    ("ADD n :v", {"S": "x"}, "operator: ADD, operand type: STRING, typeSet: ALLOWED_FOR_ADD_OPERAND"),
+    ("ADD n :v", {"M": {}}, "operator: ADD, operand type: MAP, typeSet: ALLOWED_FOR_ADD_OPERAND"),
+    ("DELETE ss :v", {"S": "x"}, "operator: DELETE, operand type: STRING, typeSet: ALLOWED_FOR_DELETE_OPERAND"),
+    ("DELETE ss :v", {"N": "1"}, "operator: DELETE, operand type: NUMBER, typeSet: ALLOWED_FOR_DELETE_OPERAND"),
+])
+def test_add_delete_operand_type_names_the_type_set(ddb, table, expr, value, msg):
+    validation(ddb.update_item, "Invalid UpdateExpression: Incorrect operand type for operator or function; " + msg,
+               TableName=table, Key={"pk": {"S": "a"}}, UpdateExpression=expr, ExpressionAttributeValues={":v": value})
