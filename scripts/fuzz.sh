@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 t="${1:-5s}"
 targets=(
   "./internal/expr FuzzParseLinear"
+  "./internal/partiql FuzzParseLinear"
 )
 for entry in "${targets[@]}"; do
   read -r pkg name <<<"$entry"

@@ -47,6 +47,7 @@ var errorTable = map[engine.Code]wireError{
 	engine.CodeBackupInUse:            {prefixDynamo, 400},
 	engine.CodeServiceUnavailable:     {prefixService, 503},
 	engine.CodeInternal:               {prefixDynamo, 500},
+	engine.CodeDuplicateItem:          {prefixDynamo, 400},
 
 	engine.CodeContinuousBackupsUnavailable: {prefixDynamo, 400},
 

@@ -6,7 +6,7 @@ import (
 )
 
 // fastDecode decodes the common shapes of the item requests (PutItem,
-// GetItem, UpdateItem, DeleteItem) with attr's parser in one pass: each
+// GetItem, UpdateItem, DeleteItem, ExecuteStatement) with attr's parser in one pass: each
 // member's name exactly as the API spells it, each at most once, no
 // nulls, nothing else. encoding/json would first validate the whole body,
 // then skip over the item to find its end, then hand it to attr's parser:
@@ -35,6 +35,28 @@ func fastDecode(body []byte, v any) bool {
 				return str(r, &in.ReturnConsumedCapacity)
 			case "ReturnItemCollectionMetrics":
 				return str(r, &in.ReturnItemCollectionMetrics)
+			case "ReturnValuesOnConditionCheckFailure":
+				return str(r, &in.ReturnValuesOnConditionCheckFailure)
+			}
+			return false
+		})
+	case *engine.ExecuteStatementInput:
+		return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
+			switch name {
+			case "Statement":
+				return strPtr(r, &in.Statement)
+			case "Parameters":
+				l, ok := r.ValueList()
+				in.Parameters = l
+				return ok
+			case "ConsistentRead":
+				b, ok := r.Bool()
+				in.ConsistentRead = &b
+				return ok
+			case "NextToken":
+				return strPtr(r, &in.NextToken)
+			case "ReturnConsumedCapacity":
+				return str(r, &in.ReturnConsumedCapacity)
 			case "ReturnValuesOnConditionCheckFailure":
 				return str(r, &in.ReturnValuesOnConditionCheckFailure)
 			}
@@ -189,6 +211,8 @@ func resetInput(v any) {
 		*in = engine.PutItemInput{}
 	case *engine.GetItemInput:
 		*in = engine.GetItemInput{}
+	case *engine.ExecuteStatementInput:
+		*in = engine.ExecuteStatementInput{}
 	case *engine.UpdateItemInput:
 		*in = engine.UpdateItemInput{}
 	case *engine.DeleteItemInput:

@@ -23,6 +23,16 @@ func slowDecode(body []byte, v any) error {
 	return json.Unmarshal(body, v)
 }
 
+// statementBodies are ExecuteStatement shapes, taken or left to
+// encoding/json.
+var statementBodies = []string{
+	`{"Statement":"UPDATE t SET a = ? WHERE pk = ?","Parameters":[{"S":"x"},{"M":{"k":{"L":[{"NULL":true}]}}}]}`,
+	`{"Statement":"s","Parameters":[{"S":"x"},null]}`,
+	`{"Statement":"s","Parameters":[{"S":"x"},]}`,
+	`{"Statement":"s","Parameters":{"S":"x"}}`,
+	`{"Statement":"s","Limit":3}`,
+}
+
 var fastDecodeBodies = []string{
 	// The shapes the fast path takes.
 	`{"TableName":"t","Item":{"pk":{"S":"a"},"sk":{"N":"1"},"payload":{"S":"` + strings.Repeat("x", 1000) + `"}}}`,
@@ -78,8 +88,9 @@ func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
 		func() any { return new(engine.GetItemInput) },
 		func() any { return new(engine.UpdateItemInput) },
 		func() any { return new(engine.DeleteItemInput) },
+		func() any { return new(engine.ExecuteStatementInput) },
 	}
-	for i, body := range fastDecodeBodies {
+	for i, body := range append(append([]string(nil), fastDecodeBodies...), statementBodies...) {
 		for _, mk := range types {
 			checkFastDecode(t, fmt.Sprintf("body %d", i), []byte(body), mk)
 		}
@@ -113,6 +124,8 @@ func TestFastDecodeTakesTheCommonShapes(t *testing.T) {
 		{new(engine.GetItemInput), `{"TableName":"t","Key":{"pk":{"S":"a"}},"ConsistentRead":true}`},
 		{new(engine.UpdateItemInput), fastDecodeBodies[len(fastDecodeBodies)-7]},
 		{new(engine.DeleteItemInput), `{"TableName":"t","Key":{"pk":{"S":"a"}},"ConditionExpression":"attribute_exists(pk)","ReturnValues":"ALL_OLD"}`},
+		{new(engine.ExecuteStatementInput), `{"Statement":"SELECT * FROM t WHERE pk = ? AND sk = ?","Parameters":[{"S":"a"}, {"N":"1"}],"ConsistentRead":true,"ReturnConsumedCapacity":"TOTAL"}`},
+		{new(engine.ExecuteStatementInput), `{"Statement":"SELECT * FROM t","Parameters":[],"NextToken":"x","ReturnValuesOnConditionCheckFailure":"ALL_OLD"}`},
 	} {
 		if !fastDecode([]byte(c.body), c.v) {
 			t.Errorf("%T %s: not taken by the fast path", c.v, c.body)

@@ -102,6 +102,8 @@ var replyReserve = map[string]int64{
 	"UpdateItem": 2 * maxItemReserve,
 	"DeleteItem": 2 * maxItemReserve,
 	"GetRecords": 2 * (1<<20 + 64<<10),
+	// A PartiQL SELECT answers a Query or Scan page.
+	"ExecuteStatement": 2 * (1<<20 + 64<<10),
 }
 
 const defaultReplyReserve = 32 << 10

@@ -42,6 +42,10 @@ func reserveDecoded(ctx context.Context, in any) error {
 		n = min(int64(keys)*maxItemReserve, maxBatchGetReply)
 	case *engine.TransactGetItemsInput:
 		n = int64(len(v.TransactItems)) * maxItemReserve
+	case *engine.ExecuteTransactionInput:
+		n = int64(len(v.TransactStatements)) * maxItemReserve
+	case *engine.BatchExecuteStatementInput:
+		n = int64(len(v.Statements)) * maxItemReserve
 	default:
 		return nil
 	}

@@ -127,14 +127,19 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"BatchWriteItem":     op(eng.BatchWriteItem),
 		"TransactWriteItems": op(eng.TransactWriteItems),
 		"TransactGetItems":   op(eng.TransactGetItems),
-		"UpdateTable":        op(eng.UpdateTable),
-		"UpdateTimeToLive":   op(eng.UpdateTimeToLive),
-		"DescribeTimeToLive": op(eng.DescribeTimeToLive),
-		"TagResource":        op(eng.TagResource),
-		"UntagResource":      op(eng.UntagResource),
-		"ListTagsOfResource": op(eng.ListTagsOfResource),
-		"DescribeLimits":     op(eng.DescribeLimits),
-		"DescribeEndpoints":  describeEndpoints,
+
+		// PartiQL, lowered onto the operations above.
+		"ExecuteStatement":      op(eng.ExecuteStatement),
+		"BatchExecuteStatement": op(eng.BatchExecuteStatement),
+		"ExecuteTransaction":    op(eng.ExecuteTransaction),
+		"UpdateTable":           op(eng.UpdateTable),
+		"UpdateTimeToLive":      op(eng.UpdateTimeToLive),
+		"DescribeTimeToLive":    op(eng.DescribeTimeToLive),
+		"TagResource":           op(eng.TagResource),
+		"UntagResource":         op(eng.UntagResource),
+		"ListTagsOfResource":    op(eng.ListTagsOfResource),
+		"DescribeLimits":        op(eng.DescribeLimits),
+		"DescribeEndpoints":     describeEndpoints,
 
 		// On-demand backups (docs/adr/0015-backup-operations.md).
 		"CreateBackup":              op(eng.CreateBackup),

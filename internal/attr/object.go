@@ -126,6 +126,42 @@ func (r *ObjectReader) Values() (map[string]Value, bool) {
 	return m, ok
 }
 
+// ValueList reads an array of attribute values (PartiQL's Parameters); a
+// null element sends the request to the slow path.
+func (r *ObjectReader) ValueList() ([]Value, bool) {
+	if r.p.peek() != '[' {
+		return nil, false
+	}
+	r.p.i++
+	r.p.ws()
+	out := []Value{}
+	if r.p.peek() == ']' {
+		r.p.i++
+		return out, true
+	}
+	for {
+		r.p.ws()
+		if r.p.peek() != '{' {
+			return nil, false
+		}
+		v, err := r.p.value(0)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+		r.p.ws()
+		switch r.p.peek() {
+		case ',':
+			r.p.i++
+		case ']':
+			r.p.i++
+			return out, true
+		default:
+			return nil, false
+		}
+	}
+}
+
 // Strings reads a map of strings (ExpressionAttributeNames).
 func (r *ObjectReader) Strings() (map[string]string, bool) {
 	m := map[string]string{}

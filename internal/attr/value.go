@@ -188,6 +188,23 @@ func ItemsEqual(a, b Item) bool {
 	return true
 }
 
+// Nesting is how many levels of M and L v holds below itself (0 for a
+// scalar or a set). An attribute value of an item may hold MaxDepth.
+func Nesting(v Value) int {
+	n := 0
+	switch v.Type {
+	case M:
+		for _, c := range v.Map {
+			n = max(n, 1+Nesting(c))
+		}
+	case L:
+		for _, c := range v.List {
+			n = max(n, 1+Nesting(c))
+		}
+	}
+	return n
+}
+
 // SortSet puts a set value's members in canonical order: SS and BS by
 // bytes, NS by numeric value. Members must already be canonical.
 func SortSet(v *Value) {

@@ -19,7 +19,7 @@ import (
 )
 
 // Shipping of point-in-time recovery history (docs/backup-design.md
-// section 7, ADR 0044): every ship interval, each table with PITR on has
+// section 7, ADR 0046): every ship interval, each table with PITR on has
 // the change log records after its shipped cursor written to the store
 // as a segment (PutIfAbsent on a name derived from its first Seq, so of
 // several servers shipping one table exactly one publishes each record),

@@ -21,6 +21,12 @@ const (
 	WorkloadGSIQuery   = "gsi-query"
 	WorkloadMixed      = "mixed"
 	WorkloadTransact   = "transact"
+
+	// PartiQL (ExecuteStatement) twins of getitem-1kb and updateitem-1kb:
+	// the same items and keys, so their server CPU per request compares
+	// directly.
+	WorkloadPartiQLSelect = "partiql-select-1kb"
+	WorkloadPartiQLUpdate = "partiql-update-1kb"
 )
 
 // DefaultWorkloads are run when Options.Workloads is empty.
@@ -28,7 +34,7 @@ var DefaultWorkloads = []string{WorkloadPutItem, WorkloadGetItem, WorkloadUpdate
 
 // AllWorkloads lists every workload in its canonical order.
 var AllWorkloads = []string{WorkloadPutItem, WorkloadGetItem, WorkloadUpdateItem, WorkloadQuery, WorkloadBatchWrite, WorkloadGSIQuery,
-	WorkloadMixed, WorkloadTransact}
+	WorkloadMixed, WorkloadTransact, WorkloadPartiQLSelect, WorkloadPartiQLUpdate}
 
 // Table layout. Every table has a string partition key pk, a string sort key
 // sk and one GSI (gsi1: gpk/gsk, projection ALL). Preloaded items carry the
@@ -74,6 +80,16 @@ var workloads = map[string]workload{
 		name: WorkloadUpdateItem, preload: true, itemsPerOp: 1,
 		description: "UpdateItem SET payload (ItemSize) ADD ver on a random preloaded item",
 		op:          opUpdateItem,
+	},
+	WorkloadPartiQLSelect: {
+		name: WorkloadPartiQLSelect, preload: true, itemsPerOp: 1,
+		description: "ExecuteStatement SELECT * by full key of a random preloaded ItemSize item (getitem-1kb in PartiQL)",
+		op:          opPartiQLSelect,
+	},
+	WorkloadPartiQLUpdate: {
+		name: WorkloadPartiQLUpdate, preload: true, itemsPerOp: 1,
+		description: "ExecuteStatement UPDATE SET payload, ver = ver + 1 on a random preloaded item (updateitem-1kb in PartiQL)",
+		op:          opPartiQLUpdate,
 	},
 	WorkloadQuery: {
 		name: WorkloadQuery, preload: true, itemsPerOp: queryLimit,
@@ -222,6 +238,38 @@ func opUpdateItem(ctx context.Context, w *worker) (int, string, error) {
 			":p":   &types.AttributeValueMemberS{Value: w.nextPayload()},
 			":one": &types.AttributeValueMemberN{Value: "1"},
 		},
+	})
+	return 1, "", err
+}
+
+// keyParams returns a random preloaded key as PartiQL parameters (pk, sk).
+func (w *worker) keyParams() []types.AttributeValue {
+	return []types.AttributeValue{
+		&types.AttributeValueMemberS{Value: pkOf(w.id, w.rng.IntN(w.ks.parts))},
+		&types.AttributeValueMemberS{Value: skOf(w.rng.IntN(itemsPerPartition))},
+	}
+}
+
+func opPartiQLSelect(ctx context.Context, w *worker) (int, string, error) {
+	out, err := w.client.ExecuteStatement(ctx, &dynamodb.ExecuteStatementInput{
+		Statement:  aws.String(`SELECT * FROM "` + *w.table + `" WHERE ` + attrPK + ` = ? AND ` + attrSK + ` = ?`),
+		Parameters: w.keyParams(),
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	if len(out.Items) == 0 {
+		return 0, codeItemNotFound, nil
+	}
+	return len(out.Items), "", nil
+}
+
+func opPartiQLUpdate(ctx context.Context, w *worker) (int, string, error) {
+	params := append([]types.AttributeValue{&types.AttributeValueMemberS{Value: w.nextPayload()}}, w.keyParams()...)
+	_, err := w.client.ExecuteStatement(ctx, &dynamodb.ExecuteStatementInput{
+		Statement: aws.String(`UPDATE "` + *w.table + `" SET ` + attrPayload + ` = ? SET ` + attrVer + ` = ` + attrVer +
+			` + 1 WHERE ` + attrPK + ` = ? AND ` + attrSK + ` = ?`),
+		Parameters: params,
 	})
 	return 1, "", err
 }

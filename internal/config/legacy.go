@@ -48,3 +48,15 @@ func (l LegacyDuration) Warning(section string) string {
 	return fmt.Sprintf("%s.%s is deprecated: it is used (%s), but write %s = %q instead", section, l.Key,
 		l.Effective(), l.Replacement, l.Effective().String())
 }
+
+// LegacyWarnings are the startup warnings of the deprecated keys of ls
+// that are set in section.
+func LegacyWarnings(section string, ls ...LegacyDuration) []string {
+	var out []string
+	for _, l := range ls {
+		if w := l.Warning(section); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -73,6 +73,7 @@ type Engine struct {
 	trimInterval  time.Duration
 	// iteratorLifetime bounds the use of a shard iterator.
 	iteratorLifetime time.Duration
+	statements       statementCache // parsed PartiQL statements
 }
 
 // New returns an engine over a backend.

@@ -47,7 +47,7 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
-	CodeContinuousBackupsUnavailable, CodeExpiredIterator, CodeTrimmedDataAccess}
+	CodeContinuousBackupsUnavailable, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

@@ -129,16 +129,46 @@ func decodeStored(b []byte) (attr.Item, error) {
 	return it, nil
 }
 
+// writeRequest checks what PutItem, DeleteItem and UpdateItem check
+// first, in DynamoDB's order: the table name, the item or key (member,
+// given when not null), then the return and metrics options (oldOnly:
+// ReturnValues allows only NONE and ALL_OLD). It answers the table name
+// and whether a failed condition returns the old item.
+func writeRequest(tableName *string, member string, given bool, returnValues string, oldOnly bool, rcc, rim, onCCF string) (string, bool, error) {
+	name, err := requireTableName(tableName)
+	if err != nil {
+		return "", false, err
+	}
+	if !given {
+		return "", false, validationf("1 validation error detected: Value null at '%s' failed to satisfy constraint: Member must not be null", member)
+	}
+	returnOldOnCCF, err := writeOptions(returnValues, oldOnly, rcc, rim, onCCF)
+	if err != nil {
+		return "", false, err
+	}
+	return name, returnOldOnCCF, nil
+}
+
+// keyTarget loads the table a DeleteItem or UpdateItem names and encodes
+// the key it is given; streamKeys is the key's JSON for the change record
+// (nil when the table logs none: no stream, point-in-time recovery off).
+func (e *Engine) keyTarget(ctx context.Context, account, name string, key attr.Item) (t *table, pk, sk, streamKeys []byte, err error) {
+	if t, err = e.loadTable(ctx, account, name); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if pk, sk, err = t.keyParam(key); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if t.logs() {
+		streamKeys = attr.EncodeItem(key)
+	}
+	return t, pk, sk, streamKeys, nil
+}
+
 // putItem writes an item.
 func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
-	name, err := requireTableName(in.TableName)
-	if err != nil {
-		return nil, err
-	}
-	if in.Item == nil {
-		return nil, validationf("1 validation error detected: Value null at 'item' failed to satisfy constraint: Member must not be null")
-	}
-	returnOldOnCCF, err := writeOptions(in.ReturnValues, true, in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
+	name, returnOldOnCCF, err := writeRequest(in.TableName, "item", in.Item != nil, in.ReturnValues, true,
+		in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
@@ -351,14 +381,8 @@ func (e *Engine) projection(pe *string, toGet []string, names map[string]string,
 
 // deleteItem deletes an item.
 func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
-	name, err := requireTableName(in.TableName)
-	if err != nil {
-		return nil, err
-	}
-	if in.Key == nil {
-		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
-	}
-	returnOldOnCCF, err := writeOptions(in.ReturnValues, true, in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
+	name, returnOldOnCCF, err := writeRequest(in.TableName, "key", in.Key != nil, in.ReturnValues, true,
+		in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
@@ -366,17 +390,9 @@ func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemI
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.loadTable(ctx, account, name)
+	t, pk, sk, keys, err := e.keyTarget(ctx, account, name, in.Key)
 	if err != nil {
 		return nil, err
-	}
-	pk, sk, err := t.keyParam(in.Key)
-	if err != nil {
-		return nil, err
-	}
-	var keys []byte
-	if t.logs() {
-		keys = attr.EncodeItem(in.Key)
 	}
 	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 		old, err := decodeStored(oldRaw)
@@ -427,14 +443,8 @@ func removesOnly(upd *expr.Update) bool {
 
 // updateItem updates (or creates) an item.
 func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
-	name, err := requireTableName(in.TableName)
-	if err != nil {
-		return nil, err
-	}
-	if in.Key == nil {
-		return nil, validationf("1 validation error detected: Value null at 'key' failed to satisfy constraint: Member must not be null")
-	}
-	returnOldOnCCF, err := writeOptions(in.ReturnValues, false, in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
+	name, returnOldOnCCF, err := writeRequest(in.TableName, "key", in.Key != nil, in.ReturnValues, false,
+		in.ReturnConsumedCapacity, in.ReturnItemCollectionMetrics, in.ReturnValuesOnConditionCheckFailure)
 	if err != nil {
 		return nil, err
 	}
@@ -479,11 +489,7 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 			return nil, err
 		}
 	}
-	t, err := e.loadTable(ctx, account, name)
-	if err != nil {
-		return nil, err
-	}
-	pk, sk, err := t.keyParam(in.Key)
+	t, pk, sk, keys, err := e.keyTarget(ctx, account, name, in.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -495,10 +501,6 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		}
 	}
 	keyItem := attr.Item(in.Key)
-	var keys []byte
-	if t.logs() {
-		keys = attr.EncodeItem(keyItem)
-	}
 	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// Point-in-time recovery (docs/adr/0044-point-in-time-recovery.md,
+// Point-in-time recovery (docs/adr/0046-point-in-time-recovery.md,
 // docs/backup-design.md section 7). The engine owns the setting (in the
 // table's stored description), the wire shapes and the records: while
 // the setting is on, every write of the table appends a change record

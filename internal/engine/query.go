@@ -109,7 +109,15 @@ func (e *Engine) prepareRead(ctx context.Context, account string, tableName, ind
 		}
 	case "COUNT", "ALL_ATTRIBUTES", "ALL_PROJECTED_ATTRIBUTES":
 		if hasProj {
-			return nil, validationf("One or more parameter values were invalid: Cannot specify the AttributesToGet when choosing to get %s", sel)
+			// The message names the parameter the request used.
+			param, what := "AttributesToGet", sel
+			if projExpr != nil {
+				param = "ProjectionExpression"
+			}
+			if sel == "COUNT" {
+				what = "only the Count"
+			}
+			return nil, validationf("One or more parameter values were invalid: Cannot specify the %s when choosing to get %s", param, what)
 		}
 	}
 	s.count = sel == "COUNT"

@@ -163,7 +163,7 @@ const (
 	// (point-in-time recovery is on); SizeBytes is then computed when read.
 	flagFull byte = 2
 	// flagTxn: a transaction marker follows the old image, so a restore
-	// keeps the transaction's records all or nothing (ADR 0044).
+	// keeps the transaction's records all or nothing (ADR 0046).
 	flagTxn byte = 4
 	// flagHidden: not a stream event, a write of a transaction on a PITR
 	// table that changed nothing, logged so the transaction's record

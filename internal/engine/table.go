@@ -356,14 +356,15 @@ func checkCreateTable(in *CreateTableInput) error {
 		if len(in.KeySchema) > 2 {
 			c.add(fmt.Sprint(len(in.KeySchema)), "keySchema", "Member must have length less than or equal to 2")
 		}
-		for i, k := range in.KeySchema {
-			if k.KeyType != "HASH" && k.KeyType != "RANGE" {
-				c.add(k.KeyType, fmt.Sprintf("keySchema.%d.member.keyType", i+1), "Member must satisfy enum value set: [HASH, RANGE]")
-			}
-			if len(k.AttributeName) < 1 || len(k.AttributeName) > 255 {
-				c.add(k.AttributeName, fmt.Sprintf("keySchema.%d.member.attributeName", i+1), "Member must have length between 1 and 255")
-			}
-		}
+		checkKeySchemaMembers(&c, "", in.KeySchema)
+	}
+	// An index's key schema is held to the same constraints, named by
+	// the index's place in its list.
+	for i, g := range in.GlobalSecondaryIndexes {
+		checkKeySchemaMembers(&c, fmt.Sprintf("globalSecondaryIndexes.%d.member.", i+1), g.KeySchema)
+	}
+	for i, l := range in.LocalSecondaryIndexes {
+		checkKeySchemaMembers(&c, fmt.Sprintf("localSecondaryIndexes.%d.member.", i+1), l.KeySchema)
 	}
 	if in.AttributeDefinitions == nil {
 		c.add(nil, "attributeDefinitions", "Member must not be null")
@@ -383,6 +384,19 @@ func checkCreateTable(in *CreateTableInput) error {
 		c.add(in.TableClass, "tableClass", "Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]")
 	}
 	return c.err()
+}
+
+// checkKeySchemaMembers checks each KeySchemaElement's members; prefix
+// is the path of the schema's owner ("" for the table).
+func checkKeySchemaMembers(c *constraintErrors, prefix string, ks []KeySchemaElement) {
+	for i, k := range ks {
+		if k.KeyType != "HASH" && k.KeyType != "RANGE" {
+			c.add(k.KeyType, fmt.Sprintf("%skeySchema.%d.member.keyType", prefix, i+1), "Member must satisfy enum value set: [HASH, RANGE]")
+		}
+		if len(k.AttributeName) < 1 || len(k.AttributeName) > 255 {
+			c.add(k.AttributeName, fmt.Sprintf("%skeySchema.%d.member.attributeName", prefix, i+1), "Member must have length between 1 and 255")
+		}
+	}
 }
 
 // newTable builds the stored description of the table a (checked)

@@ -76,6 +76,11 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 			if err := json.Unmarshal(old.Desc, &st); err != nil {
 				return nil, err
 			}
+			// TTL on one attribute refuses any change naming another,
+			// enabling or disabling, in the service's words.
+			if st.TTL != nil && st.TTL.AttributeName != attrName {
+				return nil, validationf("TimeToLive is active on a different AttributeName: current AttributeName is %s", st.TTL.AttributeName)
+			}
 			if enable {
 				if st.TTL != nil {
 					return nil, validationf("TimeToLive is already enabled")
@@ -84,9 +89,6 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 			} else {
 				if st.TTL == nil {
 					return nil, validationf("TimeToLive is already disabled")
-				}
-				if st.TTL.AttributeName != attrName {
-					return nil, validationf("TimeToLive attribute name does not match the enabled attribute: %s", st.TTL.AttributeName)
 				}
 				st.TTL = nil
 			}

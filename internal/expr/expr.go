@@ -326,6 +326,7 @@ var (
 	errMissingAttr = attr.Validation("The provided expression refers to an attribute that does not exist in the item")
 	errOperandType = attr.Validation("An operand in the update expression has an incorrect data type")
 	errInvalidPath = attr.Validation("The document path provided in the update expression is invalid for update")
+	errNesting     = attr.Validation("Nesting Levels have exceeded supported limits")
 )
 
 // Static type names used by the ADD and DELETE operand checks.

@@ -141,10 +141,12 @@ func (p *parser) parseAction(ak ActionKind) (action, *syntaxError) {
 		}
 		if v.defined {
 			typ := v.val.Type
+			// The service names the set of types the operator allows.
+			typeSet := ", typeSet: ALLOWED_FOR_" + ak.String() + "_OPERAND"
 			if w, bad := updateTypeWords[typ]; bad && !(ak == ActionAdd && typ == attr.N) {
-				p.fail(catFunction, "Incorrect operand type for operator or function; operator: "+ak.String()+", operand type: "+w)
+				p.fail(catFunction, "Incorrect operand type for operator or function; operator: "+ak.String()+", operand type: "+w+typeSet)
 			} else if ak == ActionDelete && typ == attr.N {
-				p.fail(catFunction, "Incorrect operand type for operator or function; operator: DELETE, operand type: NUMBER")
+				p.fail(catFunction, "Incorrect operand type for operator or function; operator: DELETE, operand type: NUMBER"+typeSet)
 			}
 		}
 		a.val = v
@@ -255,6 +257,13 @@ func (u *Update) Apply(old attr.Item) (attr.Item, error) {
 	sort.SliceStable(sets, func(i, j int) bool { return comparePaths(sets[i].a.path, sets[j].a.path) < 0 })
 	var err error
 	for _, s := range sets {
+		// A value set below the top level must keep the item within the
+		// nesting limit (the wire enforces it on values as sent, at the
+		// top level).
+		if len(s.a.path) > 1 && (s.val.Type == attr.M || s.val.Type == attr.L) &&
+			len(s.a.path)-1+attr.Nesting(s.val) > attr.MaxDepth {
+			return nil, errNesting
+		}
 		root, err = setAt(root, s.a.path, s.val)
 		if err != nil {
 			return nil, err

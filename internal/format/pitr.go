@@ -18,7 +18,7 @@ import (
 )
 
 // Point-in-time recovery history in the store (docs/backup-design.md
-// section 7, ADR 0044): per table incarnation, a head, hashed and chained
+// section 7, ADR 0046): per table incarnation, a head, hashed and chained
 // log segments, and base backups.
 //
 //	<account>/<table>/pitr/<incarnation>/

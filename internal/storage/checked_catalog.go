@@ -24,12 +24,26 @@ type checkedRestores struct {
 	rc RestoreCatalog
 }
 
-// backupRow checks the row a backup catalog method answered for arn.
-func (b *checkedBackups) backupRow(method, arn string, r *BackupRecord) error {
-	if r != nil && r.ARN != arn {
-		return b.c.violation(method, "asked for backup %s, answered the row of %s", arn, r.ARN)
+// jobRow checks the row (kind "backup" or "restore job") a catalog method
+// answered for key: it is that key's row, and after a matched write (when
+// matched) at generation gen or later.
+func (c *checked) jobRow(method, kind, key string, matched bool, gen int64, rowKey string, rowGen int64) error {
+	if rowKey != key {
+		return c.violation(method, "asked for %s %s, answered the row of %s", kind, key, rowKey)
+	}
+	if matched && rowGen < gen {
+		return c.violation(method, "matched at generation %d but answered a row at generation %d", gen, rowGen)
 	}
 	return nil
+}
+
+// backupRow checks the row a backup catalog method answered for arn (nil:
+// none).
+func (b *checkedBackups) backupRow(method, arn string, matched bool, gen int64, r *BackupRecord) error {
+	if r == nil {
+		return nil
+	}
+	return b.c.jobRow(method, "backup", arn, matched, gen, r.ARN, r.Generation)
 }
 
 // written checks a conditional write's answer: when it matched, the row
@@ -41,11 +55,8 @@ func (b *checkedBackups) written(method, arn string, gen int64, r *BackupWriteRe
 	if r == nil {
 		return nil, b.c.violation(method, "answered no result and no error")
 	}
-	if err := b.backupRow(method, arn, r.Record); err != nil {
+	if err := b.backupRow(method, arn, r.Matched, gen, r.Record); err != nil {
 		return nil, err
-	}
-	if r.Matched && r.Record != nil && r.Record.Generation < gen {
-		return nil, b.c.violation(method, "matched at generation %d but answered a row at generation %d", gen, r.Record.Generation)
 	}
 	return r, nil
 }
@@ -58,7 +69,7 @@ func (b *checkedBackups) InsertBackup(ctx context.Context, p InsertBackupParams)
 	if r == nil || r.Generation < 1 {
 		return nil, b.c.violation("InsertBackup", "answered no row, or a row without a claim: %+v", r)
 	}
-	return r, b.backupRow("InsertBackup", p.Record.ARN, r)
+	return r, b.backupRow("InsertBackup", p.Record.ARN, false, 0, r)
 }
 
 func (b *checkedBackups) GetBackup(ctx context.Context, p GetBackupParams) (*BackupRecord, error) {
@@ -66,7 +77,7 @@ func (b *checkedBackups) GetBackup(ctx context.Context, p GetBackupParams) (*Bac
 	if err != nil {
 		return nil, b.c.checkErr("GetBackup", err, kindsNone, nil)
 	}
-	return r, b.backupRow("GetBackup", p.ARN, r)
+	return r, b.backupRow("GetBackup", p.ARN, false, 0, r)
 }
 
 func (b *checkedBackups) ListBackups(ctx context.Context, p ListBackupsParams) ([]BackupRecord, error) {
@@ -121,14 +132,6 @@ func (b *checkedBackups) CatalogID(ctx context.Context, newID string) (string, e
 	return id, nil
 }
 
-// restoreRow checks the row a restore catalog method answered for id.
-func (rc *checkedRestores) restoreRow(method, id string, r *RestoreRecord) error {
-	if r != nil && r.ID != id {
-		return rc.c.violation(method, "asked for restore job %s, answered the row of %s", id, r.ID)
-	}
-	return nil
-}
-
 // written checks a conditional write's answer like checkedBackups.written.
 func (rc *checkedRestores) written(method, id string, gen int64, r *RestoreWriteResult, err error) (*RestoreWriteResult, error) {
 	if err != nil {
@@ -137,11 +140,10 @@ func (rc *checkedRestores) written(method, id string, gen int64, r *RestoreWrite
 	if r == nil {
 		return nil, rc.c.violation(method, "answered no result and no error")
 	}
-	if err := rc.restoreRow(method, id, r.Record); err != nil {
-		return nil, err
-	}
-	if r.Matched && r.Record != nil && r.Record.Generation < gen {
-		return nil, rc.c.violation(method, "matched at generation %d but answered a row at generation %d", gen, r.Record.Generation)
+	if r.Record != nil {
+		if err := rc.c.jobRow(method, "restore job", id, r.Matched, gen, r.Record.ID, r.Record.Generation); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -154,7 +156,7 @@ func (rc *checkedRestores) InsertRestore(ctx context.Context, r RestoreRecord) (
 	if got == nil || got.Generation < 1 {
 		return nil, rc.c.violation("InsertRestore", "answered no row, or a row without a claim: %+v", got)
 	}
-	return got, rc.restoreRow("InsertRestore", r.ID, got)
+	return got, rc.c.jobRow("InsertRestore", "restore job", r.ID, false, 0, got.ID, got.Generation)
 }
 
 func (rc *checkedRestores) ListRestores(ctx context.Context, statuses []string) ([]RestoreRecord, error) {

@@ -135,6 +135,8 @@ def main():
                 problems.append(f"status {r['status']!r}")
             if r["item"] != {"id": "a", "n": 42, "tags": ["x", "y"]}:
                 problems.append(f"item read back {r['item']}")
+            if r.get("partiql") != [{"id": "a", "n": 43}]:
+                problems.append(f"PartiQL UPDATE then DocumentClient SELECT read back {r.get('partiql')}")
             if len(r["requestId"]) < 16:
                 problems.append("x-amzn-RequestId not readable by the page (Access-Control-Expose-Headers)")
         srv_log = (work / "extenddb.log").read_text()

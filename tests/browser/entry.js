@@ -1,6 +1,6 @@
 // Bundled by esbuild into sdk.bundle.js (an IIFE that sets window.ExtenddbSDK):
 // the AWS SDK for JavaScript v3 as a web page would ship it.
-import { DynamoDBClient, ListTablesCommand, CreateTableCommand, waitUntilTableExists } from "@aws-sdk/client-dynamodb";
-import { DynamoDBDocumentClient, PutCommand, GetCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBClient, ListTablesCommand, CreateTableCommand, ExecuteStatementCommand, waitUntilTableExists } from "@aws-sdk/client-dynamodb";
+import { DynamoDBDocumentClient, PutCommand, GetCommand, ExecuteStatementCommand as DocExecuteStatementCommand } from "@aws-sdk/lib-dynamodb";
 
-export { DynamoDBClient, ListTablesCommand, CreateTableCommand, waitUntilTableExists, DynamoDBDocumentClient, PutCommand, GetCommand };
+export { DynamoDBClient, ListTablesCommand, CreateTableCommand, ExecuteStatementCommand, waitUntilTableExists, DynamoDBDocumentClient, PutCommand, GetCommand, DocExecuteStatementCommand };

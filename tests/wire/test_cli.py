@@ -103,3 +103,19 @@ def test_cli_conditional_failure(aws, cli_table):
     p = aws("put-item", "--table-name", cli_table, "--item", item,
             "--condition-expression", "attribute_not_exists(pk)", check=False)
     assert p.returncode != 0 and "ConditionalCheckFailedException" in p.stderr
+
+
+def test_cli_execute_statement(aws, cli_table):
+    aws("execute-statement", "--statement", f"INSERT INTO \"{cli_table}\" VALUE {{'pk': 'x', 'sk': 1, 'v': 'one'}}")
+    for i in range(2, 6):
+        aws("execute-statement", "--statement", f"INSERT INTO \"{cli_table}\" VALUE {{'pk': 'x', 'sk': ?}}",
+            "--parameters", json.dumps([{"N": str(i)}]))
+    res = aws("execute-statement", "--statement", f"SELECT * FROM \"{cli_table}\" WHERE pk = ? AND sk = 1",
+              "--parameters", json.dumps([{"S": "x"}]))
+    assert res["Items"] == [{"pk": {"S": "x"}, "sk": {"N": "1"}, "v": {"S": "one"}}]
+    # The CLI follows NextToken itself.
+    res = aws("execute-statement", "--statement", f"SELECT sk FROM \"{cli_table}\" WHERE pk = 'x' ORDER BY sk DESC",
+              "--limit", "2")
+    assert [i["sk"]["N"] for i in res["Items"]][:2] == ["5", "4"]
+    p = aws("execute-statement", "--statement", f"INSERT INTO \"{cli_table}\" VALUE {{'pk': 'x', 'sk': 1}}", check=False)
+    assert p.returncode != 0 and "DuplicateItemException" in p.stderr

@@ -52,12 +52,13 @@ def test_enable_ttl_twice_rejected(ddb, table):
                TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "exp"})
 
 
-def test_enable_ttl_other_attribute_while_enabled_rejected(ddb, table):
+@pytest.mark.parametrize("enabled", [True, False])
+def test_ttl_change_naming_another_attribute_rejected(ddb, table, enabled):
     ttl_on(ddb, table)
-    validation(ddb.update_time_to_live, TableName=table,
-               TimeToLiveSpecification={"Enabled": True, "AttributeName": "other"})
+    validation(ddb.update_time_to_live, "TimeToLive is active on a different AttributeName: current AttributeName is exp",
+               TableName=table, TimeToLiveSpecification={"Enabled": enabled, "AttributeName": "other"})
     d = ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-    assert d["AttributeName"] == "exp"
+    assert d == {"TimeToLiveStatus": "ENABLED", "AttributeName": "exp"}
 
 
 def test_disable_ttl(ddb, table):

@@ -225,7 +225,7 @@ def test_query_filter_and_expected_in_over_100_values(ddb_raw, table):
 
 @pytest.mark.parametrize("target,needle", [
     (T + "ImportTable", "ImportTable is a DynamoDB operation that extenddb does not support"),
-    (T + "ExecuteStatement", "ExecuteStatement is a DynamoDB operation that extenddb does not support"),
+    (T + "ExportTableToPointInTime", "ExportTableToPointInTime is a DynamoDB operation that extenddb does not support"),
     (T + "NoSuchOperation", "extenddb does not support the operation NoSuchOperation"),
     (T + "listtables", "extenddb does not support the operation listtables"),
     ("DynamoDB_20111205.ListTables", "X-Amz-Target 'DynamoDB_20111205.ListTables' is not an operation of DynamoDB_20120810"),
@@ -245,3 +245,76 @@ def test_unknown_operation_via_sdk(ddb):
     """botocore reports the message to the caller."""
     info = expect_error(ddb.list_exports, "UnknownOperationException")
     assert "ListExports is a DynamoDB operation that extenddb does not support" in info.message
+
+
+# ------------------------------------------------------- Select beside a projection
+
+PREFIX = "One or more parameter values were invalid: "
+
+
+@pytest.mark.parametrize("op", ["query", "scan"])
+@pytest.mark.parametrize("select,proj,msg", [
+    ("ALL_ATTRIBUTES", {"ProjectionExpression": "pk"}, "Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES"),
+    ("COUNT", {"ProjectionExpression": "pk"}, "Cannot specify the ProjectionExpression when choosing to get only the Count"),
+    ("ALL_ATTRIBUTES", {"AttributesToGet": ["pk"]}, "Cannot specify the AttributesToGet when choosing to get ALL_ATTRIBUTES"),
+    ("COUNT", {"AttributesToGet": ["pk"]}, "Cannot specify the AttributesToGet when choosing to get only the Count"),
+])
+def test_select_with_projection_names_the_parameter(ddb_raw, table, op, select, proj, msg):
+    kw = dict(TableName=table, Select=select, **proj)
+    if op == "query":
+        if "AttributesToGet" in proj:
+            kw["KeyConditions"] = {"pk": {"ComparisonOperator": "EQ", "AttributeValueList": [{"S": "a"}]}}
+        else:
+            kw["KeyConditionExpression"] = "pk = :p"
+            kw["ExpressionAttributeValues"] = {":p": {"S": "a"}}
+    validation(getattr(ddb_raw, op), PREFIX + msg, **kw)
+
+
+# ------------------------------------------------------- nesting through an update
+
+def test_update_cannot_nest_past_the_limit(ddb, table):
+    deep = {"S": "x"}
+    for _ in range(32):
+        deep = {"L": [deep]}
+    ddb.put_item(TableName=table, Item={"pk": {"S": "n"}, "m": {"M": {}}, "top": deep})
+    validation(ddb.update_item, "Nesting Levels have exceeded supported limits", TableName=table, Key={"pk": {"S": "n"}},
+               UpdateExpression="SET m.x = :v", ExpressionAttributeValues={":v": deep})
+    validation(ddb.update_item, "Nesting Levels have exceeded supported limits", TableName=table, Key={"pk": {"S": "n"}},
+               UpdateExpression="SET m.x = top")
+    # One level less fits, and the item stays readable and writable.
+    ddb.update_item(TableName=table, Key={"pk": {"S": "n"}}, UpdateExpression="SET m.x = :v",
+                    ExpressionAttributeValues={":v": deep["L"][0]})
+    ddb.update_item(TableName=table, Key={"pk": {"S": "n"}}, UpdateExpression="SET y = :v",
+                    ConditionExpression="attribute_exists(m.x)", ExpressionAttributeValues={":v": {"S": "q"}})
+    assert ddb.get_item(TableName=table, Key={"pk": {"S": "n"}}, ConsistentRead=True)["Item"]["y"] == {"S": "q"}
+
+
+# ------------------------------------------------------- index key types in CreateTable
+
+@pytest.mark.parametrize("kind", ["GlobalSecondaryIndexes", "LocalSecondaryIndexes"])
+def test_create_table_index_key_type_enum(ddb_raw, table_name, kind):
+    member = "globalSecondaryIndexes" if kind.startswith("Global") else "localSecondaryIndexes"
+    hash_name = "g" if kind.startswith("Global") else "pk"
+    idx = {"IndexName": "idx1", "KeySchema": [{"AttributeName": hash_name, "KeyType": "HASH"}, {"AttributeName": "g", "KeyType": "SORT"}],
+           "Projection": {"ProjectionType": "ALL"}}
+    validation(ddb_raw.create_table,
+               f"1 validation error detected: Value 'SORT' at '{member}.1.member.keySchema.2.member.keyType' "
+               "failed to satisfy constraint: Member must satisfy enum value set: [HASH, RANGE]",
+               TableName=table_name, BillingMode="PAY_PER_REQUEST",
+               KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+               AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"},
+                                     {"AttributeName": "g", "AttributeType": "S"}],
+               **{kind: [idx]})
+
+
+# ------------------------------------------------------- ADD and DELETE operand types
+
+@pytest.mark.parametrize("expr,value,msg", [
+    ("ADD n :v", {"S": "x"}, "operator: ADD, operand type: STRING, typeSet: ALLOWED_FOR_ADD_OPERAND"),
+    ("ADD n :v", {"M": {}}, "operator: ADD, operand type: MAP, typeSet: ALLOWED_FOR_ADD_OPERAND"),
+    ("DELETE ss :v", {"S": "x"}, "operator: DELETE, operand type: STRING, typeSet: ALLOWED_FOR_DELETE_OPERAND"),
+    ("DELETE ss :v", {"N": "1"}, "operator: DELETE, operand type: NUMBER, typeSet: ALLOWED_FOR_DELETE_OPERAND"),
+])
+def test_add_delete_operand_type_names_the_type_set(ddb, table, expr, value, msg):
+    validation(ddb.update_item, "Invalid UpdateExpression: Incorrect operand type for operator or function; " + msg,
+               TableName=table, Key={"pk": {"S": "a"}}, UpdateExpression=expr, ExpressionAttributeValues={":v": value})

@@ -242,7 +242,7 @@ func (b *Backend) liveFor(ctx context.Context, ref storage.TableRef) error {
 // liveView is liveFor; it returns the catalog row it checked, whose
 // snapshot fence and open epochs the write must honour.
 func (b *Backend) liveView(ctx context.Context, ref storage.TableRef) (*tableRow, error) {
-	wait := 5 * time.Millisecond
+	wait := 0
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		r, err := b.byID(ctx, ref.ID)
@@ -254,12 +254,10 @@ func (b *Backend) liveView(ctx context.Context, ref storage.TableRef) (*tableRow
 		}
 		if r.pendingVersion != nil {
 			if time.Now().Before(deadline) {
-				select {
-				case <-ctx.Done():
-					return nil, mapErr(ctx.Err(), "wait for table update")
-				case <-time.After(wait):
+				wait++
+				if err := storage.Backoff(ctx, wait+2, pendingWaitCeiling); err != nil {
+					return nil, mapErr(err, "wait for table update")
 				}
-				wait = min(wait*2, 100*time.Millisecond)
 				continue
 			}
 			if err := b.finishPending(ctx, r); err != nil {

@@ -57,14 +57,8 @@ func (c *Config) legacy() (timeout, connect, txLock config.LegacyDuration) {
 
 // Deprecations are the startup warnings of the deprecated keys set.
 func (c *Config) Deprecations() []string {
-	var out []string
 	timeout, connect, txLock := c.legacy()
-	for _, l := range []config.LegacyDuration{timeout, connect, txLock} {
-		if w := l.Warning("storage.cassandra"); w != "" {
-			out = append(out, w)
-		}
-	}
-	return out
+	return config.LegacyWarnings("storage.cassandra", timeout, connect, txLock)
 }
 
 // Validate checks the section; errors name the key.

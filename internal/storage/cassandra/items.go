@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -303,14 +302,23 @@ func (b *Backend) resolveCAS(ctx context.Context, casErr error, t int64, pk, sk 
 	return false, mapErr(casErr, "write item")
 }
 
+// retryCeiling bounds the average pause between two attempts of a
+// contended write (storage.Backoff).
+const retryCeiling = 32 * time.Millisecond
+
+// pendingWaitCeiling bounds the average pause between two reads of a table row
+// that waits for a pending change (a description update, a snapshot open)
+// to finish.
+const pendingWaitCeiling = 100 * time.Millisecond
+
+// backoff pauses before the next attempt of a contended write, 2^(attempt-1)
+// ms on average; a context that ends first is answered as the write's
+// error.
 func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(1+rand.IntN(1<<min(attempt, 6))) * time.Millisecond
-	select {
-	case <-ctx.Done():
-		return mapErr(ctx.Err(), "write item")
-	case <-time.After(d):
-		return nil
+	if err := storage.Backoff(ctx, attempt-1, retryCeiling); err != nil {
+		return mapErr(err, "write item")
 	}
+	return nil
 }
 
 // applyIndex writes the change's index entries at timestamp ver (the base

@@ -164,19 +164,14 @@ func addPreImages(batch *gocql.Batch, t int64, pk, sk []byte, pre []preImage) {
 // pending_sf); one whose opener has not beaten for openStale is aborted:
 // the counter moves to the pending value (so every raised partition is
 // within the catalog's fence) without opening the epoch.
-func (b *Backend) waitSnapshotOpen(ctx context.Context, r *tableRow, wait *time.Duration) error {
+func (b *Backend) waitSnapshotOpen(ctx context.Context, r *tableRow, attempt *int) error {
 	if r.pendingSFAt != nil && r.dbNow-*r.pendingSFAt > openStale.Milliseconds() {
 		_, err := b.query(ctx, `UPDATE tables SET sf = ?, pending_sf = null, pending_sf_at = null WHERE id = ? IF pending_sf = ? AND pending_sf_at = ?`,
 			*r.pendingSF, r.id, *r.pendingSF, *r.pendingSFAt).MapScanCAS(map[string]any{})
 		return mapErr(err, "abort a stale snapshot open")
 	}
-	select {
-	case <-ctx.Done():
-		return mapErr(ctx.Err(), "wait for a snapshot open")
-	case <-time.After(*wait):
-	}
-	*wait = min(*wait*2, 100*time.Millisecond)
-	return nil
+	*attempt++
+	return mapErr(storage.Backoff(ctx, *attempt+2, pendingWaitCeiling), "wait for a snapshot open")
 }
 
 // fenceSnap raises partition pk's snapshot fence to at least e, once it
@@ -268,7 +263,7 @@ func (b *Backend) openSnapshot(ctx context.Context, p storage.OpenSnapshotParams
 // beginOpen records a pending open (step 1) and returns the catalog row
 // and the epoch.
 func (b *Backend) beginOpen(ctx context.Context, account, name string) (*tableRow, int64, error) {
-	wait := 5 * time.Millisecond
+	wait := 0
 	for {
 		r, err := b.byName(ctx, account, name)
 		if err != nil {

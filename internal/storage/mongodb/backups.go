@@ -132,7 +132,7 @@ func condWriteDel[T any](ctx context.Context, b *Backend, coll *mongo.Collection
 		if ok {
 			return true, &r, nil
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := storage.Backoff(ctx, attempt, retryCeiling); err != nil {
 			return false, nil, translate(err, "mongodb: job row contended")
 		}
 	}

@@ -47,14 +47,8 @@ func (c *Config) legacy() (timeout, lease, txLock config.LegacyDuration) {
 
 // Deprecations are the startup warnings of the deprecated keys set.
 func (c *Config) Deprecations() []string {
-	var out []string
 	timeout, lease, txLock := c.legacy()
-	for _, l := range []config.LegacyDuration{timeout, lease, txLock} {
-		if w := l.Warning("storage.mongodb"); w != "" {
-			out = append(out, w)
-		}
-	}
-	return out
+	return config.LegacyWarnings("storage.mongodb", timeout, lease, txLock)
 }
 
 // Validate checks the section; errors name the key.

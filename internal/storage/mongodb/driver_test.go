@@ -27,8 +27,8 @@ func TestDriverConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, mut := range map[string]func(*Config){
-		"database":        func(c *Config) { c.Database = "" },
-		"max_pool_size":   func(c *Config) { c.MaxPoolSize = 0 },
+		"database":             func(c *Config) { c.Database = "" },
+		"max_pool_size":        func(c *Config) { c.MaxPoolSize = 0 },
 		"timeout must":         func(c *Config) { c.Timeout.Duration = 0 },
 		"lease must":           func(c *Config) { c.Lease.Duration = 0 },
 		"timeout_seconds must": func(c *Config) { c.TimeoutSeconds = -1 },

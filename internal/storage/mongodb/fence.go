@@ -81,18 +81,9 @@ func randomID() int64 {
 	return int64(binary.BigEndian.Uint64(b[:])>>2) + 1
 }
 
-// backoff sleeps a little longer each attempt, or returns the context's error.
-func backoff(ctx context.Context, attempt int) error {
-	d := time.Millisecond << min(attempt, 5) // 1..32 ms
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// retryCeiling bounds the average pause between two attempts of a
+// contended operation (storage.Backoff).
+const retryCeiling = 32 * time.Millisecond
 
 func regPrefix(id int64) string   { return fmt.Sprintf("w/%d/", id) }
 func claimPrefix(id int64) string { return fmt.Sprintf("x/%d/", id) }
@@ -165,7 +156,7 @@ func (b *Backend) registerAt(ctx context.Context, ref storage.TableRef, checkVer
 			return nil, err
 		}
 		// A catalog change is claimed: wait for it.
-		if err := backoff(ctx, attempt); err != nil {
+		if err := storage.Backoff(ctx, attempt, retryCeiling); err != nil {
 			return nil, translate(err, "mongodb: waiting for a catalog change of the table")
 		}
 	}
@@ -297,7 +288,7 @@ func (b *Backend) claimTable(ctx context.Context, lookup bson.D, notFound func()
 				return nil, translate(err, "mongodb: claim table")
 			}
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := storage.Backoff(ctx, attempt, retryCeiling); err != nil {
 			return nil, translate(err, "mongodb: waiting for another catalog change of the table")
 		}
 	}
@@ -312,7 +303,7 @@ func (b *Backend) claimTable(ctx context.Context, lookup bson.D, notFound func()
 		if n == 0 {
 			return c, nil
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := storage.Backoff(ctx, attempt, retryCeiling); err != nil {
 			b.unclaim(c)
 			return nil, translate(err, "mongodb: waiting for the table's writers")
 		}

@@ -367,7 +367,7 @@ func (b *Backend) writeLoop(ctx context.Context, p storage.WriteItemParams, exp 
 		if applied {
 			return res, nil
 		}
-		if err := backoff(ctx, attempt/4); err != nil {
+		if err := storage.Backoff(ctx, attempt/4, retryCeiling); err != nil {
 			return nil, waited(ctx, err, "mongodb: write item (contended)")
 		}
 	}

@@ -305,7 +305,7 @@ func (b *Backend) settleAllLocks(ctx context.Context, ref storage.TableRef) erro
 			if d == nil || d.lock == nil || d.lock.Tx != owner {
 				break
 			}
-			if err := backoff(ctx, attempt); err != nil {
+			if err := storage.Backoff(ctx, attempt, retryCeiling); err != nil {
 				return translate(err, "mongodb: settle a lock for a snapshot")
 			}
 		}

@@ -93,19 +93,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 	if gens := b.writtenGens(keys); gens != nil {
 		defer func() { b.settleWritten(keys, gens, committed) }()
 	}
-	// Distinct advisory lock keys in ascending order; distinct tables.
-	locks := make([]int64, 0, len(ops))
-	var tabs []int64
-	for i := range ops {
-		o := &ops[i]
-		locks = append(locks, lockKey(o.Table.ID, nz(o.PK), nz(o.SK)))
-		if !slices.Contains(tabs, o.Table.ID) {
-			tabs = append(tabs, o.Table.ID)
-		}
-	}
-	slices.Sort(locks)
-	locks = slices.Compact(locks)
-
+	locks, tabs := lockKeys(ops)
 	if results, done, err := b.writeSpeculative(ctx, ops, keys, locks, tabs); done {
 		if err != nil {
 			return nil, nil, err
@@ -116,118 +104,22 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 
 	var seen []storage.WriteItemResult // what the committed run found or left, per op
 	err = b.write(ctx, msg, func(x *txn) error {
-		results, reasons, seen = make([]storage.WriteItemResult, len(ops)), nil, nil
-		olds := make([][]byte, len(ops))
-		live := make(map[int64]int64, len(tabs))
-		bt := &pgx.Batch{}
-		bt.Queue("BEGIN")
-		for _, k := range locks {
-			bt.Queue(sqlLockKey, k)
-		}
-		// FOR SHARE conflicts with UpdateTable's FOR NO KEY UPDATE: the
-		// version read here stays current until this transaction ends.
-		bt.Queue(sqlFenceTabs, tabs).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id, version int64
-				if err := rows.Scan(&id, &version); err != nil {
-					return err
-				}
-				live[id] = version
-			}
-			return rows.Err()
-		})
-		for i := range ops {
-			o := &ops[i]
-			pk := nz(o.PK)
-			bt.Queue(sqlReadItem, o.Table.ID, hashOf(pk), pk, nz(o.SK)).QueryRow(func(row pgx.Row) error {
-				err := row.Scan(&olds[i])
-				if errors.Is(err, pgx.ErrNoRows) {
-					olds[i] = nil
-					return nil
-				}
-				return err
-			})
-		}
-		if err := x.send(bt); err != nil {
+		results, reasons, seen = nil, nil, nil
+		olds, err := b.lockAndRead(x, ops, locks, tabs)
+		if err != nil {
 			return err
 		}
-		if b.guess != nil {
-			for id, version := range live {
-				b.noteVersion(id, version)
-			}
-		}
-		for i := range ops {
-			ref := ops[i].Table
-			version, ok := live[ref.ID]
-			if !ok {
-				return tableNotFound(ref)
-			}
-			if version != ref.Version {
-				return storage.VersionChanged(ref, version)
-			}
-		}
-
-		// Run the functions in order; a later operation on the same item
-		// sees the earlier one's result.
-		cur := make(map[opKey][]byte, len(ops))
-		guessable := true
-		exists := func(k opKey, i int) []byte {
-			if v, ok := cur[k]; ok {
-				return v
-			}
-			return olds[i]
-		}
-		bt = &pgx.Batch{}
-		for i := range ops {
-			o := &ops[i]
-			pk, sk := nz(o.PK), nz(o.SK)
-			k := opKey{o.Table.ID, string(pk), string(sk)}
-			old := exists(k, i)
-			// storage.Checked recovers a panic of the function and
-			// validates the Change it returns (it wraps every backend).
-			ch, err := o.Fn(old)
-			if err != nil {
-				if reasons == nil {
-					reasons = make([]error, len(ops))
-				}
-				reasons[i] = err
-				continue
-			}
-			if reasons != nil {
-				continue // the transaction is canceled; still collect reasons
-			}
-			results[i] = storage.WriteItemResult{Old: old, Change: ch}
-			h := hashOf(pk)
-			if _, dup := cur[k]; dup {
-				guessable = false // the guess cache keeps one value per key
-			}
-			switch ch.Op {
-			case storage.Keep:
-				continue // a Keep changes nothing, index entries included
-			case storage.Put:
-				if old == nil {
-					bt.Queue(sqlInsItem, o.Table.ID, h, pk, sk, ch.Item)
-				} else {
-					bt.Queue(sqlUpdItem, o.Table.ID, h, pk, sk, ch.Item)
-				}
-				cur[k] = ch.Item
-			case storage.Delete:
-				if old != nil {
-					bt.Queue(sqlDelItem, o.Table.ID, h, pk, sk)
-				}
-				cur[k] = nil
-			}
-			queueIndexAndLog(batchQueue(bt), o.Table.ID, pk, sk, ch)
-		}
-		if reasons != nil {
+		bt, res, rs, guessable := queueWrites(ops, olds)
+		if rs != nil {
+			reasons = rs
 			x.rollback()
-			results = nil
 			// The items as they are: the next attempt's guesses.
 			for i := range ops {
 				seen = append(seen, storage.WriteItemResult{Old: olds[i]})
 			}
 			return nil
 		}
+		results = res
 		bt.Queue("COMMIT")
 		x.commitSent = true
 		if err := x.send(bt); err != nil {
@@ -250,6 +142,141 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		committed = seen // committed, one operation per key
 	}
 	return results, reasons, nil
+}
+
+// lockKeys are the distinct advisory lock keys of ops in ascending order,
+// and their distinct tables.
+func lockKeys(ops []storage.WriteItemParams) (locks, tabs []int64) {
+	locks = make([]int64, 0, len(ops))
+	for i := range ops {
+		o := &ops[i]
+		locks = append(locks, lockKey(o.Table.ID, nz(o.PK), nz(o.SK)))
+		if !slices.Contains(tabs, o.Table.ID) {
+			tabs = append(tabs, o.Table.ID)
+		}
+	}
+	slices.Sort(locks)
+	return slices.Compact(locks), tabs
+}
+
+// lockAndRead begins the transaction in one round trip: the items'
+// advisory locks, the tables' versions (FOR SHARE, which conflicts with
+// UpdateTable's FOR NO KEY UPDATE: a version read here stays current
+// until the transaction ends) and the items as they are (nil when
+// absent). Every op's table must be live at its version.
+func (b *Backend) lockAndRead(x *txn, ops []storage.WriteItemParams, locks, tabs []int64) ([][]byte, error) {
+	olds := make([][]byte, len(ops))
+	live := make(map[int64]int64, len(tabs))
+	bt := &pgx.Batch{}
+	bt.Queue("BEGIN")
+	for _, k := range locks {
+		bt.Queue(sqlLockKey, k)
+	}
+	bt.Queue(sqlFenceTabs, tabs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id, version int64
+			if err := rows.Scan(&id, &version); err != nil {
+				return err
+			}
+			live[id] = version
+		}
+		return rows.Err()
+	})
+	for i := range ops {
+		o := &ops[i]
+		pk := nz(o.PK)
+		bt.Queue(sqlReadItem, o.Table.ID, hashOf(pk), pk, nz(o.SK)).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&olds[i])
+			if errors.Is(err, pgx.ErrNoRows) {
+				olds[i] = nil
+				return nil
+			}
+			return err
+		})
+	}
+	if err := x.send(bt); err != nil {
+		return nil, err
+	}
+	if b.guess != nil {
+		for id, version := range live {
+			b.noteVersion(id, version)
+		}
+	}
+	for i := range ops {
+		ref := ops[i].Table
+		version, ok := live[ref.ID]
+		if !ok {
+			return nil, tableNotFound(ref)
+		}
+		if version != ref.Version {
+			return nil, storage.VersionChanged(ref, version)
+		}
+	}
+	return olds, nil
+}
+
+// queueWrites runs the write functions in order on the items read (a
+// later operation on the same item sees the earlier one's result) and
+// queues their statements. When a function fails, reasons holds, per op,
+// the error of the failing functions and nothing is to be written.
+// guessable is false when two operations write one key (the guess cache
+// keeps one value per key).
+func queueWrites(ops []storage.WriteItemParams, olds [][]byte) (bt *pgx.Batch, results []storage.WriteItemResult, reasons []error, guessable bool) {
+	results = make([]storage.WriteItemResult, len(ops))
+	cur := make(map[opKey][]byte, len(ops))
+	guessable = true
+	exists := func(k opKey, i int) []byte {
+		if v, ok := cur[k]; ok {
+			return v
+		}
+		return olds[i]
+	}
+	bt = &pgx.Batch{}
+	for i := range ops {
+		o := &ops[i]
+		pk, sk := nz(o.PK), nz(o.SK)
+		k := opKey{o.Table.ID, string(pk), string(sk)}
+		old := exists(k, i)
+		// storage.Checked recovers a panic of the function and
+		// validates the Change it returns (it wraps every backend).
+		ch, err := o.Fn(old)
+		if err != nil {
+			if reasons == nil {
+				reasons = make([]error, len(ops))
+			}
+			reasons[i] = err
+			continue
+		}
+		if reasons != nil {
+			continue // the transaction is canceled; still collect reasons
+		}
+		results[i] = storage.WriteItemResult{Old: old, Change: ch}
+		h := hashOf(pk)
+		if _, dup := cur[k]; dup {
+			guessable = false
+		}
+		switch ch.Op {
+		case storage.Keep:
+			continue // a Keep changes nothing, index entries included
+		case storage.Put:
+			if old == nil {
+				bt.Queue(sqlInsItem, o.Table.ID, h, pk, sk, ch.Item)
+			} else {
+				bt.Queue(sqlUpdItem, o.Table.ID, h, pk, sk, ch.Item)
+			}
+			cur[k] = ch.Item
+		case storage.Delete:
+			if old != nil {
+				bt.Queue(sqlDelItem, o.Table.ID, h, pk, sk)
+			}
+			cur[k] = nil
+		}
+		queueIndexAndLog(batchQueue(bt), o.Table.ID, pk, sk, ch)
+	}
+	if reasons != nil {
+		return nil, nil, reasons, false
+	}
+	return bt, results, nil, guessable
 }
 
 // GetItem implements storage.Backend: one statement reads the catalog row

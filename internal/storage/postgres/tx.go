@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
@@ -84,18 +83,9 @@ type attemptErr struct {
 	retry bool
 }
 
-func (b *Backend) backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(1<<min(attempt, 6)) * time.Millisecond
-	d = d/2 + time.Duration(rand.Int64N(int64(d)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// retryCeiling bounds the average pause between two attempts of an
+// operation (storage.Backoff).
+const retryCeiling = 64 * time.Millisecond
 
 // run runs fn up to MaxAttempts times while it fails retryably.
 func (b *Backend) run(ctx context.Context, msg string, fn func() *attemptErr) error {
@@ -108,7 +98,7 @@ func (b *Backend) run(ctx context.Context, msg string, fn func() *attemptErr) er
 			return mapErr(ae.err, msg)
 		}
 		b.retries.Add(1)
-		if err := b.backoff(ctx, attempt); err != nil {
+		if err := storage.Backoff(ctx, attempt, retryCeiling); err != nil {
 			return mapErr(ae.err, msg)
 		}
 	}

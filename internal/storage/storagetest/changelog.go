@@ -222,12 +222,17 @@ func testChangeLogAtomic(e *env) {
 		t.Fatal(err)
 	}
 	expect("a write at the new version", "fresh")
+	checkWholeLog(t, ctx, cl, ref, seen)
+}
 
+// checkWholeLog: the table's whole log holds exactly the records seen, in
+// order, LogInfo describes it, and At does not decrease with Seq.
+func checkWholeLog(t *testing.T, ctx context.Context, cl storage.ChangeLog, ref storage.TableRef, seen []string) {
 	all := readAllLog(t, ctx, cl, ref, 0)
 	if got := datasOf(all); strings.Join(got, "|") != strings.Join(seen, "|") {
 		t.Fatalf("whole log %q, want %q", got, seen)
 	}
-	info = logInfo(t, ctx, cl, ref)
+	info := logInfo(t, ctx, cl, ref)
 	if info.First != all[0].Seq || info.Last != all[len(all)-1].Seq || info.Count != int64(len(all)) {
 		t.Fatalf("LogInfo %+v for records %v", info, seqsOf(all))
 	}
@@ -413,47 +418,7 @@ func testChangeLogConcurrent(e *env) {
 // whole log (no record appeared behind it: no late gaps). Exported so a
 // backend's tests can run it with two backends opened on one database.
 func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.ChangeLog, ref storage.TableRef, writers, each, keys int) {
-	ctx := t.Context()
-	key := func(i int) []byte { return strKey(fmt.Sprintf("key%04d", i)) }
-	counter := func(old []byte) int {
-		if old == nil {
-			return 0
-		}
-		n, err := strconv.Atoi(string(old))
-		if err != nil {
-			panic(fmt.Sprintf("item %q", old))
-		}
-		return n
-	}
-	incr := func(k int) storage.WriteFunc {
-		return func(old []byte) (storage.Change, error) {
-			n := counter(old) + 1
-			return storage.Change{Op: storage.Put, Item: []byte(strconv.Itoa(n)), Log: fmt.Appendf(nil, "%d:%d", k, n)}, nil
-		}
-	}
-	failing := func(k int) storage.WriteFunc {
-		return func(old []byte) (storage.Change, error) {
-			return storage.Change{Op: storage.Put, Item: []byte("bad"), Log: fmt.Appendf(nil, "%d:bad", k)}, errCond
-		}
-	}
-	acked := make([]atomic.Int64, keys)
-	var stop atomic.Bool
-	var failures atomic.Int64
-	fail := func(format string, args ...any) {
-		failures.Add(1)
-		t.Errorf(format, args...)
-	}
-	// retry runs a write again on a transaction conflict (nothing was
-	// written, and the functions are pure).
-	retry := func(f func() error) error {
-		for {
-			err := f()
-			if !storage.IsKind(err, storage.KindTransactionConflict) {
-				return err
-			}
-		}
-	}
-
+	sc := &logScenario{t: t, ctx: t.Context(), bes: bes, cls: cls, ref: ref, keys: keys, acked: make([]atomic.Int64, keys)}
 	// Six polling readers (so that backends which publish on read
 	// publish concurrently), spread over the backends.
 	const readers = 6
@@ -463,102 +428,190 @@ func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.Change
 		readersWG.Add(1)
 		go func() {
 			defer readersWG.Done()
-			var after int64
-			cl := cls[(ri+1)%len(cls)]
-			for {
-				finished := stop.Load()
-				res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: ref, After: after, Limit: 1 + rand.IntN(64)})
-				if err != nil {
-					fail("polling ReadLog: %v", err)
-					return
-				}
-				for _, r := range res.Records {
-					if r.Seq <= after {
-						fail("polling ReadLog after %d returned Seq %d", after, r.Seq)
-						return
-					}
-					after = r.Seq
-				}
-				polledBy[ri] = append(polledBy[ri], res.Records...)
-				if len(res.Records) == 0 {
-					if finished {
-						return
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}
+			polledBy[ri] = sc.poll(cls[(ri+1)%len(cls)])
 		}()
 	}
-
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			be := bes[w%len(bes)]
-			r := rand.New(rand.NewPCG(uint64(w), 42))
-			for i := 0; i < each && failures.Load() == 0; i++ {
-				k := r.IntN(keys)
-				switch {
-				case i%5 == 4: // a transaction of two distinct keys
-					k2 := (k + 1 + r.IntN(keys-1)) % keys
-					cancel := i%3 == 0
-					err := retry(func() error {
-						ops := []storage.WriteItemParams{
-							{Table: ref, PK: key(k), Fn: incr(k)},
-							{Table: ref, PK: key(k2), Fn: incr(k2)},
-						}
-						if cancel {
-							k3 := (k2 + 1) % keys
-							if k3 == k {
-								k3 = (k3 + 1) % keys
-							}
-							ops = append(ops, storage.WriteItemParams{Table: ref, PK: key(k3), Fn: failing(k3)})
-						}
-						_, err := be.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
-						return err
-					})
-					switch {
-					case cancel && storage.IsKind(err, storage.KindTransactionCanceled):
-					case !cancel && err == nil:
-						acked[k].Add(1)
-						acked[k2].Add(1)
-					default:
-						fail("transaction (cancel %v): %v", cancel, err)
-					}
-				case i%7 == 3: // a failing conditional write
-					err := retry(func() error {
-						_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: key(k), Fn: failing(k)})
-						return err
-					})
-					if !errors.Is(err, errCond) {
-						fail("failing write: %v", err)
-					}
-				default:
-					err := retry(func() error {
-						_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: key(k), Fn: incr(k)})
-						return err
-					})
-					if err != nil {
-						fail("write: %v", err)
-					} else {
-						acked[k].Add(1)
-					}
-				}
-			}
+			sc.write(w, each)
 		}()
 	}
 	wg.Wait()
-	stop.Store(true)
+	sc.stop.Store(true)
 	readersWG.Wait()
 	if t.Failed() {
 		return
 	}
+	all := sc.check()
+	for _, polled := range polledBy {
+		checkPolled(t, polled, all)
+	}
+	info := logInfo(t, sc.ctx, cls[0], ref)
+	if info.Count != int64(len(all)) || (len(all) > 0 && (info.First != all[0].Seq || info.Last != all[len(all)-1].Seq)) {
+		t.Fatalf("LogInfo %+v for %d records", info, len(all))
+	}
+	t.Logf("change log scenario: %d records, %d writers on %d backends, %d keys", len(all), writers, len(bes), keys)
+}
 
-	// The whole log, read after the writes, through every backend.
+// logScenario is the state ChangeLogScenario's writers and readers share.
+type logScenario struct {
+	t     *testing.T
+	ctx   context.Context
+	bes   []storage.Backend
+	cls   []storage.ChangeLog
+	ref   storage.TableRef
+	keys  int
+	acked []atomic.Int64 // acknowledged writes per key
+	// stop tells the readers that the writers are done; failures counts
+	// the failures so far (writers stop at the first).
+	stop     atomic.Bool
+	failures atomic.Int64
+}
+
+func (sc *logScenario) key(i int) []byte { return strKey(fmt.Sprintf("key%04d", i)) }
+
+func (sc *logScenario) fail(format string, args ...any) {
+	sc.failures.Add(1)
+	sc.t.Errorf(format, args...)
+}
+
+// logCounter is the counter an item holds (0 when absent).
+func logCounter(old []byte) int {
+	if old == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(string(old))
+	if err != nil {
+		panic(fmt.Sprintf("item %q", old))
+	}
+	return n
+}
+
+// incr increments key k's counter; its record names the key and the new
+// counter.
+func (sc *logScenario) incr(k int) storage.WriteFunc {
+	return func(old []byte) (storage.Change, error) {
+		n := logCounter(old) + 1
+		return storage.Change{Op: storage.Put, Item: []byte(strconv.Itoa(n)), Log: fmt.Appendf(nil, "%d:%d", k, n)}, nil
+	}
+}
+
+// failing is a conditional write on key k that fails.
+func (sc *logScenario) failing(k int) storage.WriteFunc {
+	return func(old []byte) (storage.Change, error) {
+		return storage.Change{Op: storage.Put, Item: []byte("bad"), Log: fmt.Appendf(nil, "%d:bad", k)}, errCond
+	}
+}
+
+// retry runs a write again on a transaction conflict (nothing was
+// written, and the functions are pure).
+func retryConflicts(f func() error) error {
+	for {
+		err := f()
+		if !storage.IsKind(err, storage.KindTransactionConflict) {
+			return err
+		}
+	}
+}
+
+// poll reads the log through cl from the last Seq it saw until the
+// writers are done and nothing is left, and answers what it read.
+func (sc *logScenario) poll(cl storage.ChangeLog) []storage.LogRecord {
+	var polled []storage.LogRecord
+	var after int64
+	for {
+		finished := sc.stop.Load()
+		res, err := cl.ReadLog(sc.ctx, storage.ReadLogParams{Table: sc.ref, After: after, Limit: 1 + rand.IntN(64)})
+		if err != nil {
+			sc.fail("polling ReadLog: %v", err)
+			return polled
+		}
+		for _, r := range res.Records {
+			if r.Seq <= after {
+				sc.fail("polling ReadLog after %d returned Seq %d", after, r.Seq)
+				return polled
+			}
+			after = r.Seq
+		}
+		polled = append(polled, res.Records...)
+		if len(res.Records) == 0 {
+			if finished {
+				return polled
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// write is writer w: each writes on random keys, a fifth of them
+// two-item transactions (some canceled), some failing conditional writes.
+func (sc *logScenario) write(w, each int) {
+	be := sc.bes[w%len(sc.bes)]
+	r := rand.New(rand.NewPCG(uint64(w), 42))
+	ctx, ref, keys := sc.ctx, sc.ref, sc.keys
+	for i := 0; i < each && sc.failures.Load() == 0; i++ {
+		k := r.IntN(keys)
+		switch {
+		case i%5 == 4: // a transaction of two distinct keys
+			k2 := (k + 1 + r.IntN(keys-1)) % keys
+			cancel := i%3 == 0
+			err := retryConflicts(func() error {
+				ops := []storage.WriteItemParams{
+					{Table: ref, PK: sc.key(k), Fn: sc.incr(k)},
+					{Table: ref, PK: sc.key(k2), Fn: sc.incr(k2)},
+				}
+				if cancel {
+					k3 := (k2 + 1) % keys
+					if k3 == k {
+						k3 = (k3 + 1) % keys
+					}
+					ops = append(ops, storage.WriteItemParams{Table: ref, PK: sc.key(k3), Fn: sc.failing(k3)})
+				}
+				_, err := be.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
+				return err
+			})
+			switch {
+			case cancel && storage.IsKind(err, storage.KindTransactionCanceled):
+			case !cancel && err == nil:
+				sc.acked[k].Add(1)
+				sc.acked[k2].Add(1)
+			default:
+				sc.fail("transaction (cancel %v): %v", cancel, err)
+			}
+		case i%7 == 3: // a failing conditional write
+			err := retryConflicts(func() error {
+				_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: sc.key(k), Fn: sc.failing(k)})
+				return err
+			})
+			if !errors.Is(err, errCond) {
+				sc.fail("failing write: %v", err)
+			}
+		default:
+			err := retryConflicts(func() error {
+				_, err := be.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: sc.key(k), Fn: sc.incr(k)})
+				return err
+			})
+			if err != nil {
+				sc.fail("write: %v", err)
+			} else {
+				sc.acked[k].Add(1)
+			}
+		}
+	}
+}
+
+// check reads the whole log after the writes, through every backend, and
+// holds it to the writes: every backend agrees, Seq strictly increases,
+// each key's records come in counter order, and every acknowledged write
+// (and no other) has its record. It answers the log.
+func (sc *logScenario) check() []storage.LogRecord {
+	t, ctx, keys := sc.t, sc.ctx, sc.keys
 	var all []storage.LogRecord
-	for i, cl := range cls {
-		got := readAllLog(t, ctx, cl, ref, 0)
+	for i, cl := range sc.cls {
+		got := readAllLog(t, ctx, cl, sc.ref, 0)
 		if i == 0 {
 			all = got
 		} else if fmt.Sprint(seqsOf(got)) != fmt.Sprint(seqsOf(all)) {
@@ -581,43 +634,42 @@ func ChangeLogScenario(t *testing.T, bes []storage.Backend, cls []storage.Change
 	}
 	var total int64
 	for k := range keys {
-		total += acked[k].Load()
-		item, err := bes[0].GetItem(ctx, storage.GetItemParams{Table: ref, PK: key(k)})
+		total += sc.acked[k].Load()
+		item, err := sc.bes[0].GetItem(ctx, storage.GetItemParams{Table: sc.ref, PK: sc.key(k)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := counter(item.Item); int64(got) != acked[k].Load() || next[k] != got {
-			t.Fatalf("key %d: counter %d, %d acknowledged writes, %d records", k, got, acked[k].Load(), next[k])
+		if got := logCounter(item.Item); int64(got) != sc.acked[k].Load() || next[k] != got {
+			t.Fatalf("key %d: counter %d, %d acknowledged writes, %d records", k, got, sc.acked[k].Load(), next[k])
 		}
 	}
 	if int64(len(all)) != total {
 		t.Fatalf("%d records for %d acknowledged writes", len(all), total)
 	}
-	for _, polled := range polledBy {
-		if fmt.Sprint(seqsOf(polled)) != fmt.Sprint(seqsOf(all)) {
-			missing := 0
-			in := map[int64]bool{}
-			for _, r := range polled {
-				in[r.Seq] = true
-			}
-			for _, r := range all {
-				if !in[r.Seq] {
-					missing++
-				}
-			}
-			t.Fatalf("the polling reader saw %d records, the log holds %d; %d appeared behind the reader (late gaps)", len(polled), len(all), missing)
+	return all
+}
+
+// checkPolled holds what a polling reader saw to the whole log: the same
+// records, none appeared behind the reader (no late gaps).
+func checkPolled(t *testing.T, polled, all []storage.LogRecord) {
+	if fmt.Sprint(seqsOf(polled)) != fmt.Sprint(seqsOf(all)) {
+		missing := 0
+		in := map[int64]bool{}
+		for _, r := range polled {
+			in[r.Seq] = true
 		}
-		for i := range polled {
-			if !bytes.Equal(polled[i].Data, all[i].Data) {
-				t.Fatalf("record %d read as %q while polling, %q after", polled[i].Seq, polled[i].Data, all[i].Data)
+		for _, r := range all {
+			if !in[r.Seq] {
+				missing++
 			}
 		}
+		t.Fatalf("the polling reader saw %d records, the log holds %d; %d appeared behind the reader (late gaps)", len(polled), len(all), missing)
 	}
-	info := logInfo(t, ctx, cls[0], ref)
-	if info.Count != int64(len(all)) || (len(all) > 0 && (info.First != all[0].Seq || info.Last != all[len(all)-1].Seq)) {
-		t.Fatalf("LogInfo %+v for %d records", info, len(all))
+	for i := range polled {
+		if !bytes.Equal(polled[i].Data, all[i].Data) {
+			t.Fatalf("record %d read as %q while polling, %q after", polled[i].Seq, polled[i].Data, all[i].Data)
+		}
 	}
-	t.Logf("change log scenario: %d records, %d writers on %d backends, %d keys", len(all), writers, len(bes), keys)
 }
 
 // ChangeLogReopen: records survive closing and reopening the backend.

@@ -147,17 +147,7 @@ func testFenceConcurrentUpdateTable(e *env) {
 	ref := e.createTable("fencerace")
 	const keys, writers, indexes = 6, 4, 6
 	key := func(i int) []byte { return strKey("k" + strconv.Itoa(i)) }
-	entries := func(n int, pk, item []byte) (del []storage.IndexKey, put []storage.IndexEntry) {
-		if item == nil {
-			return nil, nil
-		}
-		for j := 0; j < n; j++ {
-			en := ixe("ix"+strconv.Itoa(j), strKey("p"), append(append([]byte{}, item...), pk...), "")
-			del = append(del, en.IndexKey)
-			put = append(put, en)
-		}
-		return del, put
-	}
+	entries := fenceEntries
 	parse := func(tb *storage.Table) (storage.TableRef, int) {
 		n, err := strconv.Atoi(string(bytes.TrimPrefix(tb.Desc, []byte("indexes="))))
 		if err != nil {
@@ -240,27 +230,7 @@ func testFenceConcurrentUpdateTable(e *env) {
 	// The updater: add an index, then backfill it, while the writers run.
 	for j := 0; j < indexes; j++ {
 		waitWrites(int64(j+1) * 30)
-		res, err := e.b.UpdateTable(e.ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name,
-			Fn: func(*storage.Table) ([]byte, error) { return []byte("indexes=" + strconv.Itoa(j+1)), nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur := res.Table.Ref()
-		rows := e.scanAll(storage.ScanParams{Table: cur}, 100)
-		ixName := "ix" + strconv.Itoa(j)
-		for _, row := range rows {
-			pk := row.PK
-			_, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: cur, PK: pk, SK: row.SK, Fn: func(old []byte) (storage.Change, error) {
-				if old == nil {
-					return storage.Change{Op: storage.Keep}, nil
-				}
-				en := ixe(ixName, strKey("p"), append(append([]byte{}, old...), pk...), "")
-				return storage.Change{Op: storage.Put, Item: old, DeleteIndex: []storage.IndexKey{en.IndexKey}, PutIndex: []storage.IndexEntry{en}}, nil
-			}})
-			if err != nil {
-				t.Fatalf("backfill of %s: %v", ixName, err)
-			}
-		}
+		fenceAddIndex(e, ref, j)
 	}
 	// Let the writers run a while on the final description too.
 	waitWrites(written.Load() + 60)
@@ -282,6 +252,55 @@ func testFenceConcurrentUpdateTable(e *env) {
 		}
 	}
 	slices.SortFunc(want, bytes.Compare)
+	fenceCheckIndexes(e, final, indexes, want, written.Load(), refused.Load())
+}
+
+// fenceEntries are an item's entries in the first n indexes of the fence
+// scenario (keyed by the item's value), as keys to delete and entries to
+// put; none for an absent item.
+func fenceEntries(n int, pk, item []byte) (del []storage.IndexKey, put []storage.IndexEntry) {
+	if item == nil {
+		return nil, nil
+	}
+	for j := 0; j < n; j++ {
+		en := ixe("ix"+strconv.Itoa(j), strKey("p"), append(append([]byte{}, item...), pk...), "")
+		del = append(del, en.IndexKey)
+		put = append(put, en)
+	}
+	return del, put
+}
+
+// fenceAddIndex is the fence scenario's updater adding index j: an
+// UpdateTable, then a backfill that rewrites every item with its entry.
+func fenceAddIndex(e *env, ref storage.TableRef, j int) {
+	t := e.t
+	res, err := e.b.UpdateTable(e.ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name,
+		Fn: func(*storage.Table) ([]byte, error) { return []byte("indexes=" + strconv.Itoa(j+1)), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := res.Table.Ref()
+	rows := e.scanAll(storage.ScanParams{Table: cur}, 100)
+	ixName := "ix" + strconv.Itoa(j)
+	for _, row := range rows {
+		pk := row.PK
+		_, err := e.b.WriteItem(e.ctx, storage.WriteItemParams{Table: cur, PK: pk, SK: row.SK, Fn: func(old []byte) (storage.Change, error) {
+			if old == nil {
+				return storage.Change{Op: storage.Keep}, nil
+			}
+			en := ixe(ixName, strKey("p"), append(append([]byte{}, old...), pk...), "")
+			return storage.Change{Op: storage.Put, Item: old, DeleteIndex: []storage.IndexKey{en.IndexKey}, PutIndex: []storage.IndexEntry{en}}, nil
+		}})
+		if err != nil {
+			t.Fatalf("backfill of %s: %v", ixName, err)
+		}
+	}
+}
+
+// fenceCheckIndexes: every index of the fence scenario holds exactly one
+// entry per item, at the item's current value (want, sorted).
+func fenceCheckIndexes(e *env, final storage.TableRef, indexes int, want [][]byte, written, refused int64) {
+	t := e.t
 	for j := 0; j < indexes; j++ {
 		rows := e.queryAll(storage.QueryParams{Table: final, Index: "ix" + strconv.Itoa(j), PK: strKey("p"), Forward: true}, 100)
 		var got [][]byte
@@ -290,11 +309,11 @@ func testFenceConcurrentUpdateTable(e *env) {
 		}
 		if !slices.EqualFunc(got, want, bytes.Equal) {
 			t.Fatalf("index ix%d: %d entries, want %d (one per item at its current value); %d writes, %d refused as stale",
-				j, len(got), len(want), written.Load(), refused.Load())
+				j, len(got), len(want), written, refused)
 		}
 	}
-	if refused.Load() == 0 {
-		t.Logf("no write was refused as stale (%d writes): the race was not exercised this run", written.Load())
+	if refused == 0 {
+		t.Logf("no write was refused as stale (%d writes): the race was not exercised this run", written)
 	}
 }
 

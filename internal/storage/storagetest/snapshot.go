@@ -90,17 +90,7 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 		pk, sk := key(i)
 		keys[i] = kv{pk, sk}
 	}
-	write := func(pk, sk []byte, op storage.ChangeOp, val string) error {
-		ch := storage.Change{Op: op}
-		if op == storage.Put {
-			ch.Item = []byte(val)
-			// An entry in a GSI "g", partitioned by the value's last digit.
-			ch.PutIndex = []storage.IndexEntry{ixe("g", strKey("g"+val[len(val)-1:]), append(append([]byte{}, pk...), sk...), val)}
-		}
-		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
-			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
-		return err
-	}
+	write := snapshotWriter(ctx, b, ref)
 	if err := parallel(n, func(i int) error {
 		return write(keys[i].pk, keys[i].sk, storage.Put, "orig-"+strconv.Itoa(i))
 	}); err != nil {
@@ -204,6 +194,32 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 		return fmt.Errorf("Next after Close: %v, want an error", err)
 	}
 
+	newPK, newSK := key(n + changed + 1)
+	return snapshotPausedOpen(ctx, b, se, account, name, ref, write, newPK, newSK, keys[1].pk, keys[1].sk)
+}
+
+// snapshotWriter writes the scenario's items: a Put of val (with an entry
+// in a GSI "g", partitioned by the value's last digit) or a Delete.
+func snapshotWriter(ctx context.Context, b storage.Backend, ref storage.TableRef) func(pk, sk []byte, op storage.ChangeOp, val string) error {
+	return func(pk, sk []byte, op storage.ChangeOp, val string) error {
+		ch := storage.Change{Op: op}
+		if op == storage.Put {
+			ch.Item = []byte(val)
+			// An entry in a GSI "g", partitioned by the value's last digit.
+			ch.PutIndex = []storage.IndexEntry{ixe("g", strKey("g"+val[len(val)-1:]), append(append([]byte{}, pk...), sk...), val)}
+		}
+		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
+			Fn: func([]byte) (storage.Change, error) { return ch, nil }})
+		return err
+	}
+}
+
+// snapshotPausedOpen: an open paused between pinning and the items while
+// a write of a new key (newPK, newSK), an overwrite of an existing key
+// (oldPK, oldSK) and a description change commit shows none of them: the
+// description and the items come from one instant.
+func snapshotPausedOpen(ctx context.Context, b storage.Backend, se storage.SnapshotEngine, account, name string, ref storage.TableRef,
+	write func(pk, sk []byte, op storage.ChangeOp, val string) error, newPK, newSK, oldPK, oldSK []byte) error {
 	// Paused open: description and items come from one instant.
 	before := map[string]string{}
 	live, err := scanLive(ctx, b, ref)
@@ -218,13 +234,12 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 		return err
 	}
 	var hookErr error
-	newPK, newSK := key(n + changed + 1)
 	snap2, err := se.OpenTableSnapshot(ctx, storage.OpenSnapshotParams{Account: account, Name: name, PageSize: 7, AfterPin: func() {
 		if err := write(newPK, newSK, storage.Put, "during-pause-1"); err != nil {
 			hookErr = err
 			return
 		}
-		if err := write(keys[1].pk, keys[1].sk, storage.Put, "during-pause-2"); err != nil {
+		if err := write(oldPK, oldSK, storage.Put, "during-pause-2"); err != nil {
 			hookErr = err
 			return
 		}

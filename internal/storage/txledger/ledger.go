@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -69,17 +68,10 @@ func conflict() error {
 	return storage.Errorf(storage.KindTransactionConflict, "transaction is ongoing for the item")
 }
 
-// sleep waits a randomized, growing backoff; false when ctx ended.
+// sleep waits a randomized, growing backoff (storage.Backoff: 2^(attempt-1)
+// ms on average, at most 16 ms on average); false when ctx ended.
 func sleep(ctx context.Context, attempt int) bool {
-	d := time.Duration(1+rand.IntN(1<<min(attempt, 5))) * time.Millisecond
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return storage.Backoff(ctx, attempt-1, 16*time.Millisecond) == nil
 }
 
 // errAbortedWhileWaiting: another party aborted the waiting coordinator's
