@@ -50,6 +50,8 @@ var errorTable = map[engine.Code]wireError{
 	engine.CodeDuplicateItem:          {prefixDynamo, 400},
 
 	engine.CodeContinuousBackupsUnavailable: {prefixDynamo, 400},
+	engine.CodePITRUnavailable:              {prefixDynamo, 400},
+	engine.CodeInvalidRestoreTime:           {prefixDynamo, 400},
 
 	// DynamoDB Streams.
 	engine.CodeExpiredIterator:   {prefixStreams, 400},

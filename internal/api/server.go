@@ -147,6 +147,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"ListBackups":               op(eng.ListBackups),
 		"DeleteBackup":              op(eng.DeleteBackup),
 		"RestoreTableFromBackup":    op(eng.RestoreTableFromBackup),
+		"RestoreTableToPointInTime": op(eng.RestoreTableToPointInTime),
 		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
 		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
 	}

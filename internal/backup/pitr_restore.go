@@ -1,15 +1,18 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
@@ -162,4 +165,119 @@ func cutWhole(recs []format.PITRRecord) []format.PITRRecord {
 		}
 		recs = recs[:cut]
 	}
+}
+
+// pitrJobScheme starts the key of a point-in-time restore job, which the
+// job row keeps where a restore from a backup keeps the backup's ARN:
+// "pitr:<history prefix>@<instant, unix ms>". A job taken over by the
+// reconciler plans the same restore again from it.
+const pitrJobScheme = "pitr:"
+
+// PITRJobKey is the job key of a restore of the history under prefix to
+// the instant at.
+func PITRJobKey(prefix string, at time.Time) string {
+	return pitrJobScheme + prefix + "@" + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// parsePITRJob reads a job key made by PITRJobKey.
+func parsePITRJob(key string) (prefix string, at time.Time, ok bool) {
+	rest, ok := strings.CutPrefix(key, pitrJobScheme)
+	if !ok {
+		return "", time.Time{}, false
+	}
+	i := strings.LastIndexByte(rest, '@')
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return rest[:i], time.UnixMilli(ms), true
+}
+
+// pitrJobRecord is the backup record a point-in-time restore job runs
+// under (RestoreTable, reconcileRestores): its ARN is the job key, its
+// prefix the history's.
+func pitrJobRecord(key string) (storage.BackupRecord, bool) {
+	prefix, at, ok := parsePITRJob(key)
+	if !ok {
+		return storage.BackupRecord{}, false
+	}
+	return storage.BackupRecord{ARN: key, BackupID: "pitr-" + strconv.FormatInt(at.UnixMilli(), 10), Prefix: prefix,
+		Status: storage.BackupAvailable}, true
+}
+
+// RestorePITR starts restoring the history under prefix, as it was at
+// the instant at, into the table account/name: a restore job like
+// RestoreTable's (claims, fencing, progress, the reconciler), whose load
+// is the plan's base then its replay (PlanPITRRestore verifies both
+// before the first item is written). create receives the job key, which
+// the target's description must keep (Restorer.IsRestoreTarget).
+func (m *Manager) RestorePITR(ctx context.Context, prefix string, at time.Time, account, name string,
+	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	key := PITRJobKey(prefix, at)
+	b, _ := pitrJobRecord(key)
+	return m.RestoreTable(ctx, b, account, name, func(ctx context.Context) (*storage.Table, error) { return create(ctx, key) })
+}
+
+// replayKey identifies an item of the target by its storage keys.
+type replayKey struct{ pk, sk string }
+
+// replayed is what a plan's records leave of the items they touch: every
+// key they write, and the puts of the keys whose last record has a new
+// image, in the order of each key's first record. The base's items with
+// a key in keys are not loaded; the puts are, after the base: the
+// restored state is each key's last record, or its base item when no
+// record touched it. Full images make this the state the replay in order
+// reaches (a record means "the item is now NewImage", or absent).
+type replayed struct {
+	keys  map[replayKey]bool
+	puts  []storage.BulkItem
+	sizes []int64
+}
+
+// replayRecords folds a plan's records (in Seq order) into their final
+// state per key, with the target's item loader.
+func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []byte, ch storage.Change, err error)) (*replayed, error) {
+	type last struct {
+		item []byte
+		pk   []byte
+		sk   []byte
+		ch   storage.Change
+	}
+	final := map[replayKey]*last{}
+	var order []replayKey
+	for _, r := range recs {
+		img := r.NewImage
+		put := len(img) > 0 && string(img) != "null"
+		if !put {
+			img = r.Keys
+		}
+		if len(img) == 0 {
+			return nil, fmt.Errorf("restore: record %d has neither keys nor a new image", r.Seq)
+		}
+		pk, sk, ch, err := load(bytes.Clone(img))
+		if err != nil {
+			return nil, fmt.Errorf("restore: record %d: %w", r.Seq, err)
+		}
+		k := replayKey{string(pk), string(sk)}
+		if _, ok := final[k]; !ok {
+			order = append(order, k)
+		}
+		l := &last{pk: pk, sk: sk}
+		if put {
+			l.item, l.ch = img, ch
+		}
+		final[k] = l
+	}
+	out := &replayed{keys: make(map[replayKey]bool, len(final))}
+	for _, k := range order {
+		out.keys[k] = true
+		if l := final[k]; l.item != nil {
+			out.puts = append(out.puts, storage.BulkItem{PK: l.pk, SK: l.sk, Change: l.ch})
+			out.sizes = append(out.sizes, int64(len(format.LinePrefix)+len(l.item)+len(format.LineSuffix)))
+		}
+	}
+	return out, nil
 }

@@ -174,3 +174,125 @@ func TestCutWhole(t *testing.T) {
 		t.Fatalf("got %s", got)
 	}
 }
+
+// TestPITRRestoreReplays: a point-in-time restore job loads the base and
+// replays the log cut at the instant: a key written several times ends
+// as its last write, a delete removes a base item, a key deleted then
+// written again exists, a transaction cut at the instant is left out
+// whole (and restored whole at a later instant), and the target flips
+// ACTIVE through the Restorer.
+func TestPITRRestoreReplays(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		st := memstore.New()
+		ref := createTable(t, b, "replay1")
+		for i := 0; i < 8; i++ {
+			logWrite(t, b, ref, i, "a", "", 0)
+		}
+		m := newManager(t, b, st, func(c *Config) { c.Restorer = testRestorer{}; c.SpoolDir = t.TempDir() })
+		s := newShipper(t, m, &testPITR{tables: []PITRTable{pitrTable(ref)}})
+		s.ShipOnce(ctx) // head, base of the eight items
+		pause := func() time.Time {
+			time.Sleep(30 * time.Millisecond)
+			at := time.Now()
+			time.Sleep(30 * time.Millisecond)
+			return at
+		}
+		pause()
+		logWrite(t, b, ref, 0, "b", "", 0)
+		logWrite(t, b, ref, 0, "c", "", 0) // several records of one key
+		logWrite(t, b, ref, 1, "", "", 0)  // a delete of a base item
+		logWrite(t, b, ref, 9, "n", "", 0)
+		logWrite(t, b, ref, 9, "", "", 0)
+		logWrite(t, b, ref, 9, "m", "", 0) // deleted, then written again
+		logWrite(t, b, ref, 10, "n", "", 0)
+		logWrite(t, b, ref, 10, "", "", 0) // written, then deleted
+		logWrite(t, b, ref, 2, "tx", "bb01", 2)
+		tIn := pause() // inside the transaction
+		logWrite(t, b, ref, 3, "tx", "bb01", 2)
+		logWrite(t, b, ref, 4, "z", "", 0)
+		tEnd := pause()
+		logWrite(t, b, ref, 5, "late", "", 0)
+		s.ShipOnce(ctx)
+		prefix := format.PITRPrefix(account, "replay1", pitrTable(ref).Incarnation())
+		cases := []struct {
+			name string
+			at   time.Time
+			want string
+		}{
+			{"dst-in", tIn, "c absent a a a a a a absent m absent"},
+			{"dst-end", tEnd, "c absent tx tx z a a a absent m absent"},
+		}
+		for _, c := range cases {
+			var job string
+			err := m.RestorePITR(ctx, prefix, c.at, account, c.name, func(ctx context.Context, key string) (*storage.Table, error) {
+				job = key
+				res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: c.name, Desc: []byte(`{"restoring":true}`)})
+				if err != nil {
+					return nil, err
+				}
+				return res.Table, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for m.restoresRunning(job) {
+				if time.Now().After(deadline) {
+					t.Fatal("restore does not end")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cur, err := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: c.name})
+			if err != nil {
+				t.Fatalf("%s: the target is gone (the restore failed): %v", c.name, err)
+			}
+			res, err := b.Scan(ctx, storage.ScanParams{Table: cur.Table.Ref(), Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, r := range res.Rows {
+				got[keysOf(t, r.Item)] = string(r.Item)
+			}
+			var vals []string
+			for i := 0; i < 11; i++ {
+				vals = append(vals, value(t, got, i))
+			}
+			if strings.Join(vals, " ") != c.want {
+				t.Fatalf("%s: %s, want %s", c.name, strings.Join(vals, " "), c.want)
+			}
+			if n := strings.Count(c.want, " ") + 1 - strings.Count(c.want, "absent"); len(res.Rows) != n {
+				t.Fatalf("%s: %d items, want %d", c.name, len(res.Rows), n)
+			}
+		}
+	})
+}
+
+// TestReplayRecordsFolds: the replay's final state per key, in the order
+// of each key's first record.
+func TestReplayRecordsFolds(t *testing.T) {
+	load, _ := testRestorer{}.ItemLoader(nil)
+	rec := func(seq int64, i int, v string) format.PITRRecord {
+		_, _, raw := item(i, v)
+		r := format.PITRRecord{Seq: seq, Keys: json.RawMessage(keysOf(t, raw))}
+		if v != "" {
+			r.NewImage = raw
+		}
+		return r
+	}
+	rp, err := replayRecords([]format.PITRRecord{rec(1, 1, "a"), rec(2, 2, "a"), rec(3, 1, "b"), rec(4, 2, ""),
+		rec(5, 3, ""), rec(6, 3, "c")}, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rp.keys) != 3 || len(rp.puts) != 2 {
+		t.Fatalf("keys %d puts %d, want 3 and 2", len(rp.keys), len(rp.puts))
+	}
+	for i, want := range []string{"b", "c"} {
+		it, _ := attr.DecodeItem(rp.puts[i].Change.Item)
+		if v := strings.TrimSuffix(it["v"].Str, strings.Repeat("x", 100)); v != want {
+			t.Fatalf("put %d: %q, want %q", i, v, want)
+		}
+	}
+}

@@ -151,7 +151,12 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 			fail("the target table is gone, or was never created")
 			continue
 		}
-		b, err := m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: r.BackupARN})
+		var b *storage.BackupRecord
+		if pb, ok := pitrJobRecord(r.BackupARN); ok {
+			b = &pb // a point-in-time restore: the job plans it again from the store
+		} else {
+			b, err = m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: r.BackupARN})
+		}
 		if err != nil || b == nil || b.Status != storage.BackupAvailable {
 			fail("the backup is no longer available")
 			m.dropTarget(ctx, cur.Table)

@@ -445,47 +445,96 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 // restore runs the job's steps; it answers the items it loaded and the
 // items it skipped because the job's recorded progress covered them.
 func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
-	dir, err := os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
-	if err != nil {
-		return 0, 0, fmt.Errorf("restore: spool directory: %w", err)
+	// A point-in-time restore (its job key names a history and an
+	// instant) loads the plan's base, read from the store as
+	// PlanPITRRestore verified it, then the plan's replay.
+	var bk *format.Backup
+	var plan *PITRPlan
+	if prefix, at, ok := parsePITRJob(b.ARN); ok {
+		prog.setPhase("verify")
+		if plan, err = PlanPITRRestore(ctx, m.st, prefix, at); err != nil {
+			return 0, 0, err
+		}
+		bk = plan.Backup
+		prog.setTotals(bk.ItemCount, bk.UncompressedBytes)
+	} else {
+		var dir string
+		bk, dir, err = m.spoolBackup(ctx, b, prog)
+		if dir != "" {
+			defer os.RemoveAll(dir)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
 	}
-	defer os.RemoveAll(dir)
+	return m.load(ctx, b, bk, plan, target, job, beat, prog)
+}
+
+// spoolBackup copies a backup into a spool directory and verifies it;
+// the caller removes the directory (dir, set once it exists) after the
+// load, which reads the items from it.
+func (m *Manager) spoolBackup(ctx context.Context, b storage.BackupRecord, prog *jobProgress) (bk *format.Backup, dir string, err error) {
+	dir, err = os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
+	if err != nil {
+		return nil, "", fmt.Errorf("restore: spool directory: %w", err)
+	}
 	// 1. Spool every object of the backup (again when resuming: a spool is
 	// never trusted without being verified, and verifying it costs as much
 	// as reading it).
 	objs, err := m.st.List(ctx, b.Prefix)
 	if err != nil {
-		return 0, 0, err
+		return nil, dir, err
 	}
 	for i, o := range objs {
 		if i == 1 {
 			m.hook(PointRestoreMidSpool)
 		}
 		if err := spool(ctx, m, dir, o.Key); err != nil {
-			return 0, 0, err
+			return nil, dir, err
 		}
 	}
 	// 2. Verify all of it before writing anything.
 	src := dirSource(dir)
-	bk, err := format.Open(ctx, src, b.Prefix+"/")
+	bk, err = format.Open(ctx, src, b.Prefix+"/")
 	if err != nil {
-		return 0, 0, err
+		return nil, dir, err
 	}
 	if bk.BackupARN != b.ARN {
-		return 0, 0, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
+		return nil, dir, fmt.Errorf("restore: the manifest names backup %s, not %s", bk.BackupARN, b.ARN)
 	}
 	prog.setTotals(bk.ItemCount, bk.UncompressedBytes)
 	prog.setPhase("verify")
 	if err := bk.Verify(ctx); err != nil {
-		return 0, 0, err
+		return nil, dir, err
 	}
+	return bk, dir, nil
+}
+
+// load writes a verified backup's items into the target, then, for a
+// point-in-time restore (plan not nil), the replay's final state of the
+// keys its records touch (replayRecords), and flips the target ACTIVE.
+// The job's item order is the backup's items (those the replay
+// overwrites count without being written), then the replay's puts.
+func (m *Manager) load(ctx context.Context, b storage.BackupRecord, bk *format.Backup, plan *PITRPlan, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
 	prog.setPhase("load")
 	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
 	// 3. Load in atomic batches, with the index entries the target needs,
 	// after the recorded progress (ADR 0027: the first job.Loaded items of
 	// the backup, in its item order, are durable in the target).
+	load, err := m.cfg.Restorer.ItemLoader(target)
+	if err != nil {
+		return 0, 0, err
+	}
+	total := bk.ItemCount
+	var rp *replayed
+	if plan != nil {
+		if rp, err = replayRecords(plan.Records, load); err != nil {
+			return 0, 0, err
+		}
+		total += int64(len(rp.puts))
+	}
 	skip = job.Loaded
-	if skip < 0 || skip > bk.ItemCount {
+	if skip < 0 || skip > total {
 		m.log.Warn("restore: the recorded progress is outside the backup; loading it from the start",
 			"restore", job.ID, "loaded", skip, "items", bk.ItemCount)
 		skip = 0
@@ -495,10 +544,6 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 			"skipped_items", skip, "items", bk.ItemCount)
 	}
 	marks := newLoadMark(skip)
-	load, err := m.cfg.Restorer.ItemLoader(target)
-	if err != nil {
-		return 0, skip, err
-	}
 	// The first batch is written inline (its progress is recorded and the
 	// mid-load hook runs after it, with nothing else in flight; or at the
 	// end of the load when there is no batch to write); the rest
@@ -597,12 +642,14 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	}
 	var batch []storage.BulkItem
 	var batchBytes, skippedBytes int64
-	pos := int64(0) // the next item's index in the backup's item order
+	pos := int64(0) // the next item's index in the job's item order
+	flushed := skip // where the next batch starts: the end of the last one
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		w := restoreWork{items: batch, bytes: batchBytes, start: pos - int64(len(batch)), end: pos}
+		w := restoreWork{items: batch, bytes: batchBytes, start: flushed, end: pos}
+		flushed = pos
 		batch, batchBytes = make([]storage.BulkItem, 0, batchSize), 0
 		if !started {
 			if err := write(ctx, w); err != nil {
@@ -622,6 +669,19 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 			return context.Cause(wctx)
 		}
 	}
+	add := func(it storage.BulkItem, size int64) error {
+		batch = append(batch, it)
+		pos++
+		n++
+		batchBytes += size
+		// The first batch of a run holds restoreBatch items whatever the
+		// backend: the first progress record and the mid-load step come
+		// after as many items everywhere (ADR 0027), and early.
+		if len(batch) == batchSize || !started && len(batch) == restoreBatch {
+			return flush()
+		}
+		return nil
+	}
 	err = bk.Items(ctx, func(r *format.Record) error {
 		size := int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
 		if pos < skip {
@@ -636,18 +696,26 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 		if err != nil {
 			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
 		}
-		batch = append(batch, storage.BulkItem{PK: pk, SK: sk, Change: ch})
-		pos++
-		n++
-		batchBytes += size
-		// The first batch of a run holds restoreBatch items whatever the
-		// backend: the first progress record and the mid-load step come
-		// after as many items everywhere (ADR 0027), and early.
-		if len(batch) == batchSize || !started && len(batch) == restoreBatch {
-			return flush()
+		if rp != nil && rp.keys[replayKey{string(pk), string(sk)}] {
+			// The replay decides this key's state: the base's item is
+			// counted in the job's order, not written.
+			pos++
+			return nil
 		}
-		return nil
+		return add(storage.BulkItem{PK: pk, SK: sk, Change: ch}, size)
 	})
+	if err == nil && rp != nil {
+		// The replay's puts follow the backup's items in the job's order.
+		for i := range rp.puts {
+			if pos < skip {
+				pos++
+				continue
+			}
+			if err = add(rp.puts[i], rp.sizes[i]); err != nil {
+				break
+			}
+		}
+	}
 	if err == nil {
 		err = flush()
 	}
@@ -674,7 +742,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 	if err != nil {
 		return n, skip, err
 	}
-	if skip+n != bk.ItemCount {
+	if pos != total || plan == nil && skip+n != total {
 		return n, skip, fmt.Errorf("restore: loaded %d items (%d skipped as recorded), the manifest has %d", n, skip, bk.ItemCount)
 	}
 	// Every batch is durable: record it, so that a restart from here

@@ -661,12 +661,7 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	var c constraintErrors
 	checkTableName(&c, "targetTableName", in.TargetTableName)
 	checkBackupArn(&c, "backupArn", in.BackupArn)
-	if in.BillingModeOverride != nil && *in.BillingModeOverride != "PROVISIONED" && *in.BillingModeOverride != "PAY_PER_REQUEST" {
-		c.add(*in.BillingModeOverride, "billingModeOverride", "Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]")
-	}
-	if in.ProvisionedThroughputOverride != nil {
-		checkThroughput(&c, "provisionedThroughputOverride", in.ProvisionedThroughputOverride)
-	}
+	checkRestoreOverrides(&c, in)
 	if err := c.err(); err != nil {
 		return nil, err
 	}
@@ -678,12 +673,7 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 		return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
 	}
 	name := *in.TargetTableName
-	if cur, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil {
-		if t, perr := parseTable(cur.Table); perr == nil && t.stored.Desc.TableStatus == "CREATING" {
-			return nil, newErr(CodeTableInUse, "Table is being created: %s", name)
-		}
-		return nil, newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
-	} else if !storage.IsKind(err, storage.KindTableNotFound) {
+	if err := e.restoreTargetFree(ctx, account, name); err != nil {
 		return nil, err
 	}
 	var src storedTable
@@ -715,6 +705,30 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 		return nil, backupErr(err, name)
 	}
 	return &RestoreTableFromBackupOutput{TableDescription: d}, nil
+}
+
+// checkRestoreOverrides adds the constraint errors of a restore's
+// billing mode and throughput overrides.
+func checkRestoreOverrides(c *constraintErrors, in *RestoreTableFromBackupInput) {
+	if in.BillingModeOverride != nil && *in.BillingModeOverride != "PROVISIONED" && *in.BillingModeOverride != "PAY_PER_REQUEST" {
+		c.add(*in.BillingModeOverride, "billingModeOverride", "Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]")
+	}
+	if in.ProvisionedThroughputOverride != nil {
+		checkThroughput(c, "provisionedThroughputOverride", in.ProvisionedThroughputOverride)
+	}
+}
+
+// restoreTargetFree refuses a restore target name already taken.
+func (e *Engine) restoreTargetFree(ctx context.Context, account, name string) error {
+	if cur, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil {
+		if t, perr := parseTable(cur.Table); perr == nil && t.stored.Desc.TableStatus == "CREATING" {
+			return newErr(CodeTableInUse, "Table is being created: %s", name)
+		}
+		return newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
+	} else if !storage.IsKind(err, storage.KindTableNotFound) {
+		return err
+	}
+	return nil
 }
 
 // restoredDescription is the target table's description: the source's at
@@ -826,7 +840,8 @@ func (e *Engine) IsRestoreTarget(st *storage.Table, backupARN string) bool {
 		return false
 	}
 	rs := s.Desc.RestoreSummary
-	return rs != nil && rs.RestoreInProgress && rs.SourceBackupArn == backupARN && s.Desc.TableStatus == "CREATING"
+	return rs != nil && rs.RestoreInProgress && s.Desc.TableStatus == "CREATING" &&
+		(rs.SourceBackupArn == backupARN || s.RestoreJob != "" && s.RestoreJob == backupARN)
 }
 
 // FinishRestore is the description of a restored table once loaded
@@ -845,6 +860,7 @@ func (e *Engine) FinishRestore(st *storage.Table) ([]byte, error) {
 	done.RestoreInProgress = false
 	s.Desc.RestoreSummary = &done
 	s.Desc.TableStatus = "ACTIVE"
+	s.RestoreJob = ""
 	return json.Marshal(&s)
 }
 

@@ -39,6 +39,12 @@ const (
 	// CodeContinuousBackupsUnavailable: point-in-time recovery cannot be
 	// enabled (extenddb has none).
 	CodeContinuousBackupsUnavailable Code = "ContinuousBackupsUnavailableException"
+
+	// CodePITRUnavailable: the source of a point-in-time restore has no
+	// point-in-time recovery (off, or nothing shipped yet).
+	CodePITRUnavailable Code = "PointInTimeRecoveryUnavailableException"
+	// CodeInvalidRestoreTime: the restore instant is outside the window.
+	CodeInvalidRestoreTime Code = "InvalidRestoreTimeException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -47,7 +53,7 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
-	CodeContinuousBackupsUnavailable, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
+	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

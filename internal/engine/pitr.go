@@ -48,6 +48,22 @@ type PITRService interface {
 	// Window answers the table incarnation's restorable window for a
 	// recovery period of days.
 	Window(ctx context.Context, ref storage.TableRef, days int64) (PITRWindow, error)
+	// RestoreToPointInTime starts a restore job of the source's history
+	// to the instant at into the table account/name, as
+	// BackupService.RestoreTable does for a backup: it records the job,
+	// then calls create with the job's key (which the target's
+	// description keeps, so the job recognizes its target) to create the
+	// target in CREATING. create's error is returned unchanged.
+	RestoreToPointInTime(ctx context.Context, src PITRHistory, at time.Time, account, name string,
+		create func(ctx context.Context, job string) (*storage.Table, error)) error
+}
+
+// PITRHistory names a table incarnation's history in the store.
+type PITRHistory struct {
+	Ref     storage.TableRef
+	TableID string
+	// Since is when point-in-time recovery was turned on.
+	Since time.Time
 }
 
 // SetPITR installs the point-in-time recovery service; without it,

@@ -24,6 +24,12 @@ func (f *fakePITR) Window(ctx context.Context, ref storage.TableRef, days int64)
 	return f.w, nil
 }
 
+func (f *fakePITR) RestoreToPointInTime(ctx context.Context, src PITRHistory, at time.Time, account, name string,
+	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	_, err := create(ctx, "fake-job")
+	return err
+}
+
 func plainTable(t *testing.T, e *Engine, name string) {
 	t.Helper()
 	if _, err := e.CreateTable(context.Background(), acct, &CreateTableInput{TableName: ptr(name),

@@ -27,6 +27,9 @@ type storedTable struct {
 	// PITR is the point-in-time recovery setting, nil while it is off
 	// (pitr.go).
 	PITR *pitrSetting `json:"pitr,omitempty"`
+	// RestoreJob is the key of the point-in-time restore job loading
+	// this table while it is CREATING (IsRestoreTarget).
+	RestoreJob string `json:"restoreJob,omitempty"`
 }
 
 type ttlSetting struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"time"
 
 	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/engine"
@@ -46,8 +47,18 @@ func (p pitrSource) PITRRecord(data []byte) (format.PITRRecord, error) {
 	return r, nil
 }
 
-// pitrWindow is the shipper as the engine's PITR service.
-type pitrWindow struct{ s *backup.Shipper }
+// pitrWindow is the shipper and the backup jobs as the engine's PITR
+// service.
+type pitrWindow struct {
+	s *backup.Shipper
+	m *backup.Manager
+}
+
+func (w pitrWindow) RestoreToPointInTime(ctx context.Context, src engine.PITRHistory, at time.Time, account, name string,
+	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	inc := backup.PITRTable{TableID: src.TableID, Since: src.Since}.Incarnation()
+	return w.m.RestorePITR(ctx, format.PITRPrefix(src.Ref.Account, src.Ref.Name, inc), at, account, name, create)
+}
 
 func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64) (engine.PITRWindow, error) {
 	e, l, shipped := w.s.Window(ref, days)

@@ -316,7 +316,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		if err != nil {
 			return nil, fmt.Errorf("backup.pitr: %w", err)
 		}
-		eng.SetPITR(pitrWindow{sh})
+		eng.SetPITR(pitrWindow{s: sh, m: m})
 		m.Go(sh.Run)
 	}
 	return m, nil

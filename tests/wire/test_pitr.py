@@ -1,5 +1,5 @@
-"""Point-in-time recovery: UpdateContinuousBackups, DescribeContinuousBackups
-and the history shipped to the backup store.
+"""Point-in-time recovery: UpdateContinuousBackups, DescribeContinuousBackups,
+the history shipped to the backup store and RestoreTableToPointInTime.
 
 The suite's server keeps backups in a filesystem store (conftest.server_env),
 so point-in-time recovery can be turned on; its history (head, base,
@@ -180,3 +180,162 @@ def test_ship_crash_loses_and_duplicates_nothing(tmp_path, point):
         # without its answer), each one record.
         items = len(scan_all(c, table))
         assert writes <= items <= writes + 1 and total == items, (total, items, writes, head["start"])
+
+
+# ------------------------------------------------------------- restore
+
+def wait_base(c, table, timeout=30):
+    deadline = time.monotonic() + timeout
+    while "LatestRestorableDateTime" not in pitr_desc(c, table):
+        assert time.monotonic() < deadline, "no base shipped"
+        time.sleep(0.1)
+
+
+def items_of(c, table):
+    from test_backups import scan_all
+    return {i["pk"]["S"]: i.get("v", {}).get("S") for i in scan_all(c, table)}
+
+
+@pytest.fixture
+def restored(ddb):
+    """Names of restore targets to delete after the test (once ACTIVE)."""
+    from test_backups import wait_table
+    names = []
+    yield names
+    for n in names:
+        try:
+            wait_table(ddb, n, timeout=60)
+            ddb.delete_table(TableName=n)
+        except Exception:
+            pass
+
+
+def gsi_source(make_table):
+    return make_table(
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "v", "AttributeType": "S"}],
+        GlobalSecondaryIndexes=[{"IndexName": "byv", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
+                                 "Projection": {"ProjectionType": "ALL"}}])
+
+
+@pytest.mark.capability("backups")
+def test_restore_to_a_point_in_time(ddb, make_table, table_name, restored):
+    """A restore to an instant between writes holds the items as they were
+    then (several writes of a key, a delete, items of the base changed
+    after it); a restore to the latest restorable time holds them all; the
+    GSI is restored and built; RestoreSummary is DynamoDB's."""
+    from test_backups import wait_table
+    src = gsi_source(make_table)
+    put = lambda k, v: ddb.put_item(TableName=src, Item={"pk": {"S": k}, "v": {"S": v}})
+    put("b0", "base")
+    put("b1", "base")
+    put("b2", "base")
+    ddb.update_continuous_backups(TableName=src, PointInTimeRecoverySpecification=spec(True))
+    wait_base(ddb, src)
+    put("a1", "x")
+    put("a2", "x")
+    put("a3", "x")
+    put("a1", "y")
+    ddb.delete_item(TableName=src, Key={"pk": {"S": "a2"}})
+    put("b0", "changed")
+    ddb.delete_item(TableName=src, Key={"pk": {"S": "b1"}})
+    time.sleep(0.05)
+    t1 = datetime.now(timezone.utc)
+    time.sleep(0.05)
+    put("a4", "late")
+    put("a1", "z")
+    ddb.delete_item(TableName=src, Key={"pk": {"S": "a3"}})
+    ddb.delete_item(TableName=src, Key={"pk": {"S": "b2"}})
+    wait_latest_after(ddb, src, datetime.now(timezone.utc))
+
+    at_t1 = {"b0": "changed", "b2": "base", "a1": "y", "a3": "x"}
+    latest = {"b0": "changed", "a1": "z", "a4": "late"}
+    src_arn = ddb.describe_table(TableName=src)["Table"]["TableArn"]
+    t_mid, t_last = table_name + "-mid", table_name + "-last"
+    out = ddb.restore_table_to_point_in_time(SourceTableName=src, TargetTableName=t_mid, RestoreDateTime=t1)["TableDescription"]
+    restored.append(t_mid)
+    assert out["TableName"] == t_mid and out["TableStatus"] == "CREATING"
+    rs = out["RestoreSummary"]
+    assert rs["SourceTableArn"] == src_arn and rs["RestoreInProgress"] is True and "SourceBackupArn" not in rs
+    assert abs((rs["RestoreDateTime"] - t1).total_seconds()) < 0.002, (rs["RestoreDateTime"], t1)
+    t = wait_table(ddb, t_mid, timeout=60)
+    assert t["RestoreSummary"]["RestoreInProgress"] is False
+    assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["byv"]
+    assert items_of(ddb, t_mid) == at_t1
+    q = ddb.query(TableName=t_mid, IndexName="byv", KeyConditionExpression="v = :v", ExpressionAttributeValues={":v": {"S": "y"}})
+    assert [i["pk"]["S"] for i in q["Items"]] == ["a1"]
+    q = ddb.query(TableName=t_mid, IndexName="byv", KeyConditionExpression="v = :v", ExpressionAttributeValues={":v": {"S": "base"}})
+    assert [i["pk"]["S"] for i in q["Items"]] == ["b2"]
+    # Neither the PITR setting nor TTL nor a stream is restored.
+    assert pitr_desc(ddb, t_mid) == {"PointInTimeRecoveryStatus": "DISABLED"}
+    assert "StreamSpecification" not in t
+
+    out = ddb.restore_table_to_point_in_time(SourceTableArn=src_arn, TargetTableName=t_last, UseLatestRestorableTime=True,
+                                             BillingModeOverride="PROVISIONED",
+                                             ProvisionedThroughputOverride={"ReadCapacityUnits": 3, "WriteCapacityUnits": 4},
+                                             GlobalSecondaryIndexOverride=[])["TableDescription"]
+    restored.append(t_last)
+    t = wait_table(ddb, t_last, timeout=60)
+    assert items_of(ddb, t_last) == latest
+    assert t["BillingModeSummary"]["BillingMode"] == "PROVISIONED"
+    assert t["ProvisionedThroughput"]["ReadCapacityUnits"] == 3 and t["ProvisionedThroughput"]["WriteCapacityUnits"] == 4
+    assert "GlobalSecondaryIndexes" not in t
+    assert items_of(ddb, src) == latest
+
+
+@pytest.mark.capability("backups")
+def test_restore_a_transaction_whole(ddb, table, table_name, restored):
+    """A restore to the latest time after a TransactWriteItems shows all of it."""
+    from test_backups import wait_table
+    ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(True))
+    wait_base(ddb, table)
+    ddb.transact_write_items(TransactItems=[{"Put": {"TableName": table, "Item": {"pk": {"S": f"t{i}"}, "v": {"S": "t"}}}}
+                                            for i in range(5)] +
+                             [{"Delete": {"TableName": table, "Key": {"pk": {"S": "absent"}}}}])
+    wait_latest_after(ddb, table, datetime.now(timezone.utc))
+    ddb.restore_table_to_point_in_time(SourceTableName=table, TargetTableName=table_name, UseLatestRestorableTime=True)
+    restored.append(table_name)
+    wait_table(ddb, table_name, timeout=60)
+    assert items_of(ddb, table_name) == {f"t{i}": "t" for i in range(5)}
+
+
+@pytest.mark.capability("backups")
+def test_restore_errors(ddb, ddb_raw, make_table, table_name):
+    src = make_table()
+    plain = make_table()
+    ddb.update_continuous_backups(TableName=src, PointInTimeRecoverySpecification=spec(True))
+    wait_base(ddb, src)
+    now = datetime.now(timezone.utc)
+    expect_error(ddb.restore_table_to_point_in_time, "TableNotFoundException", SourceTableName="no-such-table-xyz",
+                 TargetTableName=table_name, UseLatestRestorableTime=True, message="Table not found: no-such-table-xyz")
+    arn = ddb.describe_table(TableName=src)["Table"]["TableArn"]
+    missing_arn = arn.rsplit("/", 1)[0] + "/no-such-table-xyz"
+    expect_error(ddb.restore_table_to_point_in_time, "TableNotFoundException", SourceTableArn=missing_arn,
+                 TargetTableName=table_name, UseLatestRestorableTime=True)
+    expect_error(ddb.restore_table_to_point_in_time, "PointInTimeRecoveryUnavailableException", SourceTableName=plain,
+                 TargetTableName=table_name, UseLatestRestorableTime=True,
+                 message=f"Point in time recovery has not yet been enabled for this source table: {plain}")
+    for when in (datetime(2001, 1, 1, tzinfo=timezone.utc), datetime.fromtimestamp(now.timestamp() + 3600, timezone.utc)):
+        expect_error(ddb.restore_table_to_point_in_time, "InvalidRestoreTimeException", SourceTableName=src,
+                     TargetTableName=table_name, RestoreDateTime=when,
+                     match="^An invalid restore time was specified. RestoreDateTime must be between "
+                           "EarliestRestorableDateTime and LatestRestorableDateTime")
+    expect_error(ddb.restore_table_to_point_in_time, "TableAlreadyExistsException", SourceTableName=src,
+                 TargetTableName=plain, UseLatestRestorableTime=True, message=f"Table already exists: {plain}")
+    bad = [
+        (dict(SourceTableName=src, SourceTableArn=arn, UseLatestRestorableTime=True),
+         "One or more parameter values were invalid: Only one of SourceTableArn or SourceTableName may be specified"),
+        (dict(UseLatestRestorableTime=True),
+         "One or more parameter values were invalid: Either SourceTableArn or SourceTableName must be specified"),
+        (dict(SourceTableName=src, UseLatestRestorableTime=True, RestoreDateTime=now),
+         "One or more parameter values were invalid: Only one of RestoreDateTime or UseLatestRestorableTime may be specified"),
+        (dict(SourceTableName=src),
+         "One or more parameter values were invalid: Either RestoreDateTime or UseLatestRestorableTime must be specified"),
+        (dict(SourceTableName=src, UseLatestRestorableTime=False),
+         "One or more parameter values were invalid: Either RestoreDateTime or UseLatestRestorableTime must be specified"),
+    ]
+    for kw, msg in bad:
+        validation(ddb_raw.restore_table_to_point_in_time, TargetTableName=table_name, message=msg, **kw)
+    validation(ddb_raw.restore_table_to_point_in_time, TargetTableName="ab", SourceTableName=src, UseLatestRestorableTime=True,
+               match="targetTableName' failed to satisfy constraint: Member must have length greater than or equal to 3")
+    # Nothing was created by a refused restore.
+    expect_error(ddb.describe_table, "ResourceNotFoundException", TableName=table_name)
