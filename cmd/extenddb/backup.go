@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -127,6 +128,54 @@ func backupCommand() *cli.Command {
 						return nil
 					}
 					return waitRestore(c.Context, cl, c.String("endpoint"), c.Args().First(), target)
+				},
+			},
+			{
+				Name: "restore-pitr", Usage: "restore a table with point-in-time recovery, as it was at an instant, into a new table " +
+					"(the source may be a table of the server's catalog, or known only from its store by its ARN)",
+				ArgsUsage: "SOURCE-TABLE-OR-ARN",
+				Flags: append([]cli.Flag{&cli.StringFlag{Name: "target", Required: true, Usage: "name of the new table"},
+					&cli.StringFlag{Name: "at", Usage: "the instant, RFC 3339 (e.g. 2026-12-04T12:00:00.250Z); default: the latest restorable time"},
+					wait}, common...),
+				Action: func(c *cli.Context) error {
+					src := c.Args().First()
+					if src == "" || c.NArg() != 1 {
+						return fmt.Errorf("restore-pitr: give the source table's name or ARN")
+					}
+					in := map[string]any{"TargetTableName": c.String("target")}
+					if strings.HasPrefix(src, "arn:") {
+						in["SourceTableArn"] = src
+					} else {
+						in["SourceTableName"] = src
+					}
+					if at := c.String("at"); at != "" {
+						t, err := time.Parse(time.RFC3339Nano, at)
+						if err != nil {
+							return fmt.Errorf("restore-pitr: --at: %w", err)
+						}
+						in["RestoreDateTime"] = float64(t.UnixMilli()) / 1000
+					} else {
+						in["UseLatestRestorableTime"] = true
+					}
+					cl, err := client(c)
+					if err != nil {
+						return err
+					}
+					var out struct {
+						TableDescription struct {
+							RestoreSummary struct{ RestoreDateTime float64 }
+						}
+					}
+					if err := cl.Call(c.Context, "RestoreTableToPointInTime", in, &out); err != nil {
+						return err
+					}
+					ms := int64(math.Round(out.TableDescription.RestoreSummary.RestoreDateTime * 1000))
+					fmt.Println(c.String("target"), "CREATING", time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z"))
+					if !c.Bool("wait") {
+						return nil
+					}
+					// The job's progress is labelled with pitr-<instant ms>.
+					return waitRestore(c.Context, cl, c.String("endpoint"), "pitr/pitr-"+strconv.FormatInt(ms, 10), c.String("target"))
 				},
 			},
 			{

@@ -281,3 +281,106 @@ func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []by
 	}
 	return out, nil
 }
+
+// StoreHistory is a table's history found in the store alone (no
+// catalog row): for a restore whose source is not in the catalog.
+type StoreHistory struct {
+	Prefix string
+	Head   format.PITRHead
+	// Earliest and Latest bound the restorable instants as the store
+	// holds them (both zero: no base yet).
+	Earliest, Latest time.Time
+}
+
+// FindHistory finds the newest history in the store of the table
+// account/name whose ARN is arn (nil when there is none), and its
+// restorable window: from the later of its oldest base and now minus
+// its recovery period, to the later of its last sidecar's last record
+// and its newest base.
+func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*StoreHistory, error) {
+	parent := format.PITRPrefix(account, name, "")
+	objs, err := m.st.List(ctx, strings.TrimSuffix(parent, "/"))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	var best *StoreHistory
+	var bestSince int64
+	for _, o := range objs {
+		inc, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, parent), "/pitr.json")
+		if !ok || strings.Contains(inc, "/") || !strings.HasPrefix(o.Key, parent) {
+			continue
+		}
+		since, err := strconv.ParseInt(inc[strings.LastIndexByte(inc, '.')+1:], 10, 64)
+		if err != nil {
+			continue
+		}
+		hb, err := readObject(ctx, m.st, o.Key)
+		if err != nil {
+			return nil, err
+		}
+		var h format.PITRHead
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Key, err)
+		}
+		if h.TableArn != arn || best != nil && since <= bestSince {
+			continue
+		}
+		best, bestSince = &StoreHistory{Prefix: parent + inc, Head: h}, since
+	}
+	if best == nil {
+		return nil, nil
+	}
+	bases, err := listBases(ctx, m.st, best.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	var first, last time.Time
+	for _, b := range bases {
+		at, err := format.ParsePITRTime(b.SnapshotAt)
+		if err != nil {
+			continue
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	if first.IsZero() {
+		return best, nil
+	}
+	segs, err := m.st.List(ctx, format.SegmentsPrefix(best.Prefix))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	top := int64(-1)
+	for _, o := range segs {
+		if f, sc, ok := format.SegmentFirst(o.Key); ok && sc && f > top {
+			top = f
+		}
+	}
+	if top >= 0 {
+		key := format.SegmentSidecarKey(format.SegmentKey(best.Prefix, top))
+		b, err := readObject(ctx, m.st, key)
+		if err != nil {
+			return nil, err
+		}
+		side, err := format.ParseSegmentSidecar(key, b)
+		if err != nil {
+			return nil, err
+		}
+		if side.LastAt.After(last) {
+			last = side.LastAt
+		}
+	}
+	best.Latest = last.Truncate(time.Millisecond)
+	best.Earliest = first
+	if w := time.Now().Add(-time.Duration(best.Head.RecoveryPeriodInDays) * 24 * time.Hour); w.After(best.Earliest) {
+		best.Earliest = w
+	}
+	if best.Earliest.After(best.Latest) {
+		best.Earliest = best.Latest
+	}
+	return best, nil
+}

@@ -296,3 +296,37 @@ func TestReplayRecordsFolds(t *testing.T) {
 		}
 	}
 }
+
+// TestFindHistoryFromTheStore: a history is found in the store by its
+// table's ARN alone, with its window (its base to its last shipped
+// record); another ARN finds nothing.
+func TestFindHistoryFromTheStore(t *testing.T) {
+	ctx := context.Background()
+	b := backends(t)[0].open(t)
+	st := memstore.New()
+	ref := createTable(t, b, "find1")
+	m := newManager(t, b, st, nil)
+	tbl := pitrTable(ref)
+	s := newShipper(t, m, &testPITR{tables: []PITRTable{tbl}})
+	s.ShipOnce(ctx) // head and base
+	time.Sleep(20 * time.Millisecond)
+	before := time.Now().Truncate(time.Millisecond)
+	logWrite(t, b, ref, 1, "a", "", 0)
+	s.ShipOnce(ctx)
+	h, err := m.FindHistory(ctx, account, "find1", tbl.TableArn)
+	if err != nil || h == nil {
+		t.Fatalf("FindHistory: %+v, %v", h, err)
+	}
+	if want := format.PITRPrefix(account, "find1", tbl.Incarnation()); h.Prefix != want || h.Head.TableArn != tbl.TableArn {
+		t.Fatalf("found %s (%s), want %s", h.Prefix, h.Head.TableArn, want)
+	}
+	if h.Earliest.IsZero() || h.Earliest.After(before) || h.Latest.Before(before) || h.Latest.After(time.Now()) {
+		t.Fatalf("window [%v, %v], the write at or after %v", h.Earliest, h.Latest, before)
+	}
+	if h, err := m.FindHistory(ctx, account, "find1", tbl.TableArn+"x"); err != nil || h != nil {
+		t.Fatalf("another ARN: %+v, %v", h, err)
+	}
+	if h, err := m.FindHistory(ctx, account, "nothere", "arn:x"); err != nil || h != nil {
+		t.Fatalf("no history: %+v, %v", h, err)
+	}
+}

@@ -56,6 +56,21 @@ type PITRService interface {
 	// target in CREATING. create's error is returned unchanged.
 	RestoreToPointInTime(ctx context.Context, src PITRHistory, at time.Time, account, name string,
 		create func(ctx context.Context, job string) (*storage.Table, error)) error
+	// StoredHistory finds in the store the newest history of the table
+	// account/name whose ARN is arn, for a restore whose source is not in
+	// the catalog (deleted, or known only from an adopted store); nil
+	// when the store has none.
+	StoredHistory(ctx context.Context, account, name, arn string) (*StoredPITRHistory, error)
+}
+
+// StoredPITRHistory is a history found in the store alone.
+type StoredPITRHistory struct {
+	// Prefix names the history in the store (PITRHistory.Prefix).
+	Prefix string
+	// Description is the source's DynamoDB TableDescription as the
+	// history's head keeps it.
+	Description []byte
+	Window      PITRWindow
 }
 
 // PITRHistory names a table incarnation's history in the store.
@@ -64,6 +79,9 @@ type PITRHistory struct {
 	TableID string
 	// Since is when point-in-time recovery was turned on.
 	Since time.Time
+	// Prefix, when set, names the history in the store (a history found
+	// by StoredHistory); otherwise it follows from the fields above.
+	Prefix string
 }
 
 // SetPITR installs the point-in-time recovery service; without it,

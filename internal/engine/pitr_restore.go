@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 
@@ -82,25 +83,11 @@ func (e *Engine) RestoreTableToPointInTime(ctx context.Context, account string, 
 			return nil, newErr(CodeTableNotFound, "Table not found: %s", *in.SourceTableArn)
 		}
 	}
-	e.tables.drop(account, srcName)
-	t, err := e.loadTable(ctx, account, srcName)
-	if err != nil {
-		if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
-			return nil, newErr(CodeTableNotFound, "Table not found: %s", srcName)
-		}
-		return nil, err
-	}
-	p := t.stored.PITR
-	if p == nil {
-		return nil, newErr(CodePITRUnavailable, "Point in time recovery has not yet been enabled for this source table: %s", srcName)
-	}
-	if err := e.pitrAvailable(); err != nil {
-		return nil, err
-	}
-	w, err := e.pitrSvc.Window(ctx, t.ref, p.Days)
+	src, err := e.pitrSource(ctx, account, srcName, in.SourceTableArn)
 	if err != nil {
 		return nil, err
 	}
+	w := src.window
 	if w.Latest.IsZero() {
 		return nil, newErr(CodePITRUnavailable, "Point in time recovery is not yet available for this source table: %s "+
 			"(its history has no base in the backup store yet)", srcName)
@@ -118,13 +105,12 @@ func (e *Engine) RestoreTableToPointInTime(ctx context.Context, account string, 
 	if err := e.restoreTargetFree(ctx, account, name); err != nil {
 		return nil, err
 	}
-	d, err := e.restoredDescription(account, name, &storage.BackupRecord{TableName: srcName}, &t.stored.Desc, over)
+	d, err := e.restoredDescription(account, name, &storage.BackupRecord{TableName: srcName}, src.desc, over)
 	if err != nil {
 		return nil, err
 	}
-	d.RestoreSummary = &RestoreSummary{SourceTableArn: t.stored.Desc.TableArn, RestoreDateTime: epochSeconds(at), RestoreInProgress: true}
-	hist := PITRHistory{Ref: t.ref, TableID: t.stored.Desc.TableId, Since: time.UnixMilli(p.Since)}
-	err = e.pitrSvc.RestoreToPointInTime(ctx, hist, at, account, name, func(ctx context.Context, job string) (*storage.Table, error) {
+	d.RestoreSummary = &RestoreSummary{SourceTableArn: src.desc.TableArn, RestoreDateTime: epochSeconds(at), RestoreInProgress: true}
+	err = e.pitrSvc.RestoreToPointInTime(ctx, src.hist, at, account, name, func(ctx context.Context, job string) (*storage.Table, error) {
 		raw, err := json.Marshal(&storedTable{Desc: *d, RestoreJob: job})
 		if err != nil {
 			return nil, err
@@ -143,4 +129,58 @@ func (e *Engine) RestoreTableToPointInTime(ctx context.Context, account string, 
 		return nil, backupErr(err, name)
 	}
 	return &RestoreTableToPointInTimeOutput{TableDescription: d}, nil
+}
+
+// pitrRestoreSource is the source of a point-in-time restore: its
+// description, its history and the history's window.
+type pitrRestoreSource struct {
+	desc   *TableDescription
+	hist   PITRHistory
+	window PITRWindow
+}
+
+// pitrSource finds a restore's source: the table of the catalog with
+// point-in-time recovery on, or, when the catalog has no such table and
+// the source is named by its ARN, the newest history of that ARN in the
+// store (a table deleted, or known only from a store this server
+// adopted).
+func (e *Engine) pitrSource(ctx context.Context, account, name string, arn *string) (*pitrRestoreSource, error) {
+	e.tables.drop(account, name)
+	t, err := e.loadTable(ctx, account, name)
+	if err == nil {
+		p := t.stored.PITR
+		if p == nil {
+			return nil, newErr(CodePITRUnavailable, "Point in time recovery has not yet been enabled for this source table: %s", name)
+		}
+		if err := e.pitrAvailable(); err != nil {
+			return nil, err
+		}
+		w, err := e.pitrSvc.Window(ctx, t.ref, p.Days)
+		if err != nil {
+			return nil, err
+		}
+		return &pitrRestoreSource{desc: &t.stored.Desc, window: w,
+			hist: PITRHistory{Ref: t.ref, TableID: t.stored.Desc.TableId, Since: time.UnixMilli(p.Since)}}, nil
+	}
+	if ee, ok := err.(*Error); !ok || ee.Code != CodeResourceNotFound {
+		return nil, err
+	}
+	if arn == nil || e.pitrSvc == nil {
+		return nil, newErr(CodeTableNotFound, "Table not found: %s", name)
+	}
+	// Named by its ARN and not in the catalog: its newest history in the
+	// store, if any.
+	h, err := e.pitrSvc.StoredHistory(ctx, account, name, *arn)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, newErr(CodeTableNotFound, "Table not found: %s", name)
+	}
+	var d TableDescription
+	if err := json.Unmarshal(h.Description, &d); err != nil {
+		return nil, fmt.Errorf("the history's source table description: %w", err)
+	}
+	d.TableArn = *arn
+	return &pitrRestoreSource{desc: &d, window: h.Window, hist: PITRHistory{Prefix: h.Prefix}}, nil
 }

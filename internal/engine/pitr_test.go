@@ -30,6 +30,10 @@ func (f *fakePITR) RestoreToPointInTime(ctx context.Context, src PITRHistory, at
 	return err
 }
 
+func (f *fakePITR) StoredHistory(ctx context.Context, account, name, arn string) (*StoredPITRHistory, error) {
+	return nil, nil
+}
+
 func plainTable(t *testing.T, e *Engine, name string) {
 	t.Helper()
 	if _, err := e.CreateTable(context.Background(), acct, &CreateTableInput{TableName: ptr(name),

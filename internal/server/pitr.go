@@ -56,8 +56,20 @@ type pitrWindow struct {
 
 func (w pitrWindow) RestoreToPointInTime(ctx context.Context, src engine.PITRHistory, at time.Time, account, name string,
 	create func(ctx context.Context, job string) (*storage.Table, error)) error {
-	inc := backup.PITRTable{TableID: src.TableID, Since: src.Since}.Incarnation()
-	return w.m.RestorePITR(ctx, format.PITRPrefix(src.Ref.Account, src.Ref.Name, inc), at, account, name, create)
+	prefix := src.Prefix
+	if prefix == "" {
+		prefix = format.PITRPrefix(src.Ref.Account, src.Ref.Name, backup.PITRTable{TableID: src.TableID, Since: src.Since}.Incarnation())
+	}
+	return w.m.RestorePITR(ctx, prefix, at, account, name, create)
+}
+
+func (w pitrWindow) StoredHistory(ctx context.Context, account, name, arn string) (*engine.StoredPITRHistory, error) {
+	h, err := w.m.FindHistory(ctx, account, name, arn)
+	if err != nil || h == nil {
+		return nil, err
+	}
+	return &engine.StoredPITRHistory{Prefix: h.Prefix, Description: h.Head.SourceTable,
+		Window: engine.PITRWindow{Earliest: h.Earliest, Latest: h.Latest}}, nil
 }
 
 func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64) (engine.PITRWindow, error) {

@@ -339,3 +339,59 @@ def test_restore_errors(ddb, ddb_raw, make_table, table_name):
                match="targetTableName' failed to satisfy constraint: Member must have length greater than or equal to 3")
     # Nothing was created by a refused restore.
     expect_error(ddb.describe_table, "ResourceNotFoundException", TableName=table_name)
+
+
+@pytest.mark.capability("backups")
+def test_restore_from_the_store_alone(tmp_path):
+    """The server and its database are lost: a new server with a fresh
+    catalog adopts the store (`backup sync --adopt-store`) and restores the
+    table by its ARN, to the latest restorable time through the API and to
+    an earlier instant with `extenddb backup restore-pitr`; by name it is
+    not found (the catalog does not know it)."""
+    import shutil
+    import subprocess
+    from conftest import _build_binary
+    from test_backup_sync import FSStore, _clean_env, store_server, sync
+    from test_backups import scan_all, wait_table
+    st = FSStore(tmp_path / "store")
+    a_data = tmp_path / "a-data"
+    a_data.mkdir(mode=0o700)
+    a_args = ["--data-dir", str(a_data)]
+    table = "pitr_lost"
+    with store_server(tmp_path, a_args, st) as a:
+        a.create_table(TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        a.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(True))
+        wait_base(a, table)
+        for i in range(30):
+            a.put_item(TableName=table, Item={"pk": {"S": f"k{i}"}, "v": {"S": "one"}})
+        time.sleep(0.05)
+        t1 = datetime.now(timezone.utc)
+        time.sleep(0.05)
+        for i in range(10):
+            a.put_item(TableName=table, Item={"pk": {"S": f"k{i}"}, "v": {"S": "two"}})
+        a.delete_item(TableName=table, Key={"pk": {"S": "k29"}})
+        wait_latest_after(a, table, datetime.now(timezone.utc))
+        arn = a.describe_table(TableName=table)["Table"]["TableArn"]
+        want = {i["pk"]["S"]: i["v"]["S"] for i in scan_all(a, table)}
+    shutil.rmtree(a_data)  # the database is lost
+
+    b_data = tmp_path / "b-data"
+    b_data.mkdir(mode=0o700)
+    b_args = ["--data-dir", str(b_data)]
+    sync(b_args, st, "--adopt-store")
+    with store_server(tmp_path, b_args, st) as b:
+        expect_error(b.restore_table_to_point_in_time, "TableNotFoundException", SourceTableName=table,
+                     TargetTableName="copy_latest", UseLatestRestorableTime=True)
+        out = b.restore_table_to_point_in_time(SourceTableArn=arn, TargetTableName="copy_latest",
+                                               UseLatestRestorableTime=True)["TableDescription"]
+        assert out["RestoreSummary"]["SourceTableArn"] == arn
+        wait_table(b, "copy_latest", timeout=60)
+        assert {i["pk"]["S"]: i["v"]["S"] for i in scan_all(b, "copy_latest")} == want
+        ep = b.meta.endpoint_url
+        p = subprocess.run([_build_binary(), "backup", "restore-pitr", "--endpoint", ep, "--target", "copy_t1",
+                            "--at", t1.isoformat(timespec="milliseconds").replace("+00:00", "Z"), "--wait", arn],
+                           env=_clean_env(), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "copy_t1" in p.stdout and "ACTIVE" in p.stdout, p.stdout
+        assert {i["pk"]["S"]: i["v"]["S"] for i in scan_all(b, "copy_t1")} == {f"k{i}": "one" for i in range(30)}
