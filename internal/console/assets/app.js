@@ -549,7 +549,7 @@ async function serverView() {
     h("dl", { class: "facts" }, h("dt", null, "Health"), health, h("dt", null, "Readiness"), ready),
     h("h2", null, "Requests by operation"),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "ops" },
-      h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Mean latency"].map((x) => h("th", { scope: "col" }, x)))), ops)),
+      h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Error types", "Mean latency"].map((x) => h("th", { scope: "col" }, x)))), ops)),
     h("p", { class: "hint" }, "From ", link("/metrics", "/metrics"), " since the server started."));
   const get = async (path) => {
     try {
@@ -561,22 +561,26 @@ async function serverView() {
   const said = (x) => { try { const j = JSON.parse(x.text); return j.status + (j.reason ? ": " + j.reason : ""); } catch { return "HTTP " + x.status; } };
   clear(health, h("span", { class: hh.ok ? "ok" : "bad" }, said(hh)));
   clear(ready, h("span", { class: rr.ok ? "ok" : "bad" }, said(rr)));
-  if (!mm.ok) { ops.append(h("tr", null, h("td", { colspan: 4 }, "Metrics unavailable (HTTP " + mm.status + ")."))); return; }
+  if (!mm.ok) { ops.append(h("tr", null, h("td", { colspan: 5 }, "Metrics unavailable (HTTP " + mm.status + ")."))); return; }
   const samples = parseMetrics(mm.text, new Set(["extenddb_requests_total", "extenddb_request_duration_seconds_sum", "extenddb_request_duration_seconds_count"]));
   const by = new Map();
-  const row = (op) => by.get(op) || (by.set(op, { n: 0, err: 0, sum: 0, count: 0 }), by.get(op));
+  const row = (op) => by.get(op) || (by.set(op, { n: 0, err: 0, codes: [], sum: 0, count: 0 }), by.get(op));
   for (const s of samples) {
     const r = row(s.labels.operation || "");
-    if (s.name === "extenddb_requests_total") { r.n += s.value; if (!/^(2\d\d|OK|ok)$/.test(s.labels.code || "")) r.err += s.value; }
+    if (s.name === "extenddb_requests_total") {
+      // The code label is the error's type; empty on success.
+      r.n += s.value;
+      if (s.labels.code) { r.err += s.value; r.codes.push(`${s.labels.code} ${s.value}`); }
+    }
     else if (s.name.endsWith("_sum")) r.sum += s.value;
     else r.count += s.value;
   }
   const list = [...by].filter(([, r]) => r.n > 0).sort((a, b) => b[1].n - a[1].n);
   for (const [op, r] of list) {
     ops.append(h("tr", null, h("th", { scope: "row" }, op || "(none)"), h("td", null, String(r.n)),
-      h("td", null, String(r.err)), h("td", null, r.count ? (1000 * r.sum / r.count).toFixed(2) + " ms" : "")));
+      h("td", null, String(r.err)), h("td", null, r.codes.join(", ")), h("td", null, r.count ? (1000 * r.sum / r.count).toFixed(2) + " ms" : "")));
   }
-  if (!list.length) ops.append(h("tr", null, h("td", { colspan: 4 }, "No requests yet.")));
+  if (!list.length) ops.append(h("tr", null, h("td", { colspan: 5 }, "No requests yet.")));
 }
 
 start();
