@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,7 +191,12 @@ func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, 
 	if snap.KeyOrder {
 		order = format.OrderKey
 	}
-	sink := &storeSink{st: m.st, m: m, prefix: rec.Prefix + "/"}
+	sink := &storeSink{st: m.st, m: m, prefix: format.PrefixOf(arn)}
+	if p := rec.Prefix + "/"; p != sink.prefix {
+		// A point-in-time recovery base: the backup names its files
+		// under its ARN's prefix, the store keeps them under the base's.
+		sink.to = p
+	}
 	w, err := format.NewWriter(ctx, sink, format.WriterConfig{
 		ARN: arn, BackupName: rec.Name,
 		Source:          format.Source{Backend: m.cfg.Backend.Name(), ExtenddbVersion: m.cfg.Version},
@@ -271,6 +277,8 @@ type storeSink struct {
 	st     store.Store
 	m      *Manager
 	prefix string
+	// to, when set, replaces prefix in the keys stored.
+	to string
 }
 
 func (s *storeSink) Create(ctx context.Context, key string) (io.WriteCloser, error) {
@@ -279,6 +287,9 @@ func (s *storeSink) Create(ctx context.Context, key string) (io.WriteCloser, err
 		s.m.hook(PointBeforeManifest)
 	case format.SidecarKey(s.prefix):
 		s.m.hook(PointBeforeSidecar)
+	}
+	if s.to != "" {
+		key = s.to + strings.TrimPrefix(key, s.prefix)
 	}
 	pr, pw := newBufPipe(uploadChunk, uploadDepth)
 	o := &pipeObject{pw: pw, done: make(chan error, 1)}

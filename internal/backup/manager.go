@@ -276,6 +276,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
+// Go runs fn in the background until Close, with a context that Close
+// cancels (point-in-time recovery shipping runs this way).
+func (m *Manager) Go(fn func(ctx context.Context)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn(m.ctx)
+	}()
+}
+
 // Close stops the reconciler and the running jobs and waits for them. A
 // job stopped this way leaves its row CREATING; the reconciler of a later
 // run fails it once its claim is stale.

@@ -321,7 +321,8 @@ func (s *syncer) walkBackups(fn func(prefix string, complete bool) error) error 
 	cur, complete := "", false
 	err := s.st.Walk(s.ctx, "", func(o store.ObjectInfo) error {
 		parts := strings.SplitN(o.Key, "/", 5)
-		if len(parts) < 4 {
+		if len(parts) < 4 || parts[2] == format.PITRDir {
+			// Point-in-time recovery histories are not backups.
 			return nil
 		}
 		p := o.Key[:len(parts[0])+len(parts[1])+len(parts[2])+2]

@@ -67,6 +67,23 @@ type Backup struct {
 	// (default: the system's temporary directory). Not inside a
 	// filesystem store's root.
 	SpoolDir string `toml:"spool_dir"`
+	// PITR is the [backup.pitr] section: shipping of point-in-time
+	// recovery history to the store.
+	PITR PITR `toml:"pitr"`
+}
+
+// PITR configures point-in-time recovery shipping (docs/backup.md).
+type PITR struct {
+	// ShipInterval paces shipping of change logs to the store (0: 1s).
+	ShipInterval Duration `toml:"ship_interval"`
+	// SegmentMaxBytes closes a segment at this many bytes of records
+	// (0: 16 MiB).
+	SegmentMaxBytes int `toml:"segment_max_bytes"`
+	// BaseInterval is the most time between two base snapshots (0: 24h).
+	BaseInterval Duration `toml:"base_interval"`
+	// BaseAfterBytes takes a base once this many bytes of records were
+	// shipped since the last one (0: 1 GiB).
+	BaseAfterBytes int64 `toml:"base_after_bytes"`
 }
 
 // Auth configures request signing (AWS Signature Version 4).
@@ -349,6 +366,9 @@ func (c *Config) Validate() error {
 		if d.v.Duration < 0 {
 			return fmt.Errorf("config: backup.%s must not be negative", d.key)
 		}
+	}
+	if p := c.Backup.PITR; p.ShipInterval.Duration < 0 || p.BaseInterval.Duration < 0 || p.SegmentMaxBytes < 0 || p.BaseAfterBytes < 0 {
+		return errors.New("config: backup.pitr.ship_interval, segment_max_bytes, base_interval and base_after_bytes must not be negative")
 	}
 	hb, stale := c.Backup.HeartbeatInterval.Duration, c.Backup.StaleAfter.Duration
 	if hb == 0 {

@@ -210,6 +210,24 @@ func TestStorageKeyNamedLikeABackend(t *testing.T) {
 	}
 }
 
+func TestBackupPITRSection(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[backup.pitr]\nship_interval = \"2s\"\nsegment_max_bytes = 1048576\nbase_interval = \"6h\"\nbase_after_bytes = 1000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p, []string{"EXTENDDB__BACKUP__PITR__BASE_INTERVAL=12h"}, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := c.Backup.PITR; q.ShipInterval.Duration != 2*time.Second || q.SegmentMaxBytes != 1<<20 || q.BaseInterval.Duration != 12*time.Hour || q.BaseAfterBytes != 1000000 {
+		t.Fatalf("%+v", q)
+	}
+	if _, err := Load("", []string{"EXTENDDB__BACKUP__PITR__SHIP_INTERVAL=-1s"}, testSections); err == nil || !strings.Contains(err.Error(), "backup.pitr.ship_interval") {
+		t.Fatalf("negative interval: %v", err)
+	}
+}
+
 // TestLegacyDuration: a deprecated whole-unit key, when set, wins over
 // the duration key that replaced it and asks for a warning; unset, the
 // duration key is in force and nothing is said.

@@ -498,7 +498,10 @@ type UpdateContinuousBackupsInput struct {
 }
 
 type PointInTimeRecoveryDescription struct {
-	PointInTimeRecoveryStatus string `json:"PointInTimeRecoveryStatus"`
+	PointInTimeRecoveryStatus  string   `json:"PointInTimeRecoveryStatus"`
+	RecoveryPeriodInDays       *int64   `json:"RecoveryPeriodInDays,omitempty"`
+	EarliestRestorableDateTime *float64 `json:"EarliestRestorableDateTime,omitempty"`
+	LatestRestorableDateTime   *float64 `json:"LatestRestorableDateTime,omitempty"`
 }
 
 type ContinuousBackupsDescription struct {
@@ -510,64 +513,113 @@ type ContinuousBackupsOutput struct {
 	ContinuousBackupsDescription *ContinuousBackupsDescription `json:"ContinuousBackupsDescription"`
 }
 
-// noPITR is how the service describes a table with continuous backups
-// (on-demand backups) on and point-in-time recovery off, which is every
-// table here until point-in-time recovery exists.
-func noPITR() *ContinuousBackupsOutput {
-	return &ContinuousBackupsOutput{ContinuousBackupsDescription: &ContinuousBackupsDescription{
-		ContinuousBackupsStatus:        "ENABLED",
-		PointInTimeRecoveryDescription: &PointInTimeRecoveryDescription{PointInTimeRecoveryStatus: "DISABLED"}}}
-}
-
 // continuousBackupsTable validates TableName (a name or ARN) and reads
 // the table (TableNotFoundException "Table not found: <name>").
-func (e *Engine) continuousBackupsTable(ctx context.Context, account string, c *constraintErrors, name *string) (string, error) {
+func (e *Engine) continuousBackupsTable(ctx context.Context, account string, c *constraintErrors, name *string) (*table, error) {
 	if name == nil {
 		c.add(nil, "tableName", "Member must not be null")
 	} else if n := len(*name); n < 1 || n > 1024 {
 		c.add(*name, "tableName", "Member must have length "+map[bool]string{true: "greater than or equal to 1", false: "less than or equal to 1024"}[n < 1])
 	}
 	if err := c.err(); err != nil {
-		return "", err
+		return nil, err
 	}
-	t := tableNameOrArn(*name)
-	e.tables.drop(account, t)
-	if _, err := e.loadTable(ctx, account, t); err != nil {
+	n := tableNameOrArn(*name)
+	e.tables.drop(account, n)
+	t, err := e.loadTable(ctx, account, n)
+	if err != nil {
 		if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
-			return "", newErr(CodeTableNotFound, "Table not found: %s", t)
+			return nil, newErr(CodeTableNotFound, "Table not found: %s", n)
 		}
-		return "", err
+		return nil, err
 	}
 	return t, nil
 }
 
-// DescribeContinuousBackups answers as the service does for a table
-// without point-in-time recovery.
+// DescribeContinuousBackups answers the table's point-in-time recovery
+// setting and, while it is on, its restorable window as shipped to the
+// store (docs/backup-design.md section 7).
 func (e *Engine) DescribeContinuousBackups(ctx context.Context, account string, in *DescribeContinuousBackupsInput) (*ContinuousBackupsOutput, error) {
 	var c constraintErrors
-	if _, err := e.continuousBackupsTable(ctx, account, &c, in.TableName); err != nil {
+	t, err := e.continuousBackupsTable(ctx, account, &c, in.TableName)
+	if err != nil {
 		return nil, err
 	}
-	return noPITR(), nil
+	return e.continuousBackups(ctx, t)
 }
 
-// UpdateContinuousBackups accepts disabling point-in-time recovery (a
-// no-op) and refuses enabling it: extenddb has no point-in-time recovery.
+// UpdateContinuousBackups turns point-in-time recovery on (with its
+// recovery period, 1 to 35 days, 35 by default) or off. Turning it on
+// needs the PITR service (a configured store and a backend with the
+// change log and snapshot capabilities): without it the answer is
+// ContinuousBackupsUnavailableException.
 func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in *UpdateContinuousBackupsInput) (*ContinuousBackupsOutput, error) {
 	var c constraintErrors
-	if in.PointInTimeRecoverySpecification == nil {
+	spec := in.PointInTimeRecoverySpecification
+	if spec == nil {
 		c.add(nil, "pointInTimeRecoverySpecification", "Member must not be null")
-	} else if in.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled == nil {
-		c.add(nil, "pointInTimeRecoverySpecification.pointInTimeRecoveryEnabled", "Member must not be null")
+	} else {
+		if spec.PointInTimeRecoveryEnabled == nil {
+			c.add(nil, "pointInTimeRecoverySpecification.pointInTimeRecoveryEnabled", "Member must not be null")
+		}
+		if d := spec.RecoveryPeriodInDays; d != nil && *d < minRecoveryDays {
+			c.add(*d, "pointInTimeRecoverySpecification.recoveryPeriodInDays", "Member must have value greater than or equal to 1")
+		} else if d != nil && *d > maxRecoveryDays {
+			c.add(*d, "pointInTimeRecoverySpecification.recoveryPeriodInDays", "Member must have value less than or equal to 35")
+		}
 	}
-	if _, err := e.continuousBackupsTable(ctx, account, &c, in.TableName); err != nil {
+	t, err := e.continuousBackupsTable(ctx, account, &c, in.TableName)
+	if err != nil {
 		return nil, err
 	}
-	if *in.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled {
-		return nil, newErr(CodeContinuousBackupsUnavailable,
-			"Point-in-time recovery is not available on extenddb; take on-demand backups with CreateBackup")
+	enable := *spec.PointInTimeRecoveryEnabled
+	days := int64(maxRecoveryDays)
+	if spec.RecoveryPeriodInDays != nil {
+		days = *spec.RecoveryPeriodInDays
 	}
-	return noPITR(), nil
+	if enable {
+		if err := e.pitrAvailable(); err != nil {
+			return nil, err
+		}
+		if err := restoringTable(t); err != nil {
+			return nil, err
+		}
+	} else if t.stored.PITR == nil {
+		return e.continuousBackups(ctx, t)
+	}
+	now := e.now()
+	res, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: t.name(), Fn: func(old *storage.Table) ([]byte, error) {
+		if old.ID != t.ref.ID {
+			return nil, storage.Errorf(storage.KindTableNotFound, "table %q was replaced", t.name())
+		}
+		var st storedTable
+		if err := json.Unmarshal(old.Desc, &st); err != nil {
+			return nil, err
+		}
+		switch {
+		case !enable:
+			st.PITR = nil
+		case st.PITR == nil:
+			st.PITR = &pitrSetting{Days: days, Since: now.UnixMilli()}
+		default:
+			p := *st.PITR
+			p.Days = days
+			st.PITR = &p
+		}
+		return json.Marshal(&st)
+	}})
+	e.tables.drop(account, t.name())
+	if err != nil {
+		if e.missing(err, account, t.name()) {
+			return nil, newErr(CodeTableNotFound, "Table not found: %s", t.name())
+		}
+		return nil, err
+	}
+	nt, err := parseTable(res.Table)
+	if err != nil {
+		return nil, err
+	}
+	return e.continuousBackups(ctx, nt)
 }
 
 type RestoreSummary struct {

@@ -172,7 +172,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				opSizes = append(opSizes, size)
 				// Capacity is charged on the larger of the old and new item.
 				var keys []byte
-				if t.stream != nil {
+				if t.logs() {
 					keys = t.keysJSON(it)
 				}
 				ops = append(ops, e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
@@ -202,7 +202,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 				opNames = append(opNames, name)
 				opSizes = append(opSizes, 0)
 				var keys []byte
-				if t.stream != nil {
+				if t.logs() {
 					keys = attr.EncodeItem(r.DeleteRequest.Key)
 				}
 				ops = append(ops, e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {

@@ -65,6 +65,7 @@ type Engine struct {
 	now           func() time.Time
 	backups       BackupService // nil: no backup store configured
 	backupsOff    string        // why backups are unavailable (SetBackupsUnavailable)
+	pitrSvc       PITRService   // nil: point-in-time recovery cannot be turned on
 	sm            *streamMetrics
 	shardInterval time.Duration
 	retention     time.Duration

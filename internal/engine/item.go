@@ -150,8 +150,8 @@ func writeRequest(tableName *string, member string, given bool, returnValues str
 }
 
 // keyTarget loads the table a DeleteItem or UpdateItem names and encodes
-// the key it is given; streamKeys is the key's JSON for the stream record
-// (nil without a stream).
+// the key it is given; streamKeys is the key's JSON for the change record
+// (nil when the table logs none: no stream, point-in-time recovery off).
 func (e *Engine) keyTarget(ctx context.Context, account, name string, key attr.Item) (t *table, pk, sk, streamKeys []byte, err error) {
 	if t, err = e.loadTable(ctx, account, name); err != nil {
 		return nil, nil, nil, nil, err
@@ -159,7 +159,7 @@ func (e *Engine) keyTarget(ctx context.Context, account, name string, key attr.I
 	if pk, sk, err = t.keyParam(key); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if t.stream != nil {
+	if t.logs() {
 		streamKeys = attr.EncodeItem(key)
 	}
 	return t, pk, sk, streamKeys, nil
@@ -197,7 +197,7 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 	// Capacity is charged on the larger of the old and new item.
 	readOld := needOld || wantsCapacity(in.ReturnConsumedCapacity)
 	var keys []byte
-	if t.stream != nil {
+	if t.logs() {
 		keys = t.keysJSON(in.Item)
 	}
 	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {

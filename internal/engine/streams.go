@@ -49,6 +49,32 @@ type liveStream struct {
 	label string
 	view  byte // viewKeys, viewNew, viewOld, viewBoth
 	gen   int64
+	// full: point-in-time recovery is on, so the record keeps both images
+	// whatever the view (flagFull); a stream filters them when it reads.
+	full bool
+}
+
+// pitrOnly is the record writer of a PITR table without an enabled
+// stream: its records have no label, so no shard ever shows them.
+var pitrOnly = liveStream{view: viewBoth, full: true}
+
+// logs tells whether the table's writes log change records.
+func (t *table) logs() bool { return t.stream != nil || t.pitr }
+
+// logger is how the table's writes log their records: nil when they log
+// none (no stream, point-in-time recovery off).
+func (t *table) logger() *liveStream {
+	switch {
+	case t.stream != nil && t.pitr:
+		s := *t.stream
+		s.full = true
+		return &s
+	case t.stream != nil:
+		return t.stream
+	case t.pitr:
+		return &pitrOnly
+	}
+	return nil
 }
 
 const (
@@ -118,9 +144,11 @@ func (st *storedTable) nextGen() int64 {
 //	version(1) event(1) flags(1) uvarint(len label) label uvarint(gen)
 //	uvarint(unix ms) uvarint(SizeBytes) uvarint(len keys) keys
 //	uvarint(len new) new uvarint(len old) old
+//	[flagTxn: txn id(16) uvarint(records of the transaction in this table)]
 //
 // keys, new and old are canonical DynamoDB-JSON items (new and old empty
-// when the view type leaves them out).
+// when the view type leaves them out, unless flagFull). Readers ignore
+// bytes after what their flags name.
 const recordVersion = 1
 
 const (
@@ -129,7 +157,26 @@ const (
 	eventRemove byte = 3
 )
 
-const flagService byte = 1 // a TTL deletion
+const (
+	flagService byte = 1 // a TTL deletion
+	// flagFull: both images are kept whatever the stream's view type
+	// (point-in-time recovery is on); SizeBytes is then computed when read.
+	flagFull byte = 2
+	// flagTxn: a transaction marker follows the old image, so a restore
+	// keeps the transaction's records all or nothing (ADR 0046).
+	flagTxn byte = 4
+	// flagHidden: not a stream event, a write of a transaction on a PITR
+	// table that changed nothing, logged so the transaction's record
+	// count is known before it runs.
+	flagHidden byte = 8
+)
+
+// txnMark is the transaction marker of a TransactWriteItems' records on
+// one PITR table: its id and how many records it writes to the table.
+type txnMark struct {
+	id    [16]byte
+	count int
+}
 
 func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
@@ -137,54 +184,85 @@ func appendBytes(dst, b []byte) []byte {
 }
 
 // logRecord encodes the record of a write from old to ch (nil when the
-// write changes nothing).
-func (s *liveStream) logRecord(oldRaw []byte, ch *storage.Change, keys []byte, service bool, now int64) []byte {
+// write changes nothing, unless it is part of a transaction on a PITR
+// table, tx not nil: then it is a hidden record).
+func (s *liveStream) logRecord(oldRaw []byte, ch *storage.Change, keys []byte, service bool, now int64, tx *txnMark) []byte {
 	var ev byte
 	var newRaw []byte
+	var flags byte
 	switch ch.Op {
 	case storage.Put:
 		if oldRaw == nil {
 			ev = eventInsert
 		} else {
 			if bytes.Equal(oldRaw, ch.Item) {
-				return nil
+				if tx == nil {
+					return nil
+				}
+				flags |= flagHidden
 			}
 			ev = eventModify
 		}
 		newRaw = ch.Item
 	case storage.Delete:
 		if oldRaw == nil {
-			return nil
+			if tx == nil {
+				return nil
+			}
+			flags |= flagHidden
 		}
 		ev = eventRemove
 	default:
 		return nil
 	}
-	if s.view == viewKeys || s.view == viewOld {
-		newRaw = nil
+	if s.full {
+		flags |= flagFull
+	} else {
+		newRaw, oldRaw = viewImages(s.view, newRaw, oldRaw)
 	}
-	if s.view == viewKeys || s.view == viewNew {
-		oldRaw = nil
-	}
-	var flags byte
 	if service {
 		flags |= flagService
 	}
-	b := make([]byte, 0, 3+len(s.label)+24+len(keys)+len(newRaw)+len(oldRaw)+9)
+	if tx != nil {
+		flags |= flagTxn
+	}
+	b := make([]byte, 0, 3+len(s.label)+24+len(keys)+len(newRaw)+len(oldRaw)+9+26)
 	b = append(b, recordVersion, ev, flags)
 	b = appendBytes(b, []byte(s.label))
 	b = binary.AppendUvarint(b, uint64(s.gen))
 	b = binary.AppendUvarint(b, uint64(now))
-	// SizeBytes: sized once here (about a microsecond), not at every read.
-	b = binary.AppendUvarint(b, uint64(rawSize(keys)+rawSize(newRaw)+rawSize(oldRaw)))
+	// SizeBytes: sized once here (about a microsecond), not at every
+	// read; a full record is sized when read, by the reader's view.
+	var size int
+	if !s.full {
+		size = rawSize(keys) + rawSize(newRaw) + rawSize(oldRaw)
+	}
+	b = binary.AppendUvarint(b, uint64(size))
 	b = appendBytes(b, keys)
 	b = appendBytes(b, newRaw)
-	return appendBytes(b, oldRaw)
+	b = appendBytes(b, oldRaw)
+	if tx != nil {
+		b = append(b, tx.id[:]...)
+		b = binary.AppendUvarint(b, uint64(tx.count))
+	}
+	return b
+}
+
+// viewImages keeps the images a stream view type shows.
+func viewImages(view byte, newRaw, oldRaw []byte) ([]byte, []byte) {
+	if view == viewKeys || view == viewOld {
+		newRaw = nil
+	}
+	if view == viewKeys || view == viewNew {
+		oldRaw = nil
+	}
+	return newRaw, oldRaw
 }
 
 // record is a decoded change record.
 type record struct {
 	event   byte
+	flags   byte
 	service bool
 	label   []byte
 	gen     int64
@@ -193,6 +271,10 @@ type record struct {
 	keys    []byte
 	newRaw  []byte
 	oldRaw  []byte
+	// txn and txnCount are the transaction marker (flagTxn), nil and 0
+	// otherwise.
+	txn      []byte
+	txnCount int
 }
 
 var errRecord = errors.New("engine: corrupt stream record")
@@ -205,27 +287,27 @@ func readBytes(b []byte) ([]byte, []byte, error) {
 	return b[k : k+int(n)], b[k+int(n):], nil
 }
 
-// decodeHeader decodes a record's label and gen only.
-func decodeHeader(b []byte) (label []byte, gen int64, err error) {
+// decodeHeader decodes a record's flags, label and gen only.
+func decodeHeader(b []byte) (flags byte, label []byte, gen int64, err error) {
 	if len(b) < 3 || b[0] != recordVersion {
-		return nil, 0, errRecord
+		return 0, nil, 0, errRecord
 	}
 	label, rest, err := readBytes(b[3:])
 	if err != nil {
-		return nil, 0, err
+		return 0, nil, 0, err
 	}
 	g, k := binary.Uvarint(rest)
 	if k <= 0 {
-		return nil, 0, errRecord
+		return 0, nil, 0, errRecord
 	}
-	return label, int64(g), nil
+	return b[2], label, int64(g), nil
 }
 
 func decodeRecord(b []byte) (*record, error) {
 	if len(b) < 3 || b[0] != recordVersion {
 		return nil, errRecord
 	}
-	r := &record{event: b[1], service: b[2]&flagService != 0}
+	r := &record{event: b[1], flags: b[2], service: b[2]&flagService != 0}
 	var err error
 	rest := b[3:]
 	if r.label, rest, err = readBytes(rest); err != nil {
@@ -252,8 +334,19 @@ func decodeRecord(b []byte) (*record, error) {
 	if r.newRaw, rest, err = readBytes(rest); err != nil {
 		return nil, err
 	}
-	if r.oldRaw, _, err = readBytes(rest); err != nil {
+	if r.oldRaw, rest, err = readBytes(rest); err != nil {
 		return nil, err
+	}
+	if r.flags&flagTxn != 0 {
+		if len(rest) < 16 {
+			return nil, errRecord
+		}
+		r.txn, rest = rest[:16], rest[16:]
+		c, k := binary.Uvarint(rest)
+		if k <= 0 || c == 0 {
+			return nil, errRecord
+		}
+		r.txnCount = int(c)
 	}
 	return r, nil
 }
@@ -267,22 +360,41 @@ func (t *table) keysJSON(it attr.Item) []byte {
 	return attr.EncodeItem(k)
 }
 
-// streamed adds the stream record to a write of a table with an enabled
-// stream: the write is no longer blind (the record needs the old item)
-// and its Change carries the record. keys is the item's keys JSON (nil:
-// taken from the old or new item). It changes nothing for a table
-// without a stream.
+// streamed adds the change record to a write of a table with an enabled
+// stream or point-in-time recovery: the write is no longer blind (the
+// record needs the old item) and its Change carries the record. keys is
+// the item's keys JSON (nil: taken from the old or new item). It changes
+// nothing for a table that logs no records.
 func (e *Engine) streamed(t *table, p storage.WriteItemParams, keys []byte, service bool) storage.WriteItemParams {
-	s := t.stream
+	return e.logged(t, p, keys, service, nil)
+}
+
+// logged is streamed for a write that may belong to a transaction: with
+// tx (a write operation of a TransactWriteItems on a PITR table) the
+// record carries the transaction marker, and a write that would change
+// nothing of an absent item becomes a Delete of the absent item (a
+// no-op for every backend) with a hidden record, so that the
+// transaction writes exactly tx.count records to the table.
+func (e *Engine) logged(t *table, p storage.WriteItemParams, keys []byte, service bool, tx *txnMark) storage.WriteItemParams {
+	s := t.logger()
 	if s == nil {
 		return p
+	}
+	if !t.pitr {
+		tx = nil
 	}
 	fn := p.Fn
 	p.Blind = false
 	p.Fn = func(oldRaw []byte) (storage.Change, error) {
 		ch, err := fn(oldRaw)
-		if err != nil || ch.Op == storage.Keep {
+		if err != nil {
 			return ch, err
+		}
+		if ch.Op == storage.Keep {
+			if tx == nil || oldRaw != nil {
+				return ch, err
+			}
+			ch = storage.Change{Op: storage.Delete}
 		}
 		k := keys
 		if k == nil {
@@ -299,7 +411,7 @@ func (e *Engine) streamed(t *table, p storage.WriteItemParams, keys []byte, serv
 			}
 			k = t.keysJSON(it)
 		}
-		ch.Log = s.logRecord(oldRaw, &ch, k, service, e.now().UnixMilli())
+		ch.Log = s.logRecord(oldRaw, &ch, k, service, e.now().UnixMilli(), tx)
 		return ch, nil
 	}
 	return p

@@ -617,11 +617,11 @@ func (e *Engine) GetRecords(ctx context.Context, account string, in *GetRecordsI
 				break
 			}
 			pos = rec.Seq
-			label, gen, err := decodeHeader(rec.Data)
+			flags, label, gen, err := decodeHeader(rec.Data)
 			if err != nil {
 				return nil, err
 			}
-			if gen != it.gen || string(label) != it.label {
+			if gen != it.gen || string(label) != it.label || flags&flagHidden != 0 {
 				continue
 			}
 			out.recs = append(out.recs, rec)
@@ -666,6 +666,12 @@ func (o *GetRecordsOutput) AppendJSON(dst []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, r.ms/1000, 10)
 		dst = append(dst, `,"Keys":`...)
 		dst = append(dst, r.keys...)
+		if r.flags&flagFull != 0 {
+			// Point-in-time recovery keeps both images: show what the
+			// stream's view type shows, sized as shown.
+			r.newRaw, r.oldRaw = viewImages(viewCode(o.view), r.newRaw, r.oldRaw)
+			r.size = int64(rawSize(r.keys) + rawSize(r.newRaw) + rawSize(r.oldRaw))
+		}
 		if len(r.newRaw) > 0 {
 			dst = append(dst, `,"NewImage":`...)
 			dst = append(dst, r.newRaw...)

@@ -117,7 +117,7 @@ func (e *Engine) rollover(ctx context.Context, t *table, force bool) error {
 // period, forgets streams whose every record is gone, and reports the
 // retention backlog.
 func (e *Engine) trimStreams(ctx context.Context, t *table) error {
-	if len(t.stored.Streams) == 0 {
+	if len(t.stored.Streams) == 0 && !t.pitr {
 		return nil
 	}
 	cl, ok := e.changeLog()
@@ -127,8 +127,17 @@ func (e *Engine) trimStreams(ctx context.Context, t *table) error {
 	// Record times are the backend's clock (LogRecord.At), so the
 	// retention is measured on the real clock, not Options.Now.
 	before := time.Now().Add(-e.retention)
-	if _, err := cl.TrimLog(ctx, storage.TrimLogParams{Table: t.ref, Before: before}); err != nil {
+	trimAt, trim, err := e.trimBound(ctx, t, before, len(t.stored.Streams) > 0)
+	if err != nil {
 		return err
+	}
+	if trim {
+		if _, err := cl.TrimLog(ctx, storage.TrimLogParams{Table: t.ref, Before: trimAt}); err != nil {
+			return err
+		}
+	}
+	if len(t.stored.Streams) == 0 {
+		return nil
 	}
 	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: t.ref})
 	if err != nil {
@@ -182,6 +191,11 @@ func (e *Engine) streamLoop(ctx context.Context) {
 			if len(t.stored.Streams) == 0 {
 				if err := e.adoptStream(ctx, t); err != nil {
 					e.log.Warn("stream adoption", "table", t.ref.Name, "err", err)
+				}
+				if trim && t.pitr {
+					if err := e.trimStreams(ctx, t); err != nil && ctx.Err() == nil {
+						e.log.Warn("change log trim", "table", t.ref.Name, "err", err)
+					}
 				}
 				return
 			}

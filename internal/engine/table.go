@@ -24,6 +24,9 @@ type storedTable struct {
 	// ShardGen is the Gen of the newest shard ever made.
 	Streams  []streamState `json:"streams,omitempty"`
 	ShardGen int64         `json:"shardGen,omitempty"`
+	// PITR is the point-in-time recovery setting, nil while it is off
+	// (pitr.go).
+	PITR *pitrSetting `json:"pitr,omitempty"`
 }
 
 type ttlSetting struct {
@@ -64,6 +67,7 @@ type table struct {
 	indexes []*index    // the user's secondary indexes
 	ttl     *index      // the internal TTL index, when TTL is enabled
 	stream  *liveStream // the enabled stream, nil when none
+	pitr    bool        // point-in-time recovery is on: every write logs full images
 	loaded  time.Time
 }
 
@@ -155,6 +159,7 @@ func parseTable(st *storage.Table) (*table, error) {
 			ProjType: "KEYS_ONLY", Status: status, ttl: true}
 	}
 	t.parseStreams()
+	t.pitr = t.stored.PITR != nil
 	return t, nil
 }
 

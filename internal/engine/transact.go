@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -317,17 +318,22 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 		return nil, validationf("Transaction request size exceeded the maximum allowed size of 4 MB")
 	}
 	params := make([]storage.WriteItemParams, len(ops))
+	marks := txnMarks(ops)
 	for i, op := range ops {
 		op := op
 		var keys []byte
-		if op.t.stream != nil && op.kind != "check" {
+		if op.t.logs() && op.kind != "check" {
 			if op.kind == "put" {
 				keys = op.t.keysJSON(op.item)
 			} else {
 				keys = attr.EncodeItem(op.key)
 			}
 		}
-		params[i] = e.streamed(op.t, storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+		mark := marks[op.t.ref.ID]
+		if op.kind == "check" {
+			mark = nil
+		}
+		params[i] = e.logged(op.t, storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: func(oldRaw []byte) (storage.Change, error) {
 			old, err := decodeStored(oldRaw)
 			if err != nil {
 				return storage.Change{}, err
@@ -362,7 +368,7 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 				}
 				return op.t.putChange(old, n, attr.EncodeItem(n))
 			}
-		}}, keys, false)
+		}}, keys, false, mark)
 	}
 	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
 	if err != nil {
@@ -557,4 +563,28 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 		}
 	}
 	return out, nil
+}
+
+// txnMarks gives each PITR table of a transaction its marker: one
+// transaction id, and the number of its write operations on the table
+// (each writes exactly one record, see Engine.logged).
+func txnMarks(ops []*txOp) map[int64]*txnMark {
+	var marks map[int64]*txnMark
+	var id [16]byte
+	for _, op := range ops {
+		if !op.t.pitr || op.kind == "check" {
+			continue
+		}
+		if marks == nil {
+			marks = map[int64]*txnMark{}
+			_, _ = rand.Read(id[:])
+		}
+		m := marks[op.t.ref.ID]
+		if m == nil {
+			m = &txnMark{id: id}
+			marks[op.t.ref.ID] = m
+		}
+		m.count++
+	}
+	return marks
 }

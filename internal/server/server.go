@@ -307,6 +307,19 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		return nil, fmt.Errorf("backup.store: %w", err)
 	}
 	eng.SetBackups(m)
+	// Point-in-time recovery ships change logs to the same store; a
+	// backend without a change log cannot have it (enabling it then
+	// answers ContinuousBackupsUnavailableException naming why).
+	if backend.Capabilities().ChangeLog != nil {
+		p := cfg.Backup.PITR
+		sh, err := backup.NewShipper(m, pitrSource{eng}, backup.PITRConfig{ShipInterval: p.ShipInterval.Duration,
+			SegmentMaxBytes: p.SegmentMaxBytes, BaseInterval: p.BaseInterval.Duration, BaseAfterBytes: p.BaseAfterBytes}, reg)
+		if err != nil {
+			return nil, fmt.Errorf("backup.pitr: %w", err)
+		}
+		eng.SetPITR(pitrWindow{sh})
+		m.Go(sh.Run)
+	}
 	return m, nil
 }
 
