@@ -106,6 +106,10 @@ class Page {
     await this.send("Page.navigate", { url });
     await this.waitFor("document.readyState === 'complete' && location.href !== 'about:blank'", "load of " + url);
   }
+  async key(key, code, keyCode, text) {
+    await this.send("Input.dispatchKeyEvent", { type: "keyDown", key, code, windowsVirtualKeyCode: keyCode, text });
+    await this.send("Input.dispatchKeyEvent", { type: "keyUp", key, code, windowsVirtualKeyCode: keyCode });
+  }
   async shot(name, width = 1280, height = 860) {
     await this.send("Emulation.setDeviceMetricsOverride", { width, height, deviceScaleFactor: 1, mobile: width < 700 });
     await sleep(150);
@@ -179,8 +183,24 @@ async function main() {
     await page.waitFor("document.querySelector('#tables') && document.querySelector('#who').textContent.includes('open')", "the tables page");
   });
 
+  await check("keyboard: Tab reaches the nav and the buttons, Enter presses them", async () => {
+    // From the top of the page (the route puts focus on the main region,
+    // whose first stop is the page's first button).
+    await page.eval("(document.activeElement.blur(), document.querySelector('.skip').focus(), true)");
+    const seen = [];
+    for (let i = 0; i < 12; i++) {
+      await page.key("Tab", "Tab", 9);
+      const f = await page.eval("document.activeElement.textContent.trim()");
+      seen.push(f);
+      if (f === "Create table") break;
+    }
+    assert(seen.includes("Tables") && seen.includes("Server"), "nav links not reached by Tab: " + JSON.stringify(seen));
+    assert(seen.at(-1) === "Create table", "Create table not reached by Tab: " + JSON.stringify(seen));
+    await page.key("Enter", "Enter", 13, "\r");
+    await page.waitFor("!document.querySelector('#create-table').hidden && document.activeElement === byLabel('Table name')", "the create form open with focus in its first field");
+  });
+
   await check("create a table with a GSI through the form", async () => {
-    await page.eval("press('Create table')");
     await page.eval(`fill('Table name', ${JSON.stringify(table)}) && fill('Partition key', 'pk', document.querySelector('#create-table fieldset')) &&
       fill('Sort key (optional)', 'sk', document.querySelector('#create-table fieldset')) &&
       fill('Index name', 'byColor') &&
@@ -236,6 +256,24 @@ async function main() {
     assert(colors.every((c) => c === "red"), "GSI query colors " + JSON.stringify(colors));
   });
 
+  await check("filter and projection in the builder", async () => {
+    await page.eval(`fill('Index', '') && fill('Partition key pk =', 'p1') && fill('Sort key sk', '') && fill('Order', 'true') && true`);
+    await page.eval("document.querySelector('details.more summary').click()");
+    await page.eval(`fill('Filter expression', '#n = :n') && fill('Projection expression', 'pk, sk, #n') &&
+      fill('Expression attribute names (JSON)', '{"#n": "note"}') && fill('Expression attribute values (DynamoDB JSON)', '{":n": {"S": "edited"}}') && press('Run')`);
+    await page.waitFor("document.querySelector('#results .meta')?.textContent.startsWith('Query page 1: 1 items (3 read)')", "one item of three read");
+    const heads = await page.eval("text('#results thead th')");
+    assert(JSON.stringify(heads) === JSON.stringify(["", "pk", "sk", "note"]), "projected columns " + JSON.stringify(heads));
+    await page.shot("items-filter");
+    // Editing a projected row opens the whole item, so a put keeps it whole.
+    await page.eval("press('Edit', document.querySelector('#results'))");
+    await page.waitFor("document.querySelector('#item-form textarea')?.value.includes('color')", "the whole item in the editor");
+    await page.eval("press('Close')");
+    await page.eval(`fill('Expression attribute values (DynamoDB JSON)', '[1]') && press('Run')`);
+    await page.waitFor("document.querySelector('#results .error')?.textContent.includes('must be a JSON object')", "the refusal of a bad values object");
+    for (const l of ["Filter expression", "Projection expression", "Expression attribute names (JSON)", "Expression attribute values (DynamoDB JSON)"]) await page.eval(`fill(${JSON.stringify(l)}, '')`);
+  });
+
   await check("scan pages 100 items at a time with Next", async () => {
     const reqs = [];
     for (let i = 0; i < 130; i++) reqs.push({ PutRequest: { Item: { pk: { S: "bulk" }, sk: { N: String(i) } } } });
@@ -258,6 +296,7 @@ async function main() {
     const cells = await page.eval("text('#results tbody td')");
     assert(cells.includes(hostile2) && cells.includes(hostile), "hostile values not shown literally: " + JSON.stringify(cells));
     await page.eval("press('Edit', document.querySelector('#results'))");
+    await page.waitFor("document.querySelector('#item-form')", "the hostile item in the editor");
     await page.eval("press('Plain JSON')");
     await page.shot("xss-item");
     assert((await page.eval("document.querySelector('pre.plain').textContent")).includes("window.__xss=2"), "plain view lost the text");
@@ -308,6 +347,10 @@ async function main() {
         const got = await api(open.url, "GetItem", { TableName: restored, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
         assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));
         await api(open.url, "DeleteTable", { TableName: restored });
+        await page.eval("(() => { const r = [...document.querySelectorAll('#backups tbody tr')].find((r) => r.children[0].textContent === 'nightly'); press('Delete', r); press('Confirm delete', r); return true; })()");
+        await page.waitFor("![...document.querySelectorAll('#backups tbody tr')].some((r) => r.children[0].textContent === 'nightly')", "the deleted backup to leave the list");
+        const left = (await api(open.url, "ListBackups", {})).body.BackupSummaries || [];
+        assert(!left.some((b) => b.BackupName === "nightly"), "the backup is still listed: " + JSON.stringify(left));
         return;
       }
       await sleep(200);

@@ -313,11 +313,18 @@ function itemsPage(t) {
   const forward = select([["true", "Ascending"], ["false", "Descending"]], "true", { name: "forward" });
   const consistent = h("input", { type: "checkbox", name: "consistent" });
   const queryFields = h("div", { class: "query" });
+  const filter = h("input", { name: "filter", spellcheck: "false", placeholder: "#c = :c AND attribute_exists(note)" });
+  const projection = h("input", { name: "projection", spellcheck: "false", placeholder: "pk, sk, #c" });
+  const names = h("input", { name: "names", spellcheck: "false", placeholder: '{"#c": "color"}' });
+  const values = h("input", { name: "values", spellcheck: "false", placeholder: '{":c": {"S": "red"}}' });
+  const more = h("details", { class: "more" }, h("summary", null, "Filter and projection"),
+    h("div", { class: "row" }, field("Filter expression", filter), field("Projection expression", projection)),
+    h("div", { class: "row" }, field("Expression attribute names (JSON)", names), field("Expression attribute values (DynamoDB JSON)", values)));
   const run = h("button", { type: "submit", class: "primary" }, "Run");
   const form = h("form", { class: "card", id: "query" },
     h("div", { class: "row" }, field("Operation", mode), field("Index", index),
       h("div", { class: "field check" }, consistent, h("label", { for: consistent.id = "consistent" }, "Consistent read"))),
-    queryFields, run,
+    queryFields, more, run,
     h("button", { type: "button", id: "new-item", onclick: () => editItem(null) }, "New item"));
   const results = h("div", { id: "results" });
   const editor = h("div", { id: "editor" });
@@ -333,7 +340,8 @@ function itemsPage(t) {
     if (mode.value !== "query") { clear(queryFields); return; }
     clear(queryFields,
       h("div", { class: "row" }, field(pkLabel, pkValue)),
-      sk ? h("div", { class: "row" }, field(`Sort key ${sk}`, skOp), field("Value", skValue), skOp.value === "between" ? field("and", skValue2) : null) : null,
+      sk ? h("div", { class: "row" }, field(`Sort key ${sk}`, skOp), skOp.value ? field("Value", skValue) : null,
+        skOp.value === "between" ? field("and", skValue2) : null) : null,
       h("div", { class: "row" }, field("Order", forward)));
   }
   mode.addEventListener("change", layout);
@@ -368,6 +376,25 @@ function itemsPage(t) {
     return ["Query", input];
   }
 
+  // extras adds the filter, the projection and their placeholders to a
+  // request the builder made (its own placeholders are #pk, #sk, :pk,
+  // :sk and :sk2).
+  function extras(input) {
+    const json = (el, what) => {
+      if (!el.value.trim()) return {};
+      const v = JSON.parse(el.value);
+      if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error(what + " must be a JSON object");
+      return v;
+    };
+    const n = json(names, "Expression attribute names");
+    const v = json(values, "Expression attribute values");
+    if (filter.value.trim()) input.FilterExpression = filter.value.trim();
+    if (projection.value.trim()) input.ProjectionExpression = projection.value.trim();
+    if (Object.keys(n).length) input.ExpressionAttributeNames = { ...input.ExpressionAttributeNames, ...n };
+    if (Object.keys(v).length) input.ExpressionAttributeValues = { ...input.ExpressionAttributeValues, ...v };
+    return input;
+  }
+
   async function runPage(op, input, pageNo) {
     const r = await guard(() => client.call(op, input), clear(results));
     if (!r) return;
@@ -379,7 +406,7 @@ function itemsPage(t) {
     const tbody = h("tbody");
     for (const it of items) {
       tbody.append(h("tr", null,
-        h("td", null, h("button", { type: "button", class: "small", onclick: () => editItem(it) }, "Edit")),
+        h("td", null, h("button", { type: "button", class: "small", onclick: () => openItem(it) }, "Edit")),
         shown.map((c) => h("td", null, it[c] ? cellText(it[c]) : ""))));
     }
     clear(results,
@@ -392,7 +419,14 @@ function itemsPage(t) {
 
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
+    status("");
     const [op, input] = request();
+    try {
+      extras(input);
+    } catch (e) {
+      clear(results, errorBox(e));
+      return;
+    }
     runPage(op, input, 1);
   });
 
@@ -400,6 +434,16 @@ function itemsPage(t) {
     const k = {};
     for (const n of [tableKeys.pk, tableKeys.sk]) if (n && item[n]) k[n] = item[n];
     return k;
+  }
+
+  // openItem reads the whole item again by its key (a row may be a
+  // projection, or an index's copy, or stale) before editing it: putting
+  // back a partial item would drop its other attributes.
+  async function openItem(row) {
+    const r = await guard(() => client.call("GetItem", { TableName: t.TableName, Key: keyOf(row), ConsistentRead: true }), clear(editor));
+    if (!r) return;
+    if (!r.Item) { clear(editor, errorBox("The item no longer exists.")); return; }
+    editItem(r.Item);
   }
 
   // editItem edits item (null: a new one, starting from initial).
@@ -492,7 +536,7 @@ function backupsView() {
     h("button", { type: "submit", class: "primary" }, "Create backup"));
   clear(main, h("h1", null, "Backups"), f, out,
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "backups" },
-      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", ""].map((x) => h("th", { scope: "col" }, x)))), body)));
+      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", "Restore", ""].map((x) => h("th", { scope: "col" }, x)))), body)));
   let timer = null;
   async function load() {
     const r = await guard(() => client.call("ListBackups", {}), clear(out));
@@ -510,11 +554,28 @@ function backupsView() {
       });
       body.append(h("tr", null, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
         h("td", null, b.BackupCreationDateTime ? new Date(b.BackupCreationDateTime * 1000).toISOString() : ""),
-        h("td", null, formatBytes(b.BackupSizeBytes)), h("td", null, b.BackupStatus === "AVAILABLE" ? restore : "")));
+        h("td", null, formatBytes(b.BackupSizeBytes)),
+        h("td", null, b.BackupStatus === "AVAILABLE" ? restore : ""),
+        h("td", null, b.BackupStatus === "AVAILABLE" ? deleteButton(b) : "")));
     }
-    if (!(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 6 }, "No backups.")));
+    if (!(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 7 }, "No backups.")));
     clearTimeout(timer);
     if (pending && location.hash.startsWith("#/backups")) timer = setTimeout(load, 1000);
+  }
+  // deleteButton asks once more before DeleteBackup.
+  function deleteButton(b) {
+    const btn = h("button", { type: "button", class: "danger small" }, "Delete");
+    btn.addEventListener("click", async () => {
+      if (btn.dataset.armed !== "1") {
+        btn.dataset.armed = "1";
+        clear(btn, "Confirm delete");
+        return;
+      }
+      const x = await guard(() => client.call("DeleteBackup", { BackupArn: b.BackupArn }), out);
+      if (x) { status(`Backup ${b.BackupName} deleted.`); load(); }
+    });
+    btn.addEventListener("blur", () => { btn.dataset.armed = ""; clear(btn, "Delete"); });
+    return btn;
   }
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
