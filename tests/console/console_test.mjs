@@ -328,6 +328,10 @@ async function main() {
     assert(Number(cells[1]) >= 3 && cells[2] === "0", "PutItem requests/errors " + JSON.stringify(cells));
     const dt = await page.eval("[...[...document.querySelectorAll('#ops tbody tr')].find((r) => r.children[0].textContent === 'DescribeTable').children].map((c) => c.textContent)");
     assert(Number(dt[2]) >= 1 && dt[3].includes("ValidationException"), "DescribeTable errors " + JSON.stringify(dt));
+    assert(/ms$/.test(cells[4]) && /ms$/.test(cells[5]), "PutItem p50/p99 " + JSON.stringify(cells));
+    assert(/^Version/.test(facts.split("Readiness")[1].replace(/^ready/, "")), "no version: " + facts);
+    const bg = await page.eval("document.querySelector('#background').textContent");
+    assert(bg.includes("TTL backlog") && bg.includes("Index backfills running"), "background work: " + bg);
     await page.shot("server");
   });
 

@@ -2,6 +2,7 @@
 // ever rendered as text (dom.js).
 import { Client, PLACEHOLDER, AUTH_ERRORS, loadCredentials, saveCredentials, clearCredentials } from "./api.js";
 import { h, clear, field, select, formatBytes, cellText, plain } from "./dom.js";
+import { parseMetrics, quantile } from "./metrics.js";
 
 const main = document.getElementById("main");
 const statusEl = document.getElementById("status");
@@ -587,31 +588,42 @@ function backupsView() {
 
 // ---------- server ----------
 
-// parseMetrics reads the Prometheus text format's samples of the names
-// wanted: [{name, labels, value}].
-export function parseMetrics(text, wanted) {
-  const out = [];
-  for (const line of text.split("\n")) {
-    if (!line || line.startsWith("#")) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m || !wanted.has(m[1])) continue;
-    const labels = {};
-    for (const l of (m[3] || "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2].replace(/\\(.)/g, (_, c) => (c === "n" ? "\n" : c));
-    out.push({ name: m[1], labels, value: Number(m[4]) });
-  }
-  return out;
+function ms(seconds) {
+  if (!Number.isFinite(seconds)) return "";
+  return seconds < 0.01 ? (seconds * 1000).toFixed(2) + " ms" : seconds < 1 ? (seconds * 1000).toFixed(1) + " ms" : seconds.toFixed(2) + " s";
 }
 
+// BACKGROUND are the gauges and counters of background work the server
+// page shows when the server exports them.
+const BACKGROUND = [
+  ["Backup jobs running", "extenddb_backup_jobs_running"],
+  ["Backup items written", "extenddb_backup_items_total"],
+  ["Backup bytes written", "extenddb_backup_bytes_total", formatBytes],
+  ["Index backfills running", "extenddb_index_backfills_running"],
+  ["Index backfill progress", "extenddb_index_backfill_progress_ratio", (v) => (100 * v).toFixed(0) + " %"],
+  ["TTL backlog (items)", "extenddb_ttl_backlog_items"],
+  ["TTL deleted items", "extenddb_ttl_deleted_items_total"],
+  ["Point-in-time shipping lag", "extenddb_pitr_lag_seconds", (v) => v.toFixed(1) + " s"],
+  ["Point-in-time shipping errors", "extenddb_pitr_ship_errors_total"],
+  ["Stream records written", "extenddb_stream_records_written_total"],
+];
+
+// lastTotals keeps the previous scrape's request counts, for the rate.
+let lastTotals = null;
+let serverTimer = null;
+
 async function serverView() {
-  const health = h("dd", null, "…");
-  const ready = h("dd", null, "…");
+  clearTimeout(serverTimer);
+  const facts = h("dl", { class: "facts" });
   const ops = h("tbody");
-  clear(main, h("h1", null, "Server"),
-    h("dl", { class: "facts" }, h("dt", null, "Health"), health, h("dt", null, "Readiness"), ready),
-    h("h2", null, "Requests by operation"),
+  const bg = h("dl", { class: "facts", id: "background" });
+  const rate = h("span", { id: "rate" });
+  clear(main, h("h1", null, "Server"), facts,
+    h("h2", null, "Requests by operation ", rate),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "ops" },
-      h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Error types", "Mean latency"].map((x) => h("th", { scope: "col" }, x)))), ops)),
-    h("p", { class: "hint" }, "From ", link("/metrics", "/metrics"), " since the server started."));
+      h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Error types", "p50", "p99", "Mean"].map((x) => h("th", { scope: "col" }, x)))), ops)),
+    h("h2", null, "Background work"), bg,
+    h("p", { class: "hint" }, "From ", link("/metrics", "/metrics"), " since the server started; refreshed every 5 seconds."));
   const get = async (path) => {
     try {
       const r = await fetch(path, { cache: "no-store", credentials: "omit" });
@@ -620,28 +632,64 @@ async function serverView() {
   };
   const [hh, rr, mm] = await Promise.all([get("/health"), get("/ready"), get("/metrics")]);
   const said = (x) => { try { const j = JSON.parse(x.text); return j.status + (j.reason ? ": " + j.reason : ""); } catch { return "HTTP " + x.status; } };
-  clear(health, h("span", { class: hh.ok ? "ok" : "bad" }, said(hh)));
-  clear(ready, h("span", { class: rr.ok ? "ok" : "bad" }, said(rr)));
-  if (!mm.ok) { ops.append(h("tr", null, h("td", { colspan: 5 }, "Metrics unavailable (HTTP " + mm.status + ")."))); return; }
-  const samples = parseMetrics(mm.text, new Set(["extenddb_requests_total", "extenddb_request_duration_seconds_sum", "extenddb_request_duration_seconds_count"]));
-  const by = new Map();
-  const row = (op) => by.get(op) || (by.set(op, { n: 0, err: 0, codes: [], sum: 0, count: 0 }), by.get(op));
-  for (const s of samples) {
-    const r = row(s.labels.operation || "");
-    if (s.name === "extenddb_requests_total") {
-      // The code label is the error's type; empty on success.
-      r.n += s.value;
-      if (s.labels.code) { r.err += s.value; r.codes.push(`${s.labels.code} ${s.value}`); }
-    }
-    else if (s.name.endsWith("_sum")) r.sum += s.value;
-    else r.count += s.value;
+  const fact = (k, v) => facts.append(h("dt", null, k), h("dd", null, v));
+  fact("Health", h("span", { class: hh.ok ? "ok" : "bad" }, said(hh)));
+  fact("Readiness", h("span", { class: rr.ok ? "ok" : "bad" }, said(rr)));
+  if (!mm.ok) {
+    ops.append(h("tr", null, h("td", { colspan: 7 }, "Metrics unavailable (HTTP " + mm.status + ").")));
+    return;
   }
+  const wanted = new Set(["extenddb_build_info", "extenddb_tables", "extenddb_requests_total", "extenddb_request_duration_seconds_sum",
+    "extenddb_request_duration_seconds_count", "extenddb_request_duration_seconds_bucket", ...BACKGROUND.map((b) => b[1])]);
+  const all = parseMetrics(mm.text, wanted);
+  const build = all.find((x) => x.name === "extenddb_build_info");
+  if (build) fact("Version", `${build.labels.version} (commit ${build.labels.commit}, ${build.labels.go})`);
+  const backends = new Set(parseMetrics(mm.text, { has: () => true }).map((x) => x.labels.backend).filter(Boolean));
+  if (backends.size) fact("Backend", [...backends].join(", "));
+  const tables = all.filter((x) => x.name === "extenddb_tables");
+  if (tables.length) fact("Tables", String(tables.reduce((a, x) => a + x.value, 0)));
+
+  const by = new Map();
+  const row = (op) => by.get(op) || (by.set(op, { n: 0, err: 0, codes: [], sum: 0, count: 0, buckets: [] }), by.get(op));
+  for (const x of all) {
+    if (!x.name.startsWith("extenddb_request")) continue;
+    const r = row(x.labels.operation || "");
+    if (x.name === "extenddb_requests_total") {
+      // The code label is the error's type; empty on success.
+      r.n += x.value;
+      if (x.labels.code) { r.err += x.value; r.codes.push(`${x.labels.code} ${x.value}`); }
+    } else if (x.name.endsWith("_sum")) r.sum += x.value;
+    else if (x.name.endsWith("_count")) r.count += x.value;
+    else r.buckets.push([x.labels.le === "+Inf" ? Infinity : Number(x.labels.le), x.value]);
+  }
+  const now = Date.now();
+  const total = [...by.values()].reduce((a, r) => a + r.n, 0);
+  if (lastTotals && now > lastTotals.at) clear(rate, `(${((total - lastTotals.n) / ((now - lastTotals.at) / 1000)).toFixed(1)} requests/s)`);
+  lastTotals = { n: total, at: now };
   const list = [...by].filter(([, r]) => r.n > 0).sort((a, b) => b[1].n - a[1].n);
   for (const [op, r] of list) {
+    r.buckets.sort((a, b) => a[0] - b[0]);
     ops.append(h("tr", null, h("th", { scope: "row" }, op || "(none)"), h("td", null, String(r.n)),
-      h("td", null, String(r.err)), h("td", null, r.codes.join(", ")), h("td", null, r.count ? (1000 * r.sum / r.count).toFixed(2) + " ms" : "")));
+      h("td", null, String(r.err)), h("td", null, r.codes.join(", ")),
+      h("td", null, ms(quantile(0.5, r.buckets))), h("td", null, ms(quantile(0.99, r.buckets))),
+      h("td", null, r.count ? ms(r.sum / r.count) : "")));
   }
-  if (!list.length) ops.append(h("tr", null, h("td", { colspan: 5 }, "No requests yet.")));
+  if (!list.length) ops.append(h("tr", null, h("td", { colspan: 7 }, "No requests yet.")));
+  for (const [label, name, fmt] of BACKGROUND) {
+    const xs = all.filter((x) => x.name === name);
+    if (!xs.length) continue;
+    const v = name.endsWith("_ratio") ? Math.min(...xs.map((x) => x.value)) : xs.reduce((a, x) => a + x.value, 0);
+    bg.append(h("dt", null, label), h("dd", null, fmt ? fmt(v) : String(v)));
+  }
+  if (!bg.childElementCount) bg.append(h("dd", null, "None reported."));
+  // Refreshed in place unless the reader is on a control of the page (a
+  // rebuild would take their focus away).
+  const again = () => {
+    if (!location.hash.startsWith("#/server")) return;
+    if (main.contains(document.activeElement) && document.activeElement !== main) serverTimer = setTimeout(again, 5000);
+    else serverView();
+  };
+  serverTimer = setTimeout(again, 5000);
 }
 
 start();
