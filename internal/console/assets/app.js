@@ -135,14 +135,27 @@ function tablesView() {
       h("button", { type: "button", class: "primary", id: "new-table", onclick: () => { form.hidden = !form.hidden; if (!form.hidden) form.querySelector("input").focus(); } }, "Create table")),
     createTableForm(), out,
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "tables" },
-      h("thead", null, h("tr", null, ["Name", "Status", "Items", "Size", "Keys", "Indexes", "Stream", ""].map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", null, h("tr", null, ["Name", "Status", "Items", "Size", "Keys", "Indexes", "Stream", "TTL", "PITR", ""].map((t) => h("th", { scope: "col" }, t)))),
       body)),
     more);
   const form = main.querySelector("#create-table");
   const queue = [];
   let running = 0;
+  // A row is described when it scrolls into view (three calls a row: a
+  // page of 100 rows costs only what the reader sees), six at a time (the
+  // browser's connections per host).
+  const jobs = new Map();
+  const seen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (!e.isIntersecting || !jobs.has(e.target)) continue;
+      queue.push(jobs.get(e.target));
+      jobs.delete(e.target);
+      seen.unobserve(e.target);
+    }
+    pump();
+  }, { rootMargin: "200px" });
   const pump = () => {
-    while (running < 4 && queue.length) {
+    while (running < 6 && queue.length) {
       const job = queue.shift();
       running++;
       job().finally(() => { running--; pump(); });
@@ -151,14 +164,15 @@ function tablesView() {
   async function page(start) {
     const r = await guard(() => client.call("ListTables", start ? { Limit: 100, ExclusiveStartTableName: start } : { Limit: 100 }), out);
     if (!r) return;
-    if (!start && !r.TableNames.length) body.append(h("tr", null, h("td", { colspan: 8 }, "No tables yet.")));
+    if (!start && !r.TableNames.length) body.append(h("tr", null, h("td", { colspan: 10 }, "No tables yet.")));
     for (const name of r.TableNames) {
-      const cells = ["", "", "", "", "", ""].map(() => h("td", null, "…"));
+      const cells = ["", "", "", "", "", "", "", ""].map(() => h("td", null, "…"));
       const row = h("tr", { "data-table": name },
         h("th", { scope: "row" }, link("#/items/" + encodeURIComponent(name), name)), cells,
         h("td", null, h("button", { type: "button", class: "danger small", onclick: () => confirmDelete(name, row) }, "Delete")));
       body.append(row);
-      queue.push(async () => {
+      seen.observe(row);
+      jobs.set(row, async () => {
         try {
           const t = (await client.call("DescribeTable", { TableName: name })).Table;
           const idx = [...(t.GlobalSecondaryIndexes || []).map((i) => `${i.IndexName} (GSI${i.IndexStatus && i.IndexStatus !== "ACTIVE" ? ", " + i.IndexStatus : ""})`),
@@ -166,6 +180,13 @@ function tablesView() {
           const stream = t.StreamSpecification?.StreamEnabled ? t.StreamSpecification.StreamViewType : "off";
           [t.TableStatus, String(t.ItemCount ?? ""), formatBytes(t.TableSizeBytes), keySchemaText(t.KeySchema, t.AttributeDefinitions),
             idx.join(", ") || "none", stream].forEach((v, i) => clear(cells[i], v));
+          const [ttl, cb] = await Promise.all([
+            client.call("DescribeTimeToLive", { TableName: name }).catch((e) => ({ error: e })),
+            client.call("DescribeContinuousBackups", { TableName: name }).catch((e) => ({ error: e }))]);
+          const td = ttl.TimeToLiveDescription;
+          clear(cells[6], ttl.error ? "?" : td?.TimeToLiveStatus === "ENABLED" ? td.AttributeName : (td?.TimeToLiveStatus || "DISABLED").toLowerCase());
+          const p = cb.ContinuousBackupsDescription?.PointInTimeRecoveryDescription;
+          clear(cells[7], cb.error ? "?" : (p?.PointInTimeRecoveryStatus || "DISABLED").toLowerCase());
         } catch (e) {
           clear(cells[0], h("span", { class: "error" }, e.type || "error"));
         }
@@ -193,7 +214,7 @@ function confirmDelete(name, row) {
     const r = await guard(() => client.call("DeleteTable", { TableName: name }), msg);
     if (r) { status(`Table ${name} is being deleted.`); tr.remove(); row.remove(); }
   });
-  const tr = h("tr", { class: "confirm-row" }, h("td", { colspan: 8 }, f));
+  const tr = h("tr", { class: "confirm-row" }, h("td", { colspan: 10 }, f));
   row.after(tr);
   input.focus();
 }
@@ -213,6 +234,11 @@ function createTableForm() {
   const gpkType = select(types, "S", { name: "gsiPkType" });
   const gsk = h("input", { name: "gsiSk", spellcheck: "false" });
   const gskType = select(types, "S", { name: "gsiSkType" });
+  const lsi = h("input", { name: "lsi", spellcheck: "false" });
+  const lsk = h("input", { name: "lsiSk", spellcheck: "false" });
+  const lskType = select(types, "S", { name: "lsiSkType" });
+  const ttl = h("input", { name: "ttl", spellcheck: "false" });
+  const pitr = h("input", { type: "checkbox", name: "pitr" });
   const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
   const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
   billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
@@ -228,7 +254,11 @@ function createTableForm() {
       h("div", { class: "row" }, field("Partition key", gpk), field("Type", gpkType)),
       h("div", { class: "row" }, field("Sort key (optional)", gsk), field("Type", gskType)),
       h("p", { class: "hint" }, "The index projects all attributes.")),
-    h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream)), prov,
+    h("fieldset", null, h("legend", null, "Local secondary index (optional; needs the table's sort key)"),
+      h("div", { class: "row" }, field("LSI name", lsi), field("LSI sort key", lsk), field("Type", lskType))),
+    h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream),
+      field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
+      h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), prov,
     h("button", { type: "submit", class: "primary" }, "Create"), msg);
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -254,6 +284,12 @@ function createTableForm() {
         if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
         input.GlobalSecondaryIndexes = [g];
       }
+      if (lsi.value) {
+        if (!lsk.value || !sk.value) throw new Error("a local index needs its own sort key and the table's sort key");
+        def(lsk.value, lskType.value);
+        input.LocalSecondaryIndexes = [{ IndexName: lsi.value, Projection: { ProjectionType: "ALL" },
+          KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: lsk.value, KeyType: "RANGE" }] }];
+      }
       if (stream.value) input.StreamSpecification = { StreamEnabled: true, StreamViewType: stream.value };
       input.AttributeDefinitions = [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t }));
     } catch (e) {
@@ -261,10 +297,24 @@ function createTableForm() {
       return;
     }
     const r = await guard(() => client.call("CreateTable", input), msg);
-    if (r) {
-      status(`Table ${input.TableName} created (${r.TableDescription.TableStatus}).`);
-      tablesView();
+    if (!r) return;
+    // TTL and point-in-time recovery are set on the created table; a
+    // refusal is reported with the table kept.
+    const later = [];
+    if (ttl.value.trim()) {
+      later.push(["TTL", () => client.call("UpdateTimeToLive", { TableName: input.TableName,
+        TimeToLiveSpecification: { Enabled: true, AttributeName: ttl.value.trim() } })]);
     }
+    if (pitr.checked) {
+      later.push(["point-in-time recovery", () => client.call("UpdateContinuousBackups", { TableName: input.TableName,
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } })]);
+    }
+    const failed = [];
+    for (const [what, fn] of later) {
+      try { await fn(); } catch (e) { failed.push(`${what} not enabled: ${e.message}`); }
+    }
+    tablesView();
+    status([`Table ${input.TableName} created (${r.TableDescription.TableStatus}).`, ...failed].join(" "), failed.length ? "error" : "info");
   });
   return f;
 }
