@@ -73,18 +73,36 @@ export const AUTH_ERRORS = new Set(["UnrecognizedClientException", "InvalidSigna
 export class Client {
   constructor(creds) {
     this.creds = creds;
+    this.skewMs = 0; // the server's clock minus this one's
+  }
+
+  async send(target, body) {
+    const headers = await sign(this.creds, location.host, target, body, new Date(Date.now() + this.skewMs));
+    try {
+      return await fetch("/", { method: "POST", headers, body, credentials: "omit", cache: "no-store" });
+    } catch (e) {
+      throw new APIError("NetworkError", "the server did not answer (" + e.message + ")", 0);
+    }
+  }
+
+  // correctSkew adopts the server's clock when a reply says the signature
+  // expired; it reports whether a retry could help.
+  correctSkew(r) {
+    const server = Date.parse(r.headers.get("Date") || "");
+    if (Number.isNaN(server)) return false;
+    const skew = server - Date.now();
+    if (Math.abs(skew - this.skewMs) < 5 * 60 * 1000) return false;
+    this.skewMs = skew;
+    return true;
   }
 
   async call(op, input = {}) {
     const body = JSON.stringify(input);
     const target = "DynamoDB_20120810." + op;
-    const headers = await sign(this.creds, location.host, target, body);
-    let r;
-    try {
-      r = await fetch("/", { method: "POST", headers, body, credentials: "omit", cache: "no-store" });
-    } catch (e) {
-      throw new APIError("NetworkError", "the server did not answer (" + e.message + ")", 0);
-    }
+    let r = await this.send(target, body);
+    // A signature outside the server's clock-skew window is signed again
+    // at the server's time (its Date header), once, as the SDKs do.
+    if (r.status === 400 && this.correctSkew(r)) r = await this.send(target, body);
     const text = await r.text();
     let j = {};
     try {

@@ -57,6 +57,7 @@ async function start() {
 }
 
 function showWho() {
+  document.querySelector("header nav").hidden = false;
   const who = document.getElementById("who");
   const out = document.getElementById("signout");
   if (client.creds.placeholder) {
@@ -70,6 +71,7 @@ function showWho() {
 }
 
 function signIn(message) {
+  document.querySelector("header nav").hidden = true; // nothing to reach before signing in
   const id = h("input", { name: "accessKeyId", autocomplete: "username", required: true, spellcheck: "false" });
   const secret = h("input", { name: "secretAccessKey", type: "password", autocomplete: "current-password", required: true });
   const msg = h("div", { id: "signin-msg" }, message ? errorBox(message) : null);
