@@ -277,6 +277,7 @@ async function main() {
     const sks = await page.eval("[...document.querySelectorAll('#results tbody tr')].map((r) => r.children[2].textContent)");
     assert(JSON.stringify(sks) === JSON.stringify(["3", "2"]), "descending sort keys: " + JSON.stringify(sks));
     await page.shot("items-query");
+    await page.shot("items-query-phone", 390, 844);
     await page.eval(`fill('Index', 'byColor') && fill('Partition key color =', 'red') && true`);
     assert(await page.eval("byLabel('Consistent read').disabled"), "consistent read not disabled on a GSI");
     await page.eval("press('Run')");
