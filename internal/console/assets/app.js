@@ -582,19 +582,29 @@ function partiqlView() {
 function backupsView() {
   const out = h("div");
   const body = h("tbody");
-  const table = h("input", { name: "table", spellcheck: "false" });
+  const names = h("datalist", { id: "table-names" });
+  const table = h("input", { name: "table", spellcheck: "false", list: "table-names", autocomplete: "off" });
+  client.call("ListTables", { Limit: 100 }).then((r) => {
+    for (const n of r.TableNames) names.append(h("option", { value: n }));
+  }, () => { /* the field still takes a typed name */ });
   const bname = h("input", { name: "backupName", spellcheck: "false" });
   const f = h("form", { class: "card", id: "create-backup" }, h("h2", null, "Create backup"),
     h("div", { class: "row" }, field("Table", table), field("Backup name", bname)),
     h("button", { type: "submit", class: "primary" }, "Create backup"));
-  clear(main, h("h1", null, "Backups"), f, out,
+  const more = h("div", { class: "pager" });
+  clear(main, h("h1", null, "Backups"), f, names, out,
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "backups" },
-      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", "Restore", ""].map((x) => h("th", { scope: "col" }, x)))), body)));
+      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", "Restore", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
+    more);
   let timer = null;
-  async function load() {
-    const r = await guard(() => client.call("ListBackups", {}), clear(out));
+  // load shows the first page of 100 backups (start: the next page,
+  // appended); while one is CREATING the first page is read again every
+  // second.
+  async function load(start) {
+    const r = await guard(() => client.call("ListBackups", start ? { Limit: 100, ExclusiveStartBackupArn: start } : { Limit: 100 }), clear(out));
     if (!r) return;
-    clear(body);
+    if (!start) clear(body);
+    clear(more, r.LastEvaluatedBackupArn ? h("button", { type: "button", onclick: () => load(r.LastEvaluatedBackupArn) }, "More backups") : null);
     let pending = false;
     for (const b of r.BackupSummaries || []) {
       if (b.BackupStatus === "CREATING") pending = true;
@@ -611,9 +621,9 @@ function backupsView() {
         h("td", null, b.BackupStatus === "AVAILABLE" ? restore : ""),
         h("td", null, b.BackupStatus === "AVAILABLE" ? deleteButton(b) : "")));
     }
-    if (!(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 7 }, "No backups.")));
+    if (!start && !(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 7 }, "No backups.")));
     clearTimeout(timer);
-    if (pending && location.hash.startsWith("#/backups")) timer = setTimeout(load, 1000);
+    if (pending && location.hash.startsWith("#/backups")) timer = setTimeout(() => load(), 1000);
   }
   // deleteButton asks once more before DeleteBackup.
   function deleteButton(b) {
