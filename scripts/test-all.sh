@@ -51,6 +51,11 @@ EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE_
 echo "== browser test (headless Chromium, JavaScript SDK v3)"
 EXTENDDB_BIN="$PWD/bin/extenddb" tests/browser/run.sh
 
+# The console's browser test: headless Chromium drives the web console
+# (tables, items, queries, backups, hostile names, signing in with keys).
+echo "== console test (headless Chromium, the web console)"
+EXTENDDB_BIN="$PWD/bin/extenddb" tests/console/run.sh
+
 # The wire suite on PostgreSQL: migrate a fresh database, then the harness
 # starts one server per worker on it (so two servers share the database).
 db="extenddb_wire_$$"
