@@ -4,7 +4,9 @@
 # subject. Git's own comment lines (#) are ignored; merge commits pass.
 #   scripts/commit-msg.sh FILE
 set -euo pipefail
-msg=$(grep -v '^#' "$1" || true)
+# What git keeps: the text above `git commit -v`'s scissors line, without
+# comment lines and leading blank lines.
+msg=$(sed '/^# -\{8,\} >8 -\{8,\}$/,$d' "$1" | grep -v '^#' | sed '/./,$!d' || true)
 subject=$(head -n 1 <<<"$msg")
 second=$(sed -n 2p <<<"$msg")
 if [[ -z "${subject// /}" ]]; then

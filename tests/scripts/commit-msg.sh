@@ -16,6 +16,8 @@ check 0 'engine: a short subject\n'
 check 0 'engine: a short subject\n\nThe reason, and figures.\n# a git comment line\n'
 check 0 "$(printf 'y%.0s' $(seq 1 72))\n"
 check 1 "$long\n"
-check 1 '\n\nbody only\n'
+check 0 '\n\nsubject after blank lines\n'
+check 0 'subject\n# ------------------------ >8 ------------------------\ndiff --git a/x b/x\n'
+check 1 '\n\n# only comments\n'
 check 1 'subject\nbody glued to it\n'
 echo "commit-msg: ok"
