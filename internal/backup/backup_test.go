@@ -317,7 +317,9 @@ func TestBackupStoreFailure(t *testing.T) {
 		}
 		fst := faultstore.New(memstore.New())
 		m := newManager(t, b, fst, nil)
-		fst.Inject(faultstore.Fault{Op: faultstore.OpPut, Nth: fst.Calls(faultstore.OpPut) + 2})
+		// The backup's second Put under its table's prefix fails (the store
+		// owner's heartbeat also Puts, at its own pace).
+		fst.Inject(faultstore.Fault{Op: faultstore.OpPut, KeyPrefix: account + "/tbl", Nth: 2, NthUnderPrefix: true})
 		rec, err := m.CreateBackup(t.Context(), account, "tbl", "doomed")
 		if err != nil {
 			t.Fatal(err)
@@ -326,9 +328,18 @@ func TestBackupStoreFailure(t *testing.T) {
 		if got.Status != storage.BackupFailed || got.Message == "" {
 			t.Fatalf("after a failed upload: %+v", got)
 		}
-		left, err := fst.Inner().List(t.Context(), rec.Prefix)
-		if err != nil || len(left) != 0 {
-			t.Fatalf("objects left after a failed backup: %v, %v", left, err)
+		// The job removes its objects right after its FAILED write matched
+		// (fencing: only the row's owner may delete them).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left, err := fst.Inner().List(t.Context(), rec.Prefix)
+			if err == nil && len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("objects left 10 s after a failed backup: %v, %v", left, err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }
