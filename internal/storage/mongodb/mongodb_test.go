@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -187,13 +186,6 @@ func TestKeyEncodingOrder(t *testing.T) {
 				t.Fatalf("index %x/%x/%x/%x: text order %d, key order %d", a[0], a[1], b[0], b[1], gi, wi)
 			}
 		}
-	}
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		ids[i] = itemID(k[0], k[1])
-	}
-	if !sort.StringsAreSorted(ids) && len(ids) < 0 {
-		t.Fatal("unreachable")
 	}
 	for _, k := range keys {
 		got, err := splitKey(itemID(k[0], k[1]), 2)
