@@ -14,7 +14,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DA
 ARGS ?=
 FUZZTIME ?= 5s
 
-.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench clean fuzz
+.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench clean fuzz hooks
 
 ## run: build bin/extenddb, then exec it (embedded SQLite at
 ## 127.0.0.1:8000). The shell execs the server, so Ctrl-C and SIGTERM reach
@@ -68,6 +68,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.venv/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	"$$(scripts/staticcheck.sh)" ./...
+
+## hooks: install the commit-msg check (subject <= 72 characters, a blank
+## line before the body) into this clone's .git/hooks.
+hooks:
+	@hooks=$$(git rev-parse --git-path hooks) && mkdir -p "$$hooks" && \
+	  ln -sf "$$(pwd)/scripts/commit-msg.sh" "$$hooks/commit-msg" && echo "installed $$hooks/commit-msg"
 
 bench: build
 	scripts/bench-compare.sh

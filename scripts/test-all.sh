@@ -1,142 +1,279 @@
 #!/usr/bin/env bash
-# The full test run (make test-all, CI): every layer of `make test`, plus
-# the server-backed ones. Each server is installed if missing and started
-# privately on 127.0.0.1 by its own script, and stopped at the end.
-set -euo pipefail
+# The full test run (make test-all, CI). Every server the tests need is
+# installed if missing and started once, privately on 127.0.0.1, by its own
+# script (scripts/moto.sh, postgres.sh, mongodb.sh, cassandra.sh). The
+# layers then run in four concurrent lanes, each layer's output in its own
+# log under $EXTENDDB_CI_LOGS (default: a fresh temporary directory):
+#
+#   go     lint (gofmt, go vet, staticcheck), the Go tests under the race
+#          detector (SQLite, PostgreSQL, every store), the fuzz targets,
+#          the script tests
+#   wire   the wire suite on --memory, SQLite and PostgreSQL; the
+#          aws-sdk-go-v2 tests on two servers sharing one PostgreSQL
+#          database; the streams soak and crash tests; the browser
+#          tests (the JavaScript SDK v3, the web console)
+#   mongo  the MongoDB backend's Go tests, the wire suite and the sdk tests
+#          on two servers sharing one database (FerretDB unless
+#          EXTENDDB_TEST_MONGODB_URI names a server)
+#   cass   scripts/test-cassandra.sh on a fresh node started at the
+#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out)
+#
+# and then, alone on a quiet machine once every server is stopped, the
+# abuse test (it compares p99 under attack with the idle p99). The end is
+# one line per layer with its wall time and counts, and a total
+# "N passed, N failed, N skipped"; the exit status is non-zero when any
+# layer failed, and the tail of each failed layer's log is printed.
+#
+# Adding a layer is one line in a lane: `layer NAME KIND command...`
+# (KIND: go for `go test -v` output, gosum for scripts/go-test.sh's, pytest,
+# cass for the summary lines of
+# scripts/test-cassandra.sh, one for a command that passes or fails as a
+# whole).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 export EXTENDDB_CACHE="${EXTENDDB_CACHE:-$HOME/.cache/extenddb}"
 mkdir -p "$EXTENDDB_CACHE"
+LOGS="${EXTENDDB_CI_LOGS:-$(mktemp -d -t extenddb-ci.XXXXXX)}"
+mkdir -p "$LOGS"
+export EXTENDDB_BIN="$PWD/bin/extenddb"
+T0=$SECONDS
+CASS="${EXTENDDB_TEST_ALL_CASSANDRA:-1}"
 
-pids=()
+stop_servers() {
+	scripts/moto.sh stop >/dev/null 2>&1 || true
+	scripts/postgres.sh stop >/dev/null 2>&1 || true
+	scripts/mongodb.sh stop >/dev/null 2>&1 || true
+	[[ "$CASS" == 1 ]] && { scripts/cassandra.sh stop >/dev/null 2>&1 || true; }
+}
 cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  scripts/moto.sh stop >/dev/null 2>&1 || true
-  scripts/postgres.sh stop >/dev/null 2>&1 || true
-  scripts/mongodb.sh stop >/dev/null 2>&1 || true
+	# Servers the lanes started (extenddb serve) are children of the lanes.
+	pkill -P $$ >/dev/null 2>&1 || true
+	stop_servers
 }
 trap cleanup EXIT
 
-# Second S3 implementation for the store suite; PostgreSQL and a
-# MongoDB-wire server (FerretDB, built once into $EXTENDDB_CACHE/ferretdb)
-# for the backends. EXTENDDB_TEST_MONGODB_URI set by the caller (e.g. a real
-# replica set) is used instead of FerretDB; the suites print which server
-# kind they ran on.
-moto_endpoint=$(scripts/moto.sh start)
-pg_dsn=$(scripts/postgres.sh start)
-if [ -z "${EXTENDDB_TEST_MONGODB_URI:-}" ]; then
-  EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start)
+# count KIND LOG RC: "passed failed skipped" of a layer's log.
+count() {
+	local kind=$1 log=$2 rc=$3 p=0 f=0 s=0 last num
+	if [[ $kind == gosum ]]; then
+		# scripts/go-test.sh's own summary line.
+		read -r p f s < <(grep -E '^go: [0-9]+ passed' "$log" | tail -1 | sed -E 's/^go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/')
+		p=${p:-0} f=${f:-0} s=${s:-0}
+	fi
+	if [[ $kind == go ]]; then
+		p=$(grep -cE '^\s*--- PASS' "$log")
+		f=$(grep -cE '^\s*--- FAIL' "$log")
+		s=$(grep -cE '^\s*--- SKIP' "$log")
+	fi
+	if [[ $kind == pytest ]]; then
+		while read -r last; do
+			num() { grep -oE "[0-9]+ $1" <<<"$last" | grep -oE '^[0-9]+' || echo 0; }
+			p=$((p + $(num passed)))
+			f=$((f + $(num failed) + $(num error) + $(num errors)))
+			s=$((s + $(num skipped)))
+		done < <(grep -E '^=*\s*[0-9]+ (passed|failed|error)' "$log" | sed 's/=//g')
+	fi
+	if [[ $kind == cass ]]; then
+		# scripts/test-cassandra.sh ends with one summary line per layer.
+		while read -r last; do
+			num() { grep -oE "[0-9]+ $1" <<<"$last" | grep -oE '^[0-9]+' || echo 0; }
+			p=$((p + $(num passed))); f=$((f + $(num failed) + $(num error) + $(num errors))); s=$((s + $(num skipped)))
+		done < <(grep -E '^(go on cassandra|wire on cassandra|sdk on two cassandra servers):' "$log")
+	fi
+	if [[ $kind == one ]]; then
+		if [[ $rc -eq 0 ]]; then p=1; else f=1; fi
+	fi
+	if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; fi
+	echo "$p $f $s"
+}
+
+# layer NAME KIND COMMAND...: runs one layer into $LOGS/NAME.log and
+# records "rc seconds passed failed skipped" in $LOGS/NAME.result.
+layer() {
+	local name=$1 kind=$2 t=$SECONDS rc
+	shift 2
+	echo "== $(date -u +%T) start $name"
+	"$@" >"$LOGS/$name.log" 2>&1
+	rc=$?
+	local c
+	c=$(count "$kind" "$LOGS/$name.log" "$rc")
+	echo "$rc $((SECONDS - t)) $c" >"$LOGS/$name.result"
+	echo "== $(date -u +%T) end   $name: exit $rc after $((SECONDS - t))s ($c passed/failed/skipped)"
+}
+
+wait_ready() { # PORT...
+	local port
+	for port in "$@"; do
+		for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
+	done
+}
+
+# sdk_two NAME PORT1 PORT2 SERVE_ARGS [ENV=VALUE...]: the aws-sdk-go-v2
+# tests with their clients split across two servers on one database.
+sdk_two() {
+	local name=$1 p1=$2 p2=$3 args=$4 spids=() rc
+	shift 4
+	for port in $p1 $p2; do
+		# shellcheck disable=SC2086
+		bin/extenddb serve $args --listen 127.0.0.1:$port >"$LOGS/$name-serve-$port.log" 2>&1 &
+		spids+=($!)
+	done
+	wait_ready "$p1" "$p2"
+	env "$@" EXTENDDB_ENDPOINTS="http://127.0.0.1:$p1,http://127.0.0.1:$p2" go test -count=1 -v ./tests/sdk/
+	rc=$?
+	kill "${spids[@]}" 2>/dev/null
+	wait "${spids[@]}" 2>/dev/null
+	return $rc
+}
+
+lint() {
+	local out rc=0
+	out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.venv/*'))
+	if [[ -n "$out" ]]; then echo "gofmt needed:"; echo "$out"; rc=1; fi
+	go vet ./... || rc=1
+	"$(scripts/staticcheck.sh)" ./... || rc=1
+	return $rc
+}
+
+scripts_tests() {
+	local t rc=0
+	for t in tests/scripts/*.sh; do "$t" || { echo "FAILED: $t"; rc=1; }; done
+	return $rc
+}
+
+# ---- servers, once -------------------------------------------------------
+echo "== extenddb test-all: $(date -u +%FT%TZ), $(nproc) cores, logs in $LOGS"
+make -s build || exit 1
+if [[ "$CASS" == 1 ]]; then
+	# The node starts while the other servers and the first layers run.
+	(EXTENDDB_CASSANDRA_FRESH=1 scripts/cassandra.sh start >"$LOGS/cassandra.hosts" 2>"$LOGS/cassandra-start.log"; echo $? >"$LOGS/cassandra.rc") &
+fi
+moto_endpoint=$(scripts/moto.sh start) || exit 1
+pg_dsn=$(scripts/postgres.sh start) || exit 1
+if [[ -z "${EXTENDDB_TEST_MONGODB_URI:-}" ]]; then
+	EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start) || exit 1
 fi
 mongo_uri="$EXTENDDB_TEST_MONGODB_URI"
-export EXTENDDB_TEST_MOTO_ENDPOINT="$moto_endpoint"
-export EXTENDDB_TEST_POSTGRES_DSN="$pg_dsn"
-export EXTENDDB_TEST_MONGODB_URI="$mongo_uri"
+export EXTENDDB_TEST_MOTO_ENDPOINT="$moto_endpoint" EXTENDDB_TEST_POSTGRES_DSN="$pg_dsn" EXTENDDB_TEST_MONGODB_URI="$mongo_uri"
 export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
-export EXTENDDB_TEST_BACKENDS="sqlite,postgres,mongodb"
-echo "== backends: $EXTENDDB_TEST_BACKENDS; stores: $EXTENDDB_TEST_STORES (moto at $moto_endpoint; postgres at $pg_dsn; mongodb at $mongo_uri)"
+echo "== servers up after $((SECONDS - T0))s: moto $moto_endpoint; postgres $pg_dsn; mongodb $mongo_uri"
 
-# Unit, conformance (memory + sqlite + postgres, all stores), a short fuzz
-# and the wire suite on the memory backend; then the fuzz targets for longer.
-make test
-scripts/fuzz.sh 60s
-
-# The wire suite on SQLite (make test ran it on the native memory backend
-# that --memory opens): --memory on the SQLite engine, a temporary database
-# file per server.
-echo "== wire suite on sqlite"
-EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite \
-  EXTENDDB_SERVE_ARGS="--memory" tests/wire/run.sh -q -n 2
-
-# The browser test: headless Chromium (installed by scripts/chromium.sh
-# when missing) runs the JavaScript SDK v3 from another origin.
-echo "== browser test (headless Chromium, JavaScript SDK v3)"
-EXTENDDB_BIN="$PWD/bin/extenddb" tests/browser/run.sh
-
-# The wire suite on PostgreSQL: migrate a fresh database, then the harness
-# starts one server per worker on it (so two servers share the database).
 db="extenddb_wire_$$"
-psql "$pg_dsn" -qc "CREATE DATABASE $db" >/dev/null
+psql "$pg_dsn" -qc "CREATE DATABASE $db" >/dev/null || exit 1
 wire_dsn="${pg_dsn%/*}/$db?sslmode=disable"
-bin/extenddb migrate --backend postgres --dsn "$wire_dsn"
-echo "== wire suite on postgres"
-EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=postgres \
-  EXTENDDB_SERVE_ARGS="--backend postgres --dsn $wire_dsn" tests/wire/run.sh -q -n 2
-
-# The conditional race with the clients split across two server processes
-# on one PostgreSQL database.
-echo "== aws-sdk-go-v2 tests against two servers on one postgres database"
-for port in 18101 18102; do
-  bin/extenddb serve --backend postgres --dsn "$wire_dsn" --listen 127.0.0.1:$port >"$EXTENDDB_CACHE/serve-$port.log" 2>&1 &
-  pids+=($!)
-done
-for port in 18101 18102; do
-  for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
-done
-EXTENDDB_ENDPOINTS="http://127.0.0.1:18101,http://127.0.0.1:18102" go test -count=1 -v ./tests/sdk/ 2>&1 | grep -E "^(=== RUN|--- |ok|FAIL|PASS|sdk tests)" 
-# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
-# follows every shard through rollovers (replay equals the table), and the
-# same load with the server SIGKILLed and restarted (make test runs 3 s).
-echo "== streams consumer and crash tests (20 s of load each)"
-EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/ 2>&1 \
-  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
-echo "== streams crash test on postgres"
-EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$wire_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/ 2>&1 \
-  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|streams_test.go"
-# MongoDB: the wire suite against `extenddb serve --backend mongodb` (one
-# server per worker on one fresh database), then the conditional race with
-# the clients split across two servers on that database. The wire run
-# decides the result unless EXTENDDB_TEST_MONGODB_WIRE=0 (then it is only
-# reported: FerretDB/SQLite is slow, and a heavily loaded machine can push
-# the restore test past its 30 s wait); the race always decides.
+bin/extenddb migrate --backend postgres --dsn "$wire_dsn" >/dev/null || exit 1
 mongo_db="extenddb_wire_$$"
-bin/extenddb migrate --backend mongodb --mongodb-uri "$mongo_uri" --mongodb-database "$mongo_db"
+bin/extenddb migrate --backend mongodb --mongodb-uri "$mongo_uri" --mongodb-database "$mongo_db" >/dev/null || exit 1
 mongo_args="--backend mongodb --mongodb-uri $mongo_uri --mongodb-database $mongo_db"
-echo "== wire suite on mongodb ($mongo_uri, database $mongo_db)"
-set +e
-EXTENDDB_BIN="$PWD/bin/extenddb" EXTENDDB_TEST_BACKEND=mongodb EXTENDDB_SERVE_ARGS="$mongo_args" tests/wire/run.sh -q -n 2
-mongo_wire_rc=$?
-set -e
-if [ "$mongo_wire_rc" -ne 0 ]; then
-  if [ "${EXTENDDB_TEST_MONGODB_WIRE:-1}" != 0 ]; then
-    echo "== wire suite on mongodb FAILED (rc $mongo_wire_rc)"; exit 1
-  fi
-  echo "== wire suite on mongodb: FAILURES above (rc $mongo_wire_rc); reported only (EXTENDDB_TEST_MONGODB_WIRE=0)"
+
+# ---- lanes -----------------------------------------------------------------
+lane_go() {
+	layer lint one lint
+	# Every package under the race detector, on SQLite and PostgreSQL and
+	# every store (the MongoDB and Cassandra packages run in their lanes).
+	layer go-race gosum env EXTENDDB_TEST_BACKENDS=sqlite,postgres scripts/go-test.sh -race
+	layer fuzz one scripts/fuzz.sh 60s
+	layer scripts one scripts_tests
+}
+
+lane_wire() {
+	layer wire-memory pytest tests/wire/run.sh -q -n 2
+	layer wire-sqlite pytest env EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite \
+		EXTENDDB_SERVE_ARGS="--memory" tests/wire/run.sh -q -n 2
+	# One server per worker on one database: two servers share it.
+	layer wire-postgres pytest env EXTENDDB_TEST_BACKEND=postgres \
+		EXTENDDB_SERVE_ARGS="--backend postgres --dsn $wire_dsn" tests/wire/run.sh -q -n 2
+	layer sdk-postgres go sdk_two sdk-postgres 18101 18102 "--backend postgres --dsn $wire_dsn"
+	# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
+	# follows every shard (replay equals the table), and the same load with
+	# the server SIGKILLed and restarted, on SQLite and on PostgreSQL.
+	layer streams go env EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/
+	layer streams-postgres go env EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$wire_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 \
+		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
+	# Headless Chromium runs the JavaScript SDK v3 from another origin.
+	layer browser one tests/browser/run.sh
+	# Headless Chromium drives the web console (tables, items, queries,
+	# backups, hostile names, signing in with keys).
+	layer console one tests/console/run.sh
+}
+
+# The MongoDB backend's own tests (storagetest, the ledger, snapshots,
+# catalogs) and the served backend.
+go_mongodb() {
+	local rc=0
+	# The ledger's transfer soak runs later, on a quiet machine (ledger-mongodb).
+	EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 20m -skip 'TestLedger/ConcurrentTransfers' ./internal/storage/mongodb/ || rc=1
+	EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 10m -run Mongo ./internal/server/ || rc=1
+	return $rc
+}
+
+lane_mongo() {
+	layer go-mongodb go go_mongodb
+	layer wire-mongodb pytest env EXTENDDB_TEST_BACKEND=mongodb EXTENDDB_SERVE_ARGS="$mongo_args" tests/wire/run.sh -q -n 2
+	# Every sdk test, the streams consumer included (writers on both servers).
+	layer sdk-mongodb go sdk_two sdk-mongodb 18103 18104 "$mongo_args"
+}
+
+lane_cass() {
+	while [[ ! -f "$LOGS/cassandra.rc" ]]; do sleep 1; done
+	if [[ $(cat "$LOGS/cassandra.rc") != 0 ]]; then
+		echo "cassandra did not start:" >"$LOGS/cassandra.log"
+		cat "$LOGS/cassandra-start.log" >>"$LOGS/cassandra.log"
+		echo "1 0 0 1 0" >"$LOGS/cassandra.result"
+		return
+	fi
+	layer cassandra cass env -u EXTENDDB_TEST_BACKENDS EXTENDDB_TEST_CASSANDRA_HOSTS="$(cat "$LOGS/cassandra.hosts")" scripts/test-cassandra.sh
+}
+
+layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres sdk-postgres streams streams-postgres browser console go-mongodb wire-mongodb sdk-mongodb)
+lane_go >"$LOGS/lane-go.out" 2>&1 &
+lane_wire >"$LOGS/lane-wire.out" 2>&1 &
+lane_mongo >"$LOGS/lane-mongo.out" 2>&1 &
+if [[ "$CASS" == 1 ]]; then
+	layers+=(cassandra)
+	lane_cass >"$LOGS/lane-cass.out" 2>&1 &
 fi
-echo "== aws-sdk-go-v2 tests against two servers on one mongodb database"
-for port in 18103 18104; do
-  bin/extenddb serve $mongo_args --listen 127.0.0.1:$port >"$EXTENDDB_CACHE/serve-$port.log" 2>&1 &
-  pids+=($!)
+# Progress as the lanes go.
+tail -q -n +1 -F "$LOGS"/lane-*.out 2>/dev/null &
+tailpid=$!
+wait $(jobs -p | grep -v "^$tailpid$") 2>/dev/null
+sleep 1
+kill $tailpid 2>/dev/null
+
+# The transaction ledger's soak on FerretDB (four coordinators, a fifth
+# of them dying, readers, a plain writer, a sweeper) after the lanes: on
+# a FerretDB loaded by the lanes its requests pass the client's timeout.
+layers+=(ledger-mongodb)
+layer ledger-mongodb go env EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 5m -run 'TestLedger/ConcurrentTransfers' ./internal/storage/mongodb/
+
+# The abuse test last and alone: every server is stopped first, so that
+# nothing else loads the two cores while its p99 is compared with the
+# idle p99.
+stop_servers
+layers+=(abuse)
+layer abuse go env EXTENDDB_TEST_ABUSE=1 go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/
+
+# ---- summary -----------------------------------------------------------------
+tp=0 tf=0 ts=0 failed=()
+echo "== layers (wall time, counts)"
+for l in "${layers[@]}"; do
+	if [[ ! -f "$LOGS/$l.result" ]]; then
+		printf '%-18s did not run\n' "$l:"
+		failed+=("$l"); tf=$((tf + 1)); continue
+	fi
+	read -r rc secs p f s <"$LOGS/$l.result"
+	printf '%-18s %4ss  %s passed, %s failed, %s skipped\n' "$l:" "$secs" "$p" "$f" "$s"
+	tp=$((tp + p)); tf=$((tf + f)); ts=$((ts + s))
+	[[ $rc -ne 0 || $f -ne 0 ]] && failed+=("$l")
 done
-for port in 18103 18104; do
-  for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+for l in "${failed[@]:-}"; do
+	[[ -z "$l" || ! -f "$LOGS/$l.log" ]] && continue
+	echo "== FAILED layer $l: the end of $LOGS/$l.log"
+	grep -E -B2 -A25 '^\s*--- FAIL|^panic:|^FAIL|FAILED|Error|error:' "$LOGS/$l.log" | tail -80
+	tail -20 "$LOGS/$l.log"
 done
-# Every sdk test, the streams consumer included (8 writers spread over
-# both servers, the consumer on the first; ADR 0017 "Change log" for why
-# the publisher keeps up on FerretDB).
-EXTENDDB_ENDPOINTS="http://127.0.0.1:18103,http://127.0.0.1:18104" go test -count=1 -v \
-  ./tests/sdk/ 2>&1 | grep -E "^(=== RUN|--- |ok|FAIL|PASS|sdk tests)|streams_test.go"
-# Apache Cassandra (scripts/test-cassandra.sh: a fresh private node,
-# storagetest, the served backend, the wire suite on two servers sharing
-# one keyspace; about 800 MB and 9 minutes while it runs).
-# EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out (a local run without Java).
-if [[ "${EXTENDDB_TEST_ALL_CASSANDRA:-1}" == 1 ]]; then
-  echo "== cassandra"
-  env -u EXTENDDB_TEST_BACKENDS scripts/test-cassandra.sh
-  cass=", cassandra"
-else
-  echo "== cassandra: NOT run (EXTENDDB_TEST_ALL_CASSANDRA=0)"
-  cass=""
-fi
-# The abuse test last, on a quiet machine: a real server with keys, 200
-# connections that send 15 MB and stall plus 50 that never read a 16 MB
-# reply; RSS, p99 and memory after the attack are checked (about a
-# minute). Its p99 is compared with the idle p99, so nothing else may load
-# the two cores meanwhile: every server above is stopped first. (Run with
-# PostgreSQL, FerretDB and moto still up, the idle p99 itself swung
-# 1.46 -> 0.78 ms within a minute, 2026-12-01. The MongoDB ledger failures
-# seen in the same runs were the ledger's own: TransactGet readers starved
-# on a loaded FerretDB, ADR 0041.)
-cleanup
-echo "== abuse test"
-EXTENDDB_TEST_ABUSE=1 EXTENDDB_BIN="$PWD/bin/extenddb" go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/ 2>&1 \
-  | grep -E "^(=== RUN|--- |ok|FAIL|PASS)|abuse_test.go"
-echo "== test-all passed: backends [$EXTENDDB_TEST_BACKENDS$cass], stores [$EXTENDDB_TEST_STORES]"
+cass_note=""
+[[ "$CASS" == 1 ]] || cass_note=" (cassandra NOT run: EXTENDDB_TEST_ALL_CASSANDRA=0)"
+echo "== test-all: $((SECONDS - T0))s wall; backends sqlite, postgres, mongodb$([[ "$CASS" == 1 ]] && echo ", cassandra"), memory; stores fs, gofakes3, moto$cass_note"
+echo "$tp passed, $tf failed, $ts skipped"
+[[ ${#failed[@]} -eq 0 || -z "${failed[*]}" ]]

@@ -14,12 +14,13 @@ add() { # layer passed failed skipped note
   tp=$((tp + $2)); tf=$((tf + $3)); ts=$((ts + $4))
 }
 
-echo "== lint (gofmt, go vet)"
+echo "== lint (gofmt, go vet, staticcheck)"
 lint_fail=0
 out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.venv/*'))
 if [ -n "$out" ]; then echo "gofmt needed:"; echo "$out"; lint_fail=1; fi
 $GO vet ./... || lint_fail=1
-if [ $lint_fail -eq 0 ]; then add lint 1 0 0 " (gofmt, go vet)"; else add lint 0 1 0 " (gofmt, go vet)"; fi
+"$(scripts/staticcheck.sh)" ./... || lint_fail=1
+if [ $lint_fail -eq 0 ]; then add lint 1 0 0 " (gofmt, go vet, staticcheck)"; else add lint 0 1 0 " (gofmt, go vet, staticcheck)"; fi
 
 echo "== go test"
 log=$(mktemp -t extenddb-test.XXXXXX)

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"log"
@@ -121,6 +120,6 @@ func fixedAnswers(itemSize int) map[string]answer {
 	add("GetItem", 200, map[string]any{"Item": item})
 	add("Query", 200, map[string]any{"Items": items, "Count": 25, "ScannedCount": 25})
 	add("BatchWriteItem", 200, map[string]any{"UnprocessedItems": map[string]any{}})
-	add("unknown", 400, map[string]string{"__type": "com.amazon.coral.service#UnknownOperationException", "message": fmt.Sprint("not served by the floor server")})
+	add("unknown", 400, map[string]string{"__type": "com.amazon.coral.service#UnknownOperationException", "message": "not served by the floor server"})
 	return out
 }

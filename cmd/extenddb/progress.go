@@ -139,7 +139,6 @@ type progressView struct {
 	bar      *progressbar.ProgressBar
 	total    int64
 	start    time.Time
-	last     time.Time
 	lastLine time.Time
 }
 

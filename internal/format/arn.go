@@ -57,7 +57,7 @@ func (a ARN) Validate() error {
 func ParseARN(s string) (ARN, error) {
 	rest, ok := strings.CutPrefix(s, "arn:")
 	if !ok {
-		return ARN{}, fmt.Errorf("%w: %q does not start with arn:", ErrARN, s)
+		return ARN{}, fmt.Errorf("%w: %q does not start with %q", ErrARN, s, "arn:")
 	}
 	parts := strings.SplitN(rest, ":", 5)
 	if len(parts) != 5 || parts[1] != "dynamodb" {

@@ -112,11 +112,6 @@ func appendKeyBytes(dst []byte, v attr.Value) ([]byte, bool) {
 	return attr.AppendKeyBytes(dst, v)
 }
 
-func (e *encKey) copyFrom(o *encKey) {
-	e.h = append(e.h[:0], o.h...)
-	e.r = append(e.r[:0], o.r...)
-}
-
 // compare orders by partition key bytes, then sort key bytes, bytewise.
 func (e *encKey) compare(o *encKey) int {
 	if c := bytes.Compare(e.h, o.h); c != 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/console"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/postgres"
@@ -220,7 +221,7 @@ func listen(cfg config.Config, handler http.Handler, log *slog.Logger) (*http.Se
 		return nil, nil, nil, fmt.Errorf("server.listen: %w", err)
 	}
 	// Request log outermost, so preflights answered by CORS are logged too.
-	h := api.WithCORS(handler, cfg.CORSOrigins())
+	h := api.WithCORS(console.Wrap(handler), cfg.CORSOrigins())
 	h = api.WithRequestLog(h, api.RequestLogOptions{Logger: log, SlowThreshold: cfg.Log.SlowRequestThreshold.Duration})
 	srv := &http.Server{
 		Handler: h,

@@ -181,14 +181,14 @@ func TestCheckedSnapshots(t *testing.T) {
 		return Row{PK: []byte(pk), SK: []byte(sk), BasePK: []byte(pk), BaseSK: []byte(sk), Item: []byte("{}")}
 	}
 	good := []Row{row("a", "1"), row("a", "2"), row("b", "")}
-	open := func(fs *fakeSnapshots) (*TableSnapshot, error, *[]error) {
+	open := func(fs *fakeSnapshots) (*TableSnapshot, *[]error, error) {
 		b, got := checkedFake(t, &fakeBackend{caps: Capabilities{Snapshots: fs}})
 		snap, err := b.Capabilities().Snapshots.OpenTableSnapshot(ctx, OpenSnapshotParams{Account: "a", Name: "t", PageSize: 2})
-		return snap, err, got
+		return snap, got, err
 	}
 
 	for _, keyOrder := range []bool{false, true} {
-		snap, err, got := open(&fakeSnapshots{table: table, rows: good, keyOrder: keyOrder})
+		snap, got, err := open(&fakeSnapshots{table: table, rows: good, keyOrder: keyOrder})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,15 +198,15 @@ func TestCheckedSnapshots(t *testing.T) {
 	}
 
 	fs := &fakeSnapshots{table: &Table{Account: "a", Name: "other"}, rows: good}
-	_, err, got := open(fs)
+	_, got, err := open(fs)
 	wantViolation(t, "another table", err, got, "asked for table a/t")
 	if !fs.released {
 		t.Error("a refused snapshot was not closed")
 	}
-	_, err, got = open(&fakeSnapshots{err: Errorf(KindTableExists, "no")})
+	_, got, err = open(&fakeSnapshots{err: Errorf(KindTableExists, "no")})
 	wantViolation(t, "an undeclared open error", err, got, "does not declare")
 	for _, k := range []Kind{KindTableNotFound, KindLimitExceeded} {
-		if _, err, got := open(&fakeSnapshots{err: Errorf(k, "no")}); !IsKind(err, k) || len(*got) != 0 {
+		if _, got, err := open(&fakeSnapshots{err: Errorf(k, "no")}); !IsKind(err, k) || len(*got) != 0 {
 			t.Errorf("declared kind %v: %v, violations %v", k, err, *got)
 		}
 	}
@@ -222,13 +222,13 @@ func TestCheckedSnapshots(t *testing.T) {
 		{"undeclared fetch error", "does not declare", &fakeSnapshots{table: table, rows: good, fetchErr: Errorf(KindTableVersion, "moved")}},
 	}
 	for _, tc := range pages {
-		snap, err, got := open(tc.fs)
+		snap, got, err := open(tc.fs)
 		if err != nil {
 			t.Fatalf("%s: open: %v", tc.name, err)
 		}
 		wantViolation(t, tc.name, drain(snap.Items), got, tc.want)
 	}
-	snap, _, got := open(&fakeSnapshots{table: table, fetchErr: Errorf(KindSnapshotExpired, "gone")})
+	snap, got, _ := open(&fakeSnapshots{table: table, fetchErr: Errorf(KindSnapshotExpired, "gone")})
 	if err := drain(snap.Items); !IsKind(err, KindSnapshotExpired) || len(*got) != 0 {
 		t.Errorf("an expired snapshot: %v, violations %v", err, *got)
 	}

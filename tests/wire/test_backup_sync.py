@@ -166,8 +166,10 @@ def store_server(tmp_path, catalog_args, st, **env):
     # with the default spool directory (the system's temporary directory)
     # removes spool directories of owners its catalog does not know.
     env.setdefault("EXTENDDB__BACKUP__SPOOL_DIR", tempfile.mkdtemp(prefix="spool-", dir=tmp_path))
-    full = server_env(tmp_path, **st.env(), EXTENDDB__BACKUP__RECONCILE_INTERVAL="200ms",
-                      EXTENDDB__BACKUP__HEARTBEAT_INTERVAL="100ms", EXTENDDB__BACKUP__STALE_AFTER="1s", **env)
+    settings = {"EXTENDDB__BACKUP__RECONCILE_INTERVAL": "200ms", "EXTENDDB__BACKUP__HEARTBEAT_INTERVAL": "100ms",
+                "EXTENDDB__BACKUP__STALE_AFTER": "1s"}
+    settings.update(env)
+    full = server_env(tmp_path, **st.env(), **settings)
     with extra_server(tmp_path, catalog_args, full) as (ep, _):
         yield _make_client(ep)
 
@@ -358,7 +360,11 @@ def test_adopt_store_refuses_a_live_owner(tmp_path, catalog):
     a_data.mkdir(mode=0o700)
     a_args = ["--data-dir", str(a_data)]
     host = os.uname().nodename
-    with store_server(tmp_path, a_args, st) as a:
+    # The owner is live while its heartbeat is younger than 3 intervals: a
+    # 1 s interval keeps it live on a loaded host (at 100 ms a late tick
+    # made it look stale).
+    with store_server(tmp_path, a_args, st, EXTENDDB__BACKUP__HEARTBEAT_INTERVAL="1s",
+                      EXTENDDB__BACKUP__STALE_AFTER="5s") as a:
         a.create_table(TableName="src", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
         fill(a, "src", 50)
@@ -383,7 +389,8 @@ def test_adopt_store_refuses_a_live_owner(tmp_path, catalog):
         assert ready.status == 503
         reason = json.loads(ready.body)["reason"]
         assert "taken over from this catalog" in reason and "--adopt-store" in reason, reason
-    with store_server(tmp_path, catalog, st) as b:
+    with store_server(tmp_path, catalog, st, EXTENDDB__BACKUP__HEARTBEAT_INTERVAL="1s",
+                      EXTENDDB__BACKUP__STALE_AFTER="5s") as b:
         assert rows(b, "src") == [(arn, "AVAILABLE")]
         p = sync(a_args, st, "--adopt-store", ok=False)
         assert "whose servers look alive" in p.stderr, p.stderr

@@ -79,8 +79,8 @@ func configOf(env storage.DriverEnv) *Config {
 }
 
 // Driver is the MongoDB entry for the server's driver table. The backend
-// has no snapshot capability and no backup catalog (ADR 0017): the server
-// answers backup operations with a ValidationException that says so.
+// has the snapshot capability (snapshot epochs with pre-images) and the
+// backup catalogs, so a server on it takes backups.
 func Driver() storage.Driver {
 	return storage.Driver{
 		Name:      "mongodb",

@@ -160,12 +160,22 @@ func testReadLanesInterrupted(t *testing.T, fn string) {
 			}
 		}()
 	}
+	// A cancel only means something to a running statement; a terminate
+	// also hits the lanes' idle connections between pipelines (on a slow
+	// host, as under -race, the pool's backends are idle most of the
+	// time, and the next pipeline on a killed connection must fail over).
+	state := ` AND state = 'active'`
+	if fn == "pg_terminate_backend" {
+		state = ""
+	}
+	// At least 6 rounds; more (up to 60) until a statement was hit, since
+	// on a slow host a sample rarely finds one running.
 	kills := 0
-	for range 6 {
+	for round := 0; round < 6 || (kills == 0 && round < 60); round++ {
 		time.Sleep(150 * time.Millisecond)
 		for range 20 {
 			var n int
-			if err := admin.QueryRow(ctx, `SELECT count(`+fn+`(pid)) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND state = 'active'`, db).Scan(&n); err != nil {
+			if err := admin.QueryRow(ctx, `SELECT count(`+fn+`(pid)) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`+state, db).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			kills += n

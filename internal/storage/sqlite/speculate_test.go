@@ -94,7 +94,7 @@ func TestSpeculativeInsert(t *testing.T) {
 	// A condition on the old item ("must exist") fails on the speculative
 	// run and holds on the stored item.
 	errAbsent := errors.New("absent")
-	res, err = put("k4", func(old []byte) (storage.Change, error) {
+	_, err = put("k4", func(old []byte) (storage.Change, error) {
 		if old == nil {
 			return storage.Change{}, errAbsent
 		}

@@ -90,9 +90,6 @@ func (rb *RowBuffer) ReserveLike(last int) {
 	}
 }
 
-// Size is the number of bytes of columns added so far.
-func (rb *RowBuffer) Size() int { return len(rb.buf) }
-
 // Columns is the number of columns each row must add.
 func (rb *RowBuffer) Columns() int { return rb.ncol }
 

@@ -51,7 +51,7 @@ func testCatalog(e *env) {
 	// UpdateTable: Fn sees the current table; version increases.
 	ur, err := b.UpdateTable(ctx, storage.UpdateTableParams{Account: e.account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
 		if old.ID != tb.ID || string(old.Desc) != "d1" || old.Version != tb.Version {
-			return nil, errors.New("Fn saw the wrong table")
+			return nil, errors.New("the update function saw the wrong table")
 		}
 		return []byte("d2"), nil
 	}})
@@ -208,7 +208,7 @@ func testItemCRUD(e *env) {
 	// Keep: returns the old item, changes nothing.
 	res, err = b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Fn: func(old []byte) (storage.Change, error) {
 		if !bytes.Equal(old, item1) {
-			return storage.Change{}, errors.New("Fn saw the wrong old item")
+			return storage.Change{}, errors.New("the write function saw the wrong old item")
 		}
 		return storage.Change{Op: storage.Keep}, nil
 	}})

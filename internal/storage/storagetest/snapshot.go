@@ -138,7 +138,7 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 	for range 10 {
 		r, err := snap.Items.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("Next before the writer: %w", err)
+			return fmt.Errorf("snapshot Next before the writer: %w", err)
 		}
 		if err := add(r); err != nil {
 			return err
@@ -174,7 +174,7 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("Next after the writer: %w", err)
+			return fmt.Errorf("snapshot Next after the writer: %w", err)
 		}
 		if err := add(r); err != nil {
 			return err
@@ -188,10 +188,10 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 		return fmt.Errorf("drained snapshot: %w", err)
 	}
 	if err := snap.Items.Close(); err != nil {
-		return fmt.Errorf("Close: %w", err)
+		return fmt.Errorf("snapshot Close: %w", err)
 	}
 	if _, err := snap.Items.Next(ctx); err == nil || errors.Is(err, io.EOF) {
-		return fmt.Errorf("Next after Close: %v, want an error", err)
+		return fmt.Errorf("snapshot Next after Close: %v, want an error", err)
 	}
 
 	newPK, newSK := key(n + changed + 1)

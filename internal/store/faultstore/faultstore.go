@@ -48,8 +48,12 @@ type Fault struct {
 	// Store); 0 selects every call.
 	Nth int
 	// KeyPrefix, when set, limits the fault to keys under this
-	// whole-component prefix. Nth still counts every call of Op.
-	KeyPrefix string
+	// whole-component prefix. Nth still counts every call of Op, unless
+	// NthUnderPrefix is set: then it counts only the calls of Op under
+	// KeyPrefix made since the fault was injected (the calls a job makes
+	// under its own prefix, whatever else writes to the store meanwhile).
+	KeyPrefix      string
+	NthUnderPrefix bool
 	// Err is the error to answer (ErrInjected when nil).
 	Err error
 	// After: run the real call first, then answer Err (a write that
@@ -67,6 +71,7 @@ type Fault struct {
 	Delay time.Duration
 
 	delayOnly bool
+	seen      int // calls counted for NthUnderPrefix
 }
 
 // Store is the fault-injecting decorator.
@@ -120,11 +125,20 @@ func (s *Store) begin(ctx context.Context, op Op, key string) (*Fault, error) {
 	n := s.calls[op]
 	var hit *Fault
 	for i := range s.faults {
-		f := s.faults[i]
-		if f.Op != op || (f.Nth != 0 && f.Nth != n) || (f.KeyPrefix != "" && !store.UnderPrefix(key, f.KeyPrefix)) {
+		f := &s.faults[i]
+		if f.Op != op || (f.KeyPrefix != "" && !store.UnderPrefix(key, f.KeyPrefix)) {
 			continue
 		}
-		hit = &f
+		nth := n
+		if f.NthUnderPrefix {
+			f.seen++
+			nth = f.seen
+		}
+		if f.Nth != 0 && f.Nth != nth {
+			continue
+		}
+		c := *f
+		hit = &c
 		break
 	}
 	s.mu.Unlock()

@@ -1,0 +1,757 @@
+// The console: hash routes over the DynamoDB API (api.js). Data is only
+// ever rendered as text (dom.js).
+import { Client, PLACEHOLDER, AUTH_ERRORS, loadCredentials, saveCredentials, clearCredentials } from "./api.js";
+import { h, clear, field, select, formatBytes, cellText, plain } from "./dom.js";
+import { parseMetrics, quantile } from "./metrics.js";
+
+const main = document.getElementById("main");
+const statusEl = document.getElementById("status");
+let client = null;
+
+function status(msg, kind) {
+  clear(statusEl, msg ? h("p", { class: kind || "info" }, msg) : null);
+}
+
+function errorBox(e) {
+  return h("p", { class: "error", role: "alert" }, String(e && e.message ? e.message : e));
+}
+
+// guard runs fn, showing an API error instead of throwing it.
+async function guard(fn, into) {
+  try {
+    return await fn();
+  } catch (e) {
+    if (AUTH_ERRORS.has(e.type) && !client.creds.placeholder) {
+      status("");
+    }
+    if (into) into.append(errorBox(e));
+    else status(e.message, "error");
+    return undefined;
+  }
+}
+
+// ---------- sign-in ----------
+
+async function probe(creds) {
+  const c = new Client(creds);
+  await c.call("ListTables", { Limit: 1 });
+  return c;
+}
+
+async function start() {
+  const saved = loadCredentials();
+  try {
+    client = await probe(saved || PLACEHOLDER);
+  } catch (e) {
+    if (!AUTH_ERRORS.has(e.type)) {
+      clear(main, h("h1", null, "extenddb"), errorBox(e));
+      return;
+    }
+    if (saved) clearCredentials();
+    signIn(saved ? "The saved key was refused: " + e.message : "");
+    return;
+  }
+  showWho();
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+function showWho() {
+  document.querySelector("header nav").hidden = false;
+  const who = document.getElementById("who");
+  const out = document.getElementById("signout");
+  if (client.creds.placeholder) {
+    clear(who, "open (no access keys configured)");
+    out.hidden = true;
+  } else {
+    clear(who, "key ", h("code", null, client.creds.accessKeyId));
+    out.hidden = false;
+    out.onclick = () => { clearCredentials(); location.hash = ""; location.reload(); };
+  }
+}
+
+function signIn(message) {
+  document.querySelector("header nav").hidden = true; // nothing to reach before signing in
+  const id = h("input", { name: "accessKeyId", autocomplete: "username", required: true, spellcheck: "false" });
+  const secret = h("input", { name: "secretAccessKey", type: "password", autocomplete: "current-password", required: true });
+  const msg = h("div", { id: "signin-msg" }, message ? errorBox(message) : null);
+  const form = h("form", { class: "card narrow", id: "signin" },
+    h("h1", null, "Sign in"),
+    h("p", null, "This server requires signed requests. Sign in with an access key of its ",
+      h("code", null, "auth.keys"), ". The key is kept in this tab's session storage only, and every request is signed with it in the page."),
+    field("Access key id", id), field("Secret access key", secret),
+    h("button", { type: "submit", class: "primary" }, "Sign in"), msg);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const creds = { accessKeyId: id.value.trim(), secretAccessKey: secret.value };
+    try {
+      client = await probe(creds);
+    } catch (e) {
+      secret.value = "";
+      msg.append(errorBox(AUTH_ERRORS.has(e.type) ? "Sign-in refused: " + e.message : e));
+      return;
+    }
+    saveCredentials(creds);
+    showWho();
+    window.addEventListener("hashchange", route);
+    if (!location.hash || location.hash === "#") location.hash = "#/tables";
+    else route();
+  });
+  clear(main, form);
+  id.focus();
+}
+
+// ---------- routing ----------
+
+function route() {
+  const parts = (location.hash || "#/tables").slice(2).split("/").map(decodeURIComponent);
+  const name = parts[0] || "tables";
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.dataset.route === name) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  status("");
+  const views = { tables: tablesView, items: itemsView, partiql: partiqlView, backups: backupsView, server: serverView };
+  (views[name] || tablesView)(parts.slice(1));
+  main.focus({ preventScroll: true });
+}
+
+function link(href, text) {
+  return h("a", { href }, text);
+}
+
+// ---------- tables ----------
+
+function keySchemaText(ks, defs) {
+  const type = (n) => (defs || []).find((d) => d.AttributeName === n)?.AttributeType || "";
+  return (ks || []).map((k) => `${k.AttributeName} (${k.KeyType === "HASH" ? "partition" : "sort"}, ${type(k.AttributeName)})`).join(", ");
+}
+
+function tablesView() {
+  const body = h("tbody");
+  const more = h("div", { class: "pager" });
+  const out = h("div");
+  clear(main,
+    h("div", { class: "titlebar" }, h("h1", null, "Tables"),
+      h("button", { type: "button", class: "primary", id: "new-table", onclick: () => { form.hidden = !form.hidden; if (!form.hidden) form.querySelector("input").focus(); } }, "Create table")),
+    createTableForm(), out,
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "tables" },
+      h("thead", null, h("tr", null, ["Name", "Status", "Items", "Size", "Keys", "Indexes", "Stream", "TTL", "PITR", ""].map((t) => h("th", { scope: "col" }, t)))),
+      body)),
+    more);
+  const form = main.querySelector("#create-table");
+  const queue = [];
+  let running = 0;
+  // A row is described when it scrolls into view (three calls a row: a
+  // page of 100 rows costs only what the reader sees), six at a time (the
+  // browser's connections per host).
+  const jobs = new Map();
+  const seen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (!e.isIntersecting || !jobs.has(e.target)) continue;
+      queue.push(jobs.get(e.target));
+      jobs.delete(e.target);
+      seen.unobserve(e.target);
+    }
+    pump();
+  }, { rootMargin: "200px" });
+  const pump = () => {
+    while (running < 6 && queue.length) {
+      const job = queue.shift();
+      running++;
+      job().finally(() => { running--; pump(); });
+    }
+  };
+  async function page(start) {
+    const r = await guard(() => client.call("ListTables", start ? { Limit: 100, ExclusiveStartTableName: start } : { Limit: 100 }), out);
+    if (!r) return;
+    if (!start && !r.TableNames.length) body.append(h("tr", null, h("td", { colspan: 10 }, "No tables yet.")));
+    for (const name of r.TableNames) {
+      const cells = ["", "", "", "", "", "", "", ""].map(() => h("td", null, "…"));
+      const row = h("tr", { "data-table": name },
+        h("th", { scope: "row" }, link("#/items/" + encodeURIComponent(name), name)), cells,
+        h("td", null, h("button", { type: "button", class: "danger small", onclick: () => confirmDelete(name, row) }, "Delete")));
+      body.append(row);
+      seen.observe(row);
+      jobs.set(row, async () => {
+        try {
+          const t = (await client.call("DescribeTable", { TableName: name })).Table;
+          const idx = [...(t.GlobalSecondaryIndexes || []).map((i) => `${i.IndexName} (GSI${i.IndexStatus && i.IndexStatus !== "ACTIVE" ? ", " + i.IndexStatus : ""})`),
+            ...(t.LocalSecondaryIndexes || []).map((i) => `${i.IndexName} (LSI)`)];
+          const stream = t.StreamSpecification?.StreamEnabled ? t.StreamSpecification.StreamViewType : "off";
+          [t.TableStatus, String(t.ItemCount ?? ""), formatBytes(t.TableSizeBytes), keySchemaText(t.KeySchema, t.AttributeDefinitions),
+            idx.join(", ") || "none", stream].forEach((v, i) => clear(cells[i], v));
+          const [ttl, cb] = await Promise.all([
+            client.call("DescribeTimeToLive", { TableName: name }).catch((e) => ({ error: e })),
+            client.call("DescribeContinuousBackups", { TableName: name }).catch((e) => ({ error: e }))]);
+          const td = ttl.TimeToLiveDescription;
+          clear(cells[6], ttl.error ? "?" : td?.TimeToLiveStatus === "ENABLED" ? td.AttributeName : (td?.TimeToLiveStatus || "DISABLED").toLowerCase());
+          const p = cb.ContinuousBackupsDescription?.PointInTimeRecoveryDescription;
+          clear(cells[7], cb.error ? "?" : (p?.PointInTimeRecoveryStatus || "DISABLED").toLowerCase());
+        } catch (e) {
+          clear(cells[0], h("span", { class: "error" }, e.type || "error"));
+        }
+      });
+    }
+    pump();
+    clear(more, r.LastEvaluatedTableName
+      ? h("button", { type: "button", onclick: () => page(r.LastEvaluatedTableName) }, "More tables") : null);
+  }
+  page();
+}
+
+function confirmDelete(name, row) {
+  const input = h("input", { spellcheck: "false", autocomplete: "off" });
+  const go = h("button", { type: "submit", class: "danger", disabled: true }, "Delete table");
+  const msg = h("div");
+  input.addEventListener("input", () => { go.disabled = input.value !== name; });
+  const f = h("form", { class: "confirm", role: "dialog", "aria-label": "Delete table" },
+    h("p", null, "Deleting ", h("strong", null, name), " removes all of its items and indexes. Type the table name to confirm."),
+    field("Table name", input), go,
+    h("button", { type: "button", onclick: () => tr.remove() }, "Cancel"), msg);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (input.value !== name) return;
+    const r = await guard(() => client.call("DeleteTable", { TableName: name }), msg);
+    if (r) { status(`Table ${name} is being deleted.`); tr.remove(); row.remove(); }
+  });
+  const tr = h("tr", { class: "confirm-row" }, h("td", { colspan: 10 }, f));
+  row.after(tr);
+  input.focus();
+}
+
+function createTableForm() {
+  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+  const name = h("input", { name: "TableName", required: true, pattern: "[a-zA-Z0-9_.\\-]{3,255}", spellcheck: "false" });
+  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
+  const pkType = select(types, "S", { name: "pkType" });
+  const sk = h("input", { name: "sk", spellcheck: "false" });
+  const skType = select(types, "S", { name: "skType" });
+  const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
+  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
+  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
+  const gsi = h("input", { name: "gsi", spellcheck: "false" });
+  const gpk = h("input", { name: "gsiPk", spellcheck: "false" });
+  const gpkType = select(types, "S", { name: "gsiPkType" });
+  const gsk = h("input", { name: "gsiSk", spellcheck: "false" });
+  const gskType = select(types, "S", { name: "gsiSkType" });
+  const lsi = h("input", { name: "lsi", spellcheck: "false" });
+  const lsk = h("input", { name: "lsiSk", spellcheck: "false" });
+  const lskType = select(types, "S", { name: "lsiSkType" });
+  const ttl = h("input", { name: "ttl", spellcheck: "false" });
+  const pitr = h("input", { type: "checkbox", name: "pitr" });
+  const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
+  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
+  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  const msg = h("div");
+  const f = h("form", { class: "card", id: "create-table", hidden: true },
+    h("h2", null, "Create table"),
+    field("Table name", name, "3–255 of a–z A–Z 0–9 _ . -"),
+    h("fieldset", null, h("legend", null, "Primary key"),
+      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+    h("fieldset", null, h("legend", null, "Global secondary index (optional)"),
+      field("Index name", gsi),
+      h("div", { class: "row" }, field("Partition key", gpk), field("Type", gpkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", gsk), field("Type", gskType)),
+      h("p", { class: "hint" }, "The index projects all attributes.")),
+    h("fieldset", null, h("legend", null, "Local secondary index (optional; needs the table's sort key)"),
+      h("div", { class: "row" }, field("LSI name", lsi), field("LSI sort key", lsk), field("Type", lskType))),
+    h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream),
+      field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
+      h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), prov,
+    h("button", { type: "submit", class: "primary" }, "Create"), msg);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const defs = new Map();
+    const def = (n, t) => {
+      if (defs.has(n) && defs.get(n) !== t) throw new Error(`attribute ${n} is given two types`);
+      defs.set(n, t);
+    };
+    const input = { TableName: name.value.trim(), BillingMode: billing.value };
+    try {
+      input.KeySchema = [{ AttributeName: pk.value, KeyType: "HASH" }];
+      def(pk.value, pkType.value);
+      if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
+      const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
+      if (billing.value === "PROVISIONED") input.ProvisionedThroughput = throughput;
+      if (gsi.value) {
+        if (!gpk.value) throw new Error("the index needs a partition key");
+        const ks = [{ AttributeName: gpk.value, KeyType: "HASH" }];
+        def(gpk.value, gpkType.value);
+        if (gsk.value) { ks.push({ AttributeName: gsk.value, KeyType: "RANGE" }); def(gsk.value, gskType.value); }
+        const g = { IndexName: gsi.value, KeySchema: ks, Projection: { ProjectionType: "ALL" } };
+        if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
+        input.GlobalSecondaryIndexes = [g];
+      }
+      if (lsi.value) {
+        if (!lsk.value || !sk.value) throw new Error("a local index needs its own sort key and the table's sort key");
+        def(lsk.value, lskType.value);
+        input.LocalSecondaryIndexes = [{ IndexName: lsi.value, Projection: { ProjectionType: "ALL" },
+          KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: lsk.value, KeyType: "RANGE" }] }];
+      }
+      if (stream.value) input.StreamSpecification = { StreamEnabled: true, StreamViewType: stream.value };
+      input.AttributeDefinitions = [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t }));
+    } catch (e) {
+      msg.append(errorBox(e));
+      return;
+    }
+    const r = await guard(() => client.call("CreateTable", input), msg);
+    if (!r) return;
+    // TTL and point-in-time recovery are set on the created table; a
+    // refusal is reported with the table kept.
+    const later = [];
+    if (ttl.value.trim()) {
+      later.push(["TTL", () => client.call("UpdateTimeToLive", { TableName: input.TableName,
+        TimeToLiveSpecification: { Enabled: true, AttributeName: ttl.value.trim() } })]);
+    }
+    if (pitr.checked) {
+      later.push(["point-in-time recovery", () => client.call("UpdateContinuousBackups", { TableName: input.TableName,
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } })]);
+    }
+    const failed = [];
+    for (const [what, fn] of later) {
+      try { await fn(); } catch (e) { failed.push(`${what} not enabled: ${e.message}`); }
+    }
+    tablesView();
+    status([`Table ${input.TableName} created (${r.TableDescription.TableStatus}).`, ...failed].join(" "), failed.length ? "error" : "info");
+  });
+  return f;
+}
+
+// ---------- items ----------
+
+async function describe(name) {
+  return (await client.call("DescribeTable", { TableName: name })).Table;
+}
+
+function itemsView(args) {
+  const tableName = args[0];
+  if (!tableName) {
+    pickTable();
+    return;
+  }
+  const out = h("div");
+  clear(main, h("div", { class: "titlebar" }, h("h1", null, "Items: ", h("span", { class: "name" }, tableName)),
+    link("#/tables", "All tables")), out);
+  guard(async () => itemsPage(await describe(tableName)), out);
+}
+
+async function pickTable() {
+  const list = h("ul", { class: "links" });
+  clear(main, h("h1", null, "Items"), h("p", null, "Choose a table:"), list);
+  const r = await guard(() => client.call("ListTables", { Limit: 100 }), main);
+  if (!r) return;
+  for (const n of r.TableNames) list.append(h("li", null, link("#/items/" + encodeURIComponent(n), n)));
+  if (!r.TableNames.length) list.append(h("li", null, "No tables yet."));
+}
+
+function itemsPage(t) {
+  const defs = Object.fromEntries((t.AttributeDefinitions || []).map((d) => [d.AttributeName, d.AttributeType]));
+  const keysOf = (ks) => ({ pk: ks.find((k) => k.KeyType === "HASH")?.AttributeName, sk: ks.find((k) => k.KeyType === "RANGE")?.AttributeName });
+  const indexes = [["", "Table"], ...(t.GlobalSecondaryIndexes || []).map((i) => [i.IndexName, i.IndexName + " (GSI)"]),
+    ...(t.LocalSecondaryIndexes || []).map((i) => [i.IndexName, i.IndexName + " (LSI)"])];
+  const schemaOf = (ix) => keysOf(ix ? [...(t.GlobalSecondaryIndexes || []), ...(t.LocalSecondaryIndexes || [])].find((i) => i.IndexName === ix).KeySchema : t.KeySchema);
+  const tableKeys = keysOf(t.KeySchema);
+
+  const mode = select([["scan", "Scan"], ["query", "Query"]], "scan", { name: "mode" });
+  const index = select(indexes, "", { name: "index" });
+  const pkLabel = h("span");
+  const pkValue = h("input", { name: "pkValue", spellcheck: "false" });
+  const skOp = select([["", "(any)"], ["=", "="], ["<", "<"], ["<=", "<="], [">", ">"], [">=", ">="], ["begins_with", "begins with"], ["between", "between"]], "", { name: "skOp" });
+  const skValue = h("input", { name: "skValue", spellcheck: "false" });
+  const skValue2 = h("input", { name: "skValue2", spellcheck: "false", "aria-label": "and" });
+  const forward = select([["true", "Ascending"], ["false", "Descending"]], "true", { name: "forward" });
+  const consistent = h("input", { type: "checkbox", name: "consistent" });
+  const queryFields = h("div", { class: "query" });
+  const filter = h("input", { name: "filter", spellcheck: "false", placeholder: "#c = :c AND attribute_exists(note)" });
+  const projection = h("input", { name: "projection", spellcheck: "false", placeholder: "pk, sk, #c" });
+  const names = h("input", { name: "names", spellcheck: "false", placeholder: '{"#c": "color"}' });
+  const values = h("input", { name: "values", spellcheck: "false", placeholder: '{":c": {"S": "red"}}' });
+  const more = h("details", { class: "more" }, h("summary", null, "Filter and projection"),
+    h("div", { class: "row" }, field("Filter expression", filter), field("Projection expression", projection)),
+    h("div", { class: "row" }, field("Expression attribute names (JSON)", names), field("Expression attribute values (DynamoDB JSON)", values)));
+  const run = h("button", { type: "submit", class: "primary" }, "Run");
+  const form = h("form", { class: "card", id: "query" },
+    h("div", { class: "row" }, field("Operation", mode), field("Index", index),
+      h("div", { class: "field check" }, consistent, h("label", { for: consistent.id = "consistent" }, "Consistent read"))),
+    queryFields, more, run,
+    h("button", { type: "button", id: "new-item", onclick: () => editItem(null) }, "New item"));
+  const results = h("div", { id: "results" });
+  const editor = h("div", { id: "editor" });
+  main.append(h("p", { class: "meta" }, `${t.TableStatus} · ${t.ItemCount ?? 0} items · ${formatBytes(t.TableSizeBytes)} · key ${keySchemaText(t.KeySchema, t.AttributeDefinitions)}`),
+    form, editor, results);
+
+  function layout() {
+    const { pk, sk } = schemaOf(index.value);
+    clear(pkLabel, `Partition key ${pk} =`);
+    const isGSI = (t.GlobalSecondaryIndexes || []).some((i) => i.IndexName === index.value);
+    consistent.disabled = isGSI;
+    if (isGSI) consistent.checked = false;
+    if (mode.value !== "query") { clear(queryFields); return; }
+    clear(queryFields,
+      h("div", { class: "row" }, field(pkLabel, pkValue)),
+      sk ? h("div", { class: "row" }, field(`Sort key ${sk}`, skOp), skOp.value ? field("Value", skValue) : null,
+        skOp.value === "between" ? field("and", skValue2) : null) : null,
+      h("div", { class: "row" }, field("Order", forward)));
+  }
+  mode.addEventListener("change", layout);
+  index.addEventListener("change", layout);
+  skOp.addEventListener("change", layout);
+  layout();
+
+  function av(name, text) {
+    const type = defs[name] || "S";
+    return { [type]: text };
+  }
+
+  function request() {
+    const input = { TableName: t.TableName, Limit: 100 };
+    if (index.value) input.IndexName = index.value;
+    if (consistent.checked) input.ConsistentRead = true;
+    if (mode.value === "scan") return ["Scan", input];
+    const { pk, sk } = schemaOf(index.value);
+    input.KeyConditionExpression = "#pk = :pk";
+    input.ExpressionAttributeNames = { "#pk": pk };
+    input.ExpressionAttributeValues = { ":pk": av(pk, pkValue.value) };
+    if (sk && skOp.value) {
+      input.ExpressionAttributeNames["#sk"] = sk;
+      input.ExpressionAttributeValues[":sk"] = av(sk, skValue.value);
+      if (skOp.value === "begins_with") input.KeyConditionExpression += " AND begins_with(#sk, :sk)";
+      else if (skOp.value === "between") {
+        input.KeyConditionExpression += " AND #sk BETWEEN :sk AND :sk2";
+        input.ExpressionAttributeValues[":sk2"] = av(sk, skValue2.value);
+      } else input.KeyConditionExpression += ` AND #sk ${skOp.value} :sk`;
+    }
+    input.ScanIndexForward = forward.value === "true";
+    return ["Query", input];
+  }
+
+  // extras adds the filter, the projection and their placeholders to a
+  // request the builder made (its own placeholders are #pk, #sk, :pk,
+  // :sk and :sk2).
+  function extras(input) {
+    const json = (el, what) => {
+      if (!el.value.trim()) return {};
+      const v = JSON.parse(el.value);
+      if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error(what + " must be a JSON object");
+      return v;
+    };
+    const n = json(names, "Expression attribute names");
+    const v = json(values, "Expression attribute values");
+    if (filter.value.trim()) input.FilterExpression = filter.value.trim();
+    if (projection.value.trim()) input.ProjectionExpression = projection.value.trim();
+    if (Object.keys(n).length) input.ExpressionAttributeNames = { ...input.ExpressionAttributeNames, ...n };
+    if (Object.keys(v).length) input.ExpressionAttributeValues = { ...input.ExpressionAttributeValues, ...v };
+    return input;
+  }
+
+  async function runPage(op, input, pageNo) {
+    const r = await guard(() => client.call(op, input), clear(results));
+    if (!r) return;
+    const items = r.Items || [];
+    const cols = [];
+    for (const k of [tableKeys.pk, tableKeys.sk, ...Object.values(schemaOf(index.value))]) if (k && !cols.includes(k)) cols.push(k);
+    for (const it of items) for (const k of Object.keys(it)) if (!cols.includes(k)) cols.push(k);
+    const shown = cols.slice(0, 12);
+    const tbody = h("tbody");
+    for (const it of items) {
+      tbody.append(h("tr", null,
+        h("td", null, h("button", { type: "button", class: "small", onclick: () => openItem(it) }, "Edit")),
+        shown.map((c) => h("td", null, it[c] ? cellText(it[c]) : ""))));
+    }
+    clear(results,
+      h("p", { class: "meta" }, `${op} page ${pageNo}: ${items.length} items (${r.ScannedCount ?? items.length} read)`),
+      h("div", { class: "scroll" }, h("table", { class: "grid items" },
+        h("thead", null, h("tr", null, h("th", { scope: "col" }, ""), shown.map((c) => h("th", { scope: "col" }, c)))), tbody)),
+      cols.length > shown.length ? h("p", { class: "hint" }, `${cols.length - shown.length} more attributes: open an item to see them.`) : null,
+      r.LastEvaluatedKey ? h("div", { class: "pager" }, h("button", { type: "button", id: "next-page", onclick: () => runPage(op, { ...input, ExclusiveStartKey: r.LastEvaluatedKey }, pageNo + 1) }, "Next page")) : null);
+  }
+
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    status("");
+    const [op, input] = request();
+    try {
+      extras(input);
+    } catch (e) {
+      clear(results, errorBox(e));
+      return;
+    }
+    runPage(op, input, 1);
+  });
+
+  function keyOf(item) {
+    const k = {};
+    for (const n of [tableKeys.pk, tableKeys.sk]) if (n && item[n]) k[n] = item[n];
+    return k;
+  }
+
+  // openItem reads the whole item again by its key (a row may be a
+  // projection, or an index's copy, or stale) before editing it: putting
+  // back a partial item would drop its other attributes.
+  async function openItem(row) {
+    const r = await guard(() => client.call("GetItem", { TableName: t.TableName, Key: keyOf(row), ConsistentRead: true }), clear(editor));
+    if (!r) return;
+    if (!r.Item) { clear(editor, errorBox("The item no longer exists.")); return; }
+    editItem(r.Item);
+  }
+
+  // editItem edits item (null: a new one, starting from initial).
+  function editItem(item, initial) {
+    const text = h("textarea", { name: "item", rows: 14, spellcheck: "false" });
+    text.value = JSON.stringify(item || initial || { [tableKeys.pk]: { [defs[tableKeys.pk]]: "" } }, null, 2);
+    const plainView = h("pre", { class: "plain", hidden: true });
+    const msg = h("div");
+    const toggle = h("button", { type: "button", onclick: () => {
+      try {
+        const v = JSON.parse(text.value);
+        clear(plainView, JSON.stringify(plain({ M: v }), null, 2));
+        plainView.hidden = !plainView.hidden;
+      } catch (e) { clear(msg, errorBox("Not valid JSON: " + e.message)); }
+    } }, "Plain JSON");
+    const put = h("button", { type: "submit", class: "primary" }, "Put item");
+    const del = item ? h("button", { type: "button", class: "danger", onclick: async () => {
+      clear(msg);
+      const r = await guard(() => client.call("DeleteItem", { TableName: t.TableName, Key: keyOf(item) }), msg);
+      if (r) { status("Item deleted."); clear(editor); form.requestSubmit(); }
+    } }, "Delete item") : null;
+    const dup = item ? h("button", { type: "button", onclick: () => {
+      try { editItem(null, JSON.parse(text.value)); } catch (e) { clear(msg, errorBox("Not valid JSON: " + e.message)); }
+    } }, "Duplicate") : null;
+    const f = h("form", { class: "card", id: "item-form" },
+      h("h2", null, item ? "Item" : "New item"),
+      field("Item (DynamoDB JSON)", text), plainView,
+      h("div", { class: "buttons" }, put, toggle, dup, del,
+        h("button", { type: "button", onclick: () => clear(editor) }, "Close")), msg);
+    f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      clear(msg);
+      let v;
+      try {
+        v = JSON.parse(text.value);
+        if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error("an item is a JSON object of attribute values");
+      } catch (e) { msg.append(errorBox("Not valid: " + e.message)); return; }
+      const r = await guard(() => client.call("PutItem", { TableName: t.TableName, Item: v }), msg);
+      if (r) { status("Item saved."); clear(editor); form.requestSubmit(); }
+    });
+    clear(editor, f);
+    text.focus();
+  }
+}
+
+// ---------- PartiQL ----------
+
+function partiqlView() {
+  const stmt = h("textarea", { name: "statement", rows: 4, spellcheck: "false" });
+  stmt.value = sessionStorage.getItem("extenddb.console.partiql") || "";
+  const params = h("input", { name: "parameters", spellcheck: "false", placeholder: '[{"S": "a"}]' });
+  const consistent = h("input", { type: "checkbox", name: "consistent" });
+  const results = h("div", { id: "partiql-results" });
+  const f = h("form", { class: "card", id: "partiql" },
+    field("Statement", stmt), field("Parameters (JSON array of attribute values, for ?)", params),
+    h("div", { class: "field check" }, consistent, h("label", { for: consistent.id = "pconsistent" }, "Consistent read")),
+    h("button", { type: "submit", class: "primary" }, "Run"));
+  clear(main, h("h1", null, "PartiQL"), f, results);
+  async function run(token, n) {
+    const input = { Statement: stmt.value };
+    if (params.value.trim()) {
+      try { input.Parameters = JSON.parse(params.value); } catch (e) { clear(results, errorBox("Parameters: " + e.message)); return; }
+    }
+    if (consistent.checked) input.ConsistentRead = true;
+    if (token) input.NextToken = token;
+    sessionStorage.setItem("extenddb.console.partiql", stmt.value);
+    const r = await guard(() => client.call("ExecuteStatement", input), clear(results));
+    if (!r) return;
+    const items = r.Items || [];
+    const cols = [];
+    for (const it of items) for (const k of Object.keys(it)) if (!cols.includes(k)) cols.push(k);
+    clear(results, h("p", { class: "meta" }, `Page ${n}: ${items.length} items`),
+      items.length ? h("div", { class: "scroll" }, h("table", { class: "grid" },
+        h("thead", null, h("tr", null, cols.map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", null, items.map((it) => h("tr", null, cols.map((c) => h("td", null, it[c] ? cellText(it[c]) : ""))))))) : null,
+      r.NextToken ? h("button", { type: "button", onclick: () => run(r.NextToken, n + 1) }, "Next page") : null);
+  }
+  f.addEventListener("submit", (ev) => { ev.preventDefault(); run(null, 1); });
+}
+
+// ---------- backups ----------
+
+function backupsView() {
+  const out = h("div");
+  const body = h("tbody");
+  const names = h("datalist", { id: "table-names" });
+  const table = h("input", { name: "table", spellcheck: "false", list: "table-names", autocomplete: "off" });
+  client.call("ListTables", { Limit: 100 }).then((r) => {
+    for (const n of r.TableNames) names.append(h("option", { value: n }));
+  }, () => { /* the field still takes a typed name */ });
+  const bname = h("input", { name: "backupName", spellcheck: "false" });
+  const f = h("form", { class: "card", id: "create-backup" }, h("h2", null, "Create backup"),
+    h("div", { class: "row" }, field("Table", table), field("Backup name", bname)),
+    h("button", { type: "submit", class: "primary" }, "Create backup"));
+  const more = h("div", { class: "pager" });
+  clear(main, h("h1", null, "Backups"), f, names, out,
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "backups" },
+      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", "Restore", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
+    more);
+  let timer = null;
+  // load shows the first page of 100 backups (start: the next page,
+  // appended); while one is CREATING the first page is read again every
+  // second.
+  async function load(start) {
+    const r = await guard(() => client.call("ListBackups", start ? { Limit: 100, ExclusiveStartBackupArn: start } : { Limit: 100 }), clear(out));
+    if (!r) return;
+    if (!start) clear(body);
+    clear(more, r.LastEvaluatedBackupArn ? h("button", { type: "button", onclick: () => load(r.LastEvaluatedBackupArn) }, "More backups") : null);
+    let pending = false;
+    for (const b of r.BackupSummaries || []) {
+      if (b.BackupStatus === "CREATING") pending = true;
+      const target = h("input", { spellcheck: "false", "aria-label": "Restore as table", placeholder: "new table name" });
+      const restore = h("form", { class: "inline" }, target, h("button", { type: "submit", class: "small" }, "Restore"));
+      restore.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const x = await guard(() => client.call("RestoreTableFromBackup", { BackupArn: b.BackupArn, TargetTableName: target.value.trim() }), out);
+        if (x) status(`Restoring into ${target.value.trim()} (${x.TableDescription.TableStatus}).`);
+      });
+      body.append(h("tr", null, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
+        h("td", null, b.BackupCreationDateTime ? new Date(b.BackupCreationDateTime * 1000).toISOString() : ""),
+        h("td", null, formatBytes(b.BackupSizeBytes)),
+        h("td", null, b.BackupStatus === "AVAILABLE" ? restore : ""),
+        h("td", null, b.BackupStatus === "AVAILABLE" ? deleteButton(b) : "")));
+    }
+    if (!start && !(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 7 }, "No backups.")));
+    clearTimeout(timer);
+    if (pending && location.hash.startsWith("#/backups")) timer = setTimeout(() => load(), 1000);
+  }
+  // deleteButton asks once more before DeleteBackup.
+  function deleteButton(b) {
+    const btn = h("button", { type: "button", class: "danger small" }, "Delete");
+    btn.addEventListener("click", async () => {
+      if (btn.dataset.armed !== "1") {
+        btn.dataset.armed = "1";
+        clear(btn, "Confirm delete");
+        return;
+      }
+      const x = await guard(() => client.call("DeleteBackup", { BackupArn: b.BackupArn }), out);
+      if (x) { status(`Backup ${b.BackupName} deleted.`); load(); }
+    });
+    btn.addEventListener("blur", () => { btn.dataset.armed = ""; clear(btn, "Delete"); });
+    return btn;
+  }
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const r = await guard(() => client.call("CreateBackup", { TableName: table.value.trim(), BackupName: bname.value.trim() }), clear(out));
+    if (r) { status(`Backup ${r.BackupDetails.BackupName} ${r.BackupDetails.BackupStatus}.`); load(); }
+  });
+  load();
+}
+
+// ---------- server ----------
+
+function ms(seconds) {
+  if (!Number.isFinite(seconds)) return "";
+  return seconds < 0.01 ? (seconds * 1000).toFixed(2) + " ms" : seconds < 1 ? (seconds * 1000).toFixed(1) + " ms" : seconds.toFixed(2) + " s";
+}
+
+// BACKGROUND are the gauges and counters of background work the server
+// page shows when the server exports them.
+const BACKGROUND = [
+  ["Backup jobs running", "extenddb_backup_jobs_running"],
+  ["Backup items written", "extenddb_backup_items_total"],
+  ["Backup bytes written", "extenddb_backup_bytes_total", formatBytes],
+  ["Index backfills running", "extenddb_index_backfills_running"],
+  ["Index backfill progress", "extenddb_index_backfill_progress_ratio", (v) => (100 * v).toFixed(0) + " %"],
+  ["TTL backlog (items)", "extenddb_ttl_backlog_items"],
+  ["TTL deleted items", "extenddb_ttl_deleted_items_total"],
+  ["Point-in-time shipping lag", "extenddb_pitr_lag_seconds", (v) => v.toFixed(1) + " s"],
+  ["Point-in-time shipping errors", "extenddb_pitr_ship_errors_total"],
+  ["Stream records written", "extenddb_stream_records_written_total"],
+];
+
+// lastTotals keeps the previous scrape's request counts, for the rate.
+let lastTotals = null;
+let serverTimer = null;
+
+async function serverView() {
+  clearTimeout(serverTimer);
+  const facts = h("dl", { class: "facts" });
+  const ops = h("tbody");
+  const bg = h("dl", { class: "facts", id: "background" });
+  const rate = h("span", { id: "rate" });
+  clear(main, h("h1", null, "Server"), facts,
+    h("h2", null, "Requests by operation ", rate),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "ops" },
+      h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Error types", "p50", "p99", "Mean"].map((x) => h("th", { scope: "col" }, x)))), ops)),
+    h("h2", null, "Background work"), bg,
+    h("p", { class: "hint" }, "From ", link("/metrics", "/metrics"), " since the server started; refreshed every 5 seconds."));
+  const get = async (path) => {
+    try {
+      const r = await fetch(path, { cache: "no-store", credentials: "omit" });
+      return { ok: r.ok, status: r.status, text: await r.text() };
+    } catch (e) { return { ok: false, status: 0, text: e.message }; }
+  };
+  const [hh, rr, mm] = await Promise.all([get("/health"), get("/ready"), get("/metrics")]);
+  const said = (x) => { try { const j = JSON.parse(x.text); return j.status + (j.reason ? ": " + j.reason : ""); } catch { return "HTTP " + x.status; } };
+  const fact = (k, v) => facts.append(h("dt", null, k), h("dd", null, v));
+  fact("Health", h("span", { class: hh.ok ? "ok" : "bad" }, said(hh)));
+  fact("Readiness", h("span", { class: rr.ok ? "ok" : "bad" }, said(rr)));
+  if (!mm.ok) {
+    ops.append(h("tr", null, h("td", { colspan: 7 }, "Metrics unavailable (HTTP " + mm.status + ").")));
+    return;
+  }
+  const wanted = new Set(["extenddb_build_info", "extenddb_tables", "extenddb_requests_total", "extenddb_request_duration_seconds_sum",
+    "extenddb_request_duration_seconds_count", "extenddb_request_duration_seconds_bucket", ...BACKGROUND.map((b) => b[1])]);
+  const all = parseMetrics(mm.text, wanted);
+  const build = all.find((x) => x.name === "extenddb_build_info");
+  if (build) fact("Version", `${build.labels.version} (commit ${build.labels.commit}, ${build.labels.go})`);
+  const backends = new Set(parseMetrics(mm.text, { has: () => true }).map((x) => x.labels.backend).filter(Boolean));
+  if (backends.size) fact("Backend", [...backends].join(", "));
+  const tables = all.filter((x) => x.name === "extenddb_tables");
+  if (tables.length) fact("Tables", String(tables.reduce((a, x) => a + x.value, 0)));
+
+  const by = new Map();
+  const row = (op) => by.get(op) || (by.set(op, { n: 0, err: 0, codes: [], sum: 0, count: 0, buckets: [] }), by.get(op));
+  for (const x of all) {
+    if (!x.name.startsWith("extenddb_request")) continue;
+    const r = row(x.labels.operation || "");
+    if (x.name === "extenddb_requests_total") {
+      // The code label is the error's type; empty on success.
+      r.n += x.value;
+      if (x.labels.code) { r.err += x.value; r.codes.push(`${x.labels.code} ${x.value}`); }
+    } else if (x.name.endsWith("_sum")) r.sum += x.value;
+    else if (x.name.endsWith("_count")) r.count += x.value;
+    else r.buckets.push([x.labels.le === "+Inf" ? Infinity : Number(x.labels.le), x.value]);
+  }
+  const now = Date.now();
+  const total = [...by.values()].reduce((a, r) => a + r.n, 0);
+  if (lastTotals && now > lastTotals.at) clear(rate, `(${((total - lastTotals.n) / ((now - lastTotals.at) / 1000)).toFixed(1)} requests/s)`);
+  lastTotals = { n: total, at: now };
+  const list = [...by].filter(([, r]) => r.n > 0).sort((a, b) => b[1].n - a[1].n);
+  for (const [op, r] of list) {
+    r.buckets.sort((a, b) => a[0] - b[0]);
+    ops.append(h("tr", null, h("th", { scope: "row" }, op || "(none)"), h("td", null, String(r.n)),
+      h("td", null, String(r.err)), h("td", null, r.codes.join(", ")),
+      h("td", null, ms(quantile(0.5, r.buckets))), h("td", null, ms(quantile(0.99, r.buckets))),
+      h("td", null, r.count ? ms(r.sum / r.count) : "")));
+  }
+  if (!list.length) ops.append(h("tr", null, h("td", { colspan: 7 }, "No requests yet.")));
+  for (const [label, name, fmt] of BACKGROUND) {
+    const xs = all.filter((x) => x.name === name);
+    if (!xs.length) continue;
+    const v = name.endsWith("_ratio") ? Math.min(...xs.map((x) => x.value)) : xs.reduce((a, x) => a + x.value, 0);
+    bg.append(h("dt", null, label), h("dd", null, fmt ? fmt(v) : String(v)));
+  }
+  if (!bg.childElementCount) bg.append(h("dd", null, "None reported."));
+  // Refreshed in place unless the reader is on a control of the page (a
+  // rebuild would take their focus away).
+  const again = () => {
+    if (!location.hash.startsWith("#/server")) return;
+    if (main.contains(document.activeElement) && document.activeElement !== main) serverTimer = setTimeout(again, 5000);
+    else serverView();
+  };
+  serverTimer = setTimeout(again, 5000);
+}
+
+start();
