@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -329,4 +330,105 @@ func TestFindHistoryFromTheStore(t *testing.T) {
 	if h, err := m.FindHistory(ctx, account, "nothere", "arn:x"); err != nil || h != nil {
 		t.Fatalf("no history: %+v, %v", h, err)
 	}
+}
+
+// TestPITRRestoreTakenOver: a point-in-time restore whose owner stops
+// after its first batch is taken over by another server's reconciler,
+// which plans it again from the job key alone and finishes it; the
+// stale owner is fenced; the target holds the state at the instant.
+func TestPITRRestoreTakenOver(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		st := memstore.New()
+		ref := createTable(t, b, "take1")
+		for i := 0; i < 300; i++ {
+			logWrite(t, b, ref, i, "a", "", 0)
+		}
+		gate, reached := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		m := newManager(t, b, st, func(c *Config) {
+			c.HeartbeatInterval = time.Hour // its heartbeat never comes in time
+			c.StaleAfter = 100 * time.Millisecond
+			c.Restorer = testRestorer{}
+			c.SpoolDir = t.TempDir()
+			c.Hook = func(p string) {
+				if p == PointRestoreMidLoad {
+					first := false
+					once.Do(func() { first = true })
+					if first {
+						close(reached)
+						<-gate
+					}
+				}
+			}
+		})
+		opened := sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(opened)
+		s := newShipper(t, m, &testPITR{tables: []PITRTable{pitrTable(ref)}})
+		s.ShipOnce(ctx)
+		time.Sleep(30 * time.Millisecond)
+		for i := 0; i < 150; i++ {
+			logWrite(t, b, ref, i, "b", "", 0)
+		}
+		for i := 150; i < 200; i++ {
+			logWrite(t, b, ref, i, "", "", 0)
+		}
+		time.Sleep(30 * time.Millisecond)
+		at := time.Now()
+		time.Sleep(30 * time.Millisecond)
+		logWrite(t, b, ref, 0, "late", "", 0)
+		s.ShipOnce(ctx)
+		prefix := format.PITRPrefix(account, "take1", pitrTable(ref).Incarnation())
+		if err := m.RestorePITR(ctx, prefix, at, account, "dst", func(ctx context.Context, key string) (*storage.Table, error) {
+			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+			if err != nil {
+				return nil, err
+			}
+			return res.Table, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		<-reached
+		time.Sleep(300 * time.Millisecond) // the claim is stale by its heartbeat
+		other := newManager(t, otherServer(b), st, func(c *Config) {
+			c.StaleAfter = 100 * time.Millisecond
+			c.Restorer = testRestorer{}
+			c.SpoolDir = t.TempDir()
+		})
+		if err := other.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := counter(t, other, "resumed_restore"); n != 1 {
+			t.Fatalf("the other server took the stale job over %v times, want 1", n)
+		}
+		opened()
+		key := PITRJobKey(prefix, at)
+		deadline := time.Now().Add(30 * time.Second)
+		for m.RestoringFrom(key) || other.RestoringFrom(key) || finished(t, other, "ok") < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the restore does not end")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		res, err := b.Scan(ctx, storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range res.Rows {
+			got[keysOf(t, r.Item)] = string(r.Item)
+		}
+		if len(res.Rows) != 250 {
+			t.Fatalf("restored %d items, want 250", len(res.Rows))
+		}
+		for i := 0; i < 300; i++ {
+			want := map[bool]string{true: "b", false: "a"}[i < 150]
+			if i >= 150 && i < 200 {
+				want = "absent"
+			}
+			if v := value(t, got, i); v != want {
+				t.Fatalf("item %d: %s, want %s", i, v, want)
+			}
+		}
+	})
 }
