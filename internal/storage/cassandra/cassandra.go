@@ -1,5 +1,5 @@
-// Package cassandra is an EXPERIMENTAL storage backend on Apache Cassandra
-// (5.0) through gocql. See docs/adr/0016-cassandra-backend.md for the data
+// Package cassandra is a storage backend on Apache Cassandra (5.0) through
+// gocql. See docs/adr/0016-cassandra-backend.md for the data
 // model, the table-version fence and the limits, and
 // docs/adr/0021-cassandra-change-log-and-snapshots.md for the change log,
 // the snapshot capability (pre-images of open epochs, snapshot.go) and the

@@ -18,7 +18,7 @@ import (
 // wake-up, a read. And each one is a commit of its own in PostgreSQL.
 //
 // A write that finds no other speculative write in flight sends itself at
-// once, as before. One that finds others in flight queues its plan; a lane
+// once, alone. One that finds others in flight queues its plan; a lane
 // takes every queued plan it can combine (distinct keys, the same version
 // of every shared table; at most wlaneBatch) and sends them as one
 // pipelined batch: all their item locks in ascending order, each table's
@@ -29,7 +29,7 @@ import (
 // Outcomes. Committed: every plan is applied. A statement failed (a wrong
 // guess, a stale version): nothing was written, and each plan is sent
 // again alone by its own request, which then learns its own outcome (the
-// lock path after a refusal, as before). Nothing sent, or a session ended
+// lock path after a refusal, as for a write sent alone). Nothing sent, or a session ended
 // by the server before the last statement's result: nothing committed,
 // every write runs on the locked path. Otherwise (a connection lost with
 // the Sync sent) the outcome is unknown for every plan of the batch:

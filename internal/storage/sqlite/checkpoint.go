@@ -13,8 +13,8 @@ import (
 // without blocking the writer or readers. A PASSIVE checkpoint never
 // restarts the WAL, and SQLite restarts it on its own only when a write
 // transaction begins with every frame already copied back — which a
-// sustained load never allows, so the WAL used to grow for as long as the
-// load lasted (hundreds of MiB beside a database of a few).
+// sustained load never allows, so without a bound the WAL grows for as
+// long as the load lasts (hundreds of MiB beside a database of a few).
 //
 // The bound: after each batch the writer looks at the -wal file's size;
 // once the log has passed Options.WALLimitBytes, the writer itself runs a

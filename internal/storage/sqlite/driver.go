@@ -179,7 +179,7 @@ func statusDriver(ctx context.Context, env storage.DriverEnv) (*storage.SchemaSt
 
 // defaultItemCacheMB is storage.sqlite.item_cache_mb's default. 16 MiB
 // rather than 32: the cache's Go heap counts about twice in RSS (the
-// collector's headroom), and at 32 MiB a server running the comparison's
-// workloads peaked at 185–190 MiB against issue 18's 200 MiB; at 16 MiB
-// 129 MiB, with the same CPU per request (docs/benchmarks.md).
+// collector's headroom), and at 32 MiB a server running the benchmark
+// workloads peaks at 185–190 MiB, close to the 200 MiB target of
+// docs/benchmarks.md; at 16 MiB at 129 MiB, with the same CPU per request.
 const defaultItemCacheMB = 16

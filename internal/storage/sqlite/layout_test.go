@@ -16,9 +16,9 @@ import (
 
 // TestItemsOutsideKeyBTree: items and index entries are rows of rowid
 // tables, and the B-trees that are searched by key (items_key, idx_key)
-// hold the keys only. As WITHOUT ROWID tables the whole row was the key
-// of the searched B-tree: a 1 KiB item overflowed its 4 KiB page and every
-// comparison of a search read the overflow page (ADR 0022).
+// hold the keys only. In a WITHOUT ROWID table the whole row is the key
+// of the searched B-tree: a 1 KiB item overflows its 4 KiB page and every
+// comparison of a search reads the overflow page (ADR 0022).
 func TestItemsOutsideKeyBTree(t *testing.T) {
 	b := openT(t, Options{Path: filepath.Join(t.TempDir(), "db.sqlite")})
 	ctx := context.Background()

@@ -3,13 +3,14 @@
 //
 // Layout of the database (migrations/sqlite): a catalog table `tables`,
 // the items in `items(t, h, pk, sk, item)` and secondary index entries in
-// `idx(t, ix, h, ipk, isk, pk, sk, item)`, both rowid tables whose unique
-// key indexes (items_key on (t, h, pk, sk), idx_key on (t, ix, h, ipk,
-// isk, pk, sk)) hold the keys only, so that a search compares keys without
-// reading the items (ADR 0022), and GetItem, Query (one partition, a sort
-// key range, either direction) and Scan (in (KeyHash(pk), pk, sk) order, a
-// segment being a range of h) are ordered range scans of a key index. Keys are BLOBs; SQLite
-// compares BLOBs with memcmp, which is the byte order of attr.KeyBytes.
+// `idx(t, ix, h, ipk, isk, pk, sk, item)`, both rowid tables with a UNIQUE
+// index on their keys (items_key, idx_key; ADR 0022), so that GetItem,
+// Query (one partition, a sort key range, either direction) and Scan (in
+// (KeyHash(pk), pk, sk) order, a segment being a range of h) are ordered
+// range scans of the key index. The index keeps the keys only, so its
+// entries stay on their pages however large the item; the item lives in
+// the table's B-tree under its rowid. Keys are BLOBs; SQLite compares
+// BLOBs with memcmp, which is the byte order of attr.KeyBytes.
 //
 // Concurrency: the database runs in WAL mode with synchronous=NORMAL (a
 // commit is durable against a process crash; a power loss may lose the

@@ -283,8 +283,8 @@ func memEnv(m *memStore, backend *Ledger, refs [2]storage.TableRef) ledgertest.E
 // call takes milliseconds, as a remote server's does on a loaded host: four
 // coordinators keep some of the eight accounts locked nearly all the time,
 // and the two TransactGet readers must still finish within MaxWait. (A
-// reader that needed a pass meeting no lock at all starved here, as it did
-// on FerretDB in CI.)
+// reader that needed a pass meeting no lock at all would starve here, as
+// on a loaded FerretDB; ADR 0041.)
 func TestSlowStoreReaders(t *testing.T) {
 	m := newMemStore()
 	m.delay = 10 * time.Millisecond
