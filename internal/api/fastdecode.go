@@ -13,7 +13,7 @@ import (
 // three passes over the item's bytes, about a tenth of a PutItem's server
 // CPU. It returns false, leaving v to be reset and decoded by
 // encoding/json, for any body it does not handle — so that the result
-// and the error of every request are encoding/json's as before.
+// and the error of every request are those encoding/json gives.
 func fastDecode(body []byte, v any) bool {
 	switch in := v.(type) {
 	case *engine.PutItemInput:

@@ -12,7 +12,8 @@ import (
 	"github.com/extenddb/extenddb/internal/engine"
 )
 
-// slowDecode is decode as it was before the fast path: encoding/json.
+// slowDecode is decode without the fast path: encoding/json alone, the
+// reference fastDecode must agree with.
 func slowDecode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil

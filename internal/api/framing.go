@@ -23,7 +23,7 @@ import (
 // RequestEntityTooLargeException for headers over the limit. Everything
 // else passes through unchanged.
 //
-// The connection is closed after such an answer, as before. Requests whose
+// The connection is closed after such an answer, as net/http does. Requests whose
 // headers never finish (the header timeout) are closed without an answer:
 // there is no request to answer. Over TLS the writes are encrypted before
 // they reach the listener's connections, so HTTPS keeps net/http's
