@@ -1,5 +1,6 @@
-// Package format is the on-store format of extenddb backups, version 1, as
-// specified in docs/backup-design.md section 1: zstd line-delimited DynamoDB-JSON
+// Package format is the on-store format of extenddb backups (it writes
+// version FormatVersion and reads every version up to it), as specified
+// in docs/backup-design.md section 1: zstd line-delimited DynamoDB-JSON
 // data files, the extenddb manifest, its sha256sum-form sidecar, the AWS
 // export manifests (manifest-summary.json, manifest-files.json), backup ids,
 // ARNs and object key names.
