@@ -54,8 +54,8 @@ func readProcFrom(root string, pid int) (ProcSample, error) {
 // SumProcCPU sums utime+stime of the processes whose /proc/PID/cmdline
 // (arguments joined by spaces) contains match, and counts them. The
 // calling process is never counted: its own command line carries match
-// (--backend-procs), which made the load tool's CPU part of the database's
-// before 2026-12-01.
+// (--backend-procs), and counting it would add the load tool's CPU to the
+// database's.
 func SumProcCPU(match string) (time.Duration, int) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
