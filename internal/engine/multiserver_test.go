@@ -258,8 +258,7 @@ func entryID(ipk, isk, pk, sk, item []byte) string {
 		strconv.Quote(string(sk)) + "/" + strconv.Quote(string(item))
 }
 
-// TestTwoServersGSICreation is issue 11's first reproduction: server B
-// caches the table without the index while server A creates it; both
+// TestTwoServersGSICreation: server B caches the table without the index while server A creates it; both
 // then write. With the index ACTIVE it must hold exactly what the table
 // says: no stale entry for x, no orphan for the deleted y.
 func TestTwoServersGSICreation(t *testing.T) {
@@ -330,7 +329,7 @@ func (c *countingBackend) Query(ctx context.Context, p storage.QueryParams) (*st
 	return c.Backend.Query(ctx, p)
 }
 
-// TestTwoServersTTLEnable is issue 11's second reproduction: A enables TTL
+// TestTwoServersTTLEnable: A enables TTL
 // and writes 600 items already expired; B, with a description cached
 // from before, overwrites them with a future expiry. The items must stay,
 // the genuinely expired items behind them in the TTL order must be
