@@ -51,8 +51,8 @@ const (
 	bigItems     = 45       // ~390 KB items: a BatchGetItem reply of ~16 MB
 	bigItemBytes = 390 << 10
 	// The attack lasts long enough for abuseSamples on a slowed host too
-	// (~9 s at full speed; 3 s of onset before it; 2026-12-01 a host at
-	// half speed took more than the 17 s a 20 s attack left).
+	// (~9 s at full speed, 3 s of onset before it; a host at half speed
+	// needs more than the 17 s a 20 s attack leaves).
 	abuseFor = 30 * time.Second
 	settle   = 30 * time.Second
 	// Ordinary requests per latency measurement. The attack comes in
@@ -62,8 +62,8 @@ const (
 	// fall. abuseSamples (~9 s, six cycles) make it the attack's p99.
 	// The idle p99 is taken over idleSamples (~6 s) before the attack and
 	// as many after: on a machine shared with other work, a p99 over 3 s
-	// swung by half from one run to the next (2026-12-01: ratios from
-	// 0.77 to 2.26 on one host, the server unchanged).
+	// swings by half from one run to the next (ratios from 0.77 to 2.26
+	// on one host, the server unchanged).
 	idleSamples  = 16000
 	abuseSamples = 24000
 

@@ -98,7 +98,8 @@ def test_wrong_json_type_is_serialization_exception(endpoint, op, payload):
 
 def test_serialization_error_message_key_is_lowercase(endpoint):
     # extenddb's error bodies always use the lowercase "message" key
-    # (ARCHITECTURE.md section 3); SDKs accept either case.
+    # (docs/compatibility.md, "Errors use the service's __type prefixes");
+    # SDKs accept either case.
     r = raw_call(endpoint, "ListTables", {"Limit": "abc"})
     body = assert_error(r, SERIALIZATION)
     assert "Message" not in body, body

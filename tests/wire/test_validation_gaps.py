@@ -1,5 +1,5 @@
-"""Validation gaps found by the adversarial trial (issue 11, item 7), tag
-rules (characters allowed, lengths in characters) and the message of
+"""Validation of inputs an adversarial client sends (names, limits and
+shapes DynamoDB checks before any work), tag rules (characters allowed, lengths in characters) and the message of
 UnknownOperationException. Each answer is DynamoDB's error shape."""
 
 import pytest
