@@ -31,7 +31,9 @@ type Config struct {
 	Log     Log     `toml:"log"`
 	Auth    Auth    `toml:"auth"`
 	Backup  Backup  `toml:"backup"`
-	Streams Streams `toml:"streams"`
+	// S3 says where the buckets named by exports and imports live.
+	S3      store.BucketConfig `toml:"s3"`
+	Streams Streams            `toml:"streams"`
 }
 
 // Streams configures DynamoDB Streams.
@@ -350,6 +352,9 @@ func (c *Config) Validate() error {
 	if err := c.Backup.Store.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if err := c.S3.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	if c.Backup.SpoolDir != "" && c.Backup.Store.Root != "" {
 		if rel, err := filepath.Rel(c.Backup.Store.Root, c.Backup.SpoolDir); err == nil && !strings.HasPrefix(rel, "..") {
 			return errors.New("config: backup.spool_dir must not be inside backup.store.root")
@@ -501,6 +506,16 @@ func setPath(v reflect.Value, path []string, val, full string) error {
 				return fmt.Errorf("key %q: %w", full, err)
 			}
 			fv.SetBool(b)
+		case reflect.Pointer:
+			// An optional boolean (unset means "the default").
+			if fv.Type().Elem().Kind() != reflect.Bool {
+				return fmt.Errorf("key %q cannot be set from the environment", full)
+			}
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return fmt.Errorf("key %q: %w", full, err)
+			}
+			fv.Set(reflect.ValueOf(&b))
 		case reflect.Int, reflect.Int64, reflect.Int32:
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {

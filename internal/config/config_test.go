@@ -252,3 +252,25 @@ func TestLegacyDuration(t *testing.T) {
 		t.Fatalf("zero duration: %v", err)
 	}
 }
+
+func TestS3Section(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "extenddb.toml")
+	if err := os.WriteFile(p, []byte("[s3]\nendpoint = \"http://127.0.0.1:5000\"\nregion = \"eu-west-1\"\npath_style = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p, nil, testSections)
+	if err != nil || c.S3.Endpoint != "http://127.0.0.1:5000" || c.S3.Region != "eu-west-1" || c.S3.PathStyle == nil || *c.S3.PathStyle {
+		t.Fatalf("%+v %v", c.S3, err)
+	}
+	c, err = Load("", []string{"EXTENDDB__S3__FILESYSTEM_ROOT=/srv/buckets", "EXTENDDB__S3__PATH_STYLE=true"}, testSections)
+	if err != nil || c.S3.FilesystemRoot != "/srv/buckets" || c.S3.PathStyle == nil || !*c.S3.PathStyle {
+		t.Fatalf("%+v %v", c.S3, err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__S3__FILESYSTEM_ROOT=rel"}, testSections); err == nil || !strings.Contains(err.Error(), "s3.filesystem_root") {
+		t.Fatalf("relative filesystem_root: %v", err)
+	}
+	if _, err := Load("", []string{"EXTENDDB__S3__PATH_STYLE=maybe"}, testSections); err == nil || !strings.Contains(err.Error(), "s3.path_style") {
+		t.Fatalf("bad path_style: %v", err)
+	}
+}

@@ -68,6 +68,10 @@ type Config struct {
 	PartSize int64 `toml:"part_size"`
 	// UploadConcurrency: parts in flight per upload. 0 means 4.
 	UploadConcurrency int `toml:"upload_concurrency"`
+
+	// pathStyle, when set by OpenBucket from [s3] path_style, overrides
+	// the default (path-style with an endpoint, virtual-hosted without).
+	pathStyle *bool
 }
 
 func (c Config) kind() string {

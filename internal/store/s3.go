@@ -79,6 +79,9 @@ func NewS3(ctx context.Context, cfg Config) (*S3, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 			o.UsePathStyle = true
 		}
+		if cfg.pathStyle != nil {
+			o.UsePathStyle = *cfg.pathStyle
+		}
 		// Checksums only where the API requires them: S3-compatible
 		// servers differ in their support of the newer checksum headers,
 		// and the backup format carries its own SHA-256.
