@@ -427,7 +427,7 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		return nil, err
 	}
 	if in.TimeRangeLowerBound != nil && in.TimeRangeUpperBound != nil && *in.TimeRangeLowerBound > *in.TimeRangeUpperBound {
-		return nil, validationf("TimeRangeLowerBound cannot be later than TimeRangeUpperBound")
+		return nil, invalidParam("Time range lower bound must be less than or equal to upper bound")
 	}
 	if e.backups == nil {
 		return nil, e.errBackupsDisabled()
@@ -573,6 +573,9 @@ func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in
 		return nil, err
 	}
 	enable := *spec.PointInTimeRecoveryEnabled
+	if !enable && spec.RecoveryPeriodInDays != nil {
+		return nil, validationf("Invalid Request: Cannot specify RecoveryPeriodInDays when disabling point-in-time recovery.")
+	}
 	days := int64(maxRecoveryDays)
 	if spec.RecoveryPeriodInDays != nil {
 		days = *spec.RecoveryPeriodInDays

@@ -41,10 +41,13 @@ def test_recovery_period_bounds(ddb_raw, table):
                match="pointInTimeRecoverySpecification.pointInTimeRecoveryEnabled' failed to satisfy constraint: Member must not be null")
 
 
-def test_disable_when_off_is_a_no_op(ddb, table):
-    res = ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(False, 5))
+def test_disable_when_off_is_a_no_op(ddb, ddb_raw, table):
+    res = ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(False))
     assert res["ContinuousBackupsDescription"] == {"ContinuousBackupsStatus": "ENABLED",
                                                    "PointInTimeRecoveryDescription": {"PointInTimeRecoveryStatus": "DISABLED"}}
+    # A recovery period belongs to enabling only.
+    validation(ddb_raw.update_continuous_backups, TableName=table, PointInTimeRecoverySpecification=spec(False, 5),
+               message="Invalid Request: Cannot specify RecoveryPeriodInDays when disabling point-in-time recovery.")
 
 
 @pytest.mark.capability("backups")
@@ -323,15 +326,15 @@ def test_restore_errors(ddb, ddb_raw, make_table, table_name):
                  TargetTableName=plain, UseLatestRestorableTime=True, message=f"Table already exists: {plain}")
     bad = [
         (dict(SourceTableName=src, SourceTableArn=arn, UseLatestRestorableTime=True),
-         "One or more parameter values were invalid: Only one of SourceTableArn or SourceTableName may be specified"),
+         "Must provide exactly one of: sourceTableArn, sourceTableName"),
         (dict(UseLatestRestorableTime=True),
-         "One or more parameter values were invalid: Either SourceTableArn or SourceTableName must be specified"),
+         "Must provide exactly one of: sourceTableArn, sourceTableName"),
         (dict(SourceTableName=src, UseLatestRestorableTime=True, RestoreDateTime=now),
-         "One or more parameter values were invalid: Only one of RestoreDateTime or UseLatestRestorableTime may be specified"),
+         "Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both"),
         (dict(SourceTableName=src),
-         "One or more parameter values were invalid: Either RestoreDateTime or UseLatestRestorableTime must be specified"),
+         "Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both"),
         (dict(SourceTableName=src, UseLatestRestorableTime=False),
-         "One or more parameter values were invalid: Either RestoreDateTime or UseLatestRestorableTime must be specified"),
+         "Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both"),
     ]
     for kw, msg in bad:
         validation(ddb_raw.restore_table_to_point_in_time, TargetTableName=table_name, message=msg, **kw)
