@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,6 +186,14 @@ func backupErr(err error, table string) error {
 	return err
 }
 
+// isTableArn tells whether arn names a table (or one of its indexes or
+// streams) rather than a backup: the service refuses it as a backup ARN
+// instead of looking it up.
+func isTableArn(arn string) bool {
+	parts := strings.SplitN(arn, ":", 6)
+	return len(parts) == 6 && parts[2] == "dynamodb" && strings.HasPrefix(parts[5], "table/") && !strings.Contains(parts[5], "/backup/")
+}
+
 func backupNotFound(arn string) error {
 	return newErr(CodeBackupNotFound, "Backup not found: %s", arn)
 }
@@ -332,6 +341,9 @@ func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string)
 	checkBackupArn(&c, "backupArn", arn)
 	if err := c.err(); err != nil {
 		return nil, err
+	}
+	if isTableArn(*arn) {
+		return nil, validationf("Invalid Backup ARN")
 	}
 	if e.backups == nil {
 		return nil, e.errBackupsDisabled()
@@ -657,8 +669,9 @@ func restoringTable(t *table) error {
 
 // RestoreTableFromBackup creates a table from a backup: the target is
 // created in CREATING with a RestoreSummary and the restore job loads it
-// and flips it ACTIVE. Tags, TTL, streams and point-in-time recovery
-// settings are not restored, as on the service; the overrides replace the
+// and flips it ACTIVE. Tags, TTL, streams, point-in-time recovery,
+// deletion protection and the table class are not restored, as on the
+// service; the overrides replace the
 // billing mode, throughput and SSE, and select the indexes to keep.
 func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in *RestoreTableFromBackupInput) (*RestoreTableFromBackupOutput, error) {
 	var c constraintErrors
@@ -686,6 +699,10 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	d, err := e.restoredDescription(account, name, r, &src.Desc, in)
 	if err != nil {
 		return nil, err
+	}
+	// A backup feeds one restore at a time, as on the service.
+	if e.backups.RestoringFrom(r.ARN) {
+		return nil, newErr(CodeBackupInUse, "Backup is being restored: %s", r.ARN)
 	}
 	raw, err := json.Marshal(&storedTable{Desc: *d})
 	if err != nil {
@@ -743,7 +760,7 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		TableName: name, TableId: newUUID(), TableArn: arn, TableStatus: "CREATING",
 		CreationDateTime: epochSeconds(now), KeySchema: s.KeySchema, AttributeDefinitions: s.AttributeDefinitions,
 		ProvisionedThroughput: s.ProvisionedThroughput, BillingModeSummary: s.BillingModeSummary,
-		SSEDescription: s.SSEDescription, TableClassSummary: s.TableClassSummary,
+		SSEDescription: s.SSEDescription,
 		RestoreSummary: &RestoreSummary{SourceBackupArn: r.ARN, SourceTableArn: e.tableArn(account, r.TableName),
 			RestoreDateTime: epochSeconds(now), RestoreInProgress: true},
 	}
@@ -753,6 +770,14 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 	}
 	if in.BillingModeOverride != nil {
 		billing = *in.BillingModeOverride
+	}
+	switch {
+	case in.ProvisionedThroughputOverride != nil && in.BillingModeOverride != nil && billing == "PAY_PER_REQUEST":
+		return nil, validationf("Invalid Request: Cannot override ProvisionedThroughput if BillingMode is overridden to PAY_PER_REQUEST")
+	case in.ProvisionedThroughputOverride != nil && billing != "PROVISIONED":
+		return nil, validationf("Invalid Request: Cannot override ProvisionedThroughput unless BillingMode is PROVISIONED")
+	case in.ProvisionedThroughputOverride == nil && in.BillingModeOverride != nil && billing == "PROVISIONED":
+		return nil, validationf("Invalid Request: Must override ProvisionedThroughput if BillingMode is overridden to PROVISIONED")
 	}
 	pt := in.ProvisionedThroughputOverride
 	if pt == nil && billing == "PROVISIONED" && s.ProvisionedThroughput != nil && s.ProvisionedThroughput.ReadCapacityUnits > 0 {
@@ -775,14 +800,15 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		for _, o := range in.GlobalSecondaryIndexOverride {
 			var found *GlobalSecondaryIndexDescription
 			for i := range s.GlobalSecondaryIndexes {
-				if s.GlobalSecondaryIndexes[i].IndexName == o.IndexName {
+				if sameIndex(o.IndexName, o.KeySchema, o.Projection, s.GlobalSecondaryIndexes[i].IndexName, s.GlobalSecondaryIndexes[i].KeySchema, s.GlobalSecondaryIndexes[i].Projection) {
 					found = &s.GlobalSecondaryIndexes[i]
 				}
 			}
 			if found == nil {
-				return nil, invalidParam("Global secondary index %s is not in the backup", o.IndexName)
+				return nil, errIndexNotInSource(o.IndexName)
 			}
 			g := *found
+			g.IndexName = o.IndexName
 			if o.ProvisionedThroughput != nil {
 				rc, wc := *o.ProvisionedThroughput.ReadCapacityUnits, *o.ProvisionedThroughput.WriteCapacityUnits
 				g.ProvisionedThroughput = &ProvisionedThroughputDescription{ReadCapacityUnits: rc, WriteCapacityUnits: wc}
@@ -807,12 +833,13 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		for _, o := range in.LocalSecondaryIndexOverride {
 			ok := false
 			for _, l := range s.LocalSecondaryIndexes {
-				if l.IndexName == o.IndexName {
+				if !ok && sameIndex(o.IndexName, o.KeySchema, o.Projection, l.IndexName, l.KeySchema, l.Projection) {
+					l.IndexName = o.IndexName
 					lsis, ok = append(lsis, l), true
 				}
 			}
 			if !ok {
-				return nil, invalidParam("Local secondary index %s is not in the backup", o.IndexName)
+				return nil, errIndexNotInSource(o.IndexName)
 			}
 		}
 	}
@@ -876,4 +903,20 @@ func (e *Engine) StoredDescription(sourceTable []byte) ([]byte, error) {
 		return nil, fmt.Errorf("source_table: %w", err)
 	}
 	return json.Marshal(&storedTable{Desc: d})
+}
+
+// sameIndex tells whether an index override names a source index: by its
+// name, or (a renamed index) by the same key schema and projection type.
+func sameIndex(name string, ks []KeySchemaElement, p *Projection, srcName string, srcKS []KeySchemaElement, srcP *Projection) bool {
+	if name == srcName {
+		return true
+	}
+	if len(ks) == 0 || !slices.Equal(ks, srcKS) || p == nil || srcP == nil {
+		return false
+	}
+	return p.ProjectionType == srcP.ProjectionType && slices.Equal(p.NonKeyAttributes, srcP.NonKeyAttributes)
+}
+
+func errIndexNotInSource(name string) error {
+	return validationf("Invalid Request: Index %s does not match a secondary index that existed in the source table and cannot be created during the restore operation", name)
 }
