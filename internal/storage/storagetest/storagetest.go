@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"BackupCatalogID", testCatalogID},
 		{"BackupCatalogRemoveRepoint", testBackupRemoveRepoint},
 		{"RestoreCatalog", testRestoreCatalog},
+		{"JobCatalog", testJobCatalog},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
 		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
