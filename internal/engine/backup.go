@@ -73,6 +73,7 @@ type BackupDetails struct {
 	BackupStatus           string  `json:"BackupStatus"`
 	BackupType             string  `json:"BackupType"`
 	BackupCreationDateTime float64 `json:"BackupCreationDateTime"`
+	BackupExpiryDateTime   float64 `json:"BackupExpiryDateTime,omitempty"`
 }
 
 type CreateBackupOutput struct {
@@ -144,6 +145,7 @@ type BackupSummary struct {
 	BackupStatus           string  `json:"BackupStatus"`
 	BackupType             string  `json:"BackupType"`
 	BackupSizeBytes        *int64  `json:"BackupSizeBytes,omitempty"`
+	BackupExpiryDateTime   float64 `json:"BackupExpiryDateTime,omitempty"`
 }
 
 type ListBackupsOutput struct {
@@ -275,6 +277,9 @@ func epochMillis(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 func backupDetails(r *storage.BackupRecord) *BackupDetails {
 	d := &BackupDetails{BackupArn: r.ARN, BackupName: r.Name, BackupStatus: wireBackupStatus(r.Status),
 		BackupType: r.Type, BackupCreationDateTime: epochMillis(r.CreatedAt)}
+	if !r.ExpiresAt.IsZero() {
+		d.BackupExpiryDateTime = epochMillis(r.ExpiresAt)
+	}
 	if r.Status != storage.BackupCreating {
 		n := r.SizeBytes
 		d.BackupSizeBytes = &n
@@ -445,10 +450,10 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		return nil, e.errBackupsDisabled()
 	}
 	out := &ListBackupsOutput{BackupSummaries: []BackupSummary{}}
-	if typ != "USER" && typ != "ALL" {
-		return out, nil // every backup here is a USER backup
-	}
 	p := storage.ListBackupsParams{Account: account, Statuses: []string{storage.BackupCreating, storage.BackupAvailable}, Limit: limit + 1}
+	if typ != "ALL" {
+		p.Types = []string{typ}
+	}
 	if in.TableName != nil {
 		p.TableName = tableNameOrArn(*in.TableName)
 	}
@@ -476,6 +481,9 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		s := BackupSummary{TableName: r.TableName, TableId: st.Desc.TableId, TableArn: e.tableArn(account, r.TableName),
 			BackupArn: r.ARN, BackupName: r.Name, BackupCreationDateTime: epochMillis(r.CreatedAt),
 			BackupStatus: wireBackupStatus(r.Status), BackupType: r.Type}
+		if !r.ExpiresAt.IsZero() {
+			s.BackupExpiryDateTime = epochMillis(r.ExpiresAt)
+		}
 		if r.Status != storage.BackupCreating {
 			n := r.SizeBytes
 			s.BackupSizeBytes = &n

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"BackupCatalogRemoveRepoint", testBackupRemoveRepoint},
 		{"RestoreCatalog", testRestoreCatalog},
 		{"JobCatalog", testJobCatalog},
+		{"BackupExpiry", testBackupExpiry},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
 		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},
