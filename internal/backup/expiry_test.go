@@ -12,8 +12,9 @@ import (
 
 // TestExpiredBackupsAreDeleted: the reconciler deletes an AVAILABLE
 // backup once its expiry has passed on the injected clock, and only then;
-// a USER backup (no expiry) and a backup not yet expired stay; of two
-// managers reconciling one catalog at once, the backup is deleted once.
+// a USER backup (no expiry), a backup not yet expired and a plan's backup
+// (its retention's to delete) stay; of two managers reconciling one
+// catalog at once, the backup is deleted once.
 func TestExpiredBackupsAreDeleted(t *testing.T) {
 	forEach(t, func(t *testing.T, b storage.Backend) {
 		ref := createTable(t, b, "tbl")
@@ -36,10 +37,11 @@ func TestExpiredBackupsAreDeleted(t *testing.T) {
 		}
 		start := now()
 		user := mk("user", Origin{Type: "USER"})
-		soon := mk("soon", Origin{Type: "AWS_BACKUP", Plan: "nightly", ExpiresAt: start.Add(time.Hour)})
+		soon := mk("soon", Origin{Type: "SYSTEM", ExpiresAt: start.Add(time.Hour)})
 		later := mk("later", Origin{Type: "SYSTEM", ExpiresAt: start.Add(48 * time.Hour)})
-		if soon.Plan != "nightly" || soon.Type != "AWS_BACKUP" || !soon.ExpiresAt.Equal(start.Add(time.Hour).Truncate(time.Millisecond)) {
-			t.Fatalf("the plan backup's row: %+v", soon)
+		planned := mk("planned", Origin{Type: "AWS_BACKUP", Plan: "nightly", ExpiresAt: start.Add(time.Hour)})
+		if planned.Plan != "nightly" || planned.Type != "AWS_BACKUP" || !planned.ExpiresAt.Equal(start.Add(time.Hour).Truncate(time.Millisecond)) {
+			t.Fatalf("the plan backup's row: %+v", planned)
 		}
 		reconcileBoth := func() {
 			t.Helper()
@@ -56,7 +58,7 @@ func TestExpiredBackupsAreDeleted(t *testing.T) {
 			wg.Wait()
 		}
 		reconcileBoth()
-		for _, r := range []*storage.BackupRecord{user, soon, later} {
+		for _, r := range []*storage.BackupRecord{user, soon, later, planned} {
 			if got, _ := m.GetBackup(t.Context(), r.ARN); got == nil || got.Status != storage.BackupAvailable {
 				t.Fatalf("backup %s before its expiry: %+v", r.Name, got)
 			}
@@ -67,9 +69,9 @@ func TestExpiredBackupsAreDeleted(t *testing.T) {
 		if left, _ := st.List(t.Context(), soon.Prefix); len(left) != 0 {
 			t.Fatalf("%d objects of the expired backup left", len(left))
 		}
-		for _, r := range []*storage.BackupRecord{user, later} {
+		for _, r := range []*storage.BackupRecord{user, later, planned} {
 			if got, _ := m.GetBackup(t.Context(), r.ARN); got == nil || got.Status != storage.BackupAvailable {
-				t.Fatalf("backup %s deleted before its expiry: %+v", r.Name, got)
+				t.Fatalf("backup %s deleted: %+v", r.Name, got)
 			}
 		}
 		clock.Add((100 * 24 * time.Hour).Milliseconds())

@@ -15,9 +15,10 @@ import (
 // section 4), only on rows of the configured store and only while the store
 // is healthy:
 //
-//  0. AVAILABLE backups past their expiry (SYSTEM backups, backups of
-//     plans) are deleted as DeleteBackup does, unless a restore reads
-//     them; of several servers, the one whose claim matches deletes;
+//  0. AVAILABLE backups past their expiry (SYSTEM backups) are deleted
+//     as DeleteBackup does, unless a restore reads them; of several
+//     servers, the one whose claim matches deletes (a plan's backups
+//     are left to its retention);
 //  1. CREATING backups whose claim is stale become FAILED under a new
 //     generation, and their objects are removed;
 //  2. DELETING rows whose claim is stale: the delete is finished;
@@ -217,7 +218,9 @@ func (m *Manager) expire(ctx context.Context, storeID string) error {
 	}
 	var errs []error
 	for _, r := range rows {
-		if r.StoreID != storeID || r.ExpiresAt.IsZero() || r.ExpiresAt.After(now()) || m.RestoringFrom(r.ARN) {
+		// A plan's backups are its retention's (which keeps a table's
+		// last good backup whatever its age), not the expiry's.
+		if r.StoreID != storeID || r.ExpiresAt.IsZero() || r.ExpiresAt.After(now()) || r.Plan != "" || m.RestoringFrom(r.ARN) {
 			continue
 		}
 		res, err := m.DeleteBackup(ctx, r)
