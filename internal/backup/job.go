@@ -34,6 +34,12 @@ type Origin struct {
 	ExpiresAt time.Time
 }
 
+// CreateSystemBackup takes the SYSTEM backup of a table with
+// point-in-time recovery that is being deleted (engine.BackupService).
+func (m *Manager) CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*storage.BackupRecord, error) {
+	return m.CreateBackupAs(ctx, account, table, name, Origin{Type: "SYSTEM", ExpiresAt: expiresAt})
+}
+
 // CreateBackupAs is CreateBackup for a backup of the given origin.
 func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name string, o Origin) (*storage.BackupRecord, error) {
 	if m.ctx == nil {

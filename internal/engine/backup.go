@@ -26,6 +26,10 @@ import (
 // cannot be used).
 type BackupService interface {
 	CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error)
+	// CreateSystemBackup is CreateBackup for the SYSTEM backup that
+	// DeleteTable keeps of a table with point-in-time recovery on,
+	// expiring at expiresAt.
+	CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*storage.BackupRecord, error)
 	GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error)
 	ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error)
 	DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error)
@@ -382,6 +386,10 @@ func (e *Engine) DeleteBackup(ctx context.Context, account string, in *BackupArn
 		r, err := e.visibleBackup(ctx, account, in.BackupArn)
 		if err != nil {
 			return nil, err
+		}
+		if r.Type == "SYSTEM" {
+			return nil, validationf("Invalid Request: User is not allowed to delete the system backup with arn %s. It will automatically expire on %s",
+				r.ARN, r.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		if r.Status == storage.BackupCreating {
 			return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)

@@ -740,6 +740,9 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err := restoringTable(t); err != nil {
 		return nil, err
 	}
+	if err := e.keepSystemBackup(ctx, account, t); err != nil {
+		return nil, err
+	}
 	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {
