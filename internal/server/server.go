@@ -299,6 +299,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
 		SpoolDir:          cfg.Backup.SpoolDir,
+		Buckets:           cfg.S3,
 		Logger:            log,
 		Registerer:        reg,
 		Hook:              killHook(log),
@@ -310,6 +311,9 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		return nil, fmt.Errorf("backup.store: %w", err)
 	}
 	eng.SetBackups(m)
+	if backend.Capabilities().Jobs != nil {
+		eng.SetExports(exportService{m})
+	}
 	// Point-in-time recovery ships change logs to the same store; a
 	// backend without a change log cannot have it (enabling it then
 	// answers ContinuousBackupsUnavailableException naming why).
