@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -510,278 +511,6 @@ func (m *Manager) spoolBackup(ctx context.Context, b storage.BackupRecord, prog 
 	return bk, dir, nil
 }
 
-// load writes a verified backup's items into the target, then, for a
-// point-in-time restore (plan not nil), the replay's final state of the
-// keys its records touch (replayRecords), and flips the target ACTIVE.
-// The job's item order is the backup's items (those the replay
-// overwrites count without being written), then the replay's puts.
-func (m *Manager) load(ctx context.Context, b storage.BackupRecord, bk *format.Backup, plan *PITRPlan, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
-	prog.setPhase("load")
-	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
-	// 3. Load in atomic batches, with the index entries the target needs,
-	// after the recorded progress (ADR 0027: the first job.Loaded items of
-	// the backup, in its item order, are durable in the target).
-	load, err := m.cfg.Restorer.ItemLoader(target)
-	if err != nil {
-		return 0, 0, err
-	}
-	total := bk.ItemCount
-	var rp *replayed
-	if plan != nil {
-		if rp, err = replayRecords(plan.Records, load); err != nil {
-			return 0, 0, err
-		}
-		total += int64(len(rp.puts))
-	}
-	skip = job.Loaded
-	if skip < 0 || skip > total {
-		m.log.Warn("restore: the recorded progress is outside the backup; loading it from the start",
-			"restore", job.ID, "loaded", skip, "items", bk.ItemCount)
-		skip = 0
-	}
-	if skip > 0 {
-		m.log.Info("restore resumed after its recorded progress", "restore", job.ID, "target", target.Name,
-			"skipped_items", skip, "items", bk.ItemCount)
-	}
-	marks := newLoadMark(skip)
-	// The first batch is written inline (its progress is recorded and the
-	// mid-load hook runs after it, with nothing else in flight; or at the
-	// end of the load when there is no batch to write); the rest
-	// by restoreWriters writers in parallel, batches in any order (a
-	// backup holds each key once, and every write is a blind put). mu
-	// guards target and ref, which move when a writer meets a moved
-	// version and the job still holds its claim (refence).
-	var mu sync.Mutex
-	ref := target.Ref()
-	caps := m.cfg.Backend.Capabilities()
-	perItem := caps.PerItemAtomic
-	// A backend with a bulk loader (ADR 0032) loads each batch with it:
-	// atomic and fenced like TransactWrite, without reads, locks or
-	// change-log records.
-	bulk, isBulk := caps.Bulk, caps.Bulk != nil
-	batchSize := restoreBatchFor(m.cfg.Backend)
-	targetName := target.Name
-	write := func(ctx context.Context, w restoreWork) error {
-		tr := ref0(&mu, &ref)
-		for attempt, unavailable := 0, 0; ; {
-			var err error
-			switch {
-			case perItem:
-				err = m.writeEach(ctx, blindPuts(tr, w.items))
-			case isBulk:
-				err = bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: tr, Items: w.items})
-			default:
-				_, err = m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(tr, w.items)})
-			}
-			if err == nil {
-				prog.add(int64(len(w.items)), w.bytes)
-				marks.done(w.start, w.end)
-				return nil
-			}
-			if storage.IsKind(err, storage.KindUnavailable) && ctx.Err() == nil && unavailable < restoreRetries {
-				// A transient backend error (a write that timed out on
-				// a loaded server): the batch is written again (blind
-				// puts of the same items), rather than failing the
-				// restore and dropping its target.
-				unavailable++
-				m.log.Warn("restore: a batch write failed; retrying", "target", targetName, "attempt", unavailable, "err", err)
-				t := time.NewTimer(time.Duration(unavailable) * restoreRetryPause)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return err
-				case <-t.C:
-				}
-				continue
-			}
-			if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
-				return err
-			}
-			attempt++
-			mu.Lock()
-			if tr.Version == ref.Version { // nobody refenced since
-				cur, ferr := m.refence(ctx, target, b.ARN, beat)
-				if ferr != nil {
-					mu.Unlock()
-					return ferr
-				}
-				target, ref = cur, cur.Ref()
-			}
-			tr = ref
-			mu.Unlock()
-		}
-	}
-	wctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	work := make(chan restoreWork, restoreWriters)
-	var wg sync.WaitGroup
-	var werr error
-	var werrOnce sync.Once
-	started := false
-	recCtx, recStop := context.WithCancel(wctx)
-	defer recStop()
-	recDone := make(chan struct{})
-	startWriters := func() {
-		started = true
-		go func() {
-			defer close(recDone)
-			m.recordLoop(recCtx, stop, job, marks)
-		}()
-		for range restoreWriters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for w := range work {
-					if err := write(wctx, w); err != nil {
-						werrOnce.Do(func() { werr = err })
-						stop(err)
-					}
-				}
-			}()
-		}
-	}
-	var batch []storage.BulkItem
-	var batchBytes, skippedBytes int64
-	pos := int64(0) // the next item's index in the job's item order
-	flushed := skip // where the next batch starts: the end of the last one
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		w := restoreWork{items: batch, bytes: batchBytes, start: flushed, end: pos}
-		flushed = pos
-		batch, batchBytes = make([]storage.BulkItem, 0, batchSize), 0
-		if !started {
-			if err := write(ctx, w); err != nil {
-				return err
-			}
-			if err := m.recordProgress(ctx, job, marks); err != nil {
-				return err
-			}
-			m.hook(PointRestoreMidLoad)
-			startWriters()
-			return nil
-		}
-		select {
-		case work <- w:
-			return nil
-		case <-wctx.Done():
-			return context.Cause(wctx)
-		}
-	}
-	add := func(it storage.BulkItem, size int64) error {
-		batch = append(batch, it)
-		pos++
-		n++
-		batchBytes += size
-		// The first batch of a run holds restoreBatch items whatever the
-		// backend: the first progress record and the mid-load step come
-		// after as many items everywhere (ADR 0027), and early.
-		if len(batch) == batchSize || !started && len(batch) == restoreBatch {
-			return flush()
-		}
-		return nil
-	}
-	err = bk.Items(ctx, func(r *format.Record) error {
-		size := int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
-		if pos < skip {
-			pos++
-			skippedBytes += size
-			return nil
-		}
-		if pos == skip && skip > 0 {
-			prog.add(skip, skippedBytes)
-		}
-		pk, sk, ch, err := load(bytes.Clone(r.Item))
-		if err != nil {
-			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
-		}
-		if rp != nil && rp.keys[replayKey{string(pk), string(sk)}] {
-			// The replay decides this key's state: the base's item is
-			// counted in the job's order, not written.
-			pos++
-			return nil
-		}
-		return add(storage.BulkItem{PK: pk, SK: sk, Change: ch}, size)
-	})
-	if err == nil && rp != nil {
-		// The replay's puts follow the backup's items in the job's order.
-		for i := range rp.puts {
-			if pos < skip {
-				pos++
-				continue
-			}
-			if err = add(rp.puts[i], rp.sizes[i]); err != nil {
-				break
-			}
-		}
-	}
-	if err == nil {
-		err = flush()
-	}
-	if err == nil && n == 0 && skip > 0 {
-		prog.add(skip, skippedBytes) // every item was loaded before
-	}
-	if err == nil && !started {
-		// Nothing to load (an empty backup, or every item recorded by
-		// the former owner): the load step still passes its hook once.
-		m.hook(PointRestoreMidLoad)
-	}
-	close(work)
-	wg.Wait()
-	if started {
-		recStop()
-		<-recDone
-	}
-	if werr != nil && (err == nil || errors.Is(err, werr) || context.Cause(wctx) == werr) {
-		err = werr
-	}
-	if c := context.Cause(wctx); err == nil && c != nil && !errors.Is(c, context.Canceled) {
-		err = c // the recorder found the claim taken over
-	}
-	if err != nil {
-		return n, skip, err
-	}
-	if pos != total || plan == nil && skip+n != total {
-		return n, skip, fmt.Errorf("restore: loaded %d items (%d skipped as recorded), the manifest has %d", n, skip, bk.ItemCount)
-	}
-	// Every batch is durable: record it, so that a restart from here
-	// loads nothing again.
-	if err := m.recordProgress(ctx, job, marks); err != nil {
-		return n, skip, err
-	}
-	// 4. ACTIVE, only on this incarnation of the target.
-	prog.setPhase("activate")
-	m.hook(PointRestoreBeforeActive)
-	for attempt := 0; ; attempt++ {
-		_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
-			Fn: func(old *storage.Table) ([]byte, error) {
-				if old.ID != target.ID {
-					return nil, errors.New("restore: the target table was replaced")
-				}
-				if old.Version != target.Version {
-					return nil, errTargetMoved
-				}
-				return m.cfg.Restorer.FinishRestore(old)
-			}})
-		if !errors.Is(err, errTargetMoved) || attempt >= 3 {
-			return n, skip, err
-		}
-		cur, ferr := m.refence(ctx, target, b.ARN, beat)
-		if ferr != nil {
-			return n, skip, ferr
-		}
-		target = cur
-	}
-}
-
-// ref0 reads the target's current reference under mu.
-func ref0(mu *sync.Mutex, ref *storage.TableRef) storage.TableRef {
-	mu.Lock()
-	defer mu.Unlock()
-	return *ref
-}
-
 // blindPuts are the writes of a batch's items into table tr: blind puts
 // of each item's change.
 func blindPuts(tr storage.TableRef, items []storage.BulkItem) []storage.WriteItemParams {
@@ -817,36 +546,19 @@ const restoreItemWriters = 4
 // first error is returned (others may have landed: the caller rewrites
 // the whole batch, blind puts of the same items).
 func (m *Manager) writeEach(ctx context.Context, batch []storage.WriteItemParams) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var first error
-	var once sync.Once
-	for range min(restoreItemWriters, len(batch)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if _, err := m.cfg.Backend.WriteItem(ctx, batch[i]); err != nil {
-					once.Do(func() { first = err })
-					cancel(err)
-				}
-			}
-		}()
-	}
-feed:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(restoreItemWriters)
 	for i := range batch {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
+		if gctx.Err() != nil {
+			break
 		}
+		g.Go(func() error {
+			_, err := m.cfg.Backend.WriteItem(gctx, batch[i])
+			return err
+		})
 	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		return first
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return context.Cause(ctx)
 }

@@ -349,6 +349,10 @@ type workerStats struct {
 	samples     map[string]string
 }
 
+// runWorkload runs one workload: a table created and preloaded, a
+// warm-up, the measured window of every worker, the tallies merged and
+// the table dropped. It reads top to bottom as that sequence; its steps
+// share the window's clocks and CPU samples.
 func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err error) {
 	opt := r.opt
 	table := fmt.Sprintf("%s-%s-%s", opt.TablePrefix, wl.name, randomSuffix())

@@ -196,7 +196,8 @@ type encRange struct {
 // (with source_table and the creation time), data file keys under the
 // ARN's prefix and numbered in sequence, totals, and key ranges (ascending
 // and disjoint when item_order is key). Errors are *FileError naming
-// ManifestName.
+// ManifestName. It stays one function so that the order of the checks
+// (and so which error a bad manifest reports) is the order read here.
 func ParseManifest(data []byte) (*Parsed, error) {
 	bad := func(format string, args ...any) error { return fileErr(ManifestName, ErrManifest, format, args...) }
 	top, err := members(data, nil)

@@ -217,39 +217,9 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		if cur.pre, err = b.preImages(ctx, view, t, pk, sk, cur.item); err != nil {
 			return nil, err
 		}
-		nv := int64(1)
-		if cur.ver != nil {
-			nv = *cur.ver + 1
-		}
-		wid := gocql.TimeUUID()
-		var item []byte
-		if ch.Op == storage.Put {
-			item = ch.Item
-		}
-		indexed := len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
-		if ch.Log != nil {
-			// The change log: the partition is marked before the LWT
-			// that writes the record (changelog.go).
-			if err := b.markDirty(ctx, t, pk); err != nil {
-				return nil, err
-			}
-		}
-		var applied bool
-		if indexed || ch.Log != nil || len(cur.pre) > 0 {
-			var ob []byte
-			if indexed {
-				ob = encodeOutbox(ch)
-			}
-			applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, ob, ch.Log)
-		} else {
-			applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
-				item, nv, wid, t, pk, sk, cur.ver, cur.tv, cur.sf).MapScanCAS(map[string]any{})
-		}
+		applied, nv, indexed, err := b.commitItem(ctx, t, pk, sk, cur, ch)
 		if err != nil {
-			applied, err = b.resolveCAS(ctx, err, t, pk, sk, wid, cur.ver)
-			if err != nil {
-				return nil, err
-			}
+			return nil, err
 		}
 		if !applied {
 			continue
@@ -262,6 +232,49 @@ func (b *Backend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*st
 		}
 		return res, nil
 	}
+}
+
+// commitItem writes the change ch of the item read as cur with an LWT
+// conditioned on the row's version, table version and snapshot fence
+// (with its outbox row, change-log record or pre-images when it has
+// any); an LWT whose outcome is unknown is settled (resolveCAS). It
+// answers whether the write applied, the item's new version and whether
+// the change has index entries to apply.
+func (b *Backend) commitItem(ctx context.Context, t int64, pk, sk []byte, cur *current, ch storage.Change) (applied bool, nv int64, indexed bool, err error) {
+	nv = 1
+	if cur.ver != nil {
+		nv = *cur.ver + 1
+	}
+	wid := gocql.TimeUUID()
+	var item []byte
+	if ch.Op == storage.Put {
+		item = ch.Item
+	}
+	indexed = len(ch.DeleteIndex) > 0 || len(ch.PutIndex) > 0
+	if ch.Log != nil {
+		// The change log: the partition is marked before the LWT
+		// that writes the record (changelog.go).
+		if err := b.markDirty(ctx, t, pk); err != nil {
+			return false, 0, false, err
+		}
+	}
+	if indexed || ch.Log != nil || len(cur.pre) > 0 {
+		var ob []byte
+		if indexed {
+			ob = encodeOutbox(ch)
+		}
+		applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, ob, ch.Log)
+	} else {
+		applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+			item, nv, wid, t, pk, sk, cur.ver, cur.tv, cur.sf).MapScanCAS(map[string]any{})
+	}
+	if err != nil {
+		applied, err = b.resolveCAS(ctx, err, t, pk, sk, wid, cur.ver)
+		if err != nil {
+			return false, 0, false, err
+		}
+	}
+	return applied, nv, indexed, nil
 }
 
 // resolveCAS settles an LWT whose outcome is unknown (a CAS write

@@ -241,40 +241,7 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 	if p.Index != "" {
 		return b.scanIndex(ctx, p, lo, hi)
 	}
-	t := p.Table.ID
-	var rows []storage.Row
-	more := false
-	// readPart appends rows of one partition after sk (nil: from the start).
-	readPart := func(pk, after []byte) error {
-		stmt := `SELECT sk, item, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0`
-		args := []any{t, pk}
-		if after != nil {
-			stmt += ` AND sk > ?`
-			args = append(args, after)
-		}
-		iter := b.query(ctx, stmt, args...).PageSize(p.Limit + 1 - len(rows)).Iter()
-		var sk, item, txch []byte
-		var txid *gocql.UUID
-		for iter.Scan(&sk, &item, &txid, &txch) {
-			if txid != nil {
-				var err error
-				if item, err = b.visible(ctx, txledger.Key{Table: p.Table, PK: pk, SK: sk}, item, txid, txch); err != nil {
-					iter.Close()
-					return err
-				}
-			}
-			if item == nil {
-				continue
-			}
-			if len(rows) == p.Limit {
-				more = true
-				break
-			}
-			rows = append(rows, storage.Row{PK: pk, SK: sk, BasePK: pk, BaseSK: sk, Item: item})
-			sk, item, txid, txch = nil, nil, nil, nil
-		}
-		return mapErr(iter.Close(), "scan")
-	}
+	sp := &scanPage{b: b, p: p, t: p.Table.ID}
 	var after []byte
 	if p.After != nil {
 		switch ch := storage.KeyHash(p.After.PK); {
@@ -282,79 +249,123 @@ func (b *Backend) Scan(ctx context.Context, p storage.ScanParams) (*storage.Scan
 			return &storage.ScanResult{}, nil
 		case ch >= lo:
 			after = skOf(p.After.PK)
-			if err := readPart(after, skOf(p.After.SK)); err != nil {
+			if err := sp.readPart(ctx, after, skOf(p.After.SK)); err != nil {
 				return nil, err
 			}
 		}
 	}
-	// Partitions are read scanBatch at a time with one IN query (rows
-	// ordered here by the directory's order), at most as many rows per
-	// partition as the page still needs; a partition that filled that
-	// quota (ghost rows count towards it) is read on by itself.
-	var batch [][]byte
-	flush := func() error {
-		if len(batch) == 0 || more {
-			return nil
-		}
-		need := p.Limit + 1 - len(rows)
-		iter := b.query(ctx, `SELECT pk, sk, item, txid, txch FROM items WHERE t = ? AND pk IN ? AND kind = 0 PER PARTITION LIMIT ?`, t, batch, need).Iter()
-		type kv struct{ sk, item []byte }
-		byPK := map[string][]kv{}
-		var pk, sk, item, txch []byte
-		var txid *gocql.UUID
-		for iter.Scan(&pk, &sk, &item, &txid, &txch) {
-			if txid != nil {
-				var err error
-				if item, err = b.visible(ctx, txledger.Key{Table: p.Table, PK: pk, SK: sk}, item, txid, txch); err != nil {
-					iter.Close()
-					return err
-				}
-			}
-			byPK[string(pk)] = append(byPK[string(pk)], kv{sk, item})
-			pk, sk, item, txid, txch = nil, nil, nil, nil, nil
-		}
-		if err := iter.Close(); err != nil {
-			return mapErr(err, "scan")
-		}
-		for _, pk := range batch {
-			got := byPK[string(pk)]
-			for _, r := range got {
-				if r.item == nil {
-					continue
-				}
-				if len(rows) == p.Limit {
-					more = true
-					return nil
-				}
-				rows = append(rows, storage.Row{PK: pk, SK: skOf(r.sk), BasePK: pk, BaseSK: skOf(r.sk), Item: r.item})
-			}
-			if len(got) == need {
-				if err := readPart(pk, skOf(got[len(got)-1].sk)); err != nil || more {
-					return err
-				}
-			}
-		}
-		batch = batch[:0]
-		return nil
-	}
-	if !more {
-		err := b.eachPartition(ctx, t, lo, hi, after, func(pk []byte) (bool, error) {
-			batch = append(batch, pk)
-			if len(batch) == scanBatch {
-				if err := flush(); err != nil {
+	if !sp.more {
+		err := b.eachPartition(ctx, sp.t, lo, hi, after, func(pk []byte) (bool, error) {
+			sp.batch = append(sp.batch, pk)
+			if len(sp.batch) == scanBatch {
+				if err := sp.flush(ctx); err != nil {
 					return false, err
 				}
 			}
-			return !more, nil
+			return !sp.more, nil
 		})
 		if err == nil {
-			err = flush()
+			err = sp.flush(ctx)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	return &storage.ScanResult{Rows: rows, More: more}, nil
+	return &storage.ScanResult{Rows: sp.rows, More: sp.more}, nil
+}
+
+// scanPage is one Scan page being read: the rows found so far, whether
+// the table has more past them, and the partitions waiting to be read
+// in one query.
+type scanPage struct {
+	b     *Backend
+	p     storage.ScanParams
+	t     int64
+	rows  []storage.Row
+	more  bool
+	batch [][]byte
+}
+
+// readPart appends rows of one partition after sk (nil: from the start).
+func (sp *scanPage) readPart(ctx context.Context, pk, after []byte) error {
+	stmt := `SELECT sk, item, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0`
+	args := []any{sp.t, pk}
+	if after != nil {
+		stmt += ` AND sk > ?`
+		args = append(args, after)
+	}
+	iter := sp.b.query(ctx, stmt, args...).PageSize(sp.p.Limit + 1 - len(sp.rows)).Iter()
+	var sk, item, txch []byte
+	var txid *gocql.UUID
+	for iter.Scan(&sk, &item, &txid, &txch) {
+		if txid != nil {
+			var err error
+			if item, err = sp.b.visible(ctx, txledger.Key{Table: sp.p.Table, PK: pk, SK: sk}, item, txid, txch); err != nil {
+				iter.Close()
+				return err
+			}
+		}
+		if item == nil {
+			continue
+		}
+		if len(sp.rows) == sp.p.Limit {
+			sp.more = true
+			break
+		}
+		sp.rows = append(sp.rows, storage.Row{PK: pk, SK: sk, BasePK: pk, BaseSK: sk, Item: item})
+		sk, item, txid, txch = nil, nil, nil, nil
+	}
+	return mapErr(iter.Close(), "scan")
+}
+
+// flush reads the batched partitions scanBatch at a time with one IN
+// query (rows ordered here by the directory's order), at most as many
+// rows per partition as the page still needs; a partition that filled
+// that quota (ghost rows count towards it) is read on by itself.
+func (sp *scanPage) flush(ctx context.Context) error {
+	if len(sp.batch) == 0 || sp.more {
+		return nil
+	}
+	need := sp.p.Limit + 1 - len(sp.rows)
+	iter := sp.b.query(ctx, `SELECT pk, sk, item, txid, txch FROM items WHERE t = ? AND pk IN ? AND kind = 0 PER PARTITION LIMIT ?`, sp.t, sp.batch, need).Iter()
+	type kv struct{ sk, item []byte }
+	byPK := map[string][]kv{}
+	var pk, sk, item, txch []byte
+	var txid *gocql.UUID
+	for iter.Scan(&pk, &sk, &item, &txid, &txch) {
+		if txid != nil {
+			var err error
+			if item, err = sp.b.visible(ctx, txledger.Key{Table: sp.p.Table, PK: pk, SK: sk}, item, txid, txch); err != nil {
+				iter.Close()
+				return err
+			}
+		}
+		byPK[string(pk)] = append(byPK[string(pk)], kv{sk, item})
+		pk, sk, item, txid, txch = nil, nil, nil, nil, nil
+	}
+	if err := iter.Close(); err != nil {
+		return mapErr(err, "scan")
+	}
+	for _, pk := range sp.batch {
+		got := byPK[string(pk)]
+		for _, r := range got {
+			if r.item == nil {
+				continue
+			}
+			if len(sp.rows) == sp.p.Limit {
+				sp.more = true
+				return nil
+			}
+			sp.rows = append(sp.rows, storage.Row{PK: pk, SK: skOf(r.sk), BasePK: pk, BaseSK: skOf(r.sk), Item: r.item})
+		}
+		if len(got) == need {
+			if err := sp.readPart(ctx, pk, skOf(got[len(got)-1].sk)); err != nil || sp.more {
+				return err
+			}
+		}
+	}
+	sp.batch = sp.batch[:0]
+	return nil
 }
 
 // scanBatch is how many partitions one Scan query reads.

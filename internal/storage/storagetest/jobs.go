@@ -15,7 +15,9 @@ import (
 // inserters exactly one creates the job); every write conditioned on the
 // generation and the expected status; heartbeats and stale takeovers on
 // the database's clock.
-
+//
+// One function of named subtests (e.Run), as the other sections: the
+// length is the list of the contract's cases.
 func testJobCatalog(e *env) {
 	jc := e.b.Capabilities().Jobs
 	if jc == nil {
