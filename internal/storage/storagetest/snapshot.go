@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
@@ -51,15 +52,30 @@ func testSnapshot(e *env) {
 		e.t.Log(msg)
 		return
 	}
-	for i, shape := range snapshotShapes {
-		n, changed := 70, 10 // every shape, small
-		if i == 0 {
-			n, changed = 700, 100 // the full scenario once
+	// The shapes run at once, each on its own table (a scenario waits on
+	// round trips far more than on the backend's CPU), their opens
+	// waiting for a slot when the backend's bound on open snapshots is
+	// reached (snapshotLimitAndMissing checks the bound itself); Run
+	// returns when all have ended.
+	ok := e.t.Run("shapes", func(t *testing.T) {
+		se := slotWaiter{se}
+		for i, shape := range snapshotShapes {
+			t.Run(shape.name, func(t *testing.T) {
+				t.Parallel()
+				n, changed := 70, 10 // every shape, small
+				if i == 0 {
+					n, changed = 700, 100 // the full scenario once
+				}
+				if err := SnapshotScenario(e.ctx, e.b, se, e.account, e.tableName("snap-"+shape.name), shape.key, n, changed); err != nil {
+					t.Fatalf("snapshot scenario, key shape %s: %v", shape.name, err)
+				}
+			})
 		}
-		if err := SnapshotScenario(e.ctx, e.b, se, e.account, e.tableName("snap-"+shape.name), shape.key, n, changed); err != nil {
-			e.t.Fatalf("snapshot scenario, key shape %s: %v", shape.name, err)
-		}
+	})
+	if !ok {
+		e.t.FailNow()
 	}
+	// After the shapes: it counts the snapshots open against the bound.
 	if err := snapshotLimitAndMissing(e.ctx, e.b, se, e.account, e.tableName("snap-limit")); err != nil {
 		e.t.Fatal(err)
 	}
@@ -196,6 +212,26 @@ func SnapshotScenario(ctx context.Context, b storage.Backend, se storage.Snapsho
 
 	newPK, newSK := key(n + changed + 1)
 	return snapshotPausedOpen(ctx, b, se, account, name, ref, write, newPK, newSK, keys[1].pk, keys[1].sk)
+}
+
+// slotWaiter opens snapshots, waiting while the backend's bound on open
+// snapshots is reached (by the other shapes running at once).
+type slotWaiter struct{ storage.SnapshotEngine }
+
+func (w slotWaiter) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotParams) (*storage.TableSnapshot, error) {
+	for {
+		s, err := w.SnapshotEngine.OpenTableSnapshot(ctx, p)
+		if !storage.IsKind(err, storage.KindLimitExceeded) {
+			return s, err
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
 }
 
 // snapshotWriter writes the scenario's items: a Put of val (with an entry
