@@ -251,6 +251,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		if err := m.Reconcile(ctx); err != nil {
 			m.log.Warn("backup reconciler", "err", err)
 		}
+		// The first pass of the reconciler may take a while on a big
+		// catalog: beat again, so Start returns with a fresh heartbeat.
+		m.heartbeat(ctx)
 	}
 	m.wg.Add(2)
 	go func() {
