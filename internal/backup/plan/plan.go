@@ -269,3 +269,25 @@ func (p *Plan) Prune(backups []Kept, now time.Time) []string {
 	}
 	return out
 }
+
+// Retention describes the plan's retention rules in their config keys'
+// words ("keep_last 7, max_age 30d").
+func (p *Plan) Retention() string {
+	var out []string
+	for _, k := range []struct {
+		key string
+		n   int
+	}{{"keep_last", p.KeepLast}, {"keep_daily", p.KeepDaily}, {"keep_weekly", p.KeepWeekly}, {"keep_monthly", p.KeepMonthly}} {
+		if k.n > 0 {
+			out = append(out, fmt.Sprintf("%s %d", k.key, k.n))
+		}
+	}
+	if p.MaxAge > 0 {
+		age := p.MaxAge.String()
+		if p.MaxAge%(24*time.Hour) == 0 {
+			age = fmt.Sprintf("%dd", p.MaxAge/(24*time.Hour))
+		}
+		out = append(out, "max_age "+age)
+	}
+	return strings.Join(out, ", ")
+}

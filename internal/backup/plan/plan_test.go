@@ -269,3 +269,19 @@ func TestPruneBuckets(t *testing.T) {
 		t.Errorf("after months of failures: deleted %s", got)
 	}
 }
+
+func TestRetention(t *testing.T) {
+	for _, tc := range []struct {
+		s    Spec
+		want string
+	}{
+		{Spec{KeepLast: 7, MaxAge: 30 * 24 * time.Hour}, "keep_last 7, max_age 30d"},
+		{Spec{KeepWeekly: 8, KeepMonthly: 12}, "keep_weekly 8, keep_monthly 12"},
+		{Spec{KeepDaily: 1, MaxAge: 36 * time.Hour}, "keep_daily 1, max_age 36h0m0s"},
+	} {
+		tc.s.Name, tc.s.Tables, tc.s.Every = "n", []string{"*"}, time.Hour
+		if got := mustCompile(t, tc.s).Retention(); got != tc.want {
+			t.Errorf("Retention() = %q, want %q", got, tc.want)
+		}
+	}
+}
