@@ -7,7 +7,7 @@
 //
 // Every process it starts is stopped by its PID.
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import net from "node:net";
@@ -365,31 +365,151 @@ async function main() {
     await page.shot("server");
   });
 
-  await check("take a backup, watch it reach AVAILABLE, restore it", async () => {
+  // waitActive waits for a restored table to be ACTIVE with its items.
+  async function waitActive(name) {
+    for (let i = 0; i < 300; i++) {
+      const d = await api(open.url, "DescribeTable", { TableName: name });
+      if (d.body.Table?.TableStatus === "ACTIVE") return d.body.Table;
+      await sleep(200);
+    }
+    throw new Error(`${name} never became ACTIVE`);
+  }
+  const jobRow = (kind, tableName) => `[...document.querySelectorAll('#jobs tbody tr')].find((r) => r.children[0].textContent === '${kind}' && r.children[1].textContent === ${JSON.stringify(tableName)})`;
+
+  await check("take a backup, watch its job reach AVAILABLE, restore it with overrides", async () => {
     await page.eval("location.hash = '#/backups'");
     await page.waitFor("document.querySelector('#create-backup')", "the backups page");
     await page.eval(`fill('Table', ${JSON.stringify(table)}) && fill('Backup name', 'nightly') && press('Create backup')`);
+    await page.waitFor(`${jobRow("backup", table)}`, "the backup's job in the jobs table");
+    await page.waitFor(`${jobRow("backup", table)}?.children[3].textContent === 'AVAILABLE'`, "the backup job to reach AVAILABLE", 60000);
     await page.waitFor("[...document.querySelectorAll('#backups tbody tr')].some((r) => r.children[0].textContent === 'nightly' && r.children[2].textContent === 'AVAILABLE')", "the backup to become AVAILABLE", 60000);
-    await page.shot("backups");
+    const job = await page.eval(`[...${jobRow("backup", table)}.children].map((c) => c.textContent)`);
+    assert(job[2] === "nightly" && /^took /.test(job[7]) && /B$/.test(job[5]), "backup job row " + JSON.stringify(job));
     const restored = table + "_restored";
-    await page.eval(`(() => { const r = [...document.querySelectorAll('#backups tbody tr')].find((r) => r.children[0].textContent === 'nightly');
-      const i = r.querySelector('input'); i.value = ${JSON.stringify(restored)}; press('Restore', r); return true; })()`);
+    await page.eval("press('Restore…', [...document.querySelectorAll('#backups tbody tr')].find((r) => r.children[0].textContent === 'nightly'))");
+    await page.waitFor("document.querySelector('.restore-row form')", "the restore form");
+    // Keep the GSI, drop the LSI, switch to provisioned capacity.
+    await page.eval(`(() => { const f = document.querySelector('.restore-row form');
+      fill('New table name', ${JSON.stringify(restored)}, f); fill('Billing mode', 'PROVISIONED', f);
+      fill('Read capacity units', '3', f); fill('Write capacity units', '4', f);
+      byLabel('Keep byNote (LSI)', f).click(); return byLabel('Keep byColor (GSI)', f).checked && !byLabel('Keep byNote (LSI)', f).checked; })()`);
+    await page.shot("backups-restore");
+    await page.eval("press('Restore', document.querySelector('.restore-row form'))");
     await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${restored}')`, "the restore to start");
-    for (let i = 0; i < 300; i++) {
-      const d = await api(open.url, "DescribeTable", { TableName: restored });
-      if (d.body.Table?.TableStatus === "ACTIVE") {
-        const got = await api(open.url, "GetItem", { TableName: restored, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
-        assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));
-        await api(open.url, "DeleteTable", { TableName: restored });
-        await page.eval("(() => { const r = [...document.querySelectorAll('#backups tbody tr')].find((r) => r.children[0].textContent === 'nightly'); press('Delete', r); press('Confirm delete', r); return true; })()");
-        await page.waitFor("![...document.querySelectorAll('#backups tbody tr')].some((r) => r.children[0].textContent === 'nightly')", "the deleted backup to leave the list");
-        const left = (await api(open.url, "ListBackups", {})).body.BackupSummaries || [];
-        assert(!left.some((b) => b.BackupName === "nightly"), "the backup is still listed: " + JSON.stringify(left));
-        return;
+    await page.waitFor(`${jobRow("restore", restored)}?.children[3].textContent === 'COMPLETED'`, "the restore job to reach COMPLETED", 60000);
+    await page.shot("backups");
+    const d = await waitActive(restored);
+    assert(d.GlobalSecondaryIndexes?.map((g) => g.IndexName).join() === "byColor", "GSIs " + JSON.stringify(d.GlobalSecondaryIndexes));
+    assert(!d.LocalSecondaryIndexes?.length, "the dropped LSI was restored: " + JSON.stringify(d.LocalSecondaryIndexes));
+    assert(d.BillingModeSummary?.BillingMode === "PROVISIONED" && d.ProvisionedThroughput.ReadCapacityUnits === 3 && d.ProvisionedThroughput.WriteCapacityUnits === 4,
+      "billing " + JSON.stringify([d.BillingModeSummary, d.ProvisionedThroughput]));
+    const got = await api(open.url, "GetItem", { TableName: restored, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
+    assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));
+    await api(open.url, "DeleteTable", { TableName: restored });
+    await page.eval("(() => { const r = [...document.querySelectorAll('#backups tbody tr')].find((r) => r.children[0].textContent === 'nightly'); press('Delete', r); press('Confirm delete', r); return true; })()");
+    await page.waitFor("![...document.querySelectorAll('#backups tbody tr')].some((r) => r.children[0].textContent === 'nightly')", "the deleted backup to leave the list");
+    const left = (await api(open.url, "ListBackups", {})).body.BackupSummaries || [];
+    assert(!left.some((b) => b.BackupName === "nightly"), "the backup is still listed: " + JSON.stringify(left));
+  });
+
+  await check("a failed restore is shown FAILED with its reason", async () => {
+    // A backup whose data file is damaged after it became AVAILABLE: the
+    // restore job fails on it (the sidecar's hash), and the page follows
+    // the job until then.
+    const b = (await api(open.url, "CreateBackup", { TableName: table, BackupName: "doomed" })).body.BackupDetails;
+    for (let i = 0; i < 300 && (await api(open.url, "DescribeBackup", { BackupArn: b.BackupArn })).body.BackupDescription?.BackupDetails?.BackupStatus !== "AVAILABLE"; i++) await sleep(100);
+    const id = b.BackupArn.split("/backup/")[1];
+    const damaged = [];
+    const walk = (dir) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (p.includes(id) && p.includes("/data/")) { writeFileSync(p, "not zstd"); damaged.push(p); }
       }
-      await sleep(200);
-    }
-    throw new Error("the restored table never became ACTIVE");
+    };
+    walk(backups);
+    assert(damaged.length > 0, "no data file of the backup found under " + backups);
+    await page.eval("location.hash = '#/tables'");
+    await page.eval("location.hash = '#/backups'");
+    await page.waitFor("[...document.querySelectorAll('#backups tbody tr')].some((r) => r.children[0].textContent === 'doomed')", "the second backup");
+    await page.eval("press('Restore…', [...document.querySelectorAll('#backups tbody tr')].find((r) => r.children[0].textContent === 'doomed'))");
+    await page.waitFor("document.querySelector('.restore-row form')", "the restore form");
+    await page.eval(`fill('New table name', 'doomed_target', document.querySelector('.restore-row form')) && press('Restore', document.querySelector('.restore-row form'))`);
+    await page.waitFor(`${jobRow("restore", "doomed_target")}`, "the restore job");
+    await page.waitFor(`${jobRow("restore", "doomed_target")}?.children[3].textContent === 'FAILED'`, "the restore job to fail", 60000);
+    const row = await page.eval(`[...${jobRow("restore", "doomed_target")}.children].map((c) => c.textContent)`);
+    assert(row[8].length > 10, "no reason: " + JSON.stringify(row));
+    console.log("console: info: failed restore shown as " + JSON.stringify(row));
+    await page.shot("backups-failed");
+    await api(open.url, "DeleteBackup", { BackupArn: b.BackupArn });
+  });
+
+  await check("point-in-time recovery: window, period, restore to latest and to an instant", async () => {
+    await page.eval(`location.hash = '#/table/${table}'`);
+    await page.waitFor("document.querySelector('#pitr-facts')?.textContent.includes('ENABLED')", "the PITR section");
+    const facts = await page.eval("document.querySelector('#pitr-facts').textContent");
+    assert(/Earliest restorable\d{4}-/.test(facts) && /Latest restorable\d{4}-/.test(facts) && facts.includes("35 days"), "window: " + facts);
+    await page.eval("fill('Recovery period (days)', '7') && press('Update period')");
+    await page.waitFor("document.querySelector('#pitr-facts')?.textContent.includes('7 days')", "the new period");
+    const cb = (await api(open.url, "DescribeContinuousBackups", { TableName: table })).body.ContinuousBackupsDescription.PointInTimeRecoveryDescription;
+    assert(cb.RecoveryPeriodInDays === 7, "period " + JSON.stringify(cb));
+    // Latest restorable, dropping the GSI, on demand.
+    const latest = table + "_pitr";
+    await page.waitFor("document.querySelector('#pitr-restore-form')", "the restore form");
+    await page.eval(`(() => { const f = document.querySelector('#pitr-restore-form'); fill('New table name', ${JSON.stringify(latest)}, f);
+      byLabel('Keep byColor (GSI)', f).click(); return byLabel('Latest restorable time', f).checked && byLabel('Restore instant (UTC)', f).disabled; })()`);
+    await page.shot("table-pitr");
+    await page.eval("press('Restore', document.querySelector('#pitr-restore-form'))");
+    await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${latest}')`, "the PITR restore to start");
+    let d = await waitActive(latest);
+    assert(!d.GlobalSecondaryIndexes?.length && d.LocalSecondaryIndexes?.[0]?.IndexName === "byNote", "indexes " + JSON.stringify(d));
+    assert(d.RestoreSummary?.SourceTableArn?.endsWith("/" + table), "restore summary " + JSON.stringify(d.RestoreSummary));
+    let got = await api(open.url, "GetItem", { TableName: latest, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
+    assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));
+    // A chosen instant: the earliest restorable one (the table's start).
+    // The earliest restorable instant, rounded up to the second the
+    // field holds.
+    const at = new Date(Math.ceil(Date.parse(await page.eval("document.querySelector('#pitr-facts').children[5].textContent")) / 1000) * 1000).toISOString();
+    const chosen = table + "_at";
+    await page.eval(`(() => { const f = document.querySelector('#pitr-restore-form'); fill('New table name', ${JSON.stringify(chosen)}, f);
+      byLabel('Latest restorable time', f).click(); fill('Restore instant (UTC)', ${JSON.stringify(at.slice(0, 19))}, f); return !byLabel('Restore instant (UTC)', f).disabled; })()`);
+    await page.eval("press('Restore', document.querySelector('#pitr-restore-form'))");
+    await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${chosen}') || document.querySelector('#pitr-restore-form .error')`, "the instant restore to start");
+    const err = await page.eval("document.querySelector('#pitr-restore-form .error')?.textContent || ''");
+    assert(!err, "instant restore refused: " + err);
+    d = await waitActive(chosen);
+    assert(Math.abs(d.RestoreSummary.RestoreDateTime - Math.floor(Date.parse(at) / 1000)) <= 1, "restore instant " + JSON.stringify(d.RestoreSummary) + " vs " + at);
+    await page.eval("location.hash = '#/backups'");
+    await page.waitFor(`${jobRow("restore", latest)}?.children[3].textContent === 'COMPLETED'`, "the PITR restore's job COMPLETED");
+    await page.eval(`location.hash = '#/table/${table}'`);
+    await page.waitFor("document.querySelector('#pitr-facts')", "the PITR section");
+    await page.eval("press('Disable')");
+    await page.waitFor("document.querySelector('#pitr-facts')?.textContent.includes('DISABLED') && document.querySelector('#pitr-restore').hidden", "PITR disabled");
+    for (const n of [latest, chosen]) await api(open.url, "DeleteTable", { TableName: n });
+  });
+
+  await check("tags: add, change, remove; a refused key reported as text", async () => {
+    await page.waitFor("document.querySelector('#tag-form')", "the tags section");
+    // Tag keys cannot hold < or ": the API's refusal, which quotes the
+    // value, is shown as text.
+    await page.eval(`fill('Tag key', ${JSON.stringify(hostile)}) && fill('Tag value', 'v') && press('Add tag')`);
+    await page.waitFor("document.querySelector('#tags .error')", "the refusal of a hostile key");
+    assert(/ValidationException/.test(await page.eval("document.querySelector('#tags .error').textContent")), "refusal text");
+    await page.eval("fill('Tag key', 'team') && fill('Tag value', 'data') && press('Add tag')");
+    await page.waitFor("text('#tag-list tbody th').includes('team')", "the tag listed");
+    await page.eval("fill('Tag key', 'cost-centre') && fill('Tag value', 'a/b:c=d') && press('Add tag')");
+    await page.waitFor("text('#tag-list tbody td').includes('a/b:c=d')", "the second tag");
+    await page.eval("fill('Tag key', 'team') && fill('Tag value', 'platform') && press('Add tag')");
+    await page.waitFor("text('#tag-list tbody td').includes('platform')", "the changed tag");
+    const arn = (await api(open.url, "DescribeTable", { TableName: table })).body.Table.TableArn;
+    let tags = (await api(open.url, "ListTagsOfResource", { ResourceArn: arn })).body.Tags;
+    assert(tags.length === 2 && tags.some((t) => t.Key === "team" && t.Value === "platform"), "tags " + JSON.stringify(tags));
+    await page.shot("table-tags");
+    await page.eval("press('Remove', [...document.querySelectorAll('#tag-list tbody tr')].find((r) => r.children[0].textContent === 'team'))");
+    await page.waitFor("!text('#tag-list tbody th').includes('team')", "the tag removed");
+    tags = (await api(open.url, "ListTagsOfResource", { ResourceArn: arn })).body.Tags;
+    assert(tags.length === 1 && tags[0].Key === "cost-centre", "tags after removal " + JSON.stringify(tags));
+    assert((await page.eval("window.__xss")) === undefined, "a hostile script ran");
   });
 
   await check("delete the table with a typed confirmation", async () => {

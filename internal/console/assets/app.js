@@ -1,8 +1,9 @@
 // The console: hash routes over the DynamoDB API (api.js). Data is only
 // ever rendered as text (dom.js).
 import { Client, PLACEHOLDER, AUTH_ERRORS, loadCredentials, saveCredentials, clearCredentials } from "./api.js";
-import { h, clear, field, select, formatBytes, cellText, plain } from "./dom.js";
+import { h, clear, field, check, select, formatBytes, cellText, plain } from "./dom.js";
 import { parseMetrics, quantile } from "./metrics.js";
+import { addSample, progress, duration } from "./jobs.js";
 
 const main = document.getElementById("main");
 const statusEl = document.getElementById("status");
@@ -112,7 +113,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   status("");
-  const views = { tables: tablesView, items: itemsView, partiql: partiqlView, backups: backupsView, server: serverView };
+  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, server: serverView };
   (views[name] || tablesView)(parts.slice(1));
   main.focus({ preventScroll: true });
 }
@@ -171,7 +172,8 @@ function tablesView() {
       const cells = ["", "", "", "", "", "", "", ""].map(() => h("td", null, "…"));
       const row = h("tr", { "data-table": name },
         h("th", { scope: "row" }, link("#/items/" + encodeURIComponent(name), name)), cells,
-        h("td", null, h("button", { type: "button", class: "danger small", onclick: () => confirmDelete(name, row) }, "Delete")));
+        h("td", { class: "actions" }, link("#/table/" + encodeURIComponent(name), "Manage"), " ",
+          h("button", { type: "button", class: "danger small", onclick: () => confirmDelete(name, row) }, "Delete")));
       body.append(row);
       seen.observe(row);
       jobs.set(row, async () => {
@@ -319,6 +321,188 @@ function createTableForm() {
     status([`Table ${input.TableName} created (${r.TableDescription.TableStatus}).`, ...failed].join(" "), failed.length ? "error" : "info");
   });
   return f;
+}
+
+// ---------- one table: point-in-time recovery, restore, tags ----------
+
+function utc(seconds) {
+  return seconds == null ? "" : new Date(seconds * 1000).toISOString();
+}
+
+function tableView(args) {
+  const name = args[0];
+  if (!name) { location.hash = "#/tables"; return; }
+  const out = h("div");
+  clear(main, h("div", { class: "titlebar" }, h("h1", null, "Table: ", h("span", { class: "name" }, name)),
+    h("span", null, link("#/items/" + encodeURIComponent(name), "Items"), " · ", link("#/tables", "All tables"))), out);
+  guard(async () => {
+    const t = await describe(name);
+    const pitr = h("section", { class: "card", id: "pitr" });
+    const restore = h("section", { class: "card", id: "pitr-restore", hidden: true });
+    const tags = h("section", { class: "card", id: "tags" });
+    main.append(pitr, restore, tags);
+    await Promise.all([pitrSection(t, pitr, restore), tagsSection(t, tags)]);
+  }, out);
+}
+
+// pitrSection shows the table's point-in-time recovery (status, period,
+// restorable window), enables, updates or disables it, and fills restore
+// with the restore-to-an-instant form while it is enabled.
+async function pitrSection(t, box, restore) {
+  clear(box, h("h2", null, "Point-in-time recovery"));
+  const cb = await guard(() => client.call("DescribeContinuousBackups", { TableName: t.TableName }), box);
+  if (!cb) return;
+  const p = cb.ContinuousBackupsDescription?.PointInTimeRecoveryDescription || {};
+  const on = p.PointInTimeRecoveryStatus === "ENABLED";
+  const facts = h("dl", { class: "facts", id: "pitr-facts" });
+  const fact = (k, v) => facts.append(h("dt", null, k), h("dd", null, v));
+  fact("Status", p.PointInTimeRecoveryStatus || "DISABLED");
+  if (on) {
+    fact("Recovery period", `${p.RecoveryPeriodInDays ?? 35} days`);
+    fact("Earliest restorable", utc(p.EarliestRestorableDateTime));
+    fact("Latest restorable", utc(p.LatestRestorableDateTime));
+  }
+  const days = h("input", { type: "number", name: "RecoveryPeriodInDays", min: "1", max: "35", value: String(p.RecoveryPeriodInDays ?? 35) });
+  const msg = h("div");
+  const set = async (enable) => {
+    clear(msg);
+    const spec = { PointInTimeRecoveryEnabled: enable };
+    if (enable) spec.RecoveryPeriodInDays = Number(days.value);
+    const r = await guard(() => client.call("UpdateContinuousBackups", { TableName: t.TableName, PointInTimeRecoverySpecification: spec }), msg);
+    if (!r) return;
+    status(`Point-in-time recovery ${enable ? "enabled" : "disabled"} on ${t.TableName}.`);
+    pitrSection(t, box, restore);
+  };
+  const f = h("form", { id: "pitr-form", class: "row" }, field("Recovery period (days)", days, "1–35"),
+    h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary" }, on ? "Update period" : "Enable"),
+      on ? h("button", { type: "button", class: "danger", onclick: () => set(false) }, "Disable") : null));
+  f.addEventListener("submit", (ev) => { ev.preventDefault(); set(true); });
+  box.append(facts, f, msg);
+  restore.hidden = !on;
+  if (on) pitrRestoreForm(t, p, restore);
+}
+
+// tagsSection lists the table's tags (ListTagsOfResource, every page),
+// adds or changes one (TagResource) and removes one (UntagResource).
+async function tagsSection(t, box) {
+  clear(box, h("h2", null, "Tags"));
+  const tags = [];
+  let token;
+  do {
+    const r = await guard(() => client.call("ListTagsOfResource", token ? { ResourceArn: t.TableArn, NextToken: token } : { ResourceArn: t.TableArn }), box);
+    if (!r) return;
+    tags.push(...(r.Tags || []));
+    token = r.NextToken;
+  } while (token);
+  const msg = h("div");
+  const again = () => tagsSection(t, box);
+  const body = h("tbody", null, tags.length ? tags.map((tag) => h("tr", null, h("th", { scope: "row" }, tag.Key), h("td", null, tag.Value),
+    h("td", null, h("button", { type: "button", class: "danger small", "aria-label": "Remove tag " + tag.Key, onclick: async () => {
+      const r = await guard(() => client.call("UntagResource", { ResourceArn: t.TableArn, TagKeys: [tag.Key] }), msg);
+      if (r) { status(`Tag ${tag.Key} removed.`); again(); }
+    } }, "Remove")))) : h("tr", null, h("td", { colspan: 3 }, "No tags.")));
+  const key = h("input", { name: "tagKey", required: true, spellcheck: "false", maxlength: "128" });
+  const value = h("input", { name: "tagValue", spellcheck: "false", maxlength: "256" });
+  const f = h("form", { id: "tag-form", class: "row" }, field("Tag key", key), field("Tag value", value),
+    h("button", { type: "submit", class: "primary" }, "Add tag"));
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const r = await guard(() => client.call("TagResource", { ResourceArn: t.TableArn, Tags: [{ Key: key.value, Value: value.value }] }), msg);
+    if (r) { status(`Tag ${key.value} set.`); again(); }
+  });
+  box.append(h("div", { class: "scroll" }, h("table", { class: "grid", id: "tag-list" },
+    h("thead", null, h("tr", null, ["Key", "Value", ""].map((x) => h("th", { scope: "col" }, x)))), body)), f, msg);
+}
+
+// pitrRestoreForm restores the table as it was at a chosen instant of its
+// window, or at the latest restorable time, into a new table.
+function pitrRestoreForm(t, p, box) {
+  const target = h("input", { name: "TargetTableName", required: true, spellcheck: "false", value: t.TableName + "-restored" });
+  const latest = h("input", { type: "checkbox", name: "latest", checked: true });
+  // datetime-local has no zone: the console reads and writes it as UTC.
+  const instant = h("input", { type: "datetime-local", name: "RestoreDateTime", step: "1", disabled: true,
+    value: utc(p.LatestRestorableDateTime).slice(0, 19) });
+  latest.addEventListener("change", () => { instant.disabled = latest.checked; });
+  const over = restoreOverrides(t);
+  const msg = h("div");
+  const f = h("form", { id: "pitr-restore-form" },
+    h("h2", null, "Restore to a point in time"),
+    h("p", { class: "hint" }, "Creates a new table holding this table's items as they were at the instant; its key schema, indexes and capacity are this table's, with the overrides below."),
+    field("New table name", target),
+    h("div", { class: "row" }, check("Latest restorable time", latest),
+      field("Restore instant (UTC)", instant, `between ${utc(p.EarliestRestorableDateTime)} and ${utc(p.LatestRestorableDateTime)}`)),
+    over.el, h("button", { type: "submit", class: "primary" }, "Restore"), msg);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const input = { SourceTableName: t.TableName, TargetTableName: target.value.trim(), ...over.value() };
+    if (latest.checked) input.UseLatestRestorableTime = true;
+    else {
+      const at = Date.parse(instant.value + "Z");
+      if (Number.isNaN(at)) { msg.append(errorBox("Choose the instant to restore to.")); return; }
+      input.RestoreDateTime = at / 1000;
+    }
+    const r = await guard(() => client.call("RestoreTableToPointInTime", input), msg);
+    if (r) restoreStarted(r.TableDescription, msg);
+  });
+  clear(box, f);
+}
+
+// restoreOverrides is the overrides part of a restore form for a source
+// table described by src (a TableDescription, or a backup's source
+// details): the billing mode, the provisioned capacity, and which
+// secondary indexes to keep. value() is the request's override members;
+// an index list is sent only when an index is dropped.
+function restoreOverrides(src) {
+  const billing = select([["", "As the source"], ["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "", { name: "BillingModeOverride" });
+  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
+  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
+  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
+  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  const boxes = [];
+  const idx = h("div", { class: "row" });
+  for (const [kind, list] of [["GSI", src.GlobalSecondaryIndexes || []], ["LSI", src.LocalSecondaryIndexes || []]]) {
+    for (const i of list) {
+      const c = h("input", { type: "checkbox", checked: true, "data-index": i.IndexName });
+      boxes.push({ kind, i, c });
+      idx.append(check(`Keep ${i.IndexName} (${kind})`, c));
+    }
+  }
+  const el = h("fieldset", { class: "overrides" }, h("legend", null, "Overrides"),
+    h("div", { class: "row" }, field("Billing mode", billing)), prov,
+    boxes.length ? idx : h("p", { class: "hint" }, "No secondary indexes to keep or drop."));
+  return {
+    el,
+    value() {
+      const o = {};
+      const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
+      if (billing.value) o.BillingModeOverride = billing.value;
+      if (billing.value === "PROVISIONED") o.ProvisionedThroughputOverride = throughput;
+      const dropped = (kind) => boxes.some((b) => b.kind === kind && !b.c.checked);
+      const kept = (kind) => boxes.filter((b) => b.kind === kind && b.c.checked).map((b) => b.i);
+      if (dropped("GSI")) {
+        o.GlobalSecondaryIndexOverride = kept("GSI").map((i) => {
+          const g = { IndexName: i.IndexName, KeySchema: i.KeySchema, Projection: i.Projection };
+          if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
+          return g;
+        });
+      }
+      if (dropped("LSI")) {
+        o.LocalSecondaryIndexOverride = kept("LSI").map((i) => ({ IndexName: i.IndexName, KeySchema: i.KeySchema, Projection: i.Projection }));
+      }
+      return o;
+    },
+  };
+}
+
+// restoreStarted reports a restore's target table, in CREATING, and
+// follows the job (backups page).
+function restoreStarted(d, into) {
+  status(`Restoring into ${d.TableName} (${d.TableStatus}).`);
+  watchRestore(d.TableName);
+  if (into) clear(into, h("p", null, "Restoring into ", link("#/table/" + encodeURIComponent(d.TableName), d.TableName),
+    "; follow it under ", link("#/backups", "Backups"), "."));
 }
 
 // ---------- items ----------
@@ -577,6 +761,141 @@ function partiqlView() {
   f.addEventListener("submit", (ev) => { ev.preventDefault(); run(null, 1); });
 }
 
+// ---------- jobs ----------
+
+// jobs are the backup and restore jobs this tab follows: those it started
+// and those /metrics shows running. A job is keyed by its kind and table
+// (a backup's source, a restore's target) and, for a backup, its id.
+const jobs = new Map();
+let jobsTimer = null;
+let jobsRender = null; // the backups page's jobs table, while shown
+
+const JOB_SERIES = ["extenddb_backup_job_items", "extenddb_backup_job_bytes", "extenddb_backup_job_total_items", "extenddb_backup_job_total_bytes"];
+
+function jobOf(kind, table, id) {
+  const key = kind === "backup" ? `backup/${table}/${id}` : `restore/${table}`;
+  let j = jobs.get(key);
+  if (!j || (kind === "restore" && j.state !== "running" && id && j.id !== id)) {
+    j = { key, kind, table, id, state: "running", phase: "", items: 0, bytes: 0, totalItems: 0, totalBytes: 0, samples: [], reason: "", started: Date.now() };
+    jobs.set(key, j);
+  }
+  return j;
+}
+
+// watchBackup follows a backup this tab started until AVAILABLE or FAILED.
+function watchBackup(d) {
+  const j = jobOf("backup", d.TableName || d.BackupArn.split(":table/")[1].split("/")[0], d.BackupArn.split("/backup/")[1]);
+  j.arn = d.BackupArn;
+  j.name = d.BackupName;
+  // The table's item count and size, as DescribeTable reports them, are
+  // the backup's expected totals (the job itself knows them only at the end).
+  client.call("DescribeTable", { TableName: j.table }).then((r) => {
+    j.estItems = r.Table.ItemCount;
+    j.estBytes = r.Table.TableSizeBytes;
+  }, () => {});
+  pollJobs();
+}
+
+// watchRestore follows the restore into table until it is ACTIVE or FAILED.
+function watchRestore(table) {
+  const j = jobOf("restore", table, "");
+  j.state = "running";
+  pollJobs();
+}
+
+// pollJobs reads /metrics and the API every second while a followed job
+// runs or the backups page is shown.
+async function pollJobs() {
+  clearTimeout(jobsTimer);
+  jobsTimer = null;
+  let text = "";
+  try {
+    const r = await fetch("/metrics", { cache: "no-store", credentials: "omit" });
+    if (r.ok) text = await r.text();
+  } catch { /* the API checks below still run */ }
+  const now = Date.now();
+  const live = new Set();
+  const series = parseMetrics(text, new Set(JOB_SERIES));
+  const byJob = new Map();
+  for (const x of series) {
+    const k = `${x.labels.kind}\u0000${x.labels.table}\u0000${x.labels.job}`;
+    const v = byJob.get(k) || byJob.set(k, { labels: x.labels }).get(k);
+    v[x.name.slice("extenddb_backup_job_".length)] = x.value;
+  }
+  for (const { labels, items, bytes, total_items: ti, total_bytes: tb } of byJob.values()) {
+    if (labels.kind !== "backup" && labels.kind !== "restore") continue;
+    const j = jobOf(labels.kind, labels.table, labels.job);
+    live.add(j);
+    j.id = labels.job;
+    j.state = "running";
+    j.phase = labels.phase;
+    j.items = items || 0;
+    j.bytes = bytes || 0;
+    j.totalItems = ti || 0;
+    j.totalBytes = tb || 0;
+    addSample(j.samples, { at: now, items: j.items, bytes: j.bytes });
+  }
+  // A followed job not on /metrics (not started yet, or finished) is
+  // looked up through the API.
+  await Promise.all([...jobs.values()].filter((j) => j.state === "running" && !live.has(j)).map((j) => settle(j)));
+  if (jobsRender) jobsRender();
+  if ([...jobs.values()].some((j) => j.state === "running") || jobsRender) jobsTimer = setTimeout(pollJobs, 1000);
+}
+
+// settle asks the API where a job not running on /metrics stands.
+async function settle(j) {
+  try {
+    if (j.kind === "backup") {
+      let arn = j.arn;
+      if (!arn) {
+        const r = await client.call("ListBackups", { TableName: j.table });
+        arn = (r.BackupSummaries || []).find((b) => b.BackupArn.endsWith("/backup/" + j.id))?.BackupArn;
+        if (!arn) throw Object.assign(new Error("not listed"), { type: "BackupNotFoundException" });
+        j.arn = arn;
+      }
+      const b = (await client.call("DescribeBackup", { BackupArn: arn })).BackupDescription.BackupDetails;
+      j.name = b.BackupName;
+      if (b.BackupStatus === "AVAILABLE") {
+        j.state = "AVAILABLE";
+        j.bytes = b.BackupSizeBytes ?? j.bytes;
+      } else if (b.BackupStatus !== "CREATING") {
+        j.state = b.BackupStatus;
+      }
+    } else {
+      const t = (await client.call("DescribeTable", { TableName: j.table })).Table;
+      if (t.TableStatus === "ACTIVE" && !t.RestoreSummary?.RestoreInProgress) {
+        j.state = "COMPLETED";
+        j.items = t.ItemCount ?? j.items;
+      }
+    }
+  } catch (e) {
+    if (e.type === "BackupNotFoundException") {
+      j.state = "FAILED";
+      j.reason = "the backup was not completed and is no longer listed (a failed backup is not kept); the server's log says why";
+    } else if (e.type === "ResourceNotFoundException") {
+      j.state = "FAILED";
+      j.reason = "the restore failed and its target table was removed; the server's log says why";
+    } else {
+      j.reason = e.message;
+    }
+  }
+  if (j.state !== "running") j.ended = j.ended || Date.now();
+}
+
+function jobRow(j) {
+  const p = progress(j.samples, j.totalItems || j.estItems, j.totalBytes || j.estBytes);
+  const running = j.state === "running";
+  const pct = running && p.fraction != null ? ` ${(100 * p.fraction).toFixed(0)} %` : "";
+  const estimated = running && !j.totalItems && j.estItems ? " (total estimated from the table)" : "";
+  return h("tr", { "data-job": j.key },
+    h("td", null, j.kind), h("td", null, j.table), h("td", null, j.name || j.id || ""),
+    h("td", { class: running ? "" : j.state === "FAILED" ? "bad" : "ok" }, running ? `running${j.phase ? " (" + j.phase + ")" : ""}${pct}` : j.state),
+    h("td", null, String(j.items)), h("td", null, formatBytes(j.bytes)),
+    h("td", null, running && p.rate != null ? `${p.rate.toFixed(0)} items/s, ${formatBytes(p.byteRate)}/s` : ""),
+    h("td", null, running ? duration(p.eta) : `took ${duration(((j.ended || Date.now()) - j.started) / 1000)}`),
+    h("td", null, (j.reason || "") + estimated));
+}
+
 // ---------- backups ----------
 
 function backupsView() {
@@ -592,10 +911,22 @@ function backupsView() {
     h("div", { class: "row" }, field("Table", table), field("Backup name", bname)),
     h("button", { type: "submit", class: "primary" }, "Create backup"));
   const more = h("div", { class: "pager" });
+  const jobBody = h("tbody");
   clear(main, h("h1", null, "Backups"), f, names, out,
+    h("h2", null, "Jobs"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "jobs" },
+      h("thead", null, h("tr", null, ["Kind", "Table", "Backup", "Status", "Items", "Bytes", "Rate", "ETA", "Detail"].map((x) => h("th", { scope: "col" }, x)))), jobBody)),
+    h("h2", null, "Backups"),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "backups" },
-      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", "Restore", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
+      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
     more);
+  jobsRender = () => {
+    if (!main.contains(jobBody)) { jobsRender = null; return; }
+    const list = [...jobs.values()].sort((a, b) => b.started - a.started);
+    clear(jobBody, list.length ? list.map(jobRow) : h("tr", null, h("td", { colspan: 9 }, "No backup or restore running.")));
+  };
+  jobsRender();
+  pollJobs();
   let timer = null;
   // load shows the first page of 100 backups (start: the next page,
   // appended); while one is CREATING the first page is read again every
@@ -608,22 +939,43 @@ function backupsView() {
     let pending = false;
     for (const b of r.BackupSummaries || []) {
       if (b.BackupStatus === "CREATING") pending = true;
-      const target = h("input", { spellcheck: "false", "aria-label": "Restore as table", placeholder: "new table name" });
-      const restore = h("form", { class: "inline" }, target, h("button", { type: "submit", class: "small" }, "Restore"));
-      restore.addEventListener("submit", async (ev) => {
-        ev.preventDefault();
-        const x = await guard(() => client.call("RestoreTableFromBackup", { BackupArn: b.BackupArn, TargetTableName: target.value.trim() }), out);
-        if (x) status(`Restoring into ${target.value.trim()} (${x.TableDescription.TableStatus}).`);
-      });
-      body.append(h("tr", null, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
+      const row = h("tr", { "data-backup": b.BackupArn }, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
         h("td", null, b.BackupCreationDateTime ? new Date(b.BackupCreationDateTime * 1000).toISOString() : ""),
         h("td", null, formatBytes(b.BackupSizeBytes)),
-        h("td", null, b.BackupStatus === "AVAILABLE" ? restore : ""),
-        h("td", null, b.BackupStatus === "AVAILABLE" ? deleteButton(b) : "")));
+        h("td", { class: "actions" }, b.BackupStatus === "AVAILABLE"
+          ? [h("button", { type: "button", class: "small", onclick: () => restoreBackupForm(b, row) }, "Restore…"), " ", deleteButton(b)] : ""));
+      body.append(row);
     }
-    if (!start && !(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 7 }, "No backups.")));
+    if (!start && !(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 6 }, "No backups.")));
     clearTimeout(timer);
     if (pending && location.hash.startsWith("#/backups")) timer = setTimeout(() => load(), 1000);
+  }
+  // restoreBackupForm opens, under the backup's row, the form restoring it
+  // into a new table with overrides of the backup's indexes and capacity.
+  async function restoreBackupForm(b, row) {
+    if (row.nextSibling?.classList?.contains("restore-row")) { row.nextSibling.remove(); return; }
+    const cell = h("td", { colspan: 6 });
+    const tr = h("tr", { class: "restore-row" }, cell);
+    row.after(tr);
+    const d = await guard(() => client.call("DescribeBackup", { BackupArn: b.BackupArn }), cell);
+    if (!d) return;
+    const src = d.BackupDescription.SourceTableFeatureDetails || {};
+    const over = restoreOverrides(src);
+    const target = h("input", { name: "TargetTableName", required: true, spellcheck: "false" });
+    const msg = h("div");
+    const f = h("form", { class: "restore", "aria-label": "Restore backup" },
+      h("p", null, "Restore ", h("strong", null, b.BackupName), " of ", h("strong", null, b.TableName), " into a new table."),
+      field("New table name", target), over.el,
+      h("button", { type: "submit", class: "primary" }, "Restore"),
+      h("button", { type: "button", onclick: () => tr.remove() }, "Cancel"), msg);
+    f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      clear(msg);
+      const x = await guard(() => client.call("RestoreTableFromBackup", { BackupArn: b.BackupArn, TargetTableName: target.value.trim(), ...over.value() }), msg);
+      if (x) { restoreStarted(x.TableDescription); tr.remove(); }
+    });
+    clear(cell, f);
+    target.focus();
   }
   // deleteButton asks once more before DeleteBackup.
   function deleteButton(b) {
@@ -643,7 +995,11 @@ function backupsView() {
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const r = await guard(() => client.call("CreateBackup", { TableName: table.value.trim(), BackupName: bname.value.trim() }), clear(out));
-    if (r) { status(`Backup ${r.BackupDetails.BackupName} ${r.BackupDetails.BackupStatus}.`); load(); }
+    if (r) {
+      status(`Backup ${r.BackupDetails.BackupName} ${r.BackupDetails.BackupStatus}.`);
+      watchBackup({ ...r.BackupDetails, TableName: table.value.trim() });
+      load();
+    }
   });
   load();
 }
