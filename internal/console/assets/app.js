@@ -835,15 +835,32 @@ async function pollJobs() {
     j.totalBytes = tb || 0;
     addSample(j.samples, { at: now, items: j.items, bytes: j.bytes });
   }
+  // The server keeps a failed job's reason on /metrics for a while (the
+  // API has no failed backup or restore to describe).
+  const failures = new Map();
+  for (const x of parseMetrics(text, new Set(["extenddb_backup_job_failed"]))) {
+    const key = x.labels.kind === "backup" ? `backup/${x.labels.table}/${x.labels.job}` : `restore/${x.labels.table}`;
+    failures.set(key, { at: x.value * 1000, reason: x.labels.reason });
+  }
   // A followed job not on /metrics (not started yet, or finished) is
   // looked up through the API.
-  await Promise.all([...jobs.values()].filter((j) => j.state === "running" && !live.has(j)).map((j) => settle(j)));
+  await Promise.all([...jobs.values()].filter((j) => j.state === "running" && !live.has(j)).map((j) => settle(j, failures.get(j.key))));
+  // A job seen failing before its reason reached /metrics gets it later.
+  for (const j of jobs.values()) {
+    const f = failures.get(j.key);
+    if (j.state === "FAILED" && !j.why && f && f.at >= j.started - 1000) j.reason = j.why = f.reason;
+  }
   if (jobsRender) jobsRender();
   if ([...jobs.values()].some((j) => j.state === "running") || jobsRender) jobsTimer = setTimeout(pollJobs, 1000);
 }
 
-// settle asks the API where a job not running on /metrics stands.
-async function settle(j) {
+// settle asks the API where a job not running on /metrics stands;
+// failure is the job's entry among /metrics' recent failures, if any.
+async function settle(j, failure) {
+  // A failure from before this tab followed the job is an earlier job's
+  // (the second is the metric's resolution).
+  const why = failure && failure.at >= j.started - 1000 ? failure.reason : "";
+  j.why = why;
   try {
     if (j.kind === "backup") {
       let arn = j.arn;
@@ -871,10 +888,10 @@ async function settle(j) {
   } catch (e) {
     if (e.type === "BackupNotFoundException") {
       j.state = "FAILED";
-      j.reason = "the backup was not completed and is no longer listed (a failed backup is not kept); the server's log says why";
+      j.reason = why || "the backup was not completed and is no longer listed (a failed backup is not kept); the server's log says why";
     } else if (e.type === "ResourceNotFoundException") {
       j.state = "FAILED";
-      j.reason = "the restore failed and its target table was removed; the server's log says why";
+      j.reason = why || "the restore failed and its target table was removed; the server's log says why";
     } else {
       j.reason = e.message;
     }
