@@ -208,6 +208,15 @@ async function main() {
       fill('Type', 'N', document.querySelectorAll('#create-table fieldset')[0].querySelectorAll('.row')[1]) &&
       fill('LSI name', 'byNote') && fill('LSI sort key', 'note') &&
       fill('TTL attribute (optional)', 'expires') && (byLabel('Point-in-time recovery').click(), true)`);
+    // A second GSI (keys only) and a second LSI (keys and one attribute),
+    // and a stream.
+    await page.eval(`press('Add global index') && press('Add local index') && (() => {
+      const fs = document.querySelectorAll('#create-table fieldset.index');
+      fill('Index name', 'byOwner', fs[1]); fill('Partition key', 'owner', fs[1]); fill('Sort key (optional)', 'when', fs[1]);
+      fill('Type', 'N', fs[1].querySelectorAll('.row')[1]); fill('Projection', 'KEYS_ONLY', fs[1]);
+      fill('LSI name', 'byRank', fs[3]); fill('LSI sort key', 'rank', fs[3]); fill('Type', 'N', fs[3]);
+      fill('Projection', 'INCLUDE', fs[3]); fill('Projected attributes', 'color, note', fs[3]);
+      return fill('Stream', 'NEW_IMAGE'); })()`);
     assert(await page.eval("byLabel('Read capacity units').offsetParent === null"), "capacity fields shown for on-demand billing");
     await page.eval("fill('Billing mode', 'PROVISIONED')");
     assert(await page.eval("byLabel('Read capacity units').offsetParent !== null"), "capacity fields hidden for provisioned billing");
@@ -224,6 +233,14 @@ async function main() {
     const d = (await api(open.url, "DescribeTable", { TableName: table })).body.Table;
     assert(d.GlobalSecondaryIndexes?.[0]?.IndexName === "byColor", "no GSI: " + JSON.stringify(d));
     assert(d.LocalSecondaryIndexes?.[0]?.IndexName === "byNote", "no LSI: " + JSON.stringify(d));
+    const g2 = d.GlobalSecondaryIndexes.find((g) => g.IndexName === "byOwner");
+    assert(d.GlobalSecondaryIndexes.length === 2 && g2?.Projection?.ProjectionType === "KEYS_ONLY" &&
+      JSON.stringify(g2.KeySchema) === JSON.stringify([{ AttributeName: "owner", KeyType: "HASH" }, { AttributeName: "when", KeyType: "RANGE" }]), "second GSI " + JSON.stringify(d.GlobalSecondaryIndexes));
+    const l2 = d.LocalSecondaryIndexes.find((l) => l.IndexName === "byRank");
+    assert(d.LocalSecondaryIndexes.length === 2 && l2?.Projection?.ProjectionType === "INCLUDE" && l2.Projection.NonKeyAttributes.join() === "color,note",
+      "second LSI " + JSON.stringify(d.LocalSecondaryIndexes));
+    assert(d.AttributeDefinitions.find((a) => a.AttributeName === "when")?.AttributeType === "N" && d.AttributeDefinitions.find((a) => a.AttributeName === "rank")?.AttributeType === "N", "index key types " + JSON.stringify(d.AttributeDefinitions));
+    assert(d.StreamSpecification?.StreamEnabled && d.StreamSpecification.StreamViewType === "NEW_IMAGE", "stream " + JSON.stringify(d.StreamSpecification));
     assert(JSON.stringify(d.KeySchema) === JSON.stringify([{ AttributeName: "pk", KeyType: "HASH" }, { AttributeName: "sk", KeyType: "RANGE" }]), "key schema " + JSON.stringify(d.KeySchema));
     assert(d.AttributeDefinitions.find((a) => a.AttributeName === "sk")?.AttributeType === "N", "sort key type " + JSON.stringify(d.AttributeDefinitions));
     assert(d.BillingModeSummary?.BillingMode === "PAY_PER_REQUEST" || !d.ProvisionedThroughput?.ReadCapacityUnits, "billing mode");
@@ -399,8 +416,8 @@ async function main() {
     await page.waitFor(`${jobRow("restore", restored)}?.children[3].textContent === 'COMPLETED'`, "the restore job to reach COMPLETED", 60000);
     await page.shot("backups");
     const d = await waitActive(restored);
-    assert(d.GlobalSecondaryIndexes?.map((g) => g.IndexName).join() === "byColor", "GSIs " + JSON.stringify(d.GlobalSecondaryIndexes));
-    assert(!d.LocalSecondaryIndexes?.length, "the dropped LSI was restored: " + JSON.stringify(d.LocalSecondaryIndexes));
+    assert(d.GlobalSecondaryIndexes?.map((g) => g.IndexName).sort().join() === "byColor,byOwner", "GSIs " + JSON.stringify(d.GlobalSecondaryIndexes));
+    assert(d.LocalSecondaryIndexes?.map((l) => l.IndexName).join() === "byRank", "LSIs (byNote dropped) " + JSON.stringify(d.LocalSecondaryIndexes));
     assert(d.BillingModeSummary?.BillingMode === "PROVISIONED" && d.ProvisionedThroughput.ReadCapacityUnits === 3 && d.ProvisionedThroughput.WriteCapacityUnits === 4,
       "billing " + JSON.stringify([d.BillingModeSummary, d.ProvisionedThroughput]));
     const got = await api(open.url, "GetItem", { TableName: restored, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
@@ -464,7 +481,8 @@ async function main() {
     await page.eval("press('Restore', document.querySelector('#pitr-restore-form'))");
     await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${latest}')`, "the PITR restore to start");
     let d = await waitActive(latest);
-    assert(!d.GlobalSecondaryIndexes?.length && d.LocalSecondaryIndexes?.[0]?.IndexName === "byNote", "indexes " + JSON.stringify(d));
+    assert(d.GlobalSecondaryIndexes?.map((g) => g.IndexName).join() === "byOwner" &&
+      d.LocalSecondaryIndexes?.map((l) => l.IndexName).sort().join() === "byNote,byRank", "indexes (byColor dropped) " + JSON.stringify(d));
     assert(d.RestoreSummary?.SourceTableArn?.endsWith("/" + table), "restore summary " + JSON.stringify(d.RestoreSummary));
     let got = await api(open.url, "GetItem", { TableName: latest, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
     assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));

@@ -233,14 +233,43 @@ function createTableForm() {
   const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
   const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
   const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
-  const gsi = h("input", { name: "gsi", spellcheck: "false" });
-  const gpk = h("input", { name: "gsiPk", spellcheck: "false" });
-  const gpkType = select(types, "S", { name: "gsiPkType" });
-  const gsk = h("input", { name: "gsiSk", spellcheck: "false" });
-  const gskType = select(types, "S", { name: "gsiSkType" });
-  const lsi = h("input", { name: "lsi", spellcheck: "false" });
-  const lsk = h("input", { name: "lsiSk", spellcheck: "false" });
-  const lskType = select(types, "S", { name: "lsiSkType" });
+  // Index blocks: one of each kind to start with, more on request.
+  const gsis = [];
+  const lsis = [];
+  const gsiList = h("div");
+  const lsiList = h("div");
+  const projection = (kind) => {
+    const type = select([["ALL", "All attributes"], ["KEYS_ONLY", "Keys only"], ["INCLUDE", "Keys and listed attributes"]], "ALL", { name: kind + "Projection" });
+    const attrs = h("input", { name: kind + "NonKey", spellcheck: "false", placeholder: "a, b" });
+    const attrsField = field("Projected attributes", attrs, "comma-separated");
+    attrsField.hidden = true;
+    type.addEventListener("change", () => { attrsField.hidden = type.value !== "INCLUDE"; });
+    return { el: [field("Projection", type), attrsField], value: () => type.value === "INCLUDE"
+      ? { ProjectionType: "INCLUDE", NonKeyAttributes: attrs.value.split(",").map((x) => x.trim()).filter(Boolean) } : { ProjectionType: type.value } };
+  };
+  const addGsi = () => {
+    const b = { name: h("input", { name: "gsi", spellcheck: "false" }), pk: h("input", { name: "gsiPk", spellcheck: "false" }),
+      pkType: select(types, "S", { name: "gsiPkType" }), sk: h("input", { name: "gsiSk", spellcheck: "false" }),
+      skType: select(types, "S", { name: "gsiSkType" }), proj: projection("gsi") };
+    gsis.push(b);
+    gsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Global secondary index ${gsis.length} (optional)`),
+      field("Index name", b.name),
+      h("div", { class: "row" }, field("Partition key", b.pk), field("Type", b.pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", b.sk), field("Type", b.skType)),
+      h("div", { class: "row" }, b.proj.el)));
+    return b;
+  };
+  const addLsi = () => {
+    const b = { name: h("input", { name: "lsi", spellcheck: "false" }), sk: h("input", { name: "lsiSk", spellcheck: "false" }),
+      skType: select(types, "S", { name: "lsiSkType" }), proj: projection("lsi") };
+    lsis.push(b);
+    lsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Local secondary index ${lsis.length} (optional; needs the table's sort key)`),
+      h("div", { class: "row" }, field("LSI name", b.name), field("LSI sort key", b.sk), field("Type", b.skType)),
+      h("div", { class: "row" }, b.proj.el)));
+    return b;
+  };
+  addGsi();
+  addLsi();
   const ttl = h("input", { name: "ttl", spellcheck: "false" });
   const pitr = h("input", { type: "checkbox", name: "pitr" });
   const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
@@ -253,13 +282,10 @@ function createTableForm() {
     h("fieldset", null, h("legend", null, "Primary key"),
       h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
       h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
-    h("fieldset", null, h("legend", null, "Global secondary index (optional)"),
-      field("Index name", gsi),
-      h("div", { class: "row" }, field("Partition key", gpk), field("Type", gpkType)),
-      h("div", { class: "row" }, field("Sort key (optional)", gsk), field("Type", gskType)),
-      h("p", { class: "hint" }, "The index projects all attributes.")),
-    h("fieldset", null, h("legend", null, "Local secondary index (optional; needs the table's sort key)"),
-      h("div", { class: "row" }, field("LSI name", lsi), field("LSI sort key", lsk), field("Type", lskType))),
+    gsiList,
+    h("button", { type: "button", onclick: () => addGsi().name.focus() }, "Add global index"),
+    lsiList,
+    h("button", { type: "button", onclick: () => addLsi().name.focus() }, "Add local index"),
     h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream),
       field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
       h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), prov,
@@ -279,20 +305,21 @@ function createTableForm() {
       if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
       const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
       if (billing.value === "PROVISIONED") input.ProvisionedThroughput = throughput;
-      if (gsi.value) {
-        if (!gpk.value) throw new Error("the index needs a partition key");
-        const ks = [{ AttributeName: gpk.value, KeyType: "HASH" }];
-        def(gpk.value, gpkType.value);
-        if (gsk.value) { ks.push({ AttributeName: gsk.value, KeyType: "RANGE" }); def(gsk.value, gskType.value); }
-        const g = { IndexName: gsi.value, KeySchema: ks, Projection: { ProjectionType: "ALL" } };
+      // A block without a name is left out.
+      for (const b of gsis.filter((b) => b.name.value.trim())) {
+        if (!b.pk.value) throw new Error(`the index ${b.name.value} needs a partition key`);
+        const ks = [{ AttributeName: b.pk.value, KeyType: "HASH" }];
+        def(b.pk.value, b.pkType.value);
+        if (b.sk.value) { ks.push({ AttributeName: b.sk.value, KeyType: "RANGE" }); def(b.sk.value, b.skType.value); }
+        const g = { IndexName: b.name.value.trim(), KeySchema: ks, Projection: b.proj.value() };
         if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
-        input.GlobalSecondaryIndexes = [g];
+        (input.GlobalSecondaryIndexes ||= []).push(g);
       }
-      if (lsi.value) {
-        if (!lsk.value || !sk.value) throw new Error("a local index needs its own sort key and the table's sort key");
-        def(lsk.value, lskType.value);
-        input.LocalSecondaryIndexes = [{ IndexName: lsi.value, Projection: { ProjectionType: "ALL" },
-          KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: lsk.value, KeyType: "RANGE" }] }];
+      for (const b of lsis.filter((b) => b.name.value.trim())) {
+        if (!b.sk.value || !sk.value) throw new Error(`the local index ${b.name.value} needs its own sort key and the table's sort key`);
+        def(b.sk.value, b.skType.value);
+        (input.LocalSecondaryIndexes ||= []).push({ IndexName: b.name.value.trim(), Projection: b.proj.value(),
+          KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: b.sk.value, KeyType: "RANGE" }] });
       }
       if (stream.value) input.StreamSpecification = { StreamEnabled: true, StreamViewType: stream.value };
       input.AttributeDefinitions = [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t }));
