@@ -575,6 +575,49 @@ async function main() {
     assert(JSON.stringify(shown) === JSON.stringify(names.slice(0, 200)), "the pages are not the first 200 names in order");
   });
 
+  // A measurement, not a pass/fail figure (speed is for benchmarks): with
+  // EXTENDDB_CONSOLE_LARGE_ITEMS=N, a table of N items (about 200 bytes
+  // each) is browsed 100 items a page, and the time each page takes to
+  // show is printed.
+  const large = Number(process.env.EXTENDDB_CONSOLE_LARGE_ITEMS || 0);
+  if (large > 0) await check(`a ${large}-item table pages 100 items at a time`, async () => {
+    const name = "large_items";
+    await api(open.url, "CreateTable", { TableName: name, BillingMode: "PAY_PER_REQUEST",
+      KeySchema: [{ AttributeName: "id", KeyType: "HASH" }], AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }] });
+    const pad = "x".repeat(160);
+    const t0 = Date.now();
+    let next = 0;
+    const worker = async () => {
+      while (next < large) {
+        const from = next;
+        next += 25;
+        const reqs = [];
+        for (let i = from; i < Math.min(from + 25, large); i++) reqs.push({ PutRequest: { Item: { id: { S: "item" + String(i).padStart(7, "0") }, n: { N: String(i) }, pad: { S: pad } } } });
+        const r = await api(open.url, "BatchWriteItem", { RequestItems: { [name]: reqs } });
+        assert(r.status === 200 && !Object.keys(r.body.UnprocessedItems || {}).length, "load: " + JSON.stringify(r.body).slice(0, 300));
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+    console.log(`console: info: loaded ${large} items in ${Date.now() - t0} ms`);
+    const t1 = Date.now();
+    await page.go(`${open.url}/console/?large#/items/${name}`);
+    await page.waitFor("document.querySelector('#results .meta')?.textContent.startsWith('Scan page 1: 100 items')", "the first page", 30000);
+    const first = Date.now() - t1;
+    const pages = [];
+    for (let n = 2; n <= 11; n++) {
+      const t = Date.now();
+      await page.eval("press('Next page')");
+      await page.waitFor(`document.querySelector('#results .meta')?.textContent.startsWith('Scan page ${n}: 100 items')`, "page " + n, 30000);
+      pages.push(Date.now() - t);
+    }
+    assert((await page.eval("document.querySelectorAll('#results tbody tr').length")) === 100, "a page is not 100 rows");
+    pages.sort((a, b) => a - b);
+    console.log(`console: info: ${large} items: the items page shown with its first 100 items ${first} ms after navigation; ` +
+      `Next page: median ${pages[5]} ms, slowest ${pages[9]} ms (10 pages)`);
+    await page.shot("items-large");
+    await api(open.url, "DeleteTable", { TableName: name });
+  });
+
   await check("with access keys: sign-in required, a wrong secret refused", async () => {
     const unsigned = await api(keyed.url, "ListTables", {});
     assert(unsigned.status === 400, "an unsigned request was accepted: " + unsigned.status);

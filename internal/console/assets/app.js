@@ -693,6 +693,9 @@ function itemsPage(t) {
     }
     runPage(op, input, 1);
   });
+  // The first page of a scan is shown on opening the table (100 items:
+  // as cheap on a large table as on a small one).
+  form.requestSubmit();
 
   function keyOf(item) {
     const k = {};
