@@ -166,8 +166,10 @@ async function api(url, op, input, headers = {}) {
 async function main() {
   const backups = join(work, "backups");
   mkdirSync(backups, { mode: 0o700 });
+  const buckets = join(work, "buckets");
+  mkdirSync(join(buckets, "exports"), { recursive: true, mode: 0o700 });
   const open = await startServer("open", ["--log-level", "debug"],
-    { EXTENDDB__BACKUP__STORE__KIND: "filesystem", EXTENDDB__BACKUP__STORE__ROOT: backups });
+    { EXTENDDB__BACKUP__STORE__KIND: "filesystem", EXTENDDB__BACKUP__STORE__ROOT: backups, EXTENDDB__S3__FILESYSTEM_ROOT: buckets });
   const keyId = "CONSOLETESTKEY0001";
   const secret = "console-test-secret-0123456789";
   writeFileSync(join(work, "keys.toml"), `[[auth.keys]]\naccess_key_id = "${keyId}"\nsecret_access_key = "${secret}"\naccount = "123456789012"\n`);
@@ -461,6 +463,26 @@ async function main() {
     console.log("console: info: failed restore shown as " + JSON.stringify(row));
     await page.shot("backups-failed");
     await api(open.url, "DeleteBackup", { BackupArn: b.BackupArn });
+  });
+
+  await check("exports: start one, follow it to COMPLETED; a missing bucket FAILED with its reason", async () => {
+    await page.eval("location.hash = '#/exports'");
+    await page.waitFor("document.querySelector('#start-export')", "the exports page");
+    await page.eval(`fill('Table', ${JSON.stringify(table)}) && fill('S3 bucket', 'exports') && fill('S3 prefix (optional)', 'nightly') && press('Start export')`);
+    await page.waitFor(`document.querySelector('#status').textContent.includes('Export of ${table}')`, "the export to start");
+    const row = (status) => `[...document.querySelectorAll('#exports tbody tr')].some((r) => r.children[1].textContent === ${JSON.stringify(table)} && r.children[2].textContent === '${status}')`;
+    await page.waitFor(row("COMPLETED"), "the export COMPLETED in the list", 60000);
+    await page.waitFor(`${jobRow("export", table)}?.children[3].textContent === 'COMPLETED'`, "the export job COMPLETED", 30000);
+    const cells = await page.eval(`[...[...document.querySelectorAll('#exports tbody tr')].find((r) => r.children[2].textContent === 'COMPLETED').children].map((c) => c.textContent)`);
+    assert(Number(cells[5]) > 0 && cells[7].startsWith("s3://exports/nightly/AWSDynamoDB/"), "export row " + JSON.stringify(cells));
+    const id = cells[0];
+    assert(existsSync(join(buckets, "exports", "nightly", "AWSDynamoDB", id, "manifest-summary.json")), "no manifest-summary.json for " + id);
+    await page.eval(`fill('S3 bucket', 'no-such-bucket') && press('Start export')`);
+    await page.waitFor(row("FAILED"), "the export to a missing bucket FAILED", 60000);
+    const failed = await page.eval(`[...[...document.querySelectorAll('#exports tbody tr')].find((r) => r.children[2].textContent === 'FAILED').children].map((c) => c.textContent)`);
+    assert(failed[8].startsWith("S3NoSuchBucket"), "failure " + JSON.stringify(failed));
+    await page.waitFor(`[...document.querySelectorAll('#jobs tbody tr')].some((r) => r.children[0].textContent === 'export' && r.children[3].textContent === 'FAILED' && r.children[8].textContent.includes('S3NoSuchBucket'))`, "the failed export's job with its reason", 30000);
+    await page.shot("exports");
   });
 
   await check("point-in-time recovery: window, period, restore to latest and to an instant", async () => {

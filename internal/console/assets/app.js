@@ -113,7 +113,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   status("");
-  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, server: serverView };
+  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, exports: exportsView, server: serverView };
   (views[name] || tablesView)(parts.slice(1));
   main.focus({ preventScroll: true });
 }
@@ -803,7 +803,7 @@ let jobsRender = null; // the backups page's jobs table, while shown
 const JOB_SERIES = ["extenddb_backup_job_items", "extenddb_backup_job_bytes", "extenddb_backup_job_total_items", "extenddb_backup_job_total_bytes"];
 
 function jobOf(kind, table, id) {
-  const key = kind === "backup" ? `backup/${table}/${id}` : `restore/${table}`;
+  const key = kind === "restore" ? `restore/${table}` : `${kind}/${table}/${id}`;
   let j = jobs.get(key);
   if (!j || (kind === "restore" && j.state !== "running" && id && j.id !== id)) {
     j = { key, kind, table, id, state: "running", phase: "", items: 0, bytes: 0, totalItems: 0, totalBytes: 0, samples: [], reason: "", started: Date.now() };
@@ -853,7 +853,7 @@ async function pollJobs() {
     v[x.name.slice("extenddb_backup_job_".length)] = x.value;
   }
   for (const { labels, items, bytes, total_items: ti, total_bytes: tb } of byJob.values()) {
-    if (labels.kind !== "backup" && labels.kind !== "restore") continue;
+    if (!["backup", "restore", "export"].includes(labels.kind)) continue;
     const j = jobOf(labels.kind, labels.table, labels.job);
     live.add(j);
     j.id = labels.job;
@@ -869,7 +869,7 @@ async function pollJobs() {
   // API has no failed backup or restore to describe).
   const failures = new Map();
   for (const x of parseMetrics(text, new Set(["extenddb_backup_job_failed"]))) {
-    const key = x.labels.kind === "backup" ? `backup/${x.labels.table}/${x.labels.job}` : `restore/${x.labels.table}`;
+    const key = x.labels.kind === "restore" ? `restore/${x.labels.table}` : `${x.labels.kind}/${x.labels.table}/${x.labels.job}`;
     failures.set(key, { at: x.value * 1000, reason: x.labels.reason });
   }
   // A followed job not on /metrics (not started yet, or finished) is
@@ -892,7 +892,27 @@ async function settle(j, failure) {
   const why = failure && failure.at >= j.started - 1000 ? failure.reason : "";
   j.why = why;
   try {
-    if (j.kind === "backup") {
+    if (j.kind === "export") {
+      if (!j.arn) {
+        const tableArn = (await describe(j.table)).TableArn;
+        let token;
+        do {
+          const r = await client.call("ListExports", token ? { TableArn: tableArn, MaxResults: 25, NextToken: token } : { TableArn: tableArn, MaxResults: 25 });
+          j.arn = (r.ExportSummaries || []).find((x) => x.ExportArn.endsWith("/export/" + j.id))?.ExportArn;
+          token = j.arn ? null : r.NextToken;
+        } while (token);
+        if (!j.arn) return;
+      }
+      const x = (await client.call("DescribeExport", { ExportArn: j.arn })).ExportDescription;
+      if (x.ExportStatus === "COMPLETED") {
+        j.state = "COMPLETED";
+        j.items = x.ItemCount ?? j.items;
+        j.bytes = x.BilledSizeBytes ?? j.bytes;
+      } else if (x.ExportStatus === "FAILED") {
+        j.state = "FAILED";
+        j.reason = `${x.FailureCode || ""}: ${x.FailureMessage || ""}`;
+      }
+    } else if (j.kind === "backup") {
       let arn = j.arn;
       if (!arn) {
         const r = await client.call("ListBackups", { TableName: j.table });
@@ -929,6 +949,23 @@ async function settle(j, failure) {
   if (j.state !== "running") j.ended = j.ended || Date.now();
 }
 
+// showJobs keeps body filled with the followed jobs that pass keep,
+// newest first, while body is on the page.
+function showJobs(body, keep, none) {
+  jobsRender = () => {
+    if (!main.contains(body)) { jobsRender = null; return; }
+    const list = [...jobs.values()].filter(keep).sort((a, b) => b.started - a.started);
+    clear(body, list.length ? list.map(jobRow) : h("tr", null, h("td", { colspan: 9 }, none)));
+  };
+  jobsRender();
+  pollJobs();
+}
+
+function jobsTable(body, what) {
+  return h("div", { class: "scroll" }, h("table", { class: "grid", id: "jobs" },
+    h("thead", null, h("tr", null, ["Kind", "Table", what, "Status", "Items", "Bytes", "Rate", "ETA", "Detail"].map((x) => h("th", { scope: "col" }, x)))), body));
+}
+
 function jobRow(j) {
   const p = progress(j.samples, j.totalItems || j.estItems, j.totalBytes || j.estBytes);
   const running = j.state === "running";
@@ -960,20 +997,12 @@ function backupsView() {
   const more = h("div", { class: "pager" });
   const jobBody = h("tbody");
   clear(main, h("h1", null, "Backups"), f, names, out,
-    h("h2", null, "Jobs"),
-    h("div", { class: "scroll" }, h("table", { class: "grid", id: "jobs" },
-      h("thead", null, h("tr", null, ["Kind", "Table", "Backup", "Status", "Items", "Bytes", "Rate", "ETA", "Detail"].map((x) => h("th", { scope: "col" }, x)))), jobBody)),
+    h("h2", null, "Jobs"), jobsTable(jobBody, "Backup"),
     h("h2", null, "Backups"),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "backups" },
       h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
     more);
-  jobsRender = () => {
-    if (!main.contains(jobBody)) { jobsRender = null; return; }
-    const list = [...jobs.values()].sort((a, b) => b.started - a.started);
-    clear(jobBody, list.length ? list.map(jobRow) : h("tr", null, h("td", { colspan: 9 }, "No backup or restore running.")));
-  };
-  jobsRender();
-  pollJobs();
+  showJobs(jobBody, (j) => j.kind !== "export", "No backup or restore running.");
   let timer = null;
   // load shows the first page of 100 backups (start: the next page,
   // appended); while one is CREATING the first page is read again every
@@ -1047,6 +1076,80 @@ function backupsView() {
       watchBackup({ ...r.BackupDetails, TableName: table.value.trim() });
       load();
     }
+  });
+  load();
+}
+
+// ---------- exports ----------
+
+function exportsView() {
+  const out = h("div");
+  const names = h("datalist", { id: "export-table-names" });
+  client.call("ListTables", { Limit: 100 }).then((r) => {
+    for (const n of r.TableNames) names.append(h("option", { value: n }));
+  }, () => { /* the field still takes a typed name */ });
+  const table = h("input", { name: "table", required: true, spellcheck: "false", list: "export-table-names", autocomplete: "off" });
+  const bucket = h("input", { name: "S3Bucket", required: true, spellcheck: "false" });
+  const prefix = h("input", { name: "S3Prefix", spellcheck: "false" });
+  const fmt = select([["DYNAMODB_JSON", "DynamoDB JSON"], ["ION", "Amazon Ion"]], "DYNAMODB_JSON", { name: "ExportFormat" });
+  const at = h("input", { type: "datetime-local", name: "ExportTime", step: "1" });
+  const f = h("form", { class: "card", id: "start-export" }, h("h2", null, "Export a table to S3"),
+    h("p", { class: "hint" }, "The table needs point-in-time recovery; the bucket is one of the server's ", h("code", null, "[s3]"), " section (docs/exports.md)."),
+    h("div", { class: "row" }, field("Table", table), field("S3 bucket", bucket), field("S3 prefix (optional)", prefix)),
+    h("div", { class: "row" }, field("Format", fmt), field("Export time (UTC, optional)", at, "empty: now")),
+    h("button", { type: "submit", class: "primary" }, "Start export"));
+  const jobBody = h("tbody");
+  const body = h("tbody");
+  const more = h("div", { class: "pager" });
+  clear(main, h("h1", null, "Exports"), f, names, out, h("h2", null, "Jobs"), jobsTable(jobBody, "Export"),
+    h("h2", null, "Exports"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "exports" },
+      h("thead", null, h("tr", null, ["Export", "Table", "Status", "Started", "Ended", "Items", "Size", "Where", "Detail"].map((x) => h("th", { scope: "col" }, x)))), body)),
+    more);
+  showJobs(jobBody, (j) => j.kind === "export", "No export running.");
+  let timer = null;
+  // load lists the exports 25 at a time (the API's most), each described;
+  // the first page is read again every 2 seconds while one is running.
+  async function load(token) {
+    const r = await guard(() => client.call("ListExports", token ? { MaxResults: 25, NextToken: token } : { MaxResults: 25 }), clear(out));
+    if (!r) return;
+    if (!token) clear(body);
+    const ds = await Promise.all((r.ExportSummaries || []).map((x) => client.call("DescribeExport", { ExportArn: x.ExportArn })
+      .then((d) => d.ExportDescription, () => x)));
+    let running = false;
+    for (const d of ds) {
+      if (d.ExportStatus === "IN_PROGRESS") running = true;
+      body.append(h("tr", { "data-export": d.ExportArn }, h("td", null, d.ExportArn.split("/export/")[1] || d.ExportArn),
+        h("td", null, (d.TableArn || "").split("/").pop()),
+        h("td", { class: d.ExportStatus === "FAILED" ? "bad" : d.ExportStatus === "COMPLETED" ? "ok" : "" }, d.ExportStatus),
+        h("td", null, utc(d.StartTime)), h("td", null, utc(d.EndTime)),
+        h("td", null, d.ItemCount == null ? "" : String(d.ItemCount)), h("td", null, formatBytes(d.BilledSizeBytes)),
+        h("td", null, d.S3Bucket ? `s3://${d.S3Bucket}/${d.ExportManifest || d.S3Prefix || ""}` : ""),
+        h("td", null, d.ExportStatus === "FAILED" ? `${d.FailureCode || ""}: ${d.FailureMessage || ""}` : d.ExportFormat || "")));
+    }
+    if (!token && !ds.length) body.append(h("tr", null, h("td", { colspan: 9 }, "No exports.")));
+    clear(more, r.NextToken ? h("button", { type: "button", onclick: () => load(r.NextToken) }, "More exports") : null);
+    clearTimeout(timer);
+    if (!token && running) timer = setTimeout(() => { if (main.contains(body)) load(); }, 2000);
+  }
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    const t = await guard(() => describe(table.value.trim()), out);
+    if (!t) return;
+    const input = { TableArn: t.TableArn, S3Bucket: bucket.value.trim(), ExportFormat: fmt.value };
+    if (prefix.value.trim()) input.S3Prefix = prefix.value.trim();
+    if (at.value) input.ExportTime = Date.parse(at.value + "Z") / 1000;
+    const r = await guard(() => client.call("ExportTableToPointInTime", input), out);
+    if (!r) return;
+    const d = r.ExportDescription;
+    status(`Export of ${t.TableName} ${d.ExportStatus}.`);
+    const j = jobOf("export", t.TableName, d.ExportArn.split("/export/")[1]);
+    j.arn = d.ExportArn;
+    j.estItems = t.ItemCount;
+    j.estBytes = t.TableSizeBytes;
+    pollJobs();
+    load();
   });
   load();
 }
