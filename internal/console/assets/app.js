@@ -906,8 +906,8 @@ async function settle(j, failure) {
       const x = (await client.call("DescribeExport", { ExportArn: j.arn })).ExportDescription;
       if (x.ExportStatus === "COMPLETED") {
         j.state = "COMPLETED";
-        j.items = x.ItemCount ?? j.items;
-        j.bytes = x.BilledSizeBytes ?? j.bytes;
+        if (x.ItemCount != null) { j.items = x.ItemCount; j.itemsKnown = true; }
+        if (x.BilledSizeBytes != null) { j.bytes = x.BilledSizeBytes; j.bytesKnown = true; }
       } else if (x.ExportStatus === "FAILED") {
         j.state = "FAILED";
         j.reason = `${x.FailureCode || ""}: ${x.FailureMessage || ""}`;
@@ -924,7 +924,7 @@ async function settle(j, failure) {
       j.name = b.BackupName;
       if (b.BackupStatus === "AVAILABLE") {
         j.state = "AVAILABLE";
-        j.bytes = b.BackupSizeBytes ?? j.bytes;
+        if (b.BackupSizeBytes != null) { j.bytes = b.BackupSizeBytes; j.bytesKnown = true; }
       } else if (b.BackupStatus !== "CREATING") {
         j.state = b.BackupStatus;
       }
@@ -932,7 +932,8 @@ async function settle(j, failure) {
       const t = (await client.call("DescribeTable", { TableName: j.table })).Table;
       if (t.TableStatus === "ACTIVE" && !t.RestoreSummary?.RestoreInProgress) {
         j.state = "COMPLETED";
-        j.items = t.ItemCount ?? j.items;
+        if (t.ItemCount != null) { j.items = t.ItemCount; j.itemsKnown = true; }
+        if (t.TableSizeBytes != null) { j.bytes = t.TableSizeBytes; j.bytesKnown = true; }
       }
     }
   } catch (e) {
@@ -974,7 +975,10 @@ function jobRow(j) {
   return h("tr", { "data-job": j.key },
     h("td", null, j.kind), h("td", null, j.table), h("td", null, j.name || j.id || ""),
     h("td", { class: running ? "" : j.state === "FAILED" ? "bad" : "ok" }, running ? `running${j.phase ? " (" + j.phase + ")" : ""}${pct}` : j.state),
-    h("td", null, String(j.items)), h("td", null, formatBytes(j.bytes)),
+    // A count is shown once known: from /metrics while the job ran, or
+    // from the API's answer at its end.
+    h("td", null, running || j.samples.length || j.itemsKnown ? String(j.items) : ""),
+    h("td", null, running || j.samples.length || j.bytesKnown ? formatBytes(j.bytes) : ""),
     h("td", null, running && p.rate != null ? `${p.rate.toFixed(0)} items/s, ${formatBytes(p.byteRate)}/s` : ""),
     h("td", null, running ? duration(p.eta) : `took ${duration(((j.ended || Date.now()) - j.started) / 1000)}`),
     h("td", null, (j.reason || "") + estimated));
