@@ -485,6 +485,28 @@ async function main() {
     await page.shot("exports");
   });
 
+  await check("imports: the export imported into a new table; a missing bucket FAILED", async () => {
+    const exp = (await api(open.url, "ListExports", {})).body.ExportSummaries.find((x) => x.ExportStatus === "COMPLETED");
+    assert(exp, "no completed export to import");
+    const id = exp.ExportArn.split("/export/")[1];
+    await page.eval("location.hash = '#/imports'");
+    await page.waitFor("document.querySelector('#start-import')", "the imports page");
+    await page.eval(`fill('S3 bucket', 'exports') && fill('Key prefix', 'nightly/AWSDynamoDB/${id}/data/') && fill('Table name', 'imported') &&
+      fill('Partition key', 'pk') && fill('Sort key (optional)', 'sk') && fill('Type', 'N', document.querySelectorAll('#start-import fieldset .row')[1]) && press('Start import')`);
+    await page.waitFor("document.querySelector('#status').textContent.includes('Import into imported')", "the import to start");
+    const row = (t, st) => `[...document.querySelectorAll('#imports tbody tr')].some((r) => r.children[1].textContent === '${t}' && r.children[2].textContent === '${st}')`;
+    await page.waitFor(row("imported", "COMPLETED"), "the import COMPLETED", 60000);
+    await page.waitFor(`${jobRow("import", "imported")}?.children[3].textContent === 'COMPLETED'`, "the import job COMPLETED", 30000);
+    const src = (await api(open.url, "Scan", { TableName: table, Select: "COUNT" })).body.Count;
+    const got = (await api(open.url, "Scan", { TableName: "imported", Select: "COUNT" })).body.Count;
+    assert(src > 0 && got === src, `imported ${got} items of ${src}`);
+    await page.eval("fill('S3 bucket', 'no-such-bucket') && fill('Table name', 'imported_fail') && press('Start import')");
+    await page.waitFor(row("imported_fail", "FAILED"), "the import from a missing bucket FAILED", 60000);
+    await page.waitFor(`${jobRow("import", "imported_fail")}?.children[3].textContent === 'FAILED' && ${jobRow("import", "imported_fail")}.children[8].textContent.length > 5`, "the failed import's job with its reason", 30000);
+    await page.shot("imports");
+    await api(open.url, "DeleteTable", { TableName: "imported" });
+  });
+
   await check("point-in-time recovery: window, period, restore to latest and to an instant", async () => {
     await page.eval(`location.hash = '#/table/${table}'`);
     await page.waitFor("document.querySelector('#pitr-facts')?.textContent.includes('ENABLED')", "the PITR section");

@@ -113,7 +113,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   status("");
-  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, exports: exportsView, server: serverView };
+  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, exports: exportsView, imports: importsView, server: serverView };
   (views[name] || tablesView)(parts.slice(1));
   main.focus({ preventScroll: true });
 }
@@ -853,7 +853,7 @@ async function pollJobs() {
     v[x.name.slice("extenddb_backup_job_".length)] = x.value;
   }
   for (const { labels, items, bytes, total_items: ti, total_bytes: tb } of byJob.values()) {
-    if (!["backup", "restore", "export"].includes(labels.kind)) continue;
+    if (!["backup", "restore", "export", "import"].includes(labels.kind)) continue;
     const j = jobOf(labels.kind, labels.table, labels.job);
     live.add(j);
     j.id = labels.job;
@@ -911,6 +911,21 @@ async function settle(j, failure) {
       } else if (x.ExportStatus === "FAILED") {
         j.state = "FAILED";
         j.reason = `${x.FailureCode || ""}: ${x.FailureMessage || ""}`;
+      }
+    } else if (j.kind === "import") {
+      if (!j.arn) {
+        const r = await client.call("ListImports", { PageSize: 25 });
+        j.arn = (r.ImportSummaryList || []).find((x) => x.ImportArn.endsWith("/import/" + j.id))?.ImportArn;
+        if (!j.arn) return;
+      }
+      const x = (await client.call("DescribeImport", { ImportArn: j.arn })).ImportTableDescription;
+      if (x.ImportStatus === "COMPLETED" || x.ImportStatus === "FAILED") {
+        j.state = x.ImportStatus;
+        j.items = x.ImportedItemCount;
+        j.itemsKnown = true;
+        if (x.ProcessedSizeBytes != null) { j.bytes = x.ProcessedSizeBytes; j.bytesKnown = true; }
+        if (x.ImportStatus === "FAILED") j.reason = `${x.FailureCode || ""}: ${x.FailureMessage || ""}`;
+        if (x.ErrorCount) j.reason = `${j.reason ? j.reason + "; " : ""}${x.ErrorCount} items refused`;
       }
     } else if (j.kind === "backup") {
       let arn = j.arn;
@@ -1152,6 +1167,86 @@ function exportsView() {
     j.arn = d.ExportArn;
     j.estItems = t.ItemCount;
     j.estBytes = t.TableSizeBytes;
+    pollJobs();
+    load();
+  });
+  load();
+}
+
+// ---------- imports ----------
+
+function importsView() {
+  const out = h("div");
+  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+  const bucket = h("input", { name: "S3Bucket", required: true, spellcheck: "false" });
+  const prefix = h("input", { name: "S3KeyPrefix", spellcheck: "false" });
+  const fmt = select([["DYNAMODB_JSON", "DynamoDB JSON"], ["ION", "Amazon Ion"], ["CSV", "CSV"]], "DYNAMODB_JSON", { name: "InputFormat" });
+  const comp = select([["GZIP", "GZIP"], ["ZSTD", "ZSTD"], ["NONE", "None"]], "GZIP", { name: "InputCompressionType" });
+  const name = h("input", { name: "TableName", required: true, spellcheck: "false" });
+  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
+  const pkType = select(types, "S", { name: "pkType" });
+  const sk = h("input", { name: "sk", spellcheck: "false" });
+  const skType = select(types, "S", { name: "skType" });
+  const f = h("form", { class: "card", id: "start-import" }, h("h2", null, "Import from S3 into a new table"),
+    h("p", { class: "hint" }, "Reads every object under the prefix of a bucket of the server's ", h("code", null, "[s3]"),
+      " section (an AWS export's data/ directory, for one) into a new on-demand table (docs/exports.md)."),
+    h("div", { class: "row" }, field("S3 bucket", bucket), field("Key prefix", prefix)),
+    h("div", { class: "row" }, field("Input format", fmt), field("Compression", comp)),
+    h("fieldset", null, h("legend", null, "New table"), field("Table name", name),
+      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+    h("button", { type: "submit", class: "primary" }, "Start import"));
+  const jobBody = h("tbody");
+  const body = h("tbody");
+  const more = h("div", { class: "pager" });
+  clear(main, h("h1", null, "Imports"), f, out, h("h2", null, "Jobs"), jobsTable(jobBody, "Import"),
+    h("h2", null, "Imports"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "imports" },
+      h("thead", null, h("tr", null, ["Import", "Table", "Status", "Started", "Ended", "Imported", "Errors", "Source", "Detail"].map((x) => h("th", { scope: "col" }, x)))), body)),
+    more);
+  showJobs(jobBody, (j) => j.kind === "import", "No import running.");
+  let timer = null;
+  // load lists the imports 25 at a time, each described; the first page
+  // is read again every 2 seconds while one is running.
+  async function load(token) {
+    const r = await guard(() => client.call("ListImports", token ? { PageSize: 25, NextToken: token } : { PageSize: 25 }), clear(out));
+    if (!r) return;
+    if (!token) clear(body);
+    const ds = await Promise.all((r.ImportSummaryList || []).map((x) => client.call("DescribeImport", { ImportArn: x.ImportArn })
+      .then((d) => d.ImportTableDescription, () => x)));
+    let running = false;
+    for (const d of ds) {
+      if (d.ImportStatus === "IN_PROGRESS") running = true;
+      const src = d.S3BucketSource || {};
+      body.append(h("tr", { "data-import": d.ImportArn }, h("td", null, d.ImportArn.split("/import/")[1] || d.ImportArn),
+        h("td", null, (d.TableArn || "").split("/").pop()),
+        h("td", { class: d.ImportStatus === "FAILED" ? "bad" : d.ImportStatus === "COMPLETED" ? "ok" : "" }, d.ImportStatus),
+        h("td", null, utc(d.StartTime)), h("td", null, utc(d.EndTime)),
+        h("td", null, d.ImportedItemCount == null ? "" : String(d.ImportedItemCount)),
+        h("td", null, d.ErrorCount == null ? "" : String(d.ErrorCount)),
+        h("td", null, `s3://${src.S3Bucket || ""}/${src.S3KeyPrefix || ""} (${d.InputFormat || ""}${d.InputCompressionType ? ", " + d.InputCompressionType : ""})`),
+        h("td", null, d.ImportStatus === "FAILED" ? `${d.FailureCode || ""}: ${d.FailureMessage || ""}` : "")));
+    }
+    if (!token && !ds.length) body.append(h("tr", null, h("td", { colspan: 9 }, "No imports.")));
+    clear(more, r.NextToken ? h("button", { type: "button", onclick: () => load(r.NextToken) }, "More imports") : null);
+    clearTimeout(timer);
+    if (!token && running) timer = setTimeout(() => { if (main.contains(body)) load(); }, 2000);
+  }
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    const defs = [{ AttributeName: pk.value, AttributeType: pkType.value }];
+    const ks = [{ AttributeName: pk.value, KeyType: "HASH" }];
+    if (sk.value) { defs.push({ AttributeName: sk.value, AttributeType: skType.value }); ks.push({ AttributeName: sk.value, KeyType: "RANGE" }); }
+    const input = { S3BucketSource: { S3Bucket: bucket.value.trim() }, InputFormat: fmt.value, InputCompressionType: comp.value,
+      TableCreationParameters: { TableName: name.value.trim(), KeySchema: ks, AttributeDefinitions: defs, BillingMode: "PAY_PER_REQUEST" } };
+    if (prefix.value.trim()) input.S3BucketSource.S3KeyPrefix = prefix.value.trim();
+    const r = await guard(() => client.call("ImportTable", input), out);
+    if (!r) return;
+    const d = r.ImportTableDescription;
+    status(`Import into ${name.value.trim()} ${d.ImportStatus}.`);
+    const j = jobOf("import", name.value.trim(), d.ImportArn.split("/import/")[1]);
+    j.arn = d.ImportArn;
     pollJobs();
     load();
   });
