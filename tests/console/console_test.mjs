@@ -563,6 +563,9 @@ async function main() {
     await page.eval(`(() => { const f = document.querySelector('#pitr-restore-form'); fill('New table name', ${JSON.stringify(latest)}, f);
       byLabel('Keep byColor (GSI)', f).click(); return byLabel('Latest restorable time', f).checked && byLabel('Restore instant (UTC)', f).disabled; })()`);
     await page.shot("table-pitr");
+    await page.shot("table-pitr-phone", 390, 844);
+    assert(await page.eval("document.documentElement.scrollWidth <= 390"), "the table page is wider than a phone");
+    await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
     await page.eval("press('Restore', document.querySelector('#pitr-restore-form'))");
     await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${latest}')`, "the PITR restore to start");
     let d = await waitActive(latest);

@@ -546,7 +546,7 @@ function itemsView(args) {
   }
   const out = h("div");
   clear(main, h("div", { class: "titlebar" }, h("h1", null, "Items: ", h("span", { class: "name" }, tableName)),
-    link("#/tables", "All tables")), out);
+    h("span", null, link("#/table/" + encodeURIComponent(tableName), "Manage table"), " · ", link("#/tables", "All tables"))), out);
   guard(async () => itemsPage(await describe(tableName)), out);
 }
 
