@@ -58,8 +58,10 @@ var allowed = map[string][]string{
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
-	"internal/format":                {"internal/attr"},
-	"internal/store":                 {},
+	"internal/format": {"internal/attr"},
+	"internal/store":  {},
+	// Reading ImportTable sources: AWS's formats over any bucket.
+	"internal/format/awsimport":      {"internal/attr", "internal/format", "internal/store"},
 	"internal/store/memstore":        {"internal/store"},
 	"internal/store/faultstore":      {"internal/store"},
 	"internal/store/storetest":       {"internal/store"},
