@@ -45,6 +45,11 @@ const (
 	CodePITRUnavailable Code = "PointInTimeRecoveryUnavailableException"
 	// CodeInvalidRestoreTime: the restore instant is outside the window.
 	CodeInvalidRestoreTime Code = "InvalidRestoreTimeException"
+
+	// Exports.
+	CodeInvalidExportTime Code = "InvalidExportTimeException"
+	CodeExportConflict    Code = "ExportConflictException"
+	CodeExportNotFound    Code = "ExportNotFoundException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -53,7 +58,8 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
-	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
+	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem,
+	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

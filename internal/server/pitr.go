@@ -76,3 +76,20 @@ func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64
 	e, l, shipped := w.s.Window(ref, days)
 	return engine.PITRWindow{Earliest: e, Latest: l, Shipped: shipped}, nil
 }
+
+// exportService is the engine's ExportService over the backup jobs: the
+// ExportDescription crosses as JSON (the wire's shape), so neither
+// package imports the other.
+type exportService struct{ m *backup.Manager }
+
+func (x exportService) StartExport(ctx context.Context, account, table string, desc []byte) ([]byte, error) {
+	var d backup.ExportDescription
+	if err := json.Unmarshal(desc, &d); err != nil {
+		return nil, err
+	}
+	out, err := x.m.StartExport(ctx, backup.ExportRequest{Account: account, Table: table, Desc: d})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
