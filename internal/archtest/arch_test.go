@@ -66,7 +66,7 @@ var allowed = map[string][]string{
 	"internal/store/faultstore":      {"internal/store"},
 	"internal/store/storetest":       {"internal/store"},
 	"internal/store/internal/s3test": {"internal/store"},
-	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/storage", "internal/store"},
+	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/format/awsimport", "internal/storage", "internal/store"},
 	// Backup plans' pure rules (schedules, names, retention).
 	"internal/backup/plan": {},
 	"tests/sdk":            {},

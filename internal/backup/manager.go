@@ -77,8 +77,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the jobs' metrics (nil: not exported).
 	Registerer prometheus.Registerer
-	// Buckets says where the buckets named by exports live ([s3]).
+	// Buckets says where the buckets named by exports and imports live
+	// ([s3]).
 	Buckets store.BucketConfig
+	// ImportMaxErrors is how many items an import may fail to import
+	// before it stops, FAILED, and removes its table (default
+	// DefaultImportMaxErrors).
+	ImportMaxErrors int
 	// Now is the clock that decides when a backup has expired (default
 	// time.Now; tests inject one).
 	Now func() time.Time

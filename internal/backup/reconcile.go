@@ -106,7 +106,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	errs = append(errs, m.reconcileRestores(ctx), m.reconcileExports(ctx))
+	errs = append(errs, m.reconcileRestores(ctx), m.reconcileExports(ctx), m.reconcileImports(ctx))
 	return errors.Join(errs...)
 }
 

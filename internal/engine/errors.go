@@ -50,6 +50,10 @@ const (
 	CodeInvalidExportTime Code = "InvalidExportTimeException"
 	CodeExportConflict    Code = "ExportConflictException"
 	CodeExportNotFound    Code = "ExportNotFoundException"
+
+	// Imports.
+	CodeImportConflict Code = "ImportConflictException"
+	CodeImportNotFound Code = "ImportNotFoundException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -59,7 +63,7 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
 	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem,
-	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound}
+	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound, CodeImportConflict, CodeImportNotFound}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

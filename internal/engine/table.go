@@ -30,6 +30,9 @@ type storedTable struct {
 	// RestoreJob is the key of the point-in-time restore job loading
 	// this table while it is CREATING (IsRestoreTarget).
 	RestoreJob string `json:"restoreJob,omitempty"`
+	// ImportJob is the id of the import loading this table while it is
+	// CREATING (IsImportTarget).
+	ImportJob string `json:"importJob,omitempty"`
 }
 
 type ttlSetting struct {
@@ -738,6 +741,9 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 		return nil, validationf("Resource cannot be deleted as it is currently protected against deletion. Disable deletion protection first.")
 	}
 	if err := restoringTable(t); err != nil {
+		return nil, err
+	}
+	if err := importingTable(t); err != nil {
 		return nil, err
 	}
 	if err := e.keepSystemBackup(ctx, account, t); err != nil {

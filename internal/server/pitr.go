@@ -93,3 +93,11 @@ func (x exportService) StartExport(ctx context.Context, account, table string, d
 	}
 	return json.Marshal(out)
 }
+
+// importService is the engine's ImportService over the backup jobs (the
+// request and the description cross as JSON).
+type importService struct{ m *backup.Manager }
+
+func (x importService) StartImport(ctx context.Context, account string, req []byte) ([]byte, error) {
+	return x.m.StartImport(ctx, account, req)
+}

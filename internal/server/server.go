@@ -300,6 +300,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
 		SpoolDir:          cfg.Backup.SpoolDir,
 		Buckets:           cfg.S3,
+		ImportMaxErrors:   cfg.Backup.ImportMaxErrors,
 		Logger:            log,
 		Registerer:        reg,
 		Hook:              killHook(log),
@@ -313,6 +314,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 	eng.SetBackups(m)
 	if backend.Capabilities().Jobs != nil {
 		eng.SetExports(exportService{m})
+		eng.SetImports(importService{m})
 	}
 	// Point-in-time recovery ships change logs to the same store; a
 	// backend without a change log cannot have it (enabling it then

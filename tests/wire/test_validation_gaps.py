@@ -224,7 +224,7 @@ def test_query_filter_and_expected_in_over_100_values(ddb_raw, table):
 # ------------------------------------------------------- unknown operations
 
 @pytest.mark.parametrize("target,needle", [
-    (T + "ImportTable", "ImportTable is a DynamoDB operation that extenddb does not support"),
+    (T + "UpdateGlobalTable", "UpdateGlobalTable is a DynamoDB operation that extenddb does not support"),
     (T + "CreateGlobalTable", "CreateGlobalTable is a DynamoDB operation that extenddb does not support"),
     (T + "NoSuchOperation", "extenddb does not support the operation NoSuchOperation"),
     (T + "listtables", "extenddb does not support the operation listtables"),
