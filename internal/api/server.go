@@ -155,11 +155,9 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"ExportTableToPointInTime": op(eng.ExportTableToPointInTime),
 		"DescribeExport":           op(eng.DescribeExport),
 		"ListExports":              op(eng.ListExports),
-
-		// Imports from S3 in AWS's formats (docs/imports.md).
-		"ImportTable":    op(eng.ImportTable),
-		"DescribeImport": op(eng.DescribeImport),
-		"ListImports":    op(eng.ListImports),
+		"ImportTable":              op(eng.ImportTable),
+		"DescribeImport":           op(eng.DescribeImport),
+		"ListImports":              op(eng.ListImports),
 	}
 	s.streams = map[string]handlerFunc{
 		"ListStreams":      op(eng.ListStreams),

@@ -58,15 +58,13 @@ var allowed = map[string][]string{
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
-	"internal/format": {"internal/attr"},
-	"internal/store":  {},
-	// Reading ImportTable sources: AWS's formats over any bucket.
-	"internal/format/awsimport":      {"internal/attr", "internal/format", "internal/store"},
+	"internal/format":                {"internal/attr"},
+	"internal/store":                 {},
 	"internal/store/memstore":        {"internal/store"},
 	"internal/store/faultstore":      {"internal/store"},
 	"internal/store/storetest":       {"internal/store"},
 	"internal/store/internal/s3test": {"internal/store"},
-	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/format/awsimport", "internal/storage", "internal/store"},
+	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/storage", "internal/store"},
 	// Backup plans' pure rules (schedules, names, retention).
 	"internal/backup/plan": {},
 	"tests/sdk":            {},

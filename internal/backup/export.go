@@ -91,16 +91,10 @@ func (m *Manager) StartExport(ctx context.Context, req ExportRequest) (*ExportDe
 	if jobs == nil {
 		return nil, storage.Errorf(storage.KindUnsupported, "exports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
 	}
-	release, err := m.acquireSlot()
-	if err != nil {
-		return nil, err
-	}
+	// The job waits for a job slot (backup.max_concurrent_jobs) rather
+	// than refusing the request: AWS runs many exports and imports at
+	// once, and a client has no way to retry one "later" on its own.
 	started := false
-	defer func() {
-		if !started {
-			release()
-		}
-	}()
 	snap, err := m.snaps.OpenTableSnapshot(ctx, storage.OpenSnapshotParams{Account: req.Account, Name: req.Table})
 	if err != nil {
 		return nil, err
@@ -137,7 +131,11 @@ func (m *Manager) StartExport(ctx context.Context, req ExportRequest) (*ExportDe
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		defer release()
+		if !m.waitSlot() {
+			snap.Items.Close()
+			return // shutting down: the reconciler of a server fails the export
+		}
+		defer m.releaseSlot()
 		m.runExport(jobs, snap, *res.Record, d)
 	}()
 	return &d, nil

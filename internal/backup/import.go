@@ -1,39 +1,37 @@
 package backup
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/format/awsimport"
+	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
-// Imports (ImportTable; docs/imports.md, ADR 0050): a job reads every
-// object under the request's key prefix in the named bucket
-// (internal/format/awsimport), loads the valid items into the new table
-// with the backend's bulk loader (ADR 0032) in batches fenced on the
-// table, and flips the table ACTIVE. Its row is in the job catalog (kind
-// "import"); the payload is the engine's ImportRequest, whose description
-// carries the counters DescribeImport answers.
-//
-// Outcomes, as on DynamoDB: no items failing is COMPLETED; some items
-// failing (at most Config.ImportMaxErrors) is FAILED with
-// ItemValidationError and the table ACTIVE holding the valid items; more
-// than that, or a source that cannot be read (no such bucket, an object
-// that cannot be fetched), is FAILED and the table is removed. A job whose
-// server dies is restarted from the beginning by the reconciler on a new
-// incarnation of the table, so no item is loaded twice.
+// Imports (ImportTable; docs/exports.md "Importing", ADR 0050): the
+// engine creates the new table in CREATING, marked with the import's id;
+// the job reads every object of the bucket whose key starts with
+// S3KeyPrefix, decompresses it, parses its items (DynamoDB JSON lines,
+// Ion or CSV), checks each against the table (keys, size), writes the
+// good ones in batches as restores do, and flips the table ACTIVE. As on
+// the service, an item that fails its checks is counted (ErrorCount) and
+// logged with its object and line, the others are imported, and the
+// import ends FAILED (ItemValidationError) when any item failed; a source
+// that cannot be read (no bucket) ends FAILED with no table.
 
 // KindImport is the job catalog kind of imports.
 const KindImport = "import"
-
-const kindImportMetric = "import"
 
 // Import statuses, as on the wire.
 const (
@@ -42,461 +40,398 @@ const (
 	ImportFailed     = "FAILED"
 )
 
-// DefaultImportMaxErrors is Config.ImportMaxErrors's default.
-const DefaultImportMaxErrors = 1000
-
-// importBatch is the number of items per load batch.
-const importBatch = 500
-
-// importProgressEvery paces the progress written to the import's row.
-const importProgressEvery = 2 * time.Second
-
-// Importer makes the imported table ACTIVE and recognises an import's
-// target (the engine satisfies it, with Indexer).
+// Importer is what imports need of the engine: the description of the
+// imported table once loaded (ACTIVE), and whether a table is the target
+// of an import.
 type Importer interface {
-	Indexer
 	FinishImport(t *storage.Table) ([]byte, error)
-	IsImportTarget(t *storage.Table, id string) bool
+	IsImportTarget(t *storage.Table, importID string) bool
 }
 
-// ImportKey is a key attribute of the import's table or indexes.
-type ImportKey struct {
-	Name     string `json:"name"`
-	Type     string `json:"type"`
-	Optional bool   `json:"optional,omitempty"`
-}
-
-// ImportDescription is the part of the wire's ImportTableDescription the
-// job reads and writes; the rest of the description is kept as it came.
+// ImportDescription is an import row's payload: DynamoDB's
+// ImportTableDescription in its wire form; the job reads the fields it
+// needs and keeps the others (Extra) as the engine wrote them.
 type ImportDescription struct {
-	ImportStatus       string `json:"ImportStatus"`
-	ErrorCount         int64  `json:"ErrorCount"`
-	ProcessedSizeBytes int64  `json:"ProcessedSizeBytes"`
-	ProcessedItemCount int64  `json:"ProcessedItemCount"`
-	ImportedItemCount  int64  `json:"ImportedItemCount"`
-	FailureCode        string `json:"FailureCode,omitempty"`
-	FailureMessage     string `json:"FailureMessage,omitempty"`
-	S3BucketSource     struct {
-		S3Bucket    string `json:"S3Bucket"`
-		S3KeyPrefix string `json:"S3KeyPrefix"`
-	} `json:"S3BucketSource"`
-	InputFormat          string `json:"InputFormat"`
-	InputCompressionType string `json:"InputCompressionType"`
-	InputFormatOptions   *struct {
-		Csv *struct {
-			Delimiter  *string  `json:"Delimiter"`
-			HeaderList []string `json:"HeaderList"`
-		} `json:"Csv"`
-	} `json:"InputFormatOptions"`
+	ImportArn            string          `json:"ImportArn"`
+	ImportStatus         string          `json:"ImportStatus"`
+	TableArn             string          `json:"TableArn"`
+	TableId              string          `json:"TableId,omitempty"`
+	ClientToken          string          `json:"ClientToken,omitempty"`
+	S3BucketSource       S3BucketSource  `json:"S3BucketSource"`
+	InputFormat          string          `json:"InputFormat"`
+	InputFormatOptions   json.RawMessage `json:"InputFormatOptions,omitempty"`
+	InputCompressionType string          `json:"InputCompressionType"`
+	TableCreation        json.RawMessage `json:"TableCreationParameters,omitempty"`
+	StartTime            float64         `json:"StartTime,omitempty"`
+	EndTime              float64         `json:"EndTime,omitempty"`
+	ProcessedSizeBytes   *int64          `json:"ProcessedSizeBytes,omitempty"`
+	ProcessedItemCount   int64           `json:"ProcessedItemCount"`
+	ImportedItemCount    int64           `json:"ImportedItemCount"`
+	ErrorCount           int64           `json:"ErrorCount"`
+	FailureCode          string          `json:"FailureCode,omitempty"`
+	FailureMessage       string          `json:"FailureMessage,omitempty"`
 }
 
-// importRow is an import row's payload: the engine's request, with the
-// description decoded both ways (raw keeps every field).
-type importRow struct {
-	ID        string          `json:"id"`
-	TableName string          `json:"tableName"`
-	Desc      json.RawMessage `json:"desc"`
-	Table     json.RawMessage `json:"table"`
-	Keys      []ImportKey     `json:"keys"`
+// S3BucketSource is where an import reads.
+type S3BucketSource struct {
+	S3Bucket      string `json:"S3Bucket"`
+	S3BucketOwner string `json:"S3BucketOwner,omitempty"`
+	S3KeyPrefix   string `json:"S3KeyPrefix,omitempty"`
 }
 
-// desc decodes the counters and source of a row's description.
-func (r *importRow) desc() (ImportDescription, error) {
-	var d ImportDescription
-	err := json.Unmarshal(r.Desc, &d)
-	return d, err
+// ImportRequest is what StartImport needs: the target table, the
+// description's request fields, the key attributes' types (for CSV) and
+// the function that creates the target in CREATING marked with the
+// import id.
+type ImportRequest struct {
+	Account, Table string
+	Desc           ImportDescription
+	KeyTypes       map[string]string
+	Create         func(ctx context.Context, importID string) (*storage.Table, error)
 }
 
-// setDesc merges d's fields into the raw description.
-func (r *importRow) setDesc(d ImportDescription, end time.Time) error {
-	var all map[string]any
-	if err := json.Unmarshal(r.Desc, &all); err != nil {
-		return err
-	}
-	all["ImportStatus"] = d.ImportStatus
-	all["ErrorCount"] = d.ErrorCount
-	all["ProcessedSizeBytes"] = d.ProcessedSizeBytes
-	all["ProcessedItemCount"] = d.ProcessedItemCount
-	all["ImportedItemCount"] = d.ImportedItemCount
-	delete(all, "FailureCode")
-	delete(all, "FailureMessage")
-	if d.FailureCode != "" {
-		all["FailureCode"], all["FailureMessage"] = d.FailureCode, d.FailureMessage
-	}
-	if !end.IsZero() {
-		all["EndTime"] = epochSec(end)
-	}
-	raw, err := json.Marshal(all)
-	if err != nil {
-		return err
-	}
-	r.Desc = raw
-	return nil
-}
+// importBatch is the number of items an import writes per batch.
+const importBatch = 100
 
-func (m *Manager) importer() (Importer, storage.JobCatalog, error) {
+// validationFailure is the FailureMessage of an import with bad items,
+// as the service words it.
+const validationFailure = "Some of the items failed validation checks and were not imported. Please check the server log for the object and line of each."
+
+// StartImport mints the import's id and ARN, records the IN_PROGRESS row
+// with this server's claim, creates the target and starts the job.
+func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDescription, error) {
 	if m.ctx == nil {
-		return nil, nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
-	}
-	imp, ok := m.cfg.Restorer.(Importer)
-	if !ok {
-		return nil, nil, storage.Errorf(storage.KindUnsupported, "imports are not configured on this server")
+		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
 	}
 	jobs := m.cfg.Backend.Capabilities().Jobs
-	if jobs == nil {
-		return nil, nil, storage.Errorf(storage.KindUnsupported, "imports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
+	if jobs == nil || m.cfg.Importer == nil {
+		return nil, storage.Errorf(storage.KindUnsupported, "imports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
 	}
-	return imp, jobs, nil
-}
-
-// StartImport records the import's row (IN_PROGRESS, claimed by this
-// server), creates its table from the request's stored description and
-// starts the job; it answers the description. The row comes first, so
-// that a crash never leaves a CREATING table without a job. Errors:
-// KindTableExists (the name was taken meanwhile), KindLimitExceeded (job
-// slots), storage errors.
-func (m *Manager) StartImport(ctx context.Context, account string, req []byte) ([]byte, error) {
-	imp, jobs, err := m.importer()
+	// The job waits for a job slot (backup.max_concurrent_jobs) rather
+	// than refusing the request: AWS runs many exports and imports at
+	// once, and a client has no way to retry one "later" on its own.
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	id, err := format.MintBackupID(now, nil)
 	if err != nil {
 		return nil, err
 	}
-	var row importRow
-	if err := json.Unmarshal(req, &row); err != nil {
-		return nil, err
-	}
-	release, err := m.acquireSlot()
+	d := req.Desc
+	d.ImportArn = strings.TrimSuffix(d.TableArn, "/") + "/import/" + id
+	d.ImportStatus, d.StartTime = ImportInProgress, epochSec(now)
+	raw, _ := json.Marshal(d)
+	res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: KindImport, ID: id, Account: req.Account, Status: ImportInProgress,
+		CreatedAt: now, Payload: raw, Owner: m.cfg.Owner})
 	if err != nil {
 		return nil, err
 	}
-	res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: KindImport, ID: row.ID, Account: account, Status: ImportInProgress,
-		Payload: req, Owner: m.cfg.Owner})
+	row := *res.Record
+	target, err := req.Create(ctx, id)
 	if err != nil {
-		release()
+		// The row says why; the caller answers the error.
+		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
+		d.FailureCode, d.FailureMessage = "TableAlreadyExists", err.Error()
+		raw, _ := json.Marshal(d)
+		_, _ = jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindImport, ID: id, Generation: row.Generation,
+			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &d.FailureMessage})
 		return nil, err
 	}
-	if !res.Matched {
-		release()
-		return nil, storage.Errorf(storage.KindInternal, "import id %s minted twice", row.ID)
-	}
-	rec := *res.Record
-	notRunning := m.runs(KindImport+"/"+rec.ID, rec.Generation)
-	target, err := m.cfg.Backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: row.TableName, Desc: row.Table})
-	if err != nil {
-		notRunning()
-		release()
-		// No table: the import did not start; its row goes, as its
-		// ImportArn was never answered.
-		_, _ = jobs.RemoveJob(context.WithoutCancel(ctx), storage.RemoveJobParams{Kind: KindImport, ID: rec.ID, Generation: rec.Generation, Status: ImportInProgress})
-		return nil, err
-	}
-	m.startImport(imp, jobs, rec, row, target.Table, release, notRunning)
-	return row.Desc, nil
-}
-
-func (m *Manager) startImport(imp Importer, jobs storage.JobCatalog, rec storage.JobRecord, row importRow, target *storage.Table, release, notRunning func()) {
-	m.met.running.WithLabelValues(kindImportMetric).Inc()
+	m.met.running.WithLabelValues(kindImport).Inc()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		defer release()
-		defer notRunning()
-		m.runImport(imp, jobs, rec, row, target)
+		if !m.waitSlot() {
+			return // shutting down: the reconciler of a server fails the import
+		}
+		defer m.releaseSlot()
+		m.runImport(jobs, target, row, d, req.KeyTypes)
 	}()
+	return &d, nil
 }
 
-// importFailure is an import's end that removes its table.
-type importFailure struct {
-	code string
-	err  error
-}
-
-func (f *importFailure) Error() string { return f.err.Error() }
-
-func (m *Manager) runImport(imp Importer, jobs storage.JobCatalog, rec storage.JobRecord, row importRow, target *storage.Table) {
+// runImport loads the target and records the import's end.
+func (m *Manager) runImport(jobs storage.JobCatalog, target *storage.Table, row storage.JobRecord, d ImportDescription, keyTypes map[string]string) {
+	defer m.runs(KindImport+"/"+row.ID, row.Generation)()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
-	beat := func(ctx context.Context) (bool, error) {
-		res, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: KindImport, ID: rec.ID, Owner: m.cfg.Owner, Generation: rec.Generation})
+	go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+		res, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: KindImport, ID: row.ID, Owner: m.cfg.Owner, Generation: row.Generation})
 		return err == nil && res.Matched, err
-	}
-	go m.keepAlive(ctx, cancel, beat)
-	start := time.Now()
-	d, err := row.desc()
-	if err != nil {
-		d = ImportDescription{}
-	}
-	arn := ""
-	var all map[string]any
-	if json.Unmarshal(row.Desc, &all) == nil {
-		arn, _ = all["ImportArn"].(string)
-	}
-	log := m.log.With("import", arn, "table", target.Name)
-	prog := m.met.progress.start(kindImportMetric, target.Account, target.Name, rec.ID, "load")
-	save := func(ctx context.Context, d ImportDescription, status string, end time.Time) (bool, error) {
-		if err := row.setDesc(d, end); err != nil {
-			return false, err
-		}
-		payload, _ := json.Marshal(row)
-		var msg *string
-		if d.FailureMessage != "" {
-			msg = &d.FailureMessage
-		}
-		res, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: rec.ID, Generation: rec.Generation,
-			Status: ImportInProgress, NewStatus: status, Payload: payload, Message: msg})
-		if err != nil {
-			return false, err
-		}
-		return res.Matched, nil
-	}
-	err = m.loadImport(ctx, imp, &d, row.Keys, target, log, prog, func(d ImportDescription) error {
-		ok, err := save(ctx, d, ImportInProgress, time.Time{})
-		if err == nil && !ok {
-			err = errFenced
-		}
-		return err
 	})
+	start := time.Now()
+	log := m.log.With("import", d.ImportArn, "table", target.Name)
+	prog := m.met.progress.start(kindImport, row.Account, target.Name, row.ID, "load")
+	counts, err := m.importObjects(ctx, target, &d, keyTypes, prog, log)
 	prog.done()
-	bg := context.WithoutCancel(ctx)
-	result := "ok"
+	d.ProcessedItemCount, d.ImportedItemCount, d.ErrorCount = counts.processed.Load(), counts.imported.Load(), counts.errors.Load()
+	size := counts.bytes.Load()
+	d.ProcessedSizeBytes = &size
+	status := ImportCompleted
 	switch {
-	case err == nil && d.ErrorCount == 0:
-		d.ImportStatus = ImportCompleted
-		log.Info("import completed", "items", d.ImportedItemCount, "bytes", d.ProcessedSizeBytes, "duration", time.Since(start))
-	case err == nil:
-		d.ImportStatus = ImportFailed
-		d.FailureCode = "ItemValidationError"
-		d.FailureMessage = fmt.Sprintf("Some of the items failed validation checks and were not imported: %d of %d; the server's log names each (object and line)",
-			d.ErrorCount, d.ProcessedItemCount)
-		log.Warn("import ended with items not imported", "imported", d.ImportedItemCount, "errors", d.ErrorCount)
-	case errors.Is(context.Cause(ctx), errFenced) || errors.Is(err, errFenced):
-		log.Warn("import stopped: claim taken over")
-		m.met.end(kindImportMetric, start, causeFenced)
-		return
-	case m.ctx.Err() != nil:
-		log.Warn("import interrupted by shutdown; the reconciler restarts it", "err", err)
-		m.met.end(kindImportMetric, start, causeShutdown)
-		return
+	case err != nil:
+		// Nothing usable was read (or the job was stopped): no table.
+		status = ImportFailed
+		d.FailureCode, d.FailureMessage = importFailure(err)
+		m.dropTarget(context.WithoutCancel(ctx), target)
+		log.Warn("import failed", "code", d.FailureCode, "err", err)
 	default:
-		d.ImportStatus = ImportFailed
-		var f *importFailure
-		if errors.As(err, &f) {
-			d.FailureCode = f.code
-		} else {
-			d.FailureCode = "UNKNOWN"
+		if ferr := m.finishImport(ctx, target); ferr != nil {
+			status = ImportFailed
+			d.FailureCode, d.FailureMessage = "UNKNOWN", ferr.Error()
+			m.dropTarget(context.WithoutCancel(ctx), target)
+			log.Warn("import failed", "err", ferr)
+			break
 		}
-		d.FailureMessage = err.Error()
-		result = cause(ctx, err)
-		log.Warn("import failed; removing its table", "code", d.FailureCode, "err", err)
-		m.dropImportTarget(bg, imp, target, rec.ID)
+		if d.ErrorCount > 0 {
+			status = ImportFailed
+			d.FailureCode, d.FailureMessage = "ItemValidationError", validationFailure
+		}
+		log.Info("import finished", "status", status, "processed", d.ProcessedItemCount, "imported", d.ImportedItemCount,
+			"errors", d.ErrorCount, "duration", time.Since(start))
 	}
-	ok, uerr := save(bg, d, d.ImportStatus, time.Now())
+	d.ImportStatus, d.EndTime = status, epochSec(time.Now())
+	raw, _ := json.Marshal(d)
+	msg := d.FailureMessage
+	res, uerr := jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindImport, ID: row.ID,
+		Generation: row.Generation, Status: ImportInProgress, NewStatus: status, Payload: raw, Message: &msg})
+	result := "ok"
 	switch {
 	case uerr != nil:
 		result = causeOther
 		log.Warn("import: recording its end", "err", uerr)
-	case !ok:
+	case !res.Matched:
 		result = causeFenced
+	case err != nil:
+		result = cause(ctx, err)
 	}
-	m.met.items.WithLabelValues(kindImportMetric).Add(float64(d.ImportedItemCount))
-	m.met.end(kindImportMetric, start, result)
+	m.met.end(kindImport, start, result)
 }
 
-// dropImportTarget deletes the import's table if it is still the import's
-// CREATING target (or the same incarnation).
-func (m *Manager) dropImportTarget(ctx context.Context, imp Importer, target *storage.Table, id string) {
-	cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name})
-	if err != nil || (cur.Table.ID != target.ID && !imp.IsImportTarget(cur.Table, id)) {
-		return
+func importFailure(err error) (code, msg string) {
+	msg = err.Error()
+	switch {
+	case errors.Is(err, errNoBucket) || strings.Contains(msg, "NoSuchBucket"):
+		return "S3NoSuchBucket", msg
+	case strings.Contains(msg, "AccessDenied") || strings.Contains(msg, "StatusCode: 403"):
+		return "S3AccessDenied", msg
 	}
-	if _, err := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: target.Account, Name: target.Name}); err != nil {
-		m.log.Warn("import: removing the table", "table", target.Name, "err", err)
-	}
+	return "UNKNOWN", msg
 }
 
-// loadImport reads the source and loads the table, updating d's counters
-// (recorded through save every importProgressEvery), then flips the table
-// ACTIVE. An *importFailure or another error ends the import FAILED with
-// the table removed.
-func (m *Manager) loadImport(ctx context.Context, imp Importer, d *ImportDescription, keys []ImportKey, target *storage.Table, log interface {
+type importCounts struct{ processed, imported, errors, bytes atomic.Int64 }
+
+// importObjects reads every object under the key prefix and loads its
+// good items. Its error is the source's (unreadable); bad items are
+// counted.
+func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *ImportDescription, keyTypes map[string]string, prog *jobProgress, log interface {
 	Warn(string, ...any)
-}, prog *jobProgress, save func(ImportDescription) error) error {
+}) (*importCounts, error) {
+	counts := &importCounts{}
 	src := d.S3BucketSource
 	st, err := store.OpenBucket(ctx, m.cfg.Buckets, src.S3Bucket, "")
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "NoSuchBucket") {
-			return &importFailure{"S3NoSuchBucket", fmt.Errorf("The specified bucket does not exist: %s", src.S3Bucket)}
+		if strings.Contains(err.Error(), "does not exist") {
+			err = fmt.Errorf("%w: %v", errNoBucket, err)
 		}
-		return &importFailure{"S3AccessDenied", err}
+		return counts, err
 	}
-	objs, err := awsimport.List(ctx, st, src.S3KeyPrefix)
-	if err != nil {
-		if strings.Contains(err.Error(), "NoSuchBucket") {
-			return &importFailure{"S3NoSuchBucket", fmt.Errorf("The specified bucket does not exist: %s", src.S3Bucket)}
-		}
-		return &importFailure{"S3AccessDenied", fmt.Errorf("listing s3://%s/%s: %w", src.S3Bucket, src.S3KeyPrefix, err)}
+	// S3KeyPrefix is a raw prefix of the keys ("data" matches data/ and
+	// data2): walk from its last slash and match.
+	dir := ""
+	if i := strings.LastIndexByte(src.S3KeyPrefix, '/'); i > 0 {
+		dir = src.S3KeyPrefix[:i]
 	}
-	opts := awsimport.Options{Format: d.InputFormat, Compression: d.InputCompressionType}
-	if o := d.InputFormatOptions; o != nil && o.Csv != nil {
-		if o.Csv.Delimiter != nil && *o.Csv.Delimiter != "" {
-			opts.CSVDelimiter = rune((*o.Csv.Delimiter)[0])
-		}
-		opts.CSVHeader = o.Csv.HeaderList
-	}
-	maxErrors := m.cfg.ImportMaxErrors
-	if maxErrors == 0 {
-		maxErrors = DefaultImportMaxErrors
-	}
-	logged := 0
-	opts.OnError = func(e awsimport.ItemError) {
-		if logged < 1000 {
-			log.Warn("import: item not imported", "object", e.Object, "line", e.Line, "err", e.Err)
-		}
-		logged++
-	}
-	for _, k := range keys {
-		t, ok := attr.TypeFromName(k.Type)
-		if !ok {
-			return fmt.Errorf("import: key attribute %s has type %q", k.Name, k.Type)
-		}
-		opts.Keys = append(opts.Keys, awsimport.KeyAttr{Name: k.Name, Type: t, Optional: k.Optional})
-	}
-	if err := awsimport.CheckOptions(opts); err != nil {
-		return &importFailure{"UNKNOWN", err}
-	}
-	load, err := imp.ItemLoader(target)
-	if err != nil {
-		return err
-	}
-	ref := target.Ref()
-	var stats awsimport.Stats
-	var batch []storage.BulkItem
-	seen := map[string]int{}
-	lastSave := time.Now()
-	sync := func() {
-		d.ProcessedItemCount, d.ErrorCount, d.ProcessedSizeBytes = stats.ProcessedItems, stats.Errors, stats.ProcessedBytes
-	}
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := m.writeImportBatch(ctx, ref, batch); err != nil {
-			return err
-		}
-		d.ImportedItemCount += int64(len(batch))
-		prog.add(int64(len(batch)), 0)
-		batch, seen = batch[:0], map[string]int{}
-		sync()
-		if time.Since(lastSave) > importProgressEvery {
-			lastSave = time.Now()
-			return save(*d)
+	var objects []store.ObjectInfo
+	if err := st.Walk(ctx, dir, func(o store.ObjectInfo) error {
+		if strings.HasPrefix(o.Key, src.S3KeyPrefix) {
+			objects = append(objects, o)
 		}
 		return nil
+	}); err != nil {
+		return counts, err
 	}
-	for _, o := range objs {
-		err := awsimport.ReadObject(ctx, st, o, opts, &stats, func(it attr.Item) error {
-			raw := attr.EncodeItem(it)
-			pk, sk, ch, err := load(raw)
-			if err != nil {
-				stats.Errors++
-				opts.OnError(awsimport.ItemError{Object: o.Key, Err: err})
-				return nil
-			}
-			k := string(pk) + "\x00" + string(sk)
-			if i, ok := seen[k]; ok {
-				// The same key twice in one batch: the later item wins,
-				// as a later PutItem would.
-				batch[i] = storage.BulkItem{PK: pk, SK: sk, Change: ch}
-				d.ImportedItemCount--
-			} else {
-				seen[k] = len(batch)
-				batch = append(batch, storage.BulkItem{PK: pk, SK: sk, Change: ch})
-			}
-			if len(batch) >= importBatch {
-				return flush()
-			}
-			return nil
-		})
-		if err != nil && awsimport.IsDataError(err) {
-			// A truncated or corrupt object: what was read of it counts;
-			// the object itself is one error.
-			stats.Errors++
-			opts.OnError(awsimport.ItemError{Object: o.Key, Err: err})
-			err = nil
+	load, err := m.cfg.Restorer.ItemLoader(target)
+	if err != nil {
+		return counts, err
+	}
+	var opts struct {
+		Csv *struct {
+			Delimiter  string   `json:"Delimiter"`
+			HeaderList []string `json:"HeaderList"`
+		} `json:"Csv"`
+	}
+	_ = json.Unmarshal(d.InputFormatOptions, &opts)
+	w := &importWriter{m: m, ref: target.Ref(), prog: prog}
+	for _, o := range objects {
+		if err := ctx.Err(); err != nil {
+			return counts, context.Cause(ctx)
+		}
+		err := m.importObject(ctx, st, o, d, opts.Csv, keyTypes, load, w, counts, log)
+		if err != nil && ctx.Err() != nil {
+			return counts, context.Cause(ctx)
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return jobErr(ctx, err)
-			}
-			var f *importFailure
-			if errors.As(err, &f) || errors.Is(err, errFenced) {
-				return err
-			}
-			if errors.Is(err, store.ErrNotFound) {
-				return &importFailure{"S3NoSuchKey", fmt.Errorf("object %s disappeared during the import", o.Key)}
-			}
-			return &importFailure{"UNKNOWN", err}
-		}
-		if stats.Errors > int64(maxErrors) {
-			sync()
-			return &importFailure{"ItemValidationError", fmt.Errorf("more than %d items failed validation checks (%d so far); the import stopped and its table was removed", maxErrors, stats.Errors)}
+			// An object that cannot be read whole (a bad compression
+			// stream, cut short): counted and logged like a bad item.
+			counts.errors.Add(1)
+			log.Warn("import: an object could not be read", "object", o.Key, "err", err)
 		}
 	}
-	if err := flush(); err != nil {
+	if err := w.flush(ctx); err != nil {
+		return counts, err
+	}
+	counts.imported.Store(w.written)
+	return counts, nil
+}
+
+func (m *Manager) importObject(ctx context.Context, st store.Store, o store.ObjectInfo, d *ImportDescription, csvOpts *struct {
+	Delimiter  string   `json:"Delimiter"`
+	HeaderList []string `json:"HeaderList"`
+}, keyTypes map[string]string, load func([]byte) ([]byte, []byte, storage.Change, error), w *importWriter, counts *importCounts,
+	log interface{ Warn(string, ...any) }) error {
+	rc, err := st.Get(ctx, o.Key)
+	if err != nil {
 		return err
 	}
-	sync()
-	if err := save(*d); err != nil {
+	defer rc.Close()
+	counted := &countingReader{r: rc, n: &counts.bytes}
+	var r io.Reader = counted
+	switch d.InputCompressionType {
+	case "GZIP":
+		gz, err := gzip.NewReader(counted)
+		if err != nil {
+			return err
+		}
+		defer gz.Close()
+		r = gz
+	case "ZSTD":
+		zr, err := zstd.NewReader(counted)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	each := func(line int, it attr.Item, perr error) error {
+		counts.processed.Add(1)
+		var raw []byte
+		if perr == nil {
+			raw = attr.AppendItem(nil, it)
+			if len(raw) > 400<<10 {
+				perr = errors.New("the item is larger than 400 KB")
+			}
+		}
+		var pk, sk []byte
+		var ch storage.Change
+		if perr == nil {
+			pk, sk, ch, perr = load(raw)
+		}
+		if perr != nil {
+			counts.errors.Add(1)
+			log.Warn("import: an item was not imported", "object", o.Key, "line", line, "err", perr)
+			return nil
+		}
+		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
+	}
+	switch d.InputFormat {
+	case "ION":
+		return format.ReadIonLines(r, each)
+	case "CSV":
+		co := format.CSVOptions{KeyTypes: keyTypes}
+		if csvOpts != nil {
+			co.Delimiter, co.HeaderList = csvOpts.Delimiter, csvOpts.HeaderList
+		}
+		return format.ReadCSV(r, co, each)
+	}
+	return format.ReadDynamoJSONLines(r, each)
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// importWriter writes an import's items in batches, as restores do: the
+// backend's bulk loader, item by item on a backend whose only atomic
+// write is one item's, else a transaction of blind puts. A key seen
+// twice keeps its last item.
+type importWriter struct {
+	m       *Manager
+	ref     storage.TableRef
+	prog    *jobProgress
+	batch   []storage.BulkItem
+	bytes   int64
+	written int64
+}
+
+func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64) error {
+	for i := range w.batch {
+		if string(w.batch[i].PK) == string(it.PK) && string(w.batch[i].SK) == string(it.SK) {
+			w.batch[i] = it // a batch writes each key once
+			w.bytes += size
+			return nil
+		}
+	}
+	w.batch = append(w.batch, it)
+	w.bytes += size
+	if len(w.batch) >= importBatch {
+		return w.flush(ctx)
+	}
+	return nil
+}
+
+func (w *importWriter) flush(ctx context.Context) error {
+	if len(w.batch) == 0 {
+		return nil
+	}
+	caps := w.m.cfg.Backend.Capabilities()
+	var err error
+	for attempt := 0; ; attempt++ {
+		switch {
+		case caps.PerItemAtomic:
+			err = w.m.writeEach(ctx, blindPuts(w.ref, w.batch))
+		case caps.Bulk != nil:
+			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: w.batch})
+		default:
+			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, w.batch)})
+		}
+		if err == nil || !storage.IsKind(err, storage.KindUnavailable) || attempt >= restoreRetries || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * restoreRetryPause)
+	}
+	if err != nil {
 		return err
 	}
-	_, err = m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
+	w.written += int64(len(w.batch))
+	w.prog.add(int64(len(w.batch)), w.bytes)
+	w.batch, w.bytes = w.batch[:0:0], 0
+	return nil
+}
+
+// finishImport flips the target ACTIVE.
+func (m *Manager) finishImport(ctx context.Context, target *storage.Table) error {
+	_, err := m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
 		Fn: func(old *storage.Table) ([]byte, error) {
 			if old.ID != target.ID {
-				return nil, errors.New("import: the table was replaced")
+				return nil, errors.New("import: the target table was replaced")
 			}
-			return imp.FinishImport(old)
+			return m.cfg.Importer.FinishImport(old)
 		}})
 	return err
 }
 
-// writeImportBatch writes one batch of blind puts with the backend's bulk
-// loader (ADR 0032), or as restores do without one; a transient failure
-// is retried.
-func (m *Manager) writeImportBatch(ctx context.Context, ref storage.TableRef, items []storage.BulkItem) error {
-	caps := m.cfg.Backend.Capabilities()
-	for attempt := 0; ; attempt++ {
-		var err error
-		switch {
-		case caps.PerItemAtomic:
-			err = m.writeEach(ctx, blindPuts(ref, items))
-		case caps.Bulk != nil:
-			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: ref, Items: items})
-		default:
-			_, err = m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(ref, items)})
-		}
-		if err == nil || !storage.IsKind(err, storage.KindUnavailable) || ctx.Err() != nil || attempt >= restoreRetries {
-			if storage.IsKind(err, storage.KindTableVersion) || storage.IsKind(err, storage.KindTableNotFound) {
-				return fmt.Errorf("%w: the table changed under the import", errFenced)
-			}
-			return err
-		}
-		t := time.NewTimer(time.Duration(attempt+1) * restoreRetryPause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return jobErr(ctx, err)
-		case <-t.C:
-		}
-	}
-}
-
-// reconcileImports restarts IN_PROGRESS imports whose claim is stale
-// (their server stopped): the reconciler claims the row, removes the
-// table the dead job was loading and loads a new one from the beginning,
-// so no item is written twice. An import whose table had already turned
-// ACTIVE ends with the counts it recorded before the flip.
+// reconcileImports fails IN_PROGRESS imports whose claim is stale (their
+// server stopped) and removes their target while it is still theirs and
+// CREATING.
 func (m *Manager) reconcileImports(ctx context.Context) error {
-	imp, jobs, err := m.importer()
-	if err != nil {
+	jobs := m.cfg.Backend.Capabilities().Jobs
+	if jobs == nil || m.cfg.Importer == nil {
 		return nil
 	}
 	rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: KindImport, Statuses: []string{ImportInProgress}})
@@ -517,87 +452,22 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		if !res.Matched {
 			continue
 		}
-		if err := m.restartImport(ctx, imp, jobs, *res.Record); err != nil {
+		var d ImportDescription
+		_ = json.Unmarshal(res.Record.Payload, &d)
+		name := d.TableArn[strings.LastIndexByte(d.TableArn, '/')+1:]
+		if t, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: name}); err == nil &&
+			m.cfg.Importer.IsImportTarget(t.Table, r.ID) {
+			m.dropTarget(ctx, t.Table)
+		}
+		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
+		d.FailureCode, d.FailureMessage = "UNKNOWN", "the server running the import stopped"
+		raw, _ := json.Marshal(d)
+		msg := d.FailureMessage
+		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: r.ID, Generation: res.Record.Generation,
+			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &msg}); err != nil {
 			errs = append(errs, err)
 		}
+		m.met.reconciled.WithLabelValues("failed_stale_import").Inc()
 	}
 	return errors.Join(errs...)
-}
-
-func (m *Manager) restartImport(ctx context.Context, imp Importer, jobs storage.JobCatalog, rec storage.JobRecord) error {
-	var row importRow
-	if err := json.Unmarshal(rec.Payload, &row); err != nil {
-		return err
-	}
-	d, err := row.desc()
-	if err != nil {
-		return err
-	}
-	end := func(d ImportDescription) error {
-		if err := row.setDesc(d, time.Now()); err != nil {
-			return err
-		}
-		payload, _ := json.Marshal(row)
-		msg := d.FailureMessage
-		_, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: rec.ID, Generation: rec.Generation,
-			Status: ImportInProgress, NewStatus: d.ImportStatus, Payload: payload, Message: &msg})
-		return err
-	}
-	var want struct {
-		Desc struct{ TableId string } `json:"desc"`
-	}
-	_ = json.Unmarshal(row.Table, &want)
-	cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: rec.Account, Name: row.TableName})
-	switch {
-	case err == nil && imp.IsImportTarget(cur.Table, rec.ID):
-		if _, err := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: rec.Account, Name: row.TableName}); err != nil {
-			return err
-		}
-	case err == nil:
-		var have struct {
-			Desc struct{ TableId string } `json:"desc"`
-		}
-		_ = json.Unmarshal(cur.Table.Desc, &have)
-		if have.Desc.TableId == want.Desc.TableId && want.Desc.TableId != "" {
-			// Loaded and ACTIVE before the server stopped.
-			d.ImportStatus, d.FailureCode, d.FailureMessage = ImportCompleted, "", ""
-			if d.ErrorCount > 0 {
-				d.ImportStatus, d.FailureCode = ImportFailed, "ItemValidationError"
-				d.FailureMessage = fmt.Sprintf("Some of the items failed validation checks and were not imported: %d of %d", d.ErrorCount, d.ProcessedItemCount)
-			}
-			m.met.reconciled.WithLabelValues("finished_import").Inc()
-			return end(d)
-		}
-		d.ImportStatus, d.FailureCode = ImportFailed, "TableAlreadyExists"
-		d.FailureMessage = "Table already exists: " + row.TableName
-		return end(d)
-	case !storage.IsKind(err, storage.KindTableNotFound):
-		return err
-	}
-	release, err := m.acquireSlot()
-	if err != nil {
-		return nil // no slot: the claim goes stale again and is retried
-	}
-	notRunning := m.runs(KindImport+"/"+rec.ID, rec.Generation)
-	d.ErrorCount, d.ProcessedItemCount, d.ImportedItemCount, d.ProcessedSizeBytes = 0, 0, 0, 0
-	if err := row.setDesc(d, time.Time{}); err != nil {
-		notRunning()
-		release()
-		return err
-	}
-	created, err := m.cfg.Backend.CreateTable(ctx, storage.CreateTableParams{Account: rec.Account, Name: row.TableName, Desc: row.Table})
-	if err != nil {
-		notRunning()
-		release()
-		if storage.IsKind(err, storage.KindTableExists) {
-			d.ImportStatus, d.FailureCode = ImportFailed, "TableAlreadyExists"
-			d.FailureMessage = "Table already exists: " + row.TableName
-			return end(d)
-		}
-		return err
-	}
-	m.log.Info("import restarted after its server stopped", "import", rec.ID, "table", row.TableName)
-	m.met.reconciled.WithLabelValues("restarted_import").Inc()
-	m.startImport(imp, jobs, rec, row, created.Table, release, notRunning)
-	return nil
 }

@@ -66,9 +66,6 @@ type Backup struct {
 	// MaxSnapshotAge bounds how long a backup keeps its table snapshot
 	// open; past it the backup fails cleanly (0: no bound).
 	MaxSnapshotAge Duration `toml:"max_snapshot_age"`
-	// ImportMaxErrors is how many items an ImportTable may fail to import
-	// before it stops, FAILED, and removes its table (0: 1000).
-	ImportMaxErrors int `toml:"import_max_errors"`
 	// SpoolDir is where restores copy a backup before verifying it
 	// (default: the system's temporary directory). Not inside a
 	// filesystem store's root.
@@ -441,9 +438,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Backup.MaxConcurrentJobs < 0 {
 		return errors.New("config: backup.max_concurrent_jobs must not be negative")
-	}
-	if c.Backup.ImportMaxErrors < 0 {
-		return errors.New("config: backup.import_max_errors must not be negative")
 	}
 	for _, d := range []struct {
 		key string

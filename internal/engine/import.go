@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,43 +9,42 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
 	"time"
 
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// Imports (ImportTable, DescribeImport, ListImports; docs/imports.md, ADR
-// 0050). The engine checks the request, builds the new table's stored
-// description (CREATING, marked with the import's id), makes a
-// ClientToken idempotent through the job catalog and hands the import to
-// the ImportService (internal/backup's Manager), which records the job,
-// creates the table, loads it from the bucket and flips it ACTIVE. An
-// import row's payload holds the ImportTableDescription as the wire
-// carries it.
+// Imports (ImportTable, DescribeImport, ListImports; docs/exports.md,
+// ADR 0050). The engine checks the request (the table to create by
+// CreateTable's rules, the format and its options), refuses a name that
+// exists, makes a ClientToken idempotent, and hands the import to the
+// ImportService (internal/backup's Manager), which creates the table in
+// CREATING through the function it is given, loads it and flips it ACTIVE
+// (FinishImport). An import row's payload is the ImportTableDescription
+// as the wire carries it.
 
 // ImportService starts imports (internal/backup.Manager through the
-// server's adapter). req is an ImportRequest as JSON; the answer is the
-// ImportTableDescription as JSON.
+// server's adapter).
 type ImportService interface {
-	StartImport(ctx context.Context, account string, req []byte) ([]byte, error)
+	// StartImport records the import, creates the target with create
+	// (given the import's id) and starts loading it; desc is the
+	// ImportTableDescription's request fields (JSON), keyTypes the types
+	// of the key attributes; the answer is the description (JSON) with
+	// ImportArn, ImportStatus and StartTime filled.
+	StartImport(ctx context.Context, account, table string, desc []byte, keyTypes map[string]string,
+		create func(ctx context.Context, importID string) (*storage.Table, error)) ([]byte, error)
 }
 
-// SetImports installs the import jobs; without them ImportTable answers a
-// ValidationException naming the configuration. Call it before serving.
+// SetImports installs the import jobs. Call it before serving.
 func (e *Engine) SetImports(s ImportService) { e.imports = s }
 
-// Job catalog kinds of imports.
 const (
 	kindImport      = "import"
 	kindImportToken = "import-token"
 )
 
-// importListDays is how long ListImports lists an import.
-const importListDays = 90
-
 type S3BucketSource struct {
-	S3Bucket      *string `json:"S3Bucket,omitempty"`
+	S3Bucket      *string `json:"S3Bucket"`
 	S3BucketOwner *string `json:"S3BucketOwner,omitempty"`
 	S3KeyPrefix   *string `json:"S3KeyPrefix,omitempty"`
 }
@@ -71,48 +69,6 @@ type TableCreationParameters struct {
 	GlobalSecondaryIndexes []GlobalSecondaryIndex `json:"GlobalSecondaryIndexes,omitempty"`
 }
 
-// ImportTableDescription is DynamoDB's ImportTableDescription.
-type ImportTableDescription struct {
-	ImportArn               string                   `json:"ImportArn"`
-	ImportStatus            string                   `json:"ImportStatus"`
-	TableArn                string                   `json:"TableArn,omitempty"`
-	TableId                 string                   `json:"TableId,omitempty"`
-	ClientToken             string                   `json:"ClientToken,omitempty"`
-	S3BucketSource          *S3BucketSource          `json:"S3BucketSource,omitempty"`
-	ErrorCount              int64                    `json:"ErrorCount"`
-	CloudWatchLogGroupArn   string                   `json:"CloudWatchLogGroupArn,omitempty"`
-	InputFormat             string                   `json:"InputFormat"`
-	InputFormatOptions      *InputFormatOptions      `json:"InputFormatOptions,omitempty"`
-	InputCompressionType    string                   `json:"InputCompressionType,omitempty"`
-	TableCreationParameters *TableCreationParameters `json:"TableCreationParameters,omitempty"`
-	StartTime               *float64                 `json:"StartTime,omitempty"`
-	EndTime                 *float64                 `json:"EndTime,omitempty"`
-	ProcessedSizeBytes      int64                    `json:"ProcessedSizeBytes"`
-	ProcessedItemCount      int64                    `json:"ProcessedItemCount"`
-	ImportedItemCount       int64                    `json:"ImportedItemCount"`
-	FailureCode             string                   `json:"FailureCode,omitempty"`
-	FailureMessage          string                   `json:"FailureMessage,omitempty"`
-}
-
-// ImportKey is a key attribute the items must carry (the table's) or may
-// carry only with its type (the indexes', Optional).
-type ImportKey struct {
-	Name     string `json:"name"`
-	Type     string `json:"type"`
-	Optional bool   `json:"optional,omitempty"`
-}
-
-// ImportRequest is what the ImportService gets: the description so far
-// (ImportArn, ImportStatus IN_PROGRESS, the request's members), the
-// new table's stored description, and the key attributes.
-type ImportRequest struct {
-	ID        string                 `json:"id"`
-	TableName string                 `json:"tableName"`
-	Desc      ImportTableDescription `json:"desc"`
-	Table     json.RawMessage        `json:"table"`
-	Keys      []ImportKey            `json:"keys"`
-}
-
 type ImportTableInput struct {
 	ClientToken             *string                  `json:"ClientToken"`
 	S3BucketSource          *S3BucketSource          `json:"S3BucketSource"`
@@ -120,6 +76,28 @@ type ImportTableInput struct {
 	InputFormatOptions      *InputFormatOptions      `json:"InputFormatOptions"`
 	InputCompressionType    *string                  `json:"InputCompressionType"`
 	TableCreationParameters *TableCreationParameters `json:"TableCreationParameters"`
+}
+
+// ImportTableDescription is DynamoDB's ImportTableDescription.
+type ImportTableDescription struct {
+	ImportArn               string                   `json:"ImportArn"`
+	ImportStatus            string                   `json:"ImportStatus"`
+	TableArn                string                   `json:"TableArn"`
+	TableId                 string                   `json:"TableId,omitempty"`
+	ClientToken             string                   `json:"ClientToken,omitempty"`
+	S3BucketSource          *S3BucketSource          `json:"S3BucketSource"`
+	InputFormat             string                   `json:"InputFormat"`
+	InputFormatOptions      *InputFormatOptions      `json:"InputFormatOptions,omitempty"`
+	InputCompressionType    string                   `json:"InputCompressionType"`
+	TableCreationParameters *TableCreationParameters `json:"TableCreationParameters,omitempty"`
+	StartTime               *float64                 `json:"StartTime,omitempty"`
+	EndTime                 *float64                 `json:"EndTime,omitempty"`
+	ProcessedSizeBytes      *int64                   `json:"ProcessedSizeBytes,omitempty"`
+	ProcessedItemCount      int64                    `json:"ProcessedItemCount"`
+	ImportedItemCount       int64                    `json:"ImportedItemCount"`
+	ErrorCount              int64                    `json:"ErrorCount"`
+	FailureCode             string                   `json:"FailureCode,omitempty"`
+	FailureMessage          string                   `json:"FailureMessage,omitempty"`
 }
 
 type ImportTableOutput struct {
@@ -130,10 +108,6 @@ type DescribeImportInput struct {
 	ImportArn *string `json:"ImportArn"`
 }
 
-type DescribeImportOutput struct {
-	ImportTableDescription *ImportTableDescription `json:"ImportTableDescription"`
-}
-
 type ListImportsInput struct {
 	TableArn  *string `json:"TableArn"`
 	PageSize  *int64  `json:"PageSize"`
@@ -141,14 +115,13 @@ type ListImportsInput struct {
 }
 
 type ImportSummary struct {
-	ImportArn             string          `json:"ImportArn"`
-	ImportStatus          string          `json:"ImportStatus"`
-	TableArn              string          `json:"TableArn,omitempty"`
-	S3BucketSource        *S3BucketSource `json:"S3BucketSource,omitempty"`
-	CloudWatchLogGroupArn string          `json:"CloudWatchLogGroupArn,omitempty"`
-	InputFormat           string          `json:"InputFormat"`
-	StartTime             *float64        `json:"StartTime,omitempty"`
-	EndTime               *float64        `json:"EndTime,omitempty"`
+	ImportArn      string          `json:"ImportArn"`
+	ImportStatus   string          `json:"ImportStatus"`
+	TableArn       string          `json:"TableArn"`
+	S3BucketSource *S3BucketSource `json:"S3BucketSource"`
+	InputFormat    string          `json:"InputFormat"`
+	StartTime      *float64        `json:"StartTime,omitempty"`
+	EndTime        *float64        `json:"EndTime,omitempty"`
 }
 
 type ListImportsOutput struct {
@@ -156,43 +129,20 @@ type ListImportsOutput struct {
 	NextToken         string          `json:"NextToken,omitempty"`
 }
 
-var (
-	importArnRE   = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})/import/([0-9]{14}-[0-9a-f]{8})$`)
-	importIDRE    = regexp.MustCompile(`^[0-9]{14}-[0-9a-f]{8}$`)
-	bucketNameRE  = regexp.MustCompile(`^[a-z0-9A-Z]+[\.\-\w]*[a-z0-9A-Z]+$`)
-	bucketOwnerRE = regexp.MustCompile(`^[0-9]{12}$`)
-	delimiterRE   = regexp.MustCompile(`^[,;:|\t ]$`)
-)
+var importArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})/import/([0-9]{14}-[0-9a-f]{8})$`)
 
-// newImportID mints an import id: the time in milliseconds (14 digits,
-// so ids sort by time) and 8 random hex digits.
-func newImportID(now time.Time) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%014d-%s", now.UnixMilli(), hex.EncodeToString(b[:]))
-}
-
-// checkImportTable validates the request's members, with the service's
-// "N validation errors detected" wording.
-func checkImportTable(in *ImportTableInput) error {
+// ImportTable creates a table from objects of a bucket ([s3]) in
+// DynamoDB JSON, Ion or CSV, optionally GZIP or ZSTD compressed.
+func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTableInput) (*ImportTableOutput, error) {
 	var c constraintErrors
 	if in.S3BucketSource == nil {
 		c.add(nil, "s3BucketSource", "Member must not be null")
-	} else {
-		s := in.S3BucketSource
-		if s.S3Bucket == nil {
-			c.add(nil, "s3BucketSource.s3Bucket", "Member must not be null")
-		} else if len(*s.S3Bucket) > 255 {
-			c.add(*s.S3Bucket, "s3BucketSource.s3Bucket", "Member must have length less than or equal to 255")
-		} else if !bucketNameRE.MatchString(*s.S3Bucket) {
-			c.add(*s.S3Bucket, "s3BucketSource.s3Bucket", "Member must satisfy regular expression pattern: ^[a-z0-9A-Z]+[\\.\\-\\w]*[a-z0-9A-Z]+$")
-		}
-		if o := s.S3BucketOwner; o != nil && !bucketOwnerRE.MatchString(*o) {
-			c.add(*o, "s3BucketSource.s3BucketOwner", "Member must satisfy regular expression pattern: [0-9]{12}")
-		}
-		if p := s.S3KeyPrefix; p != nil && len(*p) > 1024 {
-			c.add(*p, "s3BucketSource.s3KeyPrefix", "Member must have length less than or equal to 1024")
-		}
+	} else if b := in.S3BucketSource.S3Bucket; b == nil {
+		c.add(nil, "s3BucketSource.s3Bucket", "Member must not be null")
+	} else if len(*b) > 255 {
+		c.add(*b, "s3BucketSource.s3Bucket", "Member must have length less than or equal to 255")
+	} else if !bucketNameRE.MatchString(*b) {
+		c.add(*b, "s3BucketSource.s3Bucket", "Member must satisfy regular expression pattern: ^[a-z0-9A-Z]+[\\.\\-\\w]*[a-z0-9A-Z]+$")
 	}
 	if in.InputFormat == nil {
 		c.add(nil, "inputFormat", "Member must not be null")
@@ -202,60 +152,30 @@ func checkImportTable(in *ImportTableInput) error {
 	if t := in.InputCompressionType; t != nil && *t != "GZIP" && *t != "ZSTD" && *t != "NONE" {
 		c.add(*t, "inputCompressionType", "Member must satisfy enum value set: [ZSTD, NONE, GZIP]")
 	}
-	if o := in.InputFormatOptions; o != nil && o.Csv != nil {
-		if d := o.Csv.Delimiter; d != nil {
-			if len(*d) != 1 {
-				c.add(*d, "inputFormatOptions.csv.delimiter", "Member must have length less than or equal to 1")
-			}
-			if !delimiterRE.MatchString(*d) {
-				c.add(*d, "inputFormatOptions.csv.delimiter", "Member must satisfy regular expression pattern: [,;:|\\t ]")
-			}
-		}
-		if h := o.Csv.HeaderList; h != nil {
-			if len(h) < 1 || len(h) > 255 {
-				c.add(fmt.Sprint(h), "inputFormatOptions.csv.headerList", "Member must have length between 1 and 255")
-			}
-			for _, name := range h {
-				if len(name) < 1 || len(name) > 65536 {
-					c.add(name, "inputFormatOptions.csv.headerList.member", "Member must have length between 1 and 65536")
-				}
-			}
-		}
-	}
 	if in.TableCreationParameters == nil {
 		c.add(nil, "tableCreationParameters", "Member must not be null")
+	} else {
+		checkTableName(&c, "tableCreationParameters.tableName", in.TableCreationParameters.TableName)
 	}
 	if t := in.ClientToken; t != nil && (len(*t) < 1 || len(*t) > 100 || !clientTokenRE.MatchString(*t)) {
 		c.add(*t, "clientToken", "Member must satisfy regular expression pattern: ^[^\\$]+$")
 	}
-	return c.err()
-}
-
-// ImportTable creates a table from the objects under an S3 key prefix
-// (or a bucket directory, [s3] filesystem_root). It answers IN_PROGRESS
-// at once; the job loads the table in the background.
-func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTableInput) (*ImportTableOutput, error) {
-	if err := checkImportTable(in); err != nil {
+	if err := c.err(); err != nil {
 		return nil, err
 	}
-	p := in.TableCreationParameters
-	ct := &CreateTableInput{TableName: p.TableName, KeySchema: p.KeySchema, AttributeDefinitions: p.AttributeDefinitions,
-		BillingMode: p.BillingMode, ProvisionedThroughput: p.ProvisionedThroughput, GlobalSecondaryIndexes: p.GlobalSecondaryIndexes,
-		SSESpecification: p.SSESpecification}
-	if err := checkCreateTable(ct); err != nil {
-		return nil, err
-	}
-	format := *in.InputFormat
-	if o := in.InputFormatOptions; o != nil && o.Csv != nil && format != "CSV" {
-		return nil, validationf("Invalid Request: Unsupported InputFormatOptions for the given input format: %s.", format)
-	}
-	if len(p.OnDemandThroughput) > 0 && string(p.OnDemandThroughput) != "null" && p.BillingMode != "PAY_PER_REQUEST" {
-		return nil, invalidParam("MaxWriteRequestUnits for OnDemandThroughput cannot be specified when table BillingMode is PROVISIONED.")
-	}
-	now := e.now()
-	st, err := e.newTable(account, ct, now)
-	if err != nil {
-		return nil, err
+	if o := in.InputFormatOptions; o != nil && o.Csv != nil {
+		if *in.InputFormat != "CSV" {
+			return nil, validationf("Invalid Request: Unsupported InputFormatOptions for the given input format: %s.", *in.InputFormat)
+		}
+		if d := o.Csv.Delimiter; d != nil && !csvDelimiterRE.MatchString(*d) {
+			// The service's constraint: one of , ; : | tab or space.
+			var c constraintErrors
+			if len(*d) != 1 {
+				c.add(*d, "inputFormatOptions.csv.delimiter", "Member must have length less than or equal to 1")
+			}
+			c.add(*d, "inputFormatOptions.csv.delimiter", "Member must satisfy regular expression pattern: [,;:|\t ]")
+			return nil, c.err()
+		}
 	}
 	if e.imports == nil {
 		if e.backupsOff != "" {
@@ -263,128 +183,114 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		}
 		return nil, validationf("Imports are not enabled on this server: configure a backup store in the [backup.store] section (kind = \"filesystem\" or \"s3\") and the buckets in [s3]")
 	}
-	jobs := e.backend.Capabilities().Jobs
-	if jobs == nil {
-		return nil, validationf("Imports are unavailable on this server: the %s backend has no job catalog", e.backend.Name())
-	}
+	p := in.TableCreationParameters
 	name := *p.TableName
-	id := newImportID(now)
-	st.Desc.TableStatus = "CREATING"
-	for i := range st.Desc.GlobalSecondaryIndexes {
-		st.Desc.GlobalSecondaryIndexes[i].IndexStatus = "ACTIVE"
-	}
-	st.ImportJob = id
-	rawTable, err := json.Marshal(st)
+	// The table to create follows CreateTable's rules.
+	st, err := e.newTable(account, &CreateTableInput{TableName: p.TableName, AttributeDefinitions: p.AttributeDefinitions,
+		KeySchema: p.KeySchema, BillingMode: p.BillingMode, ProvisionedThroughput: p.ProvisionedThroughput,
+		SSESpecification: p.SSESpecification, GlobalSecondaryIndexes: p.GlobalSecondaryIndexes}, e.now())
 	if err != nil {
 		return nil, err
 	}
-	src := *in.S3BucketSource
-	if src.S3BucketOwner == nil {
+	req := ImportTableDescription{TableArn: st.Desc.TableArn, TableId: st.Desc.TableId, S3BucketSource: in.S3BucketSource,
+		InputFormat: *in.InputFormat, InputFormatOptions: in.InputFormatOptions, InputCompressionType: "NONE",
+		TableCreationParameters: p}
+	if in.InputCompressionType != nil {
+		req.InputCompressionType = *in.InputCompressionType
+	}
+	if in.ClientToken != nil {
+		req.ClientToken = *in.ClientToken
+	}
+	if src := *in.S3BucketSource; src.S3BucketOwner == nil {
+		// DescribeImport names the bucket's owner: the caller's account
+		// unless the request said otherwise, as on the service.
 		owner := account
 		src.S3BucketOwner = &owner
+		req.S3BucketSource = &src
 	}
-	compression := "NONE"
-	if in.InputCompressionType != nil {
-		compression = *in.InputCompressionType
-	}
-	start := epochSeconds(now)
-	d := ImportTableDescription{
-		ImportArn: st.Desc.TableArn + "/import/" + id, ImportStatus: "IN_PROGRESS",
-		TableArn: st.Desc.TableArn, TableId: st.Desc.TableId, S3BucketSource: &src,
-		InputFormat: format, InputFormatOptions: in.InputFormatOptions, InputCompressionType: compression,
-		TableCreationParameters: p, StartTime: &start,
-		CloudWatchLogGroupArn: "arn:aws:logs:" + e.region + ":" + account + ":log-group:/aws-dynamodb/imports:*",
-	}
-	// A ClientToken names one import: the same request answers it again,
-	// another request with the token is ImportConflictException.
+	jobs := e.backend.Capabilities().Jobs
 	var token *storage.JobRecord
-	if in.ClientToken != nil {
-		d.ClientToken = *in.ClientToken
-		sum := importRequestHash(in)
-		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: kindImportToken, ID: account + "/" + d.ClientToken, Account: account,
-			Status: "PENDING", CreatedAt: now, Payload: []byte(`{"hash":"` + sum + `"}`), Owner: "engine"})
+	if req.ClientToken != "" {
+		raw, _ := json.Marshal(in)
+		h := sha256.Sum256(raw)
+		sum := hex.EncodeToString(h[:])
+		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: kindImportToken, ID: account + "/" + req.ClientToken, Account: account,
+			Status: "PENDING", Payload: []byte(`{"hash":"` + sum + `"}`), Owner: "engine"})
 		if err != nil {
 			return nil, err
 		}
-		r := res.Record
 		if !res.Matched {
 			var tok struct{ Hash, Import string }
-			_ = json.Unmarshal(r.Payload, &tok)
+			_ = json.Unmarshal(res.Record.Payload, &tok)
 			if tok.Hash != sum {
 				return nil, newErr(CodeImportConflict, "Import conflict: Duplicate request detected with conflicting parameters")
 			}
 			if tok.Import == "" {
-				return nil, newErr(CodeLimitExceeded, "Import with ClientToken %s is being started; retry", d.ClientToken)
+				return nil, newErr(CodeLimitExceeded, "Import with ClientToken %s is being started; retry", req.ClientToken)
 			}
-			out, err := e.describeImportID(ctx, account, tok.Import)
-			if err != nil {
-				return nil, err
-			}
-			return &ImportTableOutput{ImportTableDescription: out}, nil
+			return e.describeImportID(ctx, account, tok.Import)
 		}
-		token = r
+		token = res.Record
 	}
-	dropToken := func() {
+	if _, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil || !storage.IsKind(err, storage.KindTableNotFound) {
 		if token != nil {
 			_, _ = jobs.RemoveJob(context.WithoutCancel(ctx), storage.RemoveJobParams{Kind: kindImportToken, ID: token.ID,
 				Generation: token.Generation, Status: token.Status})
 		}
-	}
-	if _, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil {
-		dropToken()
-		return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
-	} else if !storage.IsKind(err, storage.KindTableNotFound) {
-		dropToken()
-		return nil, err
-	}
-	var keys []ImportKey
-	defs := map[string]string{}
-	for _, a := range p.AttributeDefinitions {
-		defs[a.AttributeName] = a.AttributeType
-	}
-	for _, k := range st.Desc.KeySchema {
-		keys = append(keys, ImportKey{Name: k.AttributeName, Type: defs[k.AttributeName]})
-	}
-	for _, g := range st.Desc.GlobalSecondaryIndexes {
-		for _, k := range g.KeySchema {
-			keys = append(keys, ImportKey{Name: k.AttributeName, Type: defs[k.AttributeName], Optional: true})
+		if err != nil {
+			return nil, err
 		}
+		return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
 	}
-	req, _ := json.Marshal(ImportRequest{ID: id, TableName: name, Desc: d, Table: rawTable, Keys: keys})
-	out, err := e.imports.StartImport(ctx, account, req)
+	keyTypes := map[string]string{}
+	for _, ad := range p.AttributeDefinitions {
+		keyTypes[ad.AttributeName] = ad.AttributeType
+	}
+	d := st.Desc
+	d.TableStatus = "CREATING"
+	reqJSON, _ := json.Marshal(req)
+	out, err := e.imports.StartImport(ctx, account, name, reqJSON, keyTypes, func(ctx context.Context, id string) (*storage.Table, error) {
+		raw, err := json.Marshal(&storedTable{Desc: d, ImportJob: id, Tags: st.Tags})
+		if err != nil {
+			return nil, err
+		}
+		res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+		if err != nil {
+			return nil, err
+		}
+		return res.Table, nil
+	})
 	e.tables.drop(account, name)
 	if err != nil {
-		dropToken()
+		if token != nil {
+			_, _ = jobs.RemoveJob(context.WithoutCancel(ctx), storage.RemoveJobParams{Kind: kindImportToken, ID: token.ID,
+				Generation: token.Generation, Status: token.Status})
+		}
 		if storage.IsKind(err, storage.KindTableExists) {
 			return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
 		}
 		return nil, backupErr(err, name)
 	}
-	var got ImportTableDescription
-	if err := json.Unmarshal(out, &got); err != nil {
+	var desc ImportTableDescription
+	if err := json.Unmarshal(out, &desc); err != nil {
 		return nil, err
 	}
 	if token != nil {
-		raw, _ := json.Marshal(map[string]string{"hash": importRequestHash(in), "import": id})
+		id := desc.ImportArn[strings.LastIndexByte(desc.ImportArn, '/')+1:]
+		var tok map[string]string
+		_ = json.Unmarshal(token.Payload, &tok)
+		tok["import"] = id
+		raw, _ := json.Marshal(tok)
 		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: kindImportToken, ID: token.ID, Generation: token.Generation,
 			Status: token.Status, NewStatus: "STARTED", Payload: raw}); err != nil {
 			return nil, err
 		}
 	}
-	return &ImportTableOutput{ImportTableDescription: &got}, nil
-}
-
-// importRequestHash identifies a request's parameters for its ClientToken.
-func importRequestHash(in *ImportTableInput) string {
-	c := *in
-	c.ClientToken = nil
-	b, _ := json.Marshal(c)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return &ImportTableOutput{ImportTableDescription: &desc}, nil
 }
 
 // DescribeImport describes an import by its ARN.
-func (e *Engine) DescribeImport(ctx context.Context, account string, in *DescribeImportInput) (*DescribeImportOutput, error) {
+func (e *Engine) DescribeImport(ctx context.Context, account string, in *DescribeImportInput) (*ImportTableOutput, error) {
 	if in.ImportArn == nil {
 		return nil, validationf("1 validation error detected: Value null at 'importArn' failed to satisfy constraint: Member must not be null")
 	}
@@ -395,21 +301,20 @@ func (e *Engine) DescribeImport(ctx context.Context, account string, in *Describ
 		}
 		return nil, validationf("Invalid Import ARN")
 	}
-	notFound := newErr(CodeImportNotFound, "Import not found: %s", *in.ImportArn)
 	if m[1] != e.region || m[2] != account {
-		return nil, notFound
+		return nil, newErr(CodeImportNotFound, "Import not found: %s", *in.ImportArn)
 	}
-	d, err := e.describeImportID(ctx, account, m[4])
-	if err != nil {
-		return nil, err
+	out, err := e.describeImportID(ctx, account, m[4])
+	if err == nil && out.ImportTableDescription.ImportArn != *in.ImportArn {
+		err = newErr(CodeImportNotFound, "Import not found: %s", *in.ImportArn)
 	}
-	if d.ImportArn != *in.ImportArn {
-		return nil, notFound
+	if isCode(err, CodeImportNotFound) {
+		return nil, newErr(CodeImportNotFound, "Import not found: %s", *in.ImportArn)
 	}
-	return &DescribeImportOutput{ImportTableDescription: d}, nil
+	return out, err
 }
 
-func (e *Engine) describeImportID(ctx context.Context, account, id string) (*ImportTableDescription, error) {
+func (e *Engine) describeImportID(ctx context.Context, account, id string) (*ImportTableOutput, error) {
 	jobs := e.backend.Capabilities().Jobs
 	if jobs == nil {
 		return nil, newErr(CodeImportNotFound, "Import not found: %s", id)
@@ -421,12 +326,15 @@ func (e *Engine) describeImportID(ctx context.Context, account, id string) (*Imp
 	if r == nil || r.Account != account {
 		return nil, newErr(CodeImportNotFound, "Import not found: %s", id)
 	}
-	var req ImportRequest
-	if err := json.Unmarshal(r.Payload, &req); err != nil {
+	var d ImportTableDescription
+	if err := json.Unmarshal(r.Payload, &d); err != nil {
 		return nil, err
 	}
-	return &req.Desc, nil
+	return &ImportTableOutput{ImportTableDescription: &d}, nil
 }
+
+// importListWindow is how far back ListImports lists, as on the service.
+const importListWindow = 90 * 24 * time.Hour
 
 // ListImports lists the account's imports of the last 90 days (of one
 // table with TableArn), oldest first, PageSize (1-25, default 25) at a
@@ -438,9 +346,6 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 			return nil, validationf("1 validation error detected: Value '%d' at 'pageSize' failed to satisfy constraint: Member must have value between 1 and 25", *in.PageSize)
 		}
 		limit = int(*in.PageSize)
-	}
-	if in.TableArn != nil && (len(*in.TableArn) < 1 || len(*in.TableArn) > 1024) {
-		return nil, validationf("1 validation error detected: Value '%s' at 'tableArn' failed to satisfy constraint: Member must have length between 1 and 1024", *in.TableArn)
 	}
 	start := ""
 	if in.NextToken != nil {
@@ -455,8 +360,7 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 	if jobs == nil {
 		return out, nil
 	}
-	since := e.now().Add(-importListDays * 24 * time.Hour)
-	last := ""
+	since := e.now().Add(-importListWindow)
 	for {
 		rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: kindImport, Account: account, StartAfter: start, Limit: 100})
 		if err != nil {
@@ -464,25 +368,20 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 		}
 		for _, r := range rows {
 			start = r.ID
-			if r.CreatedAt.Before(since) {
+			var d ImportTableDescription
+			if json.Unmarshal(r.Payload, &d) != nil || r.CreatedAt.Before(since) {
 				continue
 			}
-			var req ImportRequest
-			if err := json.Unmarshal(r.Payload, &req); err != nil {
-				continue
-			}
-			d := req.Desc
 			if in.TableArn != nil && d.TableArn != *in.TableArn {
 				continue
 			}
 			if len(out.ImportSummaryList) == limit {
-				out.NextToken = importToken(account, last)
+				last := out.ImportSummaryList[limit-1].ImportArn
+				out.NextToken = importToken(account, last[strings.LastIndexByte(last, '/')+1:])
 				return out, nil
 			}
-			last = r.ID
 			out.ImportSummaryList = append(out.ImportSummaryList, ImportSummary{ImportArn: d.ImportArn, ImportStatus: d.ImportStatus,
-				TableArn: d.TableArn, S3BucketSource: d.S3BucketSource, CloudWatchLogGroupArn: d.CloudWatchLogGroupArn,
-				InputFormat: d.InputFormat, StartTime: d.StartTime, EndTime: d.EndTime})
+				TableArn: d.TableArn, S3BucketSource: d.S3BucketSource, InputFormat: d.InputFormat, StartTime: d.StartTime, EndTime: d.EndTime})
 		}
 		if len(rows) < 100 {
 			return out, nil
@@ -490,19 +389,9 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 	}
 }
 
-// IsImportTarget tells whether a stored table is the CREATING target of
-// the import id (backup.Importer).
-func (e *Engine) IsImportTarget(st *storage.Table, id string) bool {
-	var s storedTable
-	if err := json.Unmarshal(st.Desc, &s); err != nil {
-		return false
-	}
-	return s.ImportJob == id && s.Desc.TableStatus == "CREATING"
-}
-
 // FinishImport is the description of an imported table once loaded
-// (ACTIVE, no longer marked); the import job writes it with a
-// conditional UpdateTable (backup.Importer).
+// (ACTIVE); the import job writes it with a conditional UpdateTable
+// (backup.Importer).
 func (e *Engine) FinishImport(st *storage.Table) ([]byte, error) {
 	var s storedTable
 	if err := json.Unmarshal(st.Desc, &s); err != nil {
@@ -516,29 +405,35 @@ func (e *Engine) FinishImport(st *storage.Table) ([]byte, error) {
 	return json.Marshal(&s)
 }
 
-// importingTable refuses to change a table that an import is loading.
-func importingTable(t *table) error {
-	if t.stored.ImportJob != "" {
-		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being imported: %s", t.name())
-	}
-	return nil
+// IsImportTarget tells whether t is being loaded by the import id.
+func (e *Engine) IsImportTarget(st *storage.Table, id string) bool {
+	var s storedTable
+	return json.Unmarshal(st.Desc, &s) == nil && s.ImportJob == id && s.Desc.TableStatus == "CREATING"
 }
 
+// bucketNameRE is the service's constraint on an S3Bucket.
+var bucketNameRE = regexp.MustCompile(`^[a-z0-9A-Z]+[\.\-\w]*[a-z0-9A-Z]+$`)
+
+// csvDelimiterRE is the service's constraint on a CSV Delimiter.
+var csvDelimiterRE = regexp.MustCompile(`^[,;:|\t ]$`)
+
 // importToken is ListImports' NextToken after import id: the id and a
-// digest binding it to the account, base64 (the SDKs require at least
-// 112 characters).
+// digest binding it to the account, base64 (the SDKs refuse a NextToken
+// under 112 characters).
 func importToken(account, id string) string {
 	h := sha256.Sum256([]byte(account + "/" + id))
 	return base64.RawURLEncoding.EncodeToString([]byte(id + "|" + hex.EncodeToString(h[:])))
 }
 
+// parseImportToken answers the import id a NextToken of importToken
+// resumes after.
 func parseImportToken(account, tok string) (string, bool) {
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return "", false
 	}
 	id, _, ok := strings.Cut(string(raw), "|")
-	if !ok || !importIDRE.MatchString(id) || importToken(account, id) != tok {
+	if !ok || importToken(account, id) != tok {
 		return "", false
 	}
 	return id, true

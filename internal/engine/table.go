@@ -743,9 +743,6 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err := restoringTable(t); err != nil {
 		return nil, err
 	}
-	if err := importingTable(t); err != nil {
-		return nil, err
-	}
 	if err := e.keepSystemBackup(ctx, account, t); err != nil {
 		return nil, err
 	}

@@ -300,7 +300,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
 		SpoolDir:          cfg.Backup.SpoolDir,
 		Buckets:           cfg.S3,
-		ImportMaxErrors:   cfg.Backup.ImportMaxErrors,
+		Importer:          eng,
 		Logger:            log,
 		Registerer:        reg,
 		Hook:              killHook(log),

@@ -1,60 +1,63 @@
-"""ImportTable, DescribeImport and ListImports: tables created from the
-objects under a key prefix of a bucket (a directory of the suite's [s3]
-filesystem_root, and an S3 bucket on moto) in DYNAMODB_JSON, ION and CSV,
-GZIP/ZSTD/NONE; an extenddb backup's data/ prefix; item errors counted;
-FAILED imports; ClientToken idempotency and every error."""
+"""ImportTable, DescribeImport and ListImports: hand-made AWS export files
+(DYNAMODB_JSON and ION, tests/wire/testdata/awsexport) and CSV import to
+the expected table; an export -> import round trip is identical; an
+extenddb backup's data/ (zstd) imports as it is; bad items are counted
+and the rest imported (FAILED ItemValidationError, as on the service);
+a missing bucket ends FAILED with no table; tokens and every error."""
 
+import base64
 import gzip
+import json
 import os
 import shutil
 import time
-import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
-from conftest import _make_client, extra_server, server_env
-from wire_helpers import REGION, expect_error, validation
+from wire_helpers import expect_error, validation
 
 pytestmark = pytest.mark.capability("backups")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "internal" / "format" / "awsimport" / "testdata"
-
-# The items of the hand-made AWS export fixtures (testdata), as boto3
-# reads them back.
-FIXTURE_ITEMS = [
-    {"pk": {"S": "u1"}, "sk": {"N": "1"}, "name": {"S": "Ann"}, "tags": {"SS": ["a", "b"]}, "score": {"N": "9.5"},
-     "blob": {"B": b"hi"}, "ok": {"BOOL": True}, "nil": {"NULL": True}, "m": {"M": {"x": {"L": [{"N": "1"}, {"S": "y"}]}}},
-     "ns": {"NS": ["1", "2"]}, "bs": {"BS": [b"\x01"]}},
-    {"pk": {"S": "u2"}, "sk": {"N": "2"}, "name": {"S": "Bob"}},
-    {"pk": {"S": "u3"}, "sk": {"N": "3"}},
-]
-
-KEYS = dict(KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "N"}])
+FIXTURES = Path(__file__).parent / "testdata" / "awsexport"
+MUSIC_KEYS = dict(AttributeDefinitions=[{"AttributeName": "Artist", "AttributeType": "S"}, {"AttributeName": "SongTitle", "AttributeType": "S"}],
+                  KeySchema=[{"AttributeName": "Artist", "KeyType": "HASH"}, {"AttributeName": "SongTitle", "KeyType": "RANGE"}],
+                  BillingMode="PAY_PER_REQUEST")
+MUSIC = {
+    ("Acme Band", "Happy Day"): {"Artist": {"S": "Acme Band"}, "SongTitle": {"S": "Happy Day"}, "Year": {"N": "2019"}, "Price": {"N": "1.98"},
+                                 "Tags": {"SS": ["pop", "summer"]}, "Ratings": {"NS": ["4", "5"]}},
+    ("Acme Band", "PartiQL Rocks"): {"Artist": {"S": "Acme Band"}, "SongTitle": {"S": "PartiQL Rocks"}, "Year": {"N": "2020"},
+                                     "Awards": {"M": {"Grammy": {"BOOL": False}, "Count": {"N": "0"}}}, "Chart": {"L": [{"N": "12"}, {"N": "7"}]}},
+    ("No One You Know", "Call Me Today"): {"Artist": {"S": "No One You Know"}, "SongTitle": {"S": "Call Me Today"},
+                                           "Cover": {"B": b"hello"}, "Notes": {"NULL": True}},
+}
 
 
-def uniq(prefix):
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def bucket(root, files=None):
-    """A fresh bucket directory holding files {key: bytes}."""
-    name = uniq("imp")
-    d = Path(root) / name
+@pytest.fixture
+def bucket(buckets_root, request):
+    if not buckets_root:
+        pytest.skip("needs the suite's own server (its [s3] filesystem_root)")
+    d = Path(buckets_root) / f"imp-{os.getpid()}-{abs(hash(request.node.name)) % 10**8}"
     d.mkdir(mode=0o700)
-    for key, data in (files or {}).items():
-        p = d / key
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-    return name, d
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
-def params(name, **kw):
-    p = {"TableName": name, "BillingMode": "PAY_PER_REQUEST", **KEYS}
-    p.update(kw)
-    return p
+@pytest.fixture
+def imported(ddb):
+    names = []
+    yield names
+    for n in names:
+        try:
+            ddb.delete_table(TableName=n)
+        except Exception:
+            pass
+
+
+def put(d, key, data):
+    p = d / key
+    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    p.write_bytes(data)
 
 
 def wait_import(ddb, arn, timeout=60):
@@ -67,241 +70,176 @@ def wait_import(ddb, arn, timeout=60):
         time.sleep(0.05)
 
 
-def scan_all(ddb, table):
-    items, kw = [], {}
+def scan_all(ddb, name):
+    out, kw = [], {}
     while True:
-        r = ddb.scan(TableName=table, **kw)
-        items += r["Items"]
+        r = ddb.scan(TableName=name, ConsistentRead=True, **kw)
+        out += r["Items"]
         if "LastEvaluatedKey" not in r:
-            return sorted(items, key=lambda i: (i["pk"].get("S", ""), i["sk"]["N"] if "sk" in i else ""))
+            return out
         kw["ExclusiveStartKey"] = r["LastEvaluatedKey"]
 
 
-def run_import(ddb, bkt, prefix, fmt, table, compression=None, options=None, **tcp):
-    kw = dict(S3BucketSource={"S3Bucket": bkt, "S3KeyPrefix": prefix}, InputFormat=fmt,
-              TableCreationParameters=params(table, **tcp))
-    if compression:
-        kw["InputCompressionType"] = compression
-    if options:
-        kw["InputFormatOptions"] = options
-    out = ddb.import_table(**kw)["ImportTableDescription"]
-    assert out["ImportStatus"] == "IN_PROGRESS"
-    return out, wait_import(ddb, out["ImportArn"])
+def by_key(items, *keys):
+    return {tuple(next(iter(i[k].values())) for k in keys): i for i in items}
 
 
-def copy_fixture(root, sub):
-    name, d = bucket(root)
-    shutil.copytree(FIXTURES / sub, d, dirs_exist_ok=True)
-    d.chmod(0o700)  # copytree gives the root the fixture's mode
-    return name
-
-
-def test_import_aws_json_export_gzip(ddb, buckets_root):
-    bkt = copy_fixture(buckets_root, "aws-full-json")
-    table = uniq("imp-json")
-    # The export's folder: manifests and _started are not data.
-    out, d = run_import(ddb, bkt, "AWSDynamoDB/01700000000000-a1b2c3d4/", "DYNAMODB_JSON", table, "GZIP")
+@pytest.mark.parametrize("fmt,fixture", [("DYNAMODB_JSON", "full.json"), ("ION", "full.ion")])
+def test_import_aws_export_fixture(ddb, bucket, table_name, imported, fmt, fixture):
+    data = (FIXTURES / fixture).read_bytes()
+    put(bucket, "exports/AWSDynamoDB/01796465913882-27c99ca6/data/part-0" + (".json.gz" if fmt == "DYNAMODB_JSON" else ".ion.gz"),
+        gzip.compress(data))
+    imported.append(table_name)
+    out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": "exports/AWSDynamoDB/01796465913882-27c99ca6/data/"},
+                           InputFormat=fmt, InputCompressionType="GZIP",
+                           TableCreationParameters={"TableName": table_name, **MUSIC_KEYS})["ImportTableDescription"]
+    assert out["ImportStatus"] == "IN_PROGRESS" and out["ImportArn"].startswith(out["TableArn"] + "/import/")
+    d = wait_import(ddb, out["ImportArn"])
     assert d["ImportStatus"] == "COMPLETED", d
     assert (d["ProcessedItemCount"], d["ImportedItemCount"], d["ErrorCount"]) == (3, 3, 0)
-    assert d["ProcessedSizeBytes"] > 0 and d["EndTime"] >= d["StartTime"]
-    assert d["TableArn"] == out["TableArn"] and d["TableId"] == out["TableId"]
-    assert d["S3BucketSource"] == {"S3Bucket": bkt, "S3KeyPrefix": "AWSDynamoDB/01700000000000-a1b2c3d4/",
-                                   "S3BucketOwner": d["S3BucketSource"]["S3BucketOwner"]}
-    assert d["InputCompressionType"] == "GZIP" and d["InputFormat"] == "DYNAMODB_JSON"
-    t = ddb.describe_table(TableName=table)["Table"]
-    assert t["TableStatus"] == "ACTIVE" and t["TableArn"] == d["TableArn"] and t["TableId"] == d["TableId"]
-    assert t["KeySchema"] == KEYS["KeySchema"]
-    assert scan_all(ddb, table) == FIXTURE_ITEMS
+    assert d["ProcessedSizeBytes"] > 0 and d["InputFormat"] == fmt and d["InputCompressionType"] == "GZIP"
+    t = ddb.describe_table(TableName=table_name)["Table"]
+    assert t["TableStatus"] == "ACTIVE" and t["KeySchema"] == MUSIC_KEYS["KeySchema"]
+    assert by_key(scan_all(ddb, table_name), "Artist", "SongTitle") == MUSIC
 
 
-def test_import_ion_and_gsi(ddb, buckets_root):
-    bkt = copy_fixture(buckets_root, "aws-full-ion")
-    table = uniq("imp-ion")
-    gsi = [{"IndexName": "byName", "KeySchema": [{"AttributeName": "name", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}]
-    defs = KEYS["AttributeDefinitions"] + [{"AttributeName": "name", "AttributeType": "S"}]
-    _, d = run_import(ddb, bkt, "AWSDynamoDB/", "ION", table, "GZIP", GlobalSecondaryIndexes=gsi, AttributeDefinitions=defs)
-    assert d["ImportStatus"] == "COMPLETED", d
-    assert d["ImportedItemCount"] == 3
-    assert scan_all(ddb, table) == FIXTURE_ITEMS
-    t = ddb.describe_table(TableName=table)["Table"]
-    assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["byName"]
-    q = ddb.query(TableName=table, IndexName="byName", KeyConditionExpression="#n = :v",
-                  ExpressionAttributeNames={"#n": "name"}, ExpressionAttributeValues={":v": {"S": "Bob"}})
-    assert [i["pk"]["S"] for i in q["Items"]] == ["u2"]
+def test_import_csv(ddb, bucket, table_name, imported):
+    put(bucket, "csv/part1.csv", b"Artist|SongTitle|Year\nAcme|One|2001\nAcme|Two|\n")
+    put(bucket, "csv/part2.csv", b"Acme|Three|2003\n")
+    imported.append(table_name)
+    keys = dict(AttributeDefinitions=[{"AttributeName": "Artist", "AttributeType": "S"}, {"AttributeName": "SongTitle", "AttributeType": "S"}],
+                KeySchema=MUSIC_KEYS["KeySchema"], BillingMode="PAY_PER_REQUEST")
+    # A header in the first file only: the HeaderList names the columns.
+    out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": "csv/part2"}, InputFormat="CSV",
+                           InputFormatOptions={"Csv": {"Delimiter": "|", "HeaderList": ["Artist", "SongTitle", "Year"]}},
+                           TableCreationParameters={"TableName": table_name, **keys})["ImportTableDescription"]
+    d = wait_import(ddb, out["ImportArn"])
+    assert d["ImportStatus"] == "COMPLETED" and d["ImportedItemCount"] == 1, d
+    assert scan_all(ddb, table_name) == [{"Artist": {"S": "Acme"}, "SongTitle": {"S": "Three"}, "Year": {"S": "2003"}}]
+    other = table_name + "-2"
+    imported.append(other)
+    out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": "csv/part1"}, InputFormat="CSV",
+                           InputFormatOptions={"Csv": {"Delimiter": "|"}},
+                           TableCreationParameters={"TableName": other, **keys})["ImportTableDescription"]
+    d = wait_import(ddb, out["ImportArn"])
+    assert d["ImportStatus"] == "COMPLETED" and d["ImportedItemCount"] == 2, d
+    got = by_key(scan_all(ddb, other), "Artist", "SongTitle")
+    assert got[("Acme", "Two")] == {"Artist": {"S": "Acme"}, "SongTitle": {"S": "Two"}}  # an empty cell is no attribute
 
 
-def test_import_uncompressed_raw_prefix(ddb, buckets_root):
-    lines = b"".join(b'{"Item":{"pk":{"S":"k%d"},"sk":{"N":"%d"}}}\n' % (i, i) for i in range(1200))
-    bkt, _ = bucket(buckets_root, {"data/a.json": lines, "data2/b.json": b'{"Item":{"pk":{"S":"z"},"sk":{"N":"0"}}}\n'})
-    table = uniq("imp-raw")
-    # "data" matches data/ and data2/, as S3 key prefixes do.
-    _, d = run_import(ddb, bkt, "data", "DYNAMODB_JSON", table)
-    assert d["ImportStatus"] == "COMPLETED", d
-    assert d["InputCompressionType"] == "NONE"
-    assert d["ImportedItemCount"] == 1201
-    assert len(scan_all(ddb, table)) == 1201
+def test_import_counts_bad_items(ddb, bucket, table_name, imported):
+    lines = [json.dumps({"Item": {"pk": {"S": f"k{i}"}, "n": {"N": str(i)}}}) for i in range(20)]
+    lines[3] = json.dumps({"Item": {"other": {"S": "no key"}}})
+    lines[7] = "not json at all"
+    lines[11] = json.dumps({"Item": {"pk": {"N": "5"}}})  # the key's type is wrong
+    put(bucket, "bad/data.json", ("\n".join(lines) + "\n").encode())
+    imported.append(table_name)
+    out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": "bad/"}, InputFormat="DYNAMODB_JSON",
+                           TableCreationParameters={"TableName": table_name, "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                                                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                                                    "BillingMode": "PAY_PER_REQUEST"})["ImportTableDescription"]
+    d = wait_import(ddb, out["ImportArn"])
+    # As on the service: FAILED, with the good items in an ACTIVE table.
+    assert d["ImportStatus"] == "FAILED" and d["FailureCode"] == "ItemValidationError" and d["FailureMessage"], d
+    assert (d["ProcessedItemCount"], d["ImportedItemCount"], d["ErrorCount"]) == (20, 17, 3)
+    assert ddb.describe_table(TableName=table_name)["Table"]["TableStatus"] == "ACTIVE"
+    assert len(scan_all(ddb, table_name)) == 17
 
 
-def test_import_csv(ddb, buckets_root):
-    bkt, _ = bucket(buckets_root, {"h.csv": (FIXTURES / "csv" / "header.csv").read_bytes(),
-                                   "n/x.csv": gzip.compress((FIXTURES / "csv" / "noheader.csv").read_bytes())})
-    t1, t2 = uniq("imp-csv"), uniq("imp-csv")
-    _, d = run_import(ddb, bkt, "h.csv", "CSV", t1)
-    assert d["ImportStatus"] == "COMPLETED", d
-    assert "InputFormatOptions" not in d
-    assert scan_all(ddb, t1) == [
-        {"pk": {"S": "u1"}, "sk": {"N": "1"}, "name": {"S": "Ann"}, "city": {"S": "Paris, FR"}},
-        {"pk": {"S": "u2"}, "sk": {"N": "2"}, "name": {"S": "Bob"}},
-        {"pk": {"S": "u3"}, "sk": {"N": "3"}},
-    ]
-    opts = {"Csv": {"Delimiter": ";", "HeaderList": ["pk", "sk", "name"]}}
-    _, d = run_import(ddb, bkt, "n/", "CSV", t2, "GZIP", opts)
-    assert d["ImportStatus"] == "COMPLETED", d
-    assert d["InputFormatOptions"] == opts
-    assert [i["pk"]["S"] for i in scan_all(ddb, t2)] == ["u1", "u2", "u3"]
-
-
-def test_import_extenddb_backup_data_zstd(ddb, buckets_root, backup_root, make_table):
-    if backup_root is None:
-        pytest.skip("the suite's server has no filesystem backup store")
+def test_export_then_import_round_trip(ddb, make_table, bucket, table_name, imported):
     src = make_table(range_key=("sk", "N"))
-    items = [{"pk": {"S": f"b{i:03d}"}, "sk": {"N": str(i)}, "v": {"S": "x" * i}} for i in range(150)]
+    items = [{"pk": {"S": f"p{i % 7}"}, "sk": {"N": str(i)}, "b": {"B": bytes([i % 256])}, "l": {"L": [{"S": "x"}, {"N": str(i)}]},
+              "ns": {"NS": [str(i), str(i + 1)]}, "m": {"M": {"k": {"BOOL": i % 2 == 0}}}} for i in range(150)]
     for it in items:
         ddb.put_item(TableName=src, Item=it)
-    arn = ddb.create_backup(TableName=src, BackupName="forimport")["BackupDetails"]["BackupArn"]
-    deadline = time.monotonic() + 60
-    while ddb.describe_backup(BackupArn=arn)["BackupDescription"]["BackupDetails"]["BackupStatus"] != "AVAILABLE":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    found = [p for p in Path(backup_root).rglob("extenddb-manifest.json") if arn.rsplit("/", 1)[1] in str(p)]
-    assert len(found) == 1, found
-    bkt, d = bucket(buckets_root)
-    shutil.copytree(found[0].parent, d / "bk")
-    table = uniq("imp-bk")
-    _, desc = run_import(ddb, bkt, "bk/data/", "DYNAMODB_JSON", table, "ZSTD")
-    assert desc["ImportStatus"] == "COMPLETED", desc
-    assert scan_all(ddb, table) == items
+    ddb.update_continuous_backups(TableName=src, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+    arn = ddb.describe_table(TableName=src)["Table"]["TableArn"]
+    want = by_key(scan_all(ddb, src), "pk", "sk")
+    for fmt in ("DYNAMODB_JSON", "ION"):
+        e = ddb.export_table_to_point_in_time(TableArn=arn, S3Bucket=bucket.name, S3Prefix="rt", ExportFormat=fmt)["ExportDescription"]
+        deadline = time.monotonic() + 60
+        while ddb.describe_export(ExportArn=e["ExportArn"])["ExportDescription"]["ExportStatus"] == "IN_PROGRESS":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        export_id = e["ExportArn"].rsplit("/", 1)[1]
+        target = f"{table_name}-{fmt.lower().replace('_', '')}"
+        imported.append(target)
+        out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": f"rt/AWSDynamoDB/{export_id}/data/"},
+                               InputFormat=fmt, InputCompressionType="GZIP",
+                               TableCreationParameters={"TableName": target, "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
+                                                                                          {"AttributeName": "sk", "KeyType": "RANGE"}],
+                                                        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"},
+                                                                                 {"AttributeName": "sk", "AttributeType": "N"}],
+                                                        "BillingMode": "PAY_PER_REQUEST"})["ImportTableDescription"]
+        d = wait_import(ddb, out["ImportArn"])
+        assert d["ImportStatus"] == "COMPLETED" and d["ImportedItemCount"] == 150, d
+        assert by_key(scan_all(ddb, target), "pk", "sk") == want
 
 
-def test_import_item_errors_counted(ddb, buckets_root):
-    bkt = copy_fixture(buckets_root, "json-errors")
-    table = uniq("imp-err")
-    _, d = run_import(ddb, bkt, "items.json", "DYNAMODB_JSON", table)
-    # As on DynamoDB: FAILED, the valid items loaded, the table ACTIVE.
-    assert d["ImportStatus"] == "FAILED", d
-    assert d["FailureCode"] == "ItemValidationError"
-    assert (d["ProcessedItemCount"], d["ImportedItemCount"], d["ErrorCount"]) == (7, 2, 5)
-    assert ddb.describe_table(TableName=table)["Table"]["TableStatus"] == "ACTIVE"
-    assert [i["pk"]["S"] for i in scan_all(ddb, table)] == ["u1", "u7"]
+def test_import_an_extenddb_backup(ddb, make_table, bucket, table_name, imported, backup_root):
+    if not backup_root:
+        pytest.skip("needs the suite's filesystem store")
+    from test_backups import ACCOUNT, ARN_RE, wait_backup
+    src = make_table()
+    for i in range(40):
+        ddb.put_item(TableName=src, Item={"pk": {"S": f"k{i}"}, "v": {"N": str(i)}})
+    b = ddb.create_backup(TableName=src, BackupName="to-import")["BackupDetails"]
+    wait_backup(ddb, b["BackupArn"])
+    data = Path(backup_root) / ACCOUNT / src / ARN_RE.match(b["BackupArn"]).group("id") / "data"
+    for f in data.iterdir():
+        put(bucket, "backup/data/" + f.name, f.read_bytes())
+    imported.append(table_name)
+    out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": "backup/data/"}, InputFormat="DYNAMODB_JSON",
+                           InputCompressionType="ZSTD",
+                           TableCreationParameters={"TableName": table_name, "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+                                                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+                                                    "BillingMode": "PAY_PER_REQUEST"})["ImportTableDescription"]
+    d = wait_import(ddb, out["ImportArn"])
+    assert d["ImportStatus"] == "COMPLETED" and d["ImportedItemCount"] == 40, d
+    assert by_key(scan_all(ddb, table_name), "pk") == by_key(scan_all(ddb, src), "pk")
+    ddb.delete_backup(BackupArn=b["BackupArn"])
 
 
-def test_import_wrong_compression_is_item_error(ddb, buckets_root):
-    bkt = copy_fixture(buckets_root, "aws-full-json")
-    _, d = run_import(ddb, bkt, "AWSDynamoDB/01700000000000-a1b2c3d4/data/", "DYNAMODB_JSON", uniq("imp-cmp"), "NONE")
-    assert d["ImportStatus"] == "FAILED" and d["FailureCode"] == "ItemValidationError", d
-    # gzip bytes read as text: every "line" of it is an error.
-    assert d["ImportedItemCount"] == 0 and d["ErrorCount"] >= 2 and d["ProcessedItemCount"] == d["ErrorCount"]
-
-
-def test_import_no_bucket_fails_and_removes_table(ddb):
-    table = uniq("imp-nob")
-    _, d = run_import(ddb, "no-such-bucket-" + uuid.uuid4().hex[:8], "x/", "DYNAMODB_JSON", table)
-    assert d["ImportStatus"] == "FAILED" and d["FailureCode"] == "S3NoSuchBucket", d
-    assert "does not exist" in d["FailureMessage"]
-    expect_error(ddb.describe_table, "ResourceNotFoundException", TableName=table)
-
-
-def test_import_empty_prefix_completes_empty(ddb, buckets_root):
-    bkt, _ = bucket(buckets_root)
-    table = uniq("imp-empty")
-    _, d = run_import(ddb, bkt, "nothing/", "DYNAMODB_JSON", table)
-    assert d["ImportStatus"] == "COMPLETED", d
-    assert d["ImportedItemCount"] == 0
-    assert scan_all(ddb, table) == []
-
-
-def test_import_client_token_and_conflicts(ddb, buckets_root, make_table):
-    bkt = copy_fixture(buckets_root, "aws-full-json")
-    table, tok = uniq("imp-tok"), uuid.uuid4().hex
-    kw = dict(ClientToken=tok, S3BucketSource={"S3Bucket": bkt, "S3KeyPrefix": "AWSDynamoDB/"}, InputFormat="DYNAMODB_JSON",
-              InputCompressionType="GZIP", TableCreationParameters=params(table))
-    a = ddb.import_table(**kw)["ImportTableDescription"]
-    b = ddb.import_table(**kw)["ImportTableDescription"]
-    assert a["ImportArn"] == b["ImportArn"] and b["ClientToken"] == tok
-    expect_error(ddb.import_table, "ImportConflictException",
-                 "Import conflict: Duplicate request detected with conflicting parameters",
-                 **{**kw, "TableCreationParameters": params(table + "x")})
-    assert wait_import(ddb, a["ImportArn"])["ImportStatus"] == "COMPLETED"
-    # An existing table is never the target of an import.
+def test_import_errors(ddb, ddb_raw, make_table, bucket, table_name, imported):
     existing = make_table()
-    expect_error(ddb.import_table, "ResourceInUseException", f"Table already exists: {existing}",
-                 S3BucketSource={"S3Bucket": bkt}, InputFormat="DYNAMODB_JSON", TableCreationParameters=params(existing))
-
-
-def test_import_table_validation(ddb, buckets_root):
-    src = {"S3Bucket": "some-bucket"}
-    tcp = params(uniq("imp-val"))
-    validation(ddb.import_table, match=r"Value 'BZIP2' at 'inputCompressionType' failed to satisfy constraint: Member must satisfy enum value set: \[ZSTD, NONE, GZIP\]",
-               S3BucketSource=src, InputFormat="DYNAMODB_JSON", InputCompressionType="BZIP2", TableCreationParameters=tcp)
-    validation(ddb.import_table, "Invalid Request: Unsupported InputFormatOptions for the given input format: DYNAMODB_JSON.",
-               S3BucketSource=src, InputFormat="DYNAMODB_JSON", InputFormatOptions={"Csv": {"Delimiter": ","}}, TableCreationParameters=tcp)
-    validation(ddb.import_table, match=r"^2 validation errors detected: Value ';;' at 'inputFormatOptions.csv.delimiter'",
-               S3BucketSource=src, InputFormat="CSV", InputFormatOptions={"Csv": {"Delimiter": ";;"}}, TableCreationParameters=tcp)
-    p = dict(tcp)
-    del p["BillingMode"]
-    validation(ddb.import_table, "One or more parameter values were invalid: ReadCapacityUnits and WriteCapacityUnits must both be specified when BillingMode is PROVISIONED",
-               S3BucketSource=src, InputFormat="DYNAMODB_JSON", TableCreationParameters=p)
-    validation(ddb.import_table, match="Member must satisfy regular expression pattern",
-               S3BucketSource={"S3Bucket": "bad bucket!"}, InputFormat="DYNAMODB_JSON", TableCreationParameters=tcp)
-
-
-def test_describe_and_list_imports(ddb, buckets_root):
-    bkt = copy_fixture(buckets_root, "aws-full-json")
-    tables = [uniq("imp-list") for _ in range(3)]
-    arns = [run_import(ddb, bkt, "AWSDynamoDB/", "DYNAMODB_JSON", t, "GZIP")[1]["ImportArn"] for t in tables]
-    t0 = ddb.describe_table(TableName=tables[0])["Table"]["TableArn"]
-    one = ddb.list_imports(TableArn=t0)["ImportSummaryList"]
-    assert [s["ImportArn"] for s in one] == [arns[0]]
-    assert one[0]["ImportStatus"] == "COMPLETED" and one[0]["InputFormat"] == "DYNAMODB_JSON"
-    seen, kw = [], {"PageSize": 1}
-    while True:
-        r = ddb.list_imports(**kw)
-        assert len(r["ImportSummaryList"]) <= 1
-        seen += [s["ImportArn"] for s in r["ImportSummaryList"]]
-        if "NextToken" not in r:
-            break
-        kw["NextToken"] = r["NextToken"]
-    assert all(a in seen for a in arns) and len(seen) == len(set(seen))
-    validation(ddb.list_imports, match="Value '26' at 'pageSize' failed to satisfy constraint: Member must have value between 1 and 25", PageSize=26)
-    validation(ddb.list_imports, match="Provided nextToken is invalid", NextToken="n" * 120)
-    missing = arns[0][:-8] + "00000000"
-    expect_error(ddb.describe_import, "ImportNotFoundException", ImportArn=missing)
-    validation(ddb.describe_import, "Invalid Import ARN", ImportArn=t0 + "/backup/01700000000000-abcdef12")
-    # An import's record outlives its table.
-    ddb.delete_table(TableName=tables[0])
-    assert ddb.describe_import(ImportArn=arns[0])["ImportTableDescription"]["ImportStatus"] == "COMPLETED"
-
-
-def test_import_from_s3_on_moto(tmp_path):
-    ep = os.environ.get("EXTENDDB_TEST_MOTO_ENDPOINT")
-    if not ep:
-        if "moto" in os.environ.get("EXTENDDB_TEST_STORES", ""):
-            pytest.fail("EXTENDDB_TEST_STORES names moto but EXTENDDB_TEST_MOTO_ENDPOINT is empty")
-        pytest.skip("no moto (EXTENDDB_TEST_MOTO_ENDPOINT; scripts/moto.sh start)")
-    s3 = boto3.client("s3", endpoint_url=ep, region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
-    bkt = f"extenddb-import-{os.getpid()}-{int(time.time() * 1000) % 10**9}"
-    s3.create_bucket(Bucket=bkt)
-    for p in (FIXTURES / "aws-full-json").rglob("*"):
-        if p.is_file():
-            s3.put_object(Bucket=bkt, Key="exports/" + str(p.relative_to(FIXTURES / "aws-full-json")), Body=p.read_bytes())
-    env = server_env(tmp_path, EXTENDDB__S3__ENDPOINT=ep, EXTENDDB__S3__REGION=REGION, EXTENDDB__S3__ACCESS_KEY_ID="test",
-                     EXTENDDB__S3__SECRET_ACCESS_KEY="test")
-    data = tmp_path / "data"
-    data.mkdir(mode=0o700)
-    with extra_server(tmp_path, ["--data-dir", str(data)], env, "moto-import.log") as (sep, _):
-        c = _make_client(sep)
-        _, d = run_import(c, bkt, "exports/AWSDynamoDB/01700000000000-a1b2c3d4", "DYNAMODB_JSON", "orders", "GZIP")
-        assert d["ImportStatus"] == "COMPLETED", d
-        assert scan_all(c, "orders") == FIXTURE_ITEMS
-        _, d = run_import(c, bkt + "-missing", "x", "DYNAMODB_JSON", "orders2")
-        assert d["ImportStatus"] == "FAILED" and d["FailureCode"] == "S3NoSuchBucket", d
+    keys = {"KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}], "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST"}
+    src = {"S3Bucket": bucket.name, "S3KeyPrefix": "none/"}
+    expect_error(ddb_raw.import_table, "ResourceInUseException", S3BucketSource=src, InputFormat="DYNAMODB_JSON",
+                 TableCreationParameters={"TableName": existing, **keys}, message=f"Table already exists: {existing}")
+    validation(ddb_raw.import_table, S3BucketSource=src, InputFormat="DYNAMODB_JSON", InputFormatOptions={"Csv": {"Delimiter": ";"}},
+               TableCreationParameters={"TableName": table_name, **keys},
+               message="Invalid Request: Unsupported InputFormatOptions for the given input format: DYNAMODB_JSON.")
+    validation(ddb_raw.import_table, S3BucketSource=src, InputFormat="XML", TableCreationParameters={"TableName": table_name, **keys},
+               match="Member must satisfy enum value set: \\[ION, CSV, DYNAMODB_JSON\\]")
+    validation(ddb_raw.import_table, S3BucketSource=src, InputFormat="CSV",
+               TableCreationParameters={"TableName": table_name, "KeySchema": keys["KeySchema"], "BillingMode": "PAY_PER_REQUEST",
+                                        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "x", "AttributeType": "S"}]},
+               message="One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+    assert table_name not in ddb.list_tables()["TableNames"]
+    # An empty prefix: COMPLETED with an empty table, as on the service.
+    imported.append(table_name)
+    tok = f"tok-{table_name}"
+    out = ddb.import_table(S3BucketSource=src, InputFormat="DYNAMODB_JSON", ClientToken=tok,
+                           TableCreationParameters={"TableName": table_name, **keys})["ImportTableDescription"]
+    again = ddb.import_table(S3BucketSource=src, InputFormat="DYNAMODB_JSON", ClientToken=tok,
+                             TableCreationParameters={"TableName": table_name, **keys})["ImportTableDescription"]
+    assert again["ImportArn"] == out["ImportArn"]
+    expect_error(ddb_raw.import_table, "ImportConflictException", S3BucketSource=src, InputFormat="CSV", ClientToken=tok,
+                 TableCreationParameters={"TableName": table_name, **keys})
+    d = wait_import(ddb, out["ImportArn"])
+    assert d["ImportStatus"] == "COMPLETED" and d["ImportedItemCount"] == 0, d
+    assert ddb.describe_table(TableName=table_name)["Table"]["TableStatus"] == "ACTIVE"
+    # A bucket that does not exist: accepted, then FAILED, no table.
+    gone = table_name + "-nb"
+    out = ddb.import_table(S3BucketSource={"S3Bucket": "no-such-bucket-for-imports"}, InputFormat="DYNAMODB_JSON",
+                           TableCreationParameters={"TableName": gone, **keys})["ImportTableDescription"]
+    d = wait_import(ddb, out["ImportArn"])
+    assert d["ImportStatus"] == "FAILED" and d["FailureCode"] == "S3NoSuchBucket", d
+    assert gone not in ddb.list_tables()["TableNames"]
+    fake = out["TableArn"] + "/import/01796465913882-27c99ca6"
+    expect_error(ddb_raw.describe_import, "ImportNotFoundException", ImportArn=fake, message=f"Import not found: {fake}")
+    validation(ddb_raw.describe_import, ImportArn=out["TableArn"] + "/export/01796465913882-27c99ca6", message="Invalid Import ARN")
+    validation(ddb_raw.list_imports, PageSize=26, match="Member must have value between 1 and 25")
+    listed = [i["ImportArn"] for i in ddb.list_imports(TableArn=d["TableArn"])["ImportSummaryList"]]
+    assert listed == [out["ImportArn"]]
