@@ -58,7 +58,10 @@ var allowed = map[string][]string{
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
-	"internal/format":                {"internal/attr"},
+	"internal/format": {"internal/attr"},
+	// AWS-format exports: the layout of ExportTableToPointInTime, written
+	// to any store.
+	"internal/format/awsexport":      {"internal/attr", "internal/format", "internal/store"},
 	"internal/store":                 {},
 	"internal/store/memstore":        {"internal/store"},
 	"internal/store/faultstore":      {"internal/store"},
