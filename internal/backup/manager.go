@@ -77,6 +77,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the jobs' metrics (nil: not exported).
 	Registerer prometheus.Registerer
+	// Now is the clock that decides when a backup has expired (default
+	// time.Now; tests inject one).
+	Now func() time.Time
 	// Hook, when set (tests only), is called at each named step of a job
 	// (see the Point* constants); a crash test kills the process there.
 	Hook func(point string)
