@@ -150,6 +150,11 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"RestoreTableToPointInTime": op(eng.RestoreTableToPointInTime),
 		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
 		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
+
+		// Exports to S3 in AWS's format (docs/adr/0049-aws-format-exports.md).
+		"ExportTableToPointInTime": op(eng.ExportTableToPointInTime),
+		"DescribeExport":           op(eng.DescribeExport),
+		"ListExports":              op(eng.ListExports),
 	}
 	s.streams = map[string]handlerFunc{
 		"ListStreams":      op(eng.ListStreams),

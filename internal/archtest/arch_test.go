@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	"internal/store/faultstore":      {"internal/store"},
 	"internal/store/storetest":       {"internal/store"},
 	"internal/store/internal/s3test": {"internal/store"},
-	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/storage", "internal/store"},
+	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/format/awsexport", "internal/storage", "internal/store"},
 	// Backup plans' pure rules (schedules, names, retention).
 	"internal/backup/plan": {},
 	"tests/sdk":            {},

@@ -107,6 +107,12 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, m.reconcileRestores(ctx))
+	m.mu.Lock()
+	x := m.exports
+	m.mu.Unlock()
+	if x != nil {
+		errs = append(errs, x.reconcile(ctx))
+	}
 	return errors.Join(errs...)
 }
 

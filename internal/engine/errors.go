@@ -45,6 +45,12 @@ const (
 	CodePITRUnavailable Code = "PointInTimeRecoveryUnavailableException"
 	// CodeInvalidRestoreTime: the restore instant is outside the window.
 	CodeInvalidRestoreTime Code = "InvalidRestoreTimeException"
+	// CodeInvalidExportTime: the export instant is outside the window.
+	CodeInvalidExportTime Code = "InvalidExportTimeException"
+	// CodeExportConflict: a ClientToken replayed with other parameters.
+	CodeExportConflict Code = "ExportConflictException"
+	// CodeExportNotFound: DescribeExport of an unknown export.
+	CodeExportNotFound Code = "ExportNotFoundException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -53,7 +59,8 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
-	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
+	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime,
+	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

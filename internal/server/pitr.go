@@ -76,3 +76,13 @@ func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64
 	e, l, shipped := w.s.Window(ref, days)
 	return engine.PITRWindow{Earliest: e, Latest: l, Shipped: shipped}, nil
 }
+
+// exportService joins the export jobs to the engine.
+type exportService struct{ *backup.Exports }
+
+func (exportService) HistoryPrefix(h engine.PITRHistory) string {
+	if h.Prefix != "" {
+		return h.Prefix
+	}
+	return format.PITRPrefix(h.Ref.Account, h.Ref.Name, backup.PITRTable{TableID: h.TableID, Since: h.Since}.Incarnation())
+}

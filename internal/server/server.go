@@ -322,6 +322,11 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		}
 		eng.SetPITR(pitrWindow{s: sh, m: m})
 		m.Go(sh.Run)
+		// Exports read the point-in-time history and keep their rows in
+		// the job catalog; they write to the buckets of [s3].
+		if jobs := backend.Capabilities().Jobs; jobs != nil {
+			eng.SetExports(exportService{backup.NewExports(m, backup.ExportsConfig{Jobs: jobs, Buckets: cfg.S3})})
+		}
 	}
 	if err := startPlans(cfg, backend, eng, m, reg, log); err != nil {
 		return nil, err

@@ -1,0 +1,357 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/format/awsexport"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/store"
+)
+
+// Export jobs (docs/adr/0049-aws-format-exports.md): the engine inserts
+// an export's row (JobCatalog, kind "export", IN_PROGRESS, claimed by
+// this server) and hands it to RunExport; the job reads the table image
+// at the export instant from the point-in-time history (the base and
+// replay a point-in-time restore plans: PlanPITRRestore), writes it in
+// AWS's layout to the bucket, and moves the row to COMPLETED or FAILED
+// under its claim. A job whose server died is taken over by the
+// reconciler of any server once its heartbeat is stale: the new owner
+// removes the dead attempt's objects and runs the export again.
+
+// Export row kind and statuses (engine.JobKindExport and its statuses).
+const (
+	jobKindExport    = "export"
+	exportInProgress = "IN_PROGRESS"
+	exportCompleted  = "COMPLETED"
+	exportFailed     = "FAILED"
+)
+
+// Steps of an export where Config.Hook is called.
+const (
+	PointExportMidData = "export.mid-data" // the image is partly written
+)
+
+// ExportsConfig configures the export jobs.
+type ExportsConfig struct {
+	// Jobs keeps the export rows.
+	Jobs storage.JobCatalog
+	// Buckets says where the buckets exports name live ([s3]).
+	Buckets store.BucketConfig
+	// MaxFileBytes bounds a data file's uncompressed bytes (default
+	// awsexport.DefaultMaxFileBytes).
+	MaxFileBytes int64
+}
+
+// Exports runs export jobs over a Manager (its store, claims, slots and
+// reconciler).
+type Exports struct {
+	m   *Manager
+	cfg ExportsConfig
+	wg  sync.WaitGroup
+}
+
+// NewExports builds the export jobs and registers them with m's
+// reconciler.
+func NewExports(m *Manager, cfg ExportsConfig) *Exports {
+	x := &Exports{m: m, cfg: cfg}
+	m.mu.Lock()
+	m.exports = x
+	m.mu.Unlock()
+	return x
+}
+
+// Owner names this server in the rows' claims.
+func (x *Exports) Owner() string { return x.m.cfg.Owner }
+
+// Wait waits for the jobs this process started (tests).
+func (x *Exports) Wait() { x.wg.Wait() }
+
+// exportJob is what the job reads of a row's payload (the engine's
+// exportPayload, by member name).
+type exportJob struct {
+	ExportArn      string  `json:"ExportArn"`
+	ExportID       string  `json:"ExportId"`
+	TableArn       string  `json:"TableArn"`
+	TableID        string  `json:"TableId"`
+	StartTime      float64 `json:"StartTime"`
+	S3Bucket       string  `json:"S3Bucket"`
+	S3Prefix       *string `json:"S3Prefix"`
+	S3SseAlgorithm string  `json:"S3SseAlgorithm"`
+	S3SseKmsKeyID  *string `json:"S3SseKmsKeyId"`
+	ExportFormat   string  `json:"ExportFormat"`
+	HistoryPrefix  string  `json:"HistoryPrefix"`
+	ExportTimeMs   int64   `json:"ExportTimeMs"`
+}
+
+func (j *exportJob) prefix() string {
+	if j.S3Prefix == nil {
+		return ""
+	}
+	return *j.S3Prefix
+}
+
+// RunExport runs the job of a row claimed by this server in the
+// background.
+func (x *Exports) RunExport(rec storage.JobRecord) {
+	x.wg.Add(1)
+	x.m.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		defer x.m.wg.Done()
+		x.run(rec)
+	}()
+}
+
+// exportFailure is a job's failure as DescribeExport reports it.
+type exportFailure struct {
+	code, msg string
+}
+
+func (f *exportFailure) Error() string { return f.code + ": " + f.msg }
+
+// failureOf classifies an error of the job.
+func failureOf(err error) *exportFailure {
+	var f *exportFailure
+	if errors.As(err, &f) {
+		return f
+	}
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "NoSuchBucket") || strings.Contains(s, "does not exist"):
+		return &exportFailure{"S3NoSuchBucket", "The specified bucket does not exist (" + s + ")"}
+	case strings.Contains(s, "AccessDenied") || strings.Contains(s, "permission denied"):
+		return &exportFailure{"S3AccessDenied", "Access Denied (" + s + ")"}
+	}
+	return &exportFailure{"UNKNOWN", s}
+}
+
+func (x *Exports) run(rec storage.JobRecord) {
+	m := x.m
+	key := jobKindExport + "/" + rec.ID
+	defer m.runs(key, rec.Generation)()
+	ctx, cancel := context.WithCancelCause(m.ctx)
+	defer cancel(nil)
+	go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+		res, err := x.cfg.Jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: jobKindExport, ID: rec.ID, Owner: m.cfg.Owner, Generation: rec.Generation})
+		return err == nil && res.Matched, err
+	})
+	log := m.log.With("export", rec.ID)
+	var job exportJob
+	if err := json.Unmarshal(rec.Payload, &job); err != nil {
+		x.finish(ctx, rec, nil, &exportFailure{"UNKNOWN", "the export's row is unreadable: " + err.Error()})
+		return
+	}
+	// A slot, waiting for one: the export was accepted, it runs when
+	// this server has room.
+	select {
+	case m.slots <- struct{}{}:
+		defer func() { <-m.slots }()
+	case <-ctx.Done():
+		return
+	}
+	res, err := x.export(ctx, &job)
+	if ctx.Err() != nil {
+		// Fenced or shut down: the row is someone else's, or the
+		// reconciler of a later run takes it over.
+		log.Warn("export stopped", "cause", context.Cause(ctx))
+		return
+	}
+	if err != nil {
+		log.Warn("export failed", "err", err)
+		x.finish(ctx, rec, nil, failureOf(err))
+		return
+	}
+	log.Info("export completed", "items", res.ItemCount, "files", len(res.Files))
+	x.finish(ctx, rec, res, nil)
+}
+
+// export writes the image; on failure it removes what it wrote.
+func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result, error) {
+	bst, err := store.OpenBucket(ctx, x.cfg.Buckets, job.S3Bucket, "")
+	if err != nil {
+		return nil, err
+	}
+	// A taken-over job starts again: the dead attempt's objects go.
+	if err := awsexport.Cleanup(ctx, bst, job.prefix(), job.ExportID); err != nil {
+		return nil, err
+	}
+	at := time.UnixMilli(job.ExportTimeMs)
+	plan, err := PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
+	if err != nil {
+		return nil, &exportFailure{"UNKNOWN", "the table's point-in-time history cannot be read at the export time: " + err.Error()}
+	}
+	w, err := awsexport.Create(ctx, bst, awsexport.Params{
+		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
+		ExportTime: at, StartTime: time.UnixMilli(int64(job.StartTime * 1000)),
+		S3Bucket: job.S3Bucket, S3Prefix: job.prefix(), S3SseAlgorithm: job.S3SseAlgorithm,
+		S3SseKmsKeyID: deref(job.S3SseKmsKeyID), Format: job.ExportFormat, MaxFileBytes: x.cfg.MaxFileBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*awsexport.Result, error) {
+		w.Abort(err)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := awsexport.Cleanup(cctx, bst, job.prefix(), job.ExportID); cerr != nil {
+			x.m.log.Warn("export: removing a failed export's objects", "export", job.ExportArn, "err", cerr)
+		}
+		return nil, err
+	}
+	if err := writeImage(ctx, plan, w, x.m.hook); err != nil {
+		return fail(err)
+	}
+	res, err := w.Finish(ctx, time.Now())
+	if err != nil {
+		return fail(err)
+	}
+	return res, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// imageKey identifies an item by its key attributes.
+func imageKey(k format.Key) string {
+	b := attr.AppendValue(nil, k.Hash)
+	if k.Range.Type != attr.TypeInvalid {
+		b = append(b, 0)
+		b = attr.AppendValue(b, k.Range)
+	}
+	return string(b)
+}
+
+// writeImage writes the table as it was at the plan's instant: the
+// base's items that no replayed record touches, then the final image of
+// each key the records touch and leave present, in the order of each
+// key's first record. The replay's final state is held in memory, as a
+// point-in-time restore holds it; the base streams.
+func writeImage(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook func(string)) error {
+	schema := plan.Backup.Schema
+	final := map[string][]byte{}
+	var order []string
+	for _, r := range plan.Records {
+		img := r.NewImage
+		put := len(img) > 0 && string(img) != "null"
+		src := img
+		if !put {
+			src = r.Keys
+		}
+		it, err := attr.DecodeItem(src)
+		if err != nil {
+			return fmt.Errorf("export: record %d: %w", r.Seq, err)
+		}
+		k, err := schema.KeyOf(it)
+		if err != nil {
+			return fmt.Errorf("export: record %d: %w", r.Seq, err)
+		}
+		ks := imageKey(k)
+		if _, ok := final[ks]; !ok {
+			order = append(order, ks)
+		}
+		if put {
+			final[ks] = img
+		} else {
+			final[ks] = nil
+		}
+	}
+	n := 0
+	if err := plan.Backup.Items(ctx, func(rec *format.Record) error {
+		if _, touched := final[imageKey(rec.Key)]; touched {
+			return nil
+		}
+		if n++; n == 1 {
+			hook(PointExportMidData)
+		}
+		return w.Add(ctx, rec.Item)
+	}); err != nil {
+		return err
+	}
+	for _, ks := range order {
+		if img := final[ks]; img != nil {
+			if err := w.Add(ctx, img); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finish writes the job's outcome to its row under its claim.
+func (x *Exports) finish(ctx context.Context, rec storage.JobRecord, res *awsexport.Result, fail *exportFailure) {
+	var pay map[string]any
+	if err := json.Unmarshal(rec.Payload, &pay); err != nil || pay == nil {
+		pay = map[string]any{}
+	}
+	end := float64(time.Now().UnixMilli()) / 1000
+	pay["EndTime"] = end
+	status := exportCompleted
+	var msg *string
+	if fail != nil {
+		status = exportFailed
+		pay["ExportStatus"] = exportFailed
+		pay["FailureCode"] = fail.code
+		pay["FailureMessage"] = fail.msg
+		msg = &fail.msg
+	} else {
+		pay["ExportStatus"] = exportCompleted
+		pay["ItemCount"] = res.ItemCount
+		pay["BilledSizeBytes"] = res.BilledSizeBytes
+		pay["ExportManifest"] = res.ManifestSummaryKey
+	}
+	raw, err := json.Marshal(pay)
+	if err != nil {
+		x.m.log.Error("export: encoding the outcome", "export", rec.ID, "err", err)
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	r, err := x.cfg.Jobs.UpdateJob(wctx, storage.UpdateJobParams{Kind: jobKindExport, ID: rec.ID, Generation: rec.Generation,
+		Status: exportInProgress, NewStatus: status, Payload: raw, Message: msg})
+	switch {
+	case err != nil:
+		x.m.log.Warn("export: recording the outcome failed; the reconciler runs it again", "export", rec.ID, "err", err)
+	case !r.Matched:
+		x.m.log.Warn("export: the claim was lost before the outcome was recorded", "export", rec.ID)
+	}
+}
+
+// reconcile takes over IN_PROGRESS exports whose claim is stale (their
+// server stopped) and runs them again.
+func (x *Exports) reconcile(ctx context.Context) error {
+	rows, err := x.cfg.Jobs.ListJobs(ctx, storage.ListJobsParams{Kind: jobKindExport, Statuses: []string{exportInProgress}})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range rows {
+		if x.m.ownLive(jobKindExport+"/"+r.ID, r.Owner, r.Generation) {
+			continue
+		}
+		res, err := x.cfg.Jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: jobKindExport, ID: r.ID, Owner: x.m.cfg.Owner,
+			Generation: r.Generation, Status: exportInProgress, StaleAfter: x.m.cfg.StaleAfter})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !res.Matched {
+			continue
+		}
+		x.m.met.reconciled.WithLabelValues("resumed_export").Inc()
+		x.m.log.Warn("backup reconciler: an export's owner stopped; running it again", "export", r.ID, "owner", r.Owner)
+		x.RunExport(*res.Record)
+	}
+	return errors.Join(errs...)
+}
