@@ -231,8 +231,30 @@ def server_env(logdir, store_root=None, main=False, **extra):
         env["EXTENDDB__BACKUP__STORE__ROOT"] = str(root)
         if main:
             _server["backup_root"] = str(root)
+    if not any(k.startswith("EXTENDDB__S3__") for k in list(env) + list(extra)):
+        env.update(s3_env(logdir, main))
     env.update(extra)
     return env
+
+
+def s3_env(logdir, main=False):
+    """The [s3] section of a server the suite starts, where the buckets
+    named by ExportTableToPointInTime and ImportTable live: moto when
+    EXTENDDB_TEST_S3=moto (its endpoint in EXTENDDB_TEST_MOTO_ENDPOINT),
+    else a fresh filesystem_root under logdir. The suite's own server
+    (main) records it for the s3_buckets fixture."""
+    if os.environ.get("EXTENDDB_TEST_S3") == "moto":
+        ep = os.environ.get("EXTENDDB_TEST_MOTO_ENDPOINT", "").rstrip("/")
+        assert ep, "EXTENDDB_TEST_S3=moto needs EXTENDDB_TEST_MOTO_ENDPOINT"
+        if main:
+            _server["s3"] = {"kind": "moto", "endpoint": ep}
+        return {"EXTENDDB__S3__ENDPOINT": ep, "EXTENDDB__S3__REGION": "us-east-1",
+                "EXTENDDB__S3__ACCESS_KEY_ID": "extenddb-test", "EXTENDDB__S3__SECRET_ACCESS_KEY": "extenddb-test-secret"}
+    root = Path(logdir) / "buckets"
+    root.mkdir(mode=0o700, exist_ok=True)
+    if main:
+        _server["s3"] = {"kind": "fs", "root": str(root)}
+    return {"EXTENDDB__S3__FILESYSTEM_ROOT": str(root)}
 
 
 @contextlib.contextmanager
@@ -446,3 +468,52 @@ def backup_root(endpoint):
     """The filesystem backup store of the server the suite started (None
     when the suite tests an external endpoint or backups are disabled)."""
     return _server.get("backup_root")
+
+
+class Buckets:
+    """The buckets of the suite's server ([s3]): creates them and reads
+    their objects, through boto3 on moto, from the directory tree on a
+    filesystem_root."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        if conf["kind"] == "moto":
+            import boto3
+            self.s3 = boto3.client("s3", endpoint_url=conf["endpoint"], region_name="us-east-1",
+                                   aws_access_key_id="extenddb-test", aws_secret_access_key="extenddb-test-secret")
+
+    def create(self, name):
+        if self.conf["kind"] == "moto":
+            self.s3.create_bucket(Bucket=name)
+        else:
+            (Path(self.conf["root"]) / name).mkdir(mode=0o700)
+        return name
+
+    def keys(self, bucket, prefix=""):
+        """Every key of the bucket under prefix, sorted."""
+        if self.conf["kind"] == "moto":
+            out, kw = [], {}
+            while True:
+                r = self.s3.list_objects_v2(Bucket=bucket, Prefix=prefix, **kw)
+                out += [o["Key"] for o in r.get("Contents", [])]
+                if not r.get("IsTruncated"):
+                    return sorted(out)
+                kw = {"ContinuationToken": r["NextContinuationToken"]}
+        root = Path(self.conf["root"]) / bucket
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                      if p.is_file() and str(p.relative_to(root)).startswith(prefix))
+
+    def get(self, bucket, key):
+        if self.conf["kind"] == "moto":
+            return self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return (Path(self.conf["root"]) / bucket / key).read_bytes()
+
+
+@pytest.fixture(scope="session")
+def s3_buckets(endpoint):
+    """The suite server's buckets (Buckets); skips only when the suite
+    tests an external endpoint, whose [s3] it cannot know."""
+    conf = _server.get("s3")
+    if conf is None:
+        pytest.skip("the suite tests an external endpoint: its [s3] buckets are unknown")
+    return Buckets(conf)
