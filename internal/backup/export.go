@@ -157,7 +157,14 @@ func (x *Exports) run(rec storage.JobRecord) {
 	case <-ctx.Done():
 		return
 	}
+	m.met.running.WithLabelValues(kindExport).Inc()
+	defer m.met.running.WithLabelValues(kindExport).Dec()
 	res, err := x.export(ctx, &job)
+	if err != nil {
+		m.met.finished.WithLabelValues(kindExport, cause(ctx, err)).Inc()
+	} else {
+		m.met.finished.WithLabelValues(kindExport, "ok").Inc()
+	}
 	if ctx.Err() != nil {
 		// Fenced or shut down: the row is someone else's, or the
 		// reconciler of a later run takes it over.
