@@ -88,11 +88,14 @@ func TestExportTakenOver(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Stale after a second; the live one's owner renews its claim just
+		// before the reconciler looks (a second of margin for a loaded
+		// machine).
+		time.Sleep(1300 * time.Millisecond)
 		if r, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: jobKindExport, ID: live, Owner: "dead-server", Generation: 1}); err != nil || !r.Matched {
 			t.Fatalf("heartbeat: %+v %v", r, err)
 		}
-		other := newManager(t, otherServer(b), st, func(c *Config) { c.StaleAfter = 100 * time.Millisecond })
+		other := newManager(t, otherServer(b), st, func(c *Config) { c.StaleAfter = time.Second })
 		x := NewExports(other, ExportsConfig{Jobs: jobs, Buckets: buckets, MaxFileBytes: 2000})
 		if err := other.Reconcile(ctx); err != nil {
 			t.Fatal(err)
