@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,8 +48,13 @@ const (
 
 // Manifest versions and export types.
 const (
-	VersionFull = "2020-06-30"
-	TypeFull    = "FULL_EXPORT"
+	VersionFull        = "2020-06-30"
+	VersionIncremental = "2023-08-01"
+	TypeFull           = "FULL_EXPORT"
+	TypeIncremental    = "INCREMENTAL_EXPORT"
+	// Views of an incremental export (ExportViewType).
+	ViewNewImage        = "NEW_IMAGE"
+	ViewNewAndOldImages = "NEW_AND_OLD_IMAGES"
 )
 
 // Object names inside an export's directory.
@@ -95,6 +101,17 @@ type Params struct {
 	// MaxFileBytes bounds a data file's uncompressed bytes; 0 means
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Incremental, when set, makes this an incremental export: its
+	// lines are changes (AddChange) and its summary has version
+	// 2023-08-01 with the period and view instead of exportTime.
+	Incremental *Incremental
+}
+
+// Incremental describes an incremental export: the changes of
+// [From, To) seen through View.
+type Incremental struct {
+	From, To time.Time
+	View     string // ViewNewImage or ViewNewAndOldImages
 }
 
 // FileEntry is one line of manifest-files.json.
@@ -123,6 +140,36 @@ type Summary struct {
 	ItemCount          int64   `json:"itemCount"`
 	OutputFormat       string  `json:"outputFormat"`
 	ExportType         string  `json:"exportType"`
+}
+
+// IncrementalSummary is manifest-summary.json of an incremental export.
+type IncrementalSummary struct {
+	Version            string  `json:"version"`
+	ExportArn          string  `json:"exportArn"`
+	StartTime          string  `json:"startTime"`
+	EndTime            string  `json:"endTime"`
+	TableArn           string  `json:"tableArn"`
+	TableID            string  `json:"tableId"`
+	ExportFromTime     string  `json:"exportFromTime"`
+	ExportToTime       string  `json:"exportToTime"`
+	S3Bucket           string  `json:"s3Bucket"`
+	S3Prefix           *string `json:"s3Prefix"`
+	S3SseAlgorithm     string  `json:"s3SseAlgorithm"`
+	S3SseKmsKeyID      *string `json:"s3SseKmsKeyId"`
+	ManifestFilesS3Key string  `json:"manifestFilesS3Key"`
+	BilledSizeBytes    int64   `json:"billedSizeBytes"`
+	ItemCount          int64   `json:"itemCount"`
+	OutputFormat       string  `json:"outputFormat"`
+	OutputView         string  `json:"outputView"`
+	ExportType         string  `json:"exportType"`
+}
+
+// Change is one line of an incremental export: an item's key, its image
+// at the end of the period (nil: deleted) and, with NEW_AND_OLD_IMAGES,
+// at its start (nil: absent then), and when it was last written.
+type Change struct {
+	Keys, NewImage, OldImage []byte // DynamoDB-JSON attribute maps
+	WriteMicros              int64
 }
 
 // Result is what a finished export reports (DescribeExport).
@@ -295,13 +342,129 @@ func (w *Writer) add(ctx context.Context, item []byte) error {
 	} else {
 		w.line = append(append(append(w.line[:0], `{"Item":`...), item...), "}\n"...)
 	}
+	return w.emit(int64(size))
+}
+
+// AddChange writes one line of an incremental export.
+func (w *Writer) AddChange(ctx context.Context, c Change) error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.addChange(ctx, c); err != nil {
+		w.err = err
+		if w.cur != nil {
+			w.abortFile(w.cur, err)
+			w.cur = nil
+		}
+		return err
+	}
+	return nil
+}
+
+func (w *Writer) addChange(ctx context.Context, c Change) error {
+	if w.p.Incremental == nil {
+		return errors.New("awsexport: a change in a full export")
+	}
+	if w.p.Incremental.View != ViewNewAndOldImages {
+		c.OldImage = nil
+	}
+	var size int
+	for _, img := range [][]byte{c.NewImage, c.Keys} {
+		if img != nil {
+			n, err := attr.RawItemSize(img)
+			if err != nil {
+				return fmt.Errorf("awsexport: change: %w", err)
+			}
+			size = n
+			break
+		}
+	}
+	if w.cur == nil {
+		if err := w.open(ctx); err != nil {
+			return err
+		}
+	}
+	f := w.cur
+	micros := strconv.FormatInt(c.WriteMicros, 10)
+	if w.p.Format == FormatION {
+		f.ionb.Reset()
+		if err := writeIonChange(f.ion, c, micros); err != nil {
+			return err
+		}
+		w.line = append(w.line[:0], f.ionb.Bytes()...)
+	} else {
+		w.line = append(w.line[:0], `{"Metadata":{"WriteTimestampMicros":{"N":"`...)
+		w.line = append(append(w.line, micros...), `"}},"Keys":`...)
+		w.line = append(w.line, c.Keys...)
+		if c.NewImage != nil {
+			w.line = append(append(w.line, `,"NewImage":`...), c.NewImage...)
+		}
+		if c.OldImage != nil {
+			w.line = append(append(w.line, `,"OldImage":`...), c.OldImage...)
+		}
+		w.line = append(w.line, "}\n"...)
+	}
+	return w.emit(int64(size))
+}
+
+// writeIonChange writes an incremental line in Ion.
+func writeIonChange(iw ion.Writer, c Change, micros string) error {
+	if err := iw.BeginStruct(); err != nil {
+		return err
+	}
+	d, err := ionDecimal(micros)
+	if err != nil {
+		return err
+	}
+	if err := iw.FieldName(ion.NewSymbolTokenFromString("Metadata")); err != nil {
+		return err
+	}
+	if err := iw.BeginStruct(); err != nil {
+		return err
+	}
+	if err := iw.FieldName(ion.NewSymbolTokenFromString("WriteTimestampMicros")); err != nil {
+		return err
+	}
+	if err := iw.WriteDecimal(d); err != nil {
+		return err
+	}
+	if err := iw.EndStruct(); err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		name string
+		img  []byte
+	}{{"Keys", c.Keys}, {"NewImage", c.NewImage}, {"OldImage", c.OldImage}} {
+		if m.img == nil {
+			continue
+		}
+		it, err := attr.DecodeItem(m.img)
+		if err != nil {
+			return fmt.Errorf("awsexport: change: %w", err)
+		}
+		if err := iw.FieldName(ion.NewSymbolTokenFromString(m.name)); err != nil {
+			return err
+		}
+		if err := writeIonMap(iw, it); err != nil {
+			return err
+		}
+	}
+	if err := iw.EndStruct(); err != nil {
+		return err
+	}
+	return iw.Finish()
+}
+
+// emit writes the line built in w.line to the current data file.
+func (w *Writer) emit(size int64) error {
+	f := w.cur
 	if _, err := f.gz.Write(w.line); err != nil {
 		return err
 	}
 	f.raw += int64(len(w.line))
 	f.items++
 	w.items++
-	w.billed += int64(size)
+	w.billed += size
 	if f.raw >= w.max {
 		return w.closeFile()
 	}
@@ -452,8 +615,21 @@ func (w *Writer) Finish(ctx context.Context, end time.Time) (*Result, error) {
 	if sum.S3SseAlgorithm == "" {
 		sum.S3SseAlgorithm = "AES256"
 	}
+	var body []byte
+	if inc := w.p.Incremental; inc != nil {
+		body = compact(IncrementalSummary{
+			Version: VersionIncremental, ExportArn: sum.ExportArn, StartTime: sum.StartTime, EndTime: sum.EndTime,
+			TableArn: sum.TableArn, TableID: sum.TableID,
+			ExportFromTime: format.FormatTime(inc.From), ExportToTime: format.FormatTime(inc.To),
+			S3Bucket: sum.S3Bucket, S3Prefix: sum.S3Prefix, S3SseAlgorithm: sum.S3SseAlgorithm, S3SseKmsKeyID: sum.S3SseKmsKeyID,
+			ManifestFilesS3Key: sum.ManifestFilesS3Key, BilledSizeBytes: sum.BilledSizeBytes, ItemCount: sum.ItemCount,
+			OutputFormat: sum.OutputFormat, OutputView: inc.View, ExportType: TypeIncremental,
+		})
+	} else {
+		body = compact(sum)
+	}
 	summaryKey := w.dir + "/" + ManifestSummaryName
-	if err := w.putWithChecksum(ctx, summaryKey, w.dir+"/"+SummaryChecksumName, compact(sum)); err != nil {
+	if err := w.putWithChecksum(ctx, summaryKey, w.dir+"/"+SummaryChecksumName, body); err != nil {
 		return nil, err
 	}
 	return &Result{ItemCount: w.items, BilledSizeBytes: w.billed, ManifestSummaryKey: summaryKey, Files: w.files}, nil

@@ -287,3 +287,58 @@ func TestFailedPutAborts(t *testing.T) {
 		t.Fatalf("cleanup left %v", objs)
 	}
 }
+
+// TestIncrementalLayout: an incremental export's lines carry Metadata,
+// Keys, NewImage and (NEW_AND_OLD_IMAGES) OldImage, and its summary has
+// version 2023-08-01 with the period and the view.
+func TestIncrementalLayout(t *testing.T) {
+	for _, view := range []string{ViewNewImage, ViewNewAndOldImages} {
+		ctx := context.Background()
+		st := memstore.New()
+		p := params(FormatJSON)
+		p.Incremental = &Incremental{From: p.ExportTime.Add(-time.Hour), To: p.ExportTime, View: view}
+		w, err := Create(ctx, st, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes := []Change{
+			{Keys: []byte(`{"pk":{"S":"a"}}`), NewImage: []byte(`{"pk":{"S":"a"},"v":{"N":"2"}}`), OldImage: []byte(`{"pk":{"S":"a"},"v":{"N":"1"}}`), WriteMicros: 1772609314028123},
+			{Keys: []byte(`{"pk":{"S":"gone"}}`), OldImage: []byte(`{"pk":{"S":"gone"}}`), WriteMicros: 1772609314028999},
+		}
+		for _, c := range changes {
+			if err := w.AddChange(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := w.Finish(ctx, p.StartTime.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s map[string]any
+		if err := json.Unmarshal(get(t, st, res.ManifestSummaryKey), &s); err != nil {
+			t.Fatal(err)
+		}
+		if s["version"] != "2023-08-01" || s["exportType"] != "INCREMENTAL_EXPORT" || s["outputView"] != view ||
+			s["exportFromTime"] != "2026-03-04T06:27:34.028Z" || s["exportToTime"] != "2026-03-04T07:27:34.028Z" || s["itemCount"] != float64(2) {
+			t.Fatalf("summary %v", s)
+		}
+		if _, ok := s["exportTime"]; ok {
+			t.Fatalf("an incremental summary has exportTime: %v", s)
+		}
+		r, err := gzipReader(get(t, st, res.Files[0].DataFileS3Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := io.ReadAll(r)
+		lines := strings.Split(strings.TrimSpace(string(text)), "\n")
+		want0 := `{"Metadata":{"WriteTimestampMicros":{"N":"1772609314028123"}},"Keys":{"pk":{"S":"a"}},"NewImage":{"pk":{"S":"a"},"v":{"N":"2"}}`
+		want1 := `{"Metadata":{"WriteTimestampMicros":{"N":"1772609314028999"}},"Keys":{"pk":{"S":"gone"}}`
+		if view == ViewNewAndOldImages {
+			want0 += `,"OldImage":{"pk":{"S":"a"},"v":{"N":"1"}}`
+			want1 += `,"OldImage":{"pk":{"S":"gone"}}`
+		}
+		if len(lines) != 2 || lines[0] != want0+"}" || lines[1] != want1+"}" {
+			t.Fatalf("%s lines:\n%s", view, text)
+		}
+	}
+}
