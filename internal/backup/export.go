@@ -89,6 +89,11 @@ type exportJob struct {
 	ExportFormat   string  `json:"ExportFormat"`
 	HistoryPrefix  string  `json:"HistoryPrefix"`
 	ExportTimeMs   int64   `json:"ExportTimeMs"`
+	// An incremental export's type, period [FromMs, ToMs) and view.
+	ExportTypeAsked string `json:"ExportTypeAsked"`
+	FromMs          int64  `json:"ExportFromTimeMs"`
+	ToMs            int64  `json:"ExportToTimeMs"`
+	View            string `json:"ExportViewTypeAsked"`
 }
 
 func (j *exportJob) prefix() string {
@@ -190,6 +195,9 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 	if err := awsexport.Cleanup(ctx, bst, job.prefix(), job.ExportID); err != nil {
 		return nil, err
 	}
+	if job.ExportTypeAsked == awsexport.TypeIncremental {
+		return x.exportChanges(ctx, bst, job)
+	}
 	at := time.UnixMilli(job.ExportTimeMs)
 	plan, err := PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
 	if err != nil {
@@ -219,6 +227,84 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 	res, err := w.Finish(ctx, time.Now())
 	if err != nil {
 		return fail(err)
+	}
+	return res, nil
+}
+
+// exportChanges writes an incremental export: for each item written in
+// [From, To), one line with its key, its image at To (none when deleted),
+// its image at From (NEW_AND_OLD_IMAGES; none when it did not exist) and
+// the time of its last write in the period, read from the history's
+// segments (verified as a restore reads them). The final state of the
+// keys the period touches is held in memory, as a restore's replay is.
+func (x *Exports) exportChanges(ctx context.Context, bst store.Store, job *exportJob) (*awsexport.Result, error) {
+	from, to := time.UnixMilli(job.FromMs), time.UnixMilli(job.ToMs)
+	w, err := awsexport.Create(ctx, bst, awsexport.Params{
+		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
+		StartTime: time.UnixMilli(int64(job.StartTime * 1000)),
+		S3Bucket: job.S3Bucket, S3Prefix: job.prefix(), S3SseAlgorithm: job.S3SseAlgorithm,
+		S3SseKmsKeyID: deref(job.S3SseKmsKeyID), Format: job.ExportFormat, MaxFileBytes: x.cfg.MaxFileBytes,
+		Incremental: &awsexport.Incremental{From: from, To: to, View: job.View},
+	})
+	if err != nil {
+		return nil, err
+	}
+	type change struct {
+		keys, old, new []byte
+		micros         int64
+	}
+	changes := map[string]*change{}
+	var order []string
+	err = ReadHistory(ctx, x.m.st, job.HistoryPrefix, func(recs []format.PITRRecord) error {
+		for _, r := range recs {
+			ts := r.Time
+			if ts == "" {
+				ts = r.At
+			}
+			t, err := format.ParsePITRTime(ts)
+			if err != nil {
+				return fmt.Errorf("%w: record %d: bad Time", format.ErrSegment, r.Seq)
+			}
+			if !t.Before(to) {
+				return errStopHistory
+			}
+			if t.Before(from) || r.Hidden || len(r.Keys) == 0 {
+				continue
+			}
+			k := string(r.Keys)
+			c := changes[k]
+			if c == nil {
+				c = &change{keys: r.Keys}
+				if len(r.OldImage) > 0 && string(r.OldImage) != "null" {
+					c.old = r.OldImage
+				}
+				changes[k] = c
+				order = append(order, k)
+			}
+			c.new = nil
+			if len(r.NewImage) > 0 && string(r.NewImage) != "null" {
+				c.new = r.NewImage
+			}
+			c.micros = t.UnixMicro()
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopHistory) {
+		w.Abort(err)
+		_ = awsexport.Cleanup(context.WithoutCancel(ctx), bst, job.prefix(), job.ExportID)
+		return nil, &exportFailure{"UNKNOWN", "the table's point-in-time history cannot be read for the export period: " + err.Error()}
+	}
+	for _, k := range order {
+		c := changes[k]
+		if err := w.AddChange(ctx, awsexport.Change{Keys: c.keys, NewImage: c.new, OldImage: c.old, WriteMicros: c.micros}); err != nil {
+			_ = awsexport.Cleanup(context.WithoutCancel(ctx), bst, job.prefix(), job.ExportID)
+			return nil, err
+		}
+	}
+	res, err := w.Finish(ctx, time.Now())
+	if err != nil {
+		_ = awsexport.Cleanup(context.WithoutCancel(ctx), bst, job.prefix(), job.ExportID)
+		return nil, err
 	}
 	return res, nil
 }

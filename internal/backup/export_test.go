@@ -2,8 +2,11 @@ package backup
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -190,4 +193,112 @@ func read(t *testing.T, st store.Store, key string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// TestIncrementalExport: an incremental export holds one line per item
+// written in [from, to): its key, its last image (none when deleted) and
+// the time of its last write; writes before from or at to and after are
+// left out.
+func TestIncrementalExport(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		jobs := b.Capabilities().Jobs
+		st := memstore.New()
+		ref := createTable(t, b, "exp1")
+		for i := 0; i < 10; i++ {
+			logWrite(t, b, ref, i, "a", "", 0)
+		}
+		m := newManager(t, b, st, nil)
+		s := newShipper(t, m, &testPITR{tables: []PITRTable{pitrTable(ref)}})
+		s.ShipOnce(ctx)
+		time.Sleep(30 * time.Millisecond)
+		from := time.Now()
+		time.Sleep(5 * time.Millisecond)
+		for i := 0; i < 5; i++ {
+			logWrite(t, b, ref, i, "b", "", 0)
+		}
+		logWrite(t, b, ref, 5, "", "", 0)
+		logWrite(t, b, ref, 0, "c", "", 0)
+		time.Sleep(30 * time.Millisecond)
+		to := time.Now()
+		time.Sleep(5 * time.Millisecond)
+		logWrite(t, b, ref, 1, "late", "", 0)
+		s.ShipOnce(ctx)
+		prefix := format.PITRPrefix(account, "exp1", pitrTable(ref).Incarnation())
+		root := t.TempDir()
+		if err := os.Mkdir(filepath.Join(root, "bkt"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		buckets := store.BucketConfig{FilesystemRoot: root}
+		x := NewExports(m, ExportsConfig{Jobs: jobs, Buckets: buckets})
+		const id = "01796465913882-0000000a"
+		var row map[string]any
+		_ = json.Unmarshal(exportRow(id, prefix, to), &row)
+		row["ExportTypeAsked"], row["ExportFromTimeMs"], row["ExportToTimeMs"], row["ExportViewTypeAsked"] =
+			"INCREMENTAL_EXPORT", from.UnixMilli(), to.UnixMilli(), "NEW_AND_OLD_IMAGES"
+		payload, _ := json.Marshal(row)
+		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
+			Payload: payload, Owner: m.Owner()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.RunExport(*res.Record)
+		x.Wait()
+		r, _ := jobs.GetJob(ctx, jobKindExport, id)
+		if r.Status != exportCompleted {
+			t.Fatalf("export: %+v", r)
+		}
+		bst, _ := store.OpenBucket(ctx, buckets, "bkt", "")
+		var sum awsexport.IncrementalSummary
+		if err := json.Unmarshal(read(t, bst, awsexport.Dir("p", id)+"/manifest-summary.json"), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Version != "2023-08-01" || sum.ExportType != "INCREMENTAL_EXPORT" || sum.ItemCount != 6 || sum.OutputView != "NEW_AND_OLD_IMAGES" {
+			t.Fatalf("summary %+v", sum)
+		}
+		var entry awsexport.FileEntry
+		if err := json.Unmarshal(read(t, bst, awsexport.Dir("p", id)+"/manifest-files.json"), &entry); err != nil {
+			t.Fatal(err)
+		}
+		gz, err := gzipOpen(read(t, bst, entry.DataFileS3Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, line := range bytes.Split(bytes.TrimSpace(gz), []byte("\n")) {
+			var l struct {
+				Metadata struct {
+					WriteTimestampMicros struct{ N string }
+				}
+				Keys     json.RawMessage
+				NewImage json.RawMessage
+			}
+			if err := json.Unmarshal(line, &l); err != nil {
+				t.Fatal(err)
+			}
+			var micros int64
+			fmt.Sscan(l.Metadata.WriteTimestampMicros.N, &micros)
+			if ts := time.UnixMicro(micros); ts.Before(from.Truncate(time.Millisecond)) || !ts.Before(to) {
+				t.Fatalf("write time %v outside [%v, %v)", ts, from, to)
+			}
+			got[string(l.Keys)] = string(l.NewImage)
+		}
+		want := map[int]string{0: "c", 1: "b", 2: "b", 3: "b", 4: "b", 5: "absent"}
+		if len(got) != len(want) {
+			t.Fatalf("%d lines: %v", len(got), got)
+		}
+		for i, v := range want {
+			if g := value(t, got, i); g != v && !(v == "absent" && g == "") {
+				t.Fatalf("item %d: %q, want %q", i, g, v)
+			}
+		}
+	})
+}
+
+func gzipOpen(b []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
 }

@@ -125,7 +125,18 @@ type exportPayload struct {
 	// ExportTypeAsked is the export type, whether or not the request
 	// named it (DescribeExport echoes only what was asked).
 	ExportTypeAsked string `json:"ExportTypeAsked"`
+	// An incremental export's period [from, to), Unix milliseconds, and
+	// view.
+	ExportFromTimeMs    int64  `json:"ExportFromTimeMs,omitempty"`
+	ExportToTimeMs      int64  `json:"ExportToTimeMs,omitempty"`
+	ExportViewTypeAsked string `json:"ExportViewTypeAsked,omitempty"`
 }
+
+// Bounds of an incremental export's period.
+const (
+	minIncrementalPeriod = 15 * time.Minute
+	maxIncrementalPeriod = 24 * time.Hour
+)
 
 type ExportTableToPointInTimeOutput struct {
 	ExportDescription *ExportDescription `json:"ExportDescription"`
@@ -323,9 +334,6 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 		}
 		return nil, newErr(CodePITRUnavailable, "Point in time recovery is not enabled for table '%s'", name)
 	}
-	if incremental {
-		return nil, validationf("Invalid Request: INCREMENTAL_EXPORT is not supported by this server; use FULL_EXPORT")
-	}
 	jobs, err := e.exportsReady()
 	if err != nil {
 		return nil, err
@@ -339,7 +347,41 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	}
 	now := time.Now()
 	at := w.Latest
-	if in.ExportTime != nil {
+	var from, to time.Time
+	view := "NEW_AND_OLD_IMAGES"
+	if incremental {
+		spec := in.IncrementalExportSpecification
+		if in.ExportTime != nil {
+			return nil, validationf("Invalid Request: ExportTime cannot be specified for an incremental export")
+		}
+		from = time.UnixMilli(int64(math.Round(*spec.ExportFromTime * 1000)))
+		to = w.Latest
+		if spec.ExportToTime != nil {
+			to = time.UnixMilli(int64(math.Round(*spec.ExportToTime * 1000)))
+		}
+		if spec.ExportViewType != nil {
+			view = *spec.ExportViewType
+		}
+		earliest := time.UnixMilli(p.Since)
+		if w.Earliest.After(earliest) {
+			earliest = w.Earliest
+		}
+		switch {
+		case from.Before(earliest) || (spec.ExportToTime != nil && !from.Before(to)):
+			return nil, newErr(CodeInvalidExportTime, "Incremental export period from time cannot be less than the table creation time : %s",
+				earliest.UTC().Format("2006-01-02T15:04:05Z"))
+		case to.After(now):
+			return nil, newErr(CodeInvalidExportTime, "Incremental export period to time cannot be greater than the current time : %s",
+				now.UTC().Format("2006-01-02T15:04:05Z"))
+		case to.Sub(from) < minIncrementalPeriod:
+			return nil, newErr(CodeInvalidExportTime, "Difference between export period from time and export period to time is less than 15 minutes")
+		case to.Sub(from) > maxIncrementalPeriod:
+			return nil, newErr(CodeInvalidExportTime, "Difference between export period from time and export period to time is greater than 24 hours")
+		case w.Latest.IsZero() || to.After(w.Latest):
+			return nil, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time "+
+				"(the table's history is shipped up to %s)", w.Latest.UTC().Format(time.RFC3339Nano))
+		}
+	} else if in.ExportTime != nil {
 		at = time.UnixMilli(int64(math.Round(*in.ExportTime * 1000)))
 		switch {
 		case at.After(now), at.Before(time.UnixMilli(p.Since)), !w.Earliest.IsZero() && at.Before(w.Earliest):
@@ -356,9 +398,16 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	exportTime := epochSeconds(at)
 	d := ExportDescription{
 		ExportArn: arn, ExportStatus: ExportInProgress, StartTime: epochSeconds(now),
-		TableArn: e.tableArn(account, name), TableId: t.stored.Desc.TableId, ExportTime: &exportTime,
+		TableArn: e.tableArn(account, name), TableId: t.stored.Desc.TableId,
 		S3Bucket: *in.S3Bucket, S3BucketOwner: in.S3BucketOwner, S3Prefix: in.S3Prefix,
 		S3SseAlgorithm: "AES256", S3SseKmsKeyId: in.S3SseKmsKeyId, ExportFormat: "DYNAMODB_JSON",
+	}
+	if incremental {
+		f, t := epochSeconds(from), epochSeconds(to)
+		d.ExportType = "INCREMENTAL_EXPORT"
+		d.IncrementalExportSpecification = &IncrementalExportSpecification{ExportFromTime: &f, ExportToTime: &t, ExportViewType: &view}
+	} else {
+		d.ExportTime = &exportTime
 	}
 	if in.ClientToken != nil {
 		d.ClientToken = *in.ClientToken
@@ -382,6 +431,10 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	pay := exportPayload{ExportDescription: d, ExportID: id, HistoryPrefix: e.exports.HistoryPrefix(PITRHistory{
 		Ref: t.ref, TableID: t.stored.Desc.TableId, Since: time.UnixMilli(p.Since)}),
 		ExportTimeMs: at.UnixMilli(), ExportTypeAsked: "FULL_EXPORT"}
+	if incremental {
+		pay.ExportTypeAsked, pay.ExportTimeMs = "INCREMENTAL_EXPORT", 0
+		pay.ExportFromTimeMs, pay.ExportToTimeMs, pay.ExportViewTypeAsked = from.UnixMilli(), to.UnixMilli(), view
+	}
 	raw, err := json.Marshal(&pay)
 	if err != nil {
 		return nil, err

@@ -425,6 +425,22 @@ def test_export_errors(ddb, ddb_raw, make_table, s3_buckets):
                match=r"^1 validation error detected: Value 'NEW_IMAGES' at 'incrementalExportSpecification.exportViewType'",
                TableArn=arn, S3Bucket=bucket, ExportType="INCREMENTAL_EXPORT",
                IncrementalExportSpecification={"ExportFromTime": now, "ExportViewType": "NEW_IMAGES"})
+    # The incremental period: after point-in-time recovery was turned on,
+    # at least 15 minutes, not in the future.
+    p = wait_window(ddb, table)
+    start = p["LatestRestorableDateTime"]
+    expect_error(ddb.export_table_to_point_in_time, "InvalidExportTimeException",
+                 match=r"^Incremental export period from time cannot be less than the table creation time : \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$",
+                 TableArn=arn, S3Bucket=bucket, ExportType="INCREMENTAL_EXPORT",
+                 IncrementalExportSpecification={"ExportFromTime": now - timedelta(hours=1)})
+    expect_error(ddb.export_table_to_point_in_time, "InvalidExportTimeException",
+                 match=r"^Incremental export period to time cannot be greater than the current time : ",
+                 TableArn=arn, S3Bucket=bucket, ExportType="INCREMENTAL_EXPORT",
+                 IncrementalExportSpecification={"ExportFromTime": start, "ExportToTime": start + timedelta(hours=2)})
+    expect_error(ddb.export_table_to_point_in_time, "InvalidExportTimeException",
+                 message="Difference between export period from time and export period to time is less than 15 minutes",
+                 TableArn=arn, S3Bucket=bucket, ExportType="INCREMENTAL_EXPORT",
+                 IncrementalExportSpecification={"ExportFromTime": start, "ExportViewType": "NEW_IMAGE"})
     # DescribeExport and ListExports.
     unknown = arn + "/export/01234567890123-0badc0de"
     expect_error(ddb.describe_export, "ExportNotFoundException", message=f"Export not found: Export not found: {unknown}",
