@@ -242,7 +242,7 @@ func (x *Exports) exportChanges(ctx context.Context, bst store.Store, job *expor
 	w, err := awsexport.Create(ctx, bst, awsexport.Params{
 		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
 		StartTime: time.UnixMilli(int64(job.StartTime * 1000)),
-		S3Bucket: job.S3Bucket, S3Prefix: job.prefix(), S3SseAlgorithm: job.S3SseAlgorithm,
+		S3Bucket:  job.S3Bucket, S3Prefix: job.prefix(), S3SseAlgorithm: job.S3SseAlgorithm,
 		S3SseKmsKeyID: deref(job.S3SseKmsKeyID), Format: job.ExportFormat, MaxFileBytes: x.cfg.MaxFileBytes,
 		Incremental: &awsexport.Incremental{From: from, To: to, View: job.View},
 	})
