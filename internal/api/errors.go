@@ -55,6 +55,8 @@ var errorTable = map[engine.Code]wireError{
 	engine.CodeInvalidExportTime:            {prefixDynamo, 400},
 	engine.CodeExportConflict:               {prefixDynamo, 400},
 	engine.CodeExportNotFound:               {prefixDynamo, 400},
+	engine.CodeImportConflict:               {prefixDynamo, 400},
+	engine.CodeImportNotFound:               {prefixDynamo, 400},
 
 	// DynamoDB Streams.
 	engine.CodeExpiredIterator:   {prefixStreams, 400},

@@ -155,6 +155,9 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"ExportTableToPointInTime": op(eng.ExportTableToPointInTime),
 		"DescribeExport":           op(eng.DescribeExport),
 		"ListExports":              op(eng.ListExports),
+		"ImportTable":              op(eng.ImportTable),
+		"DescribeImport":           op(eng.DescribeImport),
+		"ListImports":              op(eng.ListImports),
 	}
 	s.streams = map[string]handlerFunc{
 		"ListStreams":      op(eng.ListStreams),

@@ -48,6 +48,12 @@ type ExportsConfig struct {
 	// MaxFileBytes bounds a data file's uncompressed bytes (default
 	// awsexport.DefaultMaxFileBytes).
 	MaxFileBytes int64
+	// Latest answers the newest instant a table's history is shipped up
+	// to (zero: not known here); a job waits until it reaches its
+	// instant before reading the history. Nil: no waiting.
+	Latest func(ref storage.TableRef, days int64) time.Time
+	// WaitFor bounds that wait (default 5 minutes).
+	WaitFor time.Duration
 }
 
 // Exports runs export jobs over a Manager (its store, claims, slots and
@@ -90,10 +96,13 @@ type exportJob struct {
 	HistoryPrefix  string  `json:"HistoryPrefix"`
 	ExportTimeMs   int64   `json:"ExportTimeMs"`
 	// An incremental export's type, period [FromMs, ToMs) and view.
-	ExportTypeAsked string `json:"ExportTypeAsked"`
-	FromMs          int64  `json:"ExportFromTimeMs"`
-	ToMs            int64  `json:"ExportToTimeMs"`
-	View            string `json:"ExportViewTypeAsked"`
+	ExportTypeAsked string           `json:"ExportTypeAsked"`
+	FromMs          int64            `json:"ExportFromTimeMs"`
+	ToMs            int64            `json:"ExportToTimeMs"`
+	View            string           `json:"ExportViewTypeAsked"`
+	SourceRef       storage.TableRef `json:"SourceRef"`
+	RecoveryDays    int64            `json:"RecoveryDays"`
+	TimeDefault     bool             `json:"ExportTimeDefault"`
 }
 
 func (j *exportJob) prefix() string {
@@ -199,7 +208,20 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 		return x.exportChanges(ctx, bst, job)
 	}
 	at := time.UnixMilli(job.ExportTimeMs)
+	if err := x.waitShipped(ctx, job, at); err != nil {
+		return nil, err
+	}
 	plan, err := PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
+	if errors.Is(err, ErrRestoreTime) && job.TimeDefault {
+		// Asked for within the first ship interval after point-in-time
+		// recovery was turned on, before the history's first base: the
+		// image is the first base's (the instant the history starts),
+		// and ExportTime says so.
+		if first, ferr := firstBaseTime(ctx, x.m.st, job.HistoryPrefix); ferr == nil && !first.IsZero() {
+			at = first
+			plan, err = PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
+		}
+	}
 	if err != nil {
 		return nil, &exportFailure{"UNKNOWN", "the table's point-in-time history cannot be read at the export time: " + err.Error()}
 	}
@@ -309,6 +331,48 @@ func (x *Exports) exportChanges(ctx context.Context, bst store.Store, job *expor
 	return res, nil
 }
 
+// firstBaseTime is the snapshot instant of a history's oldest base.
+func firstBaseTime(ctx context.Context, st store.Store, prefix string) (time.Time, error) {
+	bases, err := listBases(ctx, st, prefix)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var first time.Time
+	for _, b := range bases {
+		t, err := format.ParsePITRTime(b.SnapshotAt)
+		if err == nil && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first, nil
+}
+
+// waitShipped waits until the source's history is shipped up to at.
+func (x *Exports) waitShipped(ctx context.Context, job *exportJob, at time.Time) error {
+	if x.cfg.Latest == nil || job.SourceRef.ID == 0 {
+		return nil
+	}
+	limit := x.cfg.WaitFor
+	if limit <= 0 {
+		limit = 5 * time.Minute
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		if l := x.cfg.Latest(job.SourceRef, job.RecoveryDays); !l.IsZero() && !l.Before(at.Truncate(time.Millisecond)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &exportFailure{"UNKNOWN", fmt.Sprintf("the table's point-in-time history was not shipped up to the export time %s within %s",
+				format.PITRTime(at), limit)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -403,6 +467,9 @@ func (x *Exports) finish(ctx context.Context, rec storage.JobRecord, res *awsexp
 		pay["ItemCount"] = res.ItemCount
 		pay["BilledSizeBytes"] = res.BilledSizeBytes
 		pay["ExportManifest"] = res.ManifestSummaryKey
+		if !res.ExportTime.IsZero() {
+			pay["ExportTime"] = epochSec(res.ExportTime)
+		}
 	}
 	raw, err := json.Marshal(pay)
 	if err != nil {
@@ -448,3 +515,11 @@ func (x *Exports) reconcile(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// epochSec is an instant as the wire's epoch seconds (millisecond
+// precision).
+func epochSec(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+
+// errNoBucket marks a job error whose cause is a bucket that does not
+// exist (FailureCode S3NoSuchBucket).
+var errNoBucket = errors.New("the bucket does not exist")

@@ -295,7 +295,7 @@ func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, 
 			return "", err
 		}
 	}
-	for {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		r, err := p.m.GetBackup(ctx, rec.ARN)
 		if err != nil {
 			return "", err
@@ -311,7 +311,7 @@ func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, 
 		select {
 		case <-ctx.Done():
 			return "", context.Cause(ctx)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -106,7 +106,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	errs = append(errs, m.reconcileRestores(ctx))
+	errs = append(errs, m.reconcileRestores(ctx), m.reconcileImports(ctx))
 	m.mu.Lock()
 	x := m.exports
 	m.mu.Unlock()

@@ -680,6 +680,9 @@ func restoringTable(t *table) error {
 	if rs := t.stored.Desc.RestoreSummary; rs != nil && rs.RestoreInProgress {
 		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being restored: %s", t.name())
 	}
+	if t.stored.ImportJob != "" {
+		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being imported: %s", t.name())
+	}
 	return nil
 }
 

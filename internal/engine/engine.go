@@ -67,6 +67,7 @@ type Engine struct {
 	backupsOff    string        // why backups are unavailable (SetBackupsUnavailable)
 	pitrSvc       PITRService   // nil: point-in-time recovery cannot be turned on
 	exports       ExportService // nil: exports are refused
+	imports       ImportService // nil: no backup store configured
 	sm            *streamMetrics
 	shardInterval time.Duration
 	retention     time.Duration

@@ -51,6 +51,10 @@ const (
 	CodeExportConflict Code = "ExportConflictException"
 	// CodeExportNotFound: DescribeExport of an unknown export.
 	CodeExportNotFound Code = "ExportNotFoundException"
+
+	// Imports.
+	CodeImportConflict Code = "ImportConflictException"
+	CodeImportNotFound Code = "ImportNotFoundException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -59,8 +63,8 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
-	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime,
-	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
+	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem,
+	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound, CodeImportConflict, CodeImportNotFound}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {

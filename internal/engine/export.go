@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -130,6 +131,14 @@ type exportPayload struct {
 	ExportFromTimeMs    int64  `json:"ExportFromTimeMs,omitempty"`
 	ExportToTimeMs      int64  `json:"ExportToTimeMs,omitempty"`
 	ExportViewTypeAsked string `json:"ExportViewTypeAsked,omitempty"`
+	// SourceRef and RecoveryDays name the source's shipped history, so
+	// that the job can wait until it covers the instant (an export
+	// without ExportTime is of the request's instant).
+	SourceRef    storage.TableRef `json:"SourceRef"`
+	RecoveryDays int64            `json:"RecoveryDays"`
+	// ExportTimeDefault: the request named no ExportTime (the job may
+	// move the instant to the history's first base, see internal/backup).
+	ExportTimeDefault bool `json:"ExportTimeDefault,omitempty"`
 }
 
 // Bounds of an incremental export's period.
@@ -389,9 +398,10 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 		case w.Latest.IsZero() || at.After(w.Latest):
 			return nil, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time")
 		}
-	} else if w.Latest.IsZero() {
-		return nil, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time "+
-			"(the table's history has no base in the backup store yet)")
+	} else {
+		// The request's instant: the job waits until the history is
+		// shipped up to it (within a ship interval).
+		at = now
 	}
 	id := mintExportID(now)
 	arn := e.tableArn(account, name) + "/export/" + id
@@ -430,7 +440,8 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	}
 	pay := exportPayload{ExportDescription: d, ExportID: id, HistoryPrefix: e.exports.HistoryPrefix(PITRHistory{
 		Ref: t.ref, TableID: t.stored.Desc.TableId, Since: time.UnixMilli(p.Since)}),
-		ExportTimeMs: at.UnixMilli(), ExportTypeAsked: "FULL_EXPORT"}
+		ExportTimeMs: at.UnixMilli(), ExportTypeAsked: "FULL_EXPORT", SourceRef: t.ref, RecoveryDays: p.Days,
+		ExportTimeDefault: in.ExportTime == nil}
 	if incremental {
 		pay.ExportTypeAsked, pay.ExportTimeMs = "INCREMENTAL_EXPORT", 0
 		pay.ExportFromTimeMs, pay.ExportToTimeMs, pay.ExportViewTypeAsked = from.UnixMilli(), to.UnixMilli(), view
@@ -646,4 +657,10 @@ func (e *Engine) ListExports(ctx context.Context, account string, in *ListExport
 		out.ExportSummaries = append(out.ExportSummaries, ExportSummary{ExportArn: r.rec.ID, ExportStatus: r.rec.Status, ExportType: typ})
 	}
 	return out, nil
+}
+
+// isCode tells whether err is an engine error of code c.
+func isCode(err error, c Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == c
 }

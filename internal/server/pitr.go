@@ -86,3 +86,20 @@ func (exportService) HistoryPrefix(h engine.PITRHistory) string {
 	}
 	return format.PITRPrefix(h.Ref.Account, h.Ref.Name, backup.PITRTable{TableID: h.TableID, Since: h.Since}.Incarnation())
 }
+
+// importService is the engine's ImportService over the backup jobs (the
+// ImportTableDescription crosses as JSON, the wire's shape).
+type importService struct{ m *backup.Manager }
+
+func (x importService) StartImport(ctx context.Context, account, table string, desc []byte, keyTypes map[string]string,
+	create func(ctx context.Context, importID string) (*storage.Table, error)) ([]byte, error) {
+	var d backup.ImportDescription
+	if err := json.Unmarshal(desc, &d); err != nil {
+		return nil, err
+	}
+	out, err := x.m.StartImport(ctx, backup.ImportRequest{Account: account, Table: table, Desc: d, KeyTypes: keyTypes, Create: create})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}

@@ -299,6 +299,8 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
 		SpoolDir:          cfg.Backup.SpoolDir,
+		Buckets:           cfg.S3,
+		Importer:          eng,
 		Logger:            log,
 		Registerer:        reg,
 		Hook:              killHook(log),
@@ -310,6 +312,9 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		return nil, fmt.Errorf("backup.store: %w", err)
 	}
 	eng.SetBackups(m)
+	if backend.Capabilities().Jobs != nil {
+		eng.SetImports(importService{m})
+	}
 	// Point-in-time recovery ships change logs to the same store; a
 	// backend without a change log cannot have it (enabling it then
 	// answers ContinuousBackupsUnavailableException naming why).
@@ -325,7 +330,8 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		// Exports read the point-in-time history and keep their rows in
 		// the job catalog; they write to the buckets of [s3].
 		if jobs := backend.Capabilities().Jobs; jobs != nil {
-			eng.SetExports(exportService{backup.NewExports(m, backup.ExportsConfig{Jobs: jobs, Buckets: cfg.S3})})
+			eng.SetExports(exportService{backup.NewExports(m, backup.ExportsConfig{Jobs: jobs, Buckets: cfg.S3,
+				Latest: func(ref storage.TableRef, days int64) time.Time { _, l, _ := sh.Window(ref, days); return l }})})
 		}
 	}
 	if err := startPlans(cfg, backend, eng, m, reg, log); err != nil {

@@ -517,3 +517,12 @@ def s3_buckets(endpoint):
     if conf is None:
         pytest.skip("the suite tests an external endpoint: its [s3] buckets are unknown")
     return Buckets(conf)
+
+
+@pytest.fixture(scope="session")
+def buckets_root(endpoint):
+    """The directory whose subdirectories are the suite's server's buckets
+    ([s3] filesystem_root); None when the server's buckets are on moto or
+    the suite tests an external endpoint."""
+    conf = _server.get("s3") or {}
+    return conf.get("root")

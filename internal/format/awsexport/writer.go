@@ -178,7 +178,9 @@ type Result struct {
 	BilledSizeBytes int64
 	// ManifestSummaryKey is ExportManifest: the summary's key.
 	ManifestSummaryKey string
-	Files              []FileEntry
+	// ExportTime is the image's instant (zero for an incremental export).
+	ExportTime time.Time
+	Files      []FileEntry
 }
 
 // Writer writes one export. Add items, then Finish; on any error the
@@ -632,7 +634,11 @@ func (w *Writer) Finish(ctx context.Context, end time.Time) (*Result, error) {
 	if err := w.putWithChecksum(ctx, summaryKey, w.dir+"/"+SummaryChecksumName, body); err != nil {
 		return nil, err
 	}
-	return &Result{ItemCount: w.items, BilledSizeBytes: w.billed, ManifestSummaryKey: summaryKey, Files: w.files}, nil
+	res := &Result{ItemCount: w.items, BilledSizeBytes: w.billed, ManifestSummaryKey: summaryKey, Files: w.files}
+	if w.p.Incremental == nil {
+		res.ExportTime = w.p.ExportTime
+	}
+	return res, nil
 }
 
 // putWithChecksum writes a manifest, then its checksum object: the
