@@ -89,7 +89,7 @@ func ReadIonLines(r io.Reader, fn func(line int, item attr.Item, err error) erro
 					return err
 				}
 				if v.Type != attr.M {
-					return errors.New("Item is not a struct")
+					return errors.New("the Item is not a struct")
 				}
 				it = attr.Item(v.Map)
 			}
@@ -215,7 +215,7 @@ func ionValue(rd ion.Reader, depth int) (attr.Value, error) {
 		}
 		return attr.Value{}, fmt.Errorf("unknown annotation $dynamodb_%s", set)
 	}
-	return attr.Value{}, fmt.Errorf("Ion type %v has no DynamoDB type", rd.Type())
+	return attr.Value{}, fmt.Errorf("the Ion type %v has no DynamoDB type", rd.Type())
 }
 
 // ionNumber is an Ion int, decimal or float as DynamoDB number text.
