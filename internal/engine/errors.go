@@ -45,11 +45,12 @@ const (
 	CodePITRUnavailable Code = "PointInTimeRecoveryUnavailableException"
 	// CodeInvalidRestoreTime: the restore instant is outside the window.
 	CodeInvalidRestoreTime Code = "InvalidRestoreTimeException"
-
-	// Exports.
+	// CodeInvalidExportTime: the export instant is outside the window.
 	CodeInvalidExportTime Code = "InvalidExportTimeException"
-	CodeExportConflict    Code = "ExportConflictException"
-	CodeExportNotFound    Code = "ExportNotFoundException"
+	// CodeExportConflict: a ClientToken replayed with other parameters.
+	CodeExportConflict Code = "ExportConflictException"
+	// CodeExportNotFound: DescribeExport of an unknown export.
+	CodeExportNotFound Code = "ExportNotFoundException"
 
 	// Imports.
 	CodeImportConflict Code = "ImportConflictException"
