@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -99,7 +100,7 @@ func readIonLine(ir ion.Reader) (attr.Item, error) {
 			return nil, err
 		}
 		if v.Type != attr.M {
-			return nil, fmt.Errorf("Item is not a struct")
+			return nil, errors.New("the Item is not a struct")
 		}
 		it = attr.Item(v.Map)
 	}
