@@ -497,22 +497,6 @@ type UpdateContinuousBackupsInput struct {
 	PointInTimeRecoverySpecification *PointInTimeRecoverySpecification `json:"PointInTimeRecoverySpecification"`
 }
 
-type PointInTimeRecoveryDescription struct {
-	PointInTimeRecoveryStatus  string   `json:"PointInTimeRecoveryStatus"`
-	RecoveryPeriodInDays       *int64   `json:"RecoveryPeriodInDays,omitempty"`
-	EarliestRestorableDateTime *float64 `json:"EarliestRestorableDateTime,omitempty"`
-	LatestRestorableDateTime   *float64 `json:"LatestRestorableDateTime,omitempty"`
-}
-
-type ContinuousBackupsDescription struct {
-	ContinuousBackupsStatus        string                          `json:"ContinuousBackupsStatus"`
-	PointInTimeRecoveryDescription *PointInTimeRecoveryDescription `json:"PointInTimeRecoveryDescription"`
-}
-
-type ContinuousBackupsOutput struct {
-	ContinuousBackupsDescription *ContinuousBackupsDescription `json:"ContinuousBackupsDescription"`
-}
-
 // continuousBackupsTable validates TableName (a name or ARN) and reads
 // the table (TableNotFoundException "Table not found: <name>").
 func (e *Engine) continuousBackupsTable(ctx context.Context, account string, c *constraintErrors, name *string) (*table, error) {
@@ -620,13 +604,6 @@ func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in
 		return nil, err
 	}
 	return e.continuousBackups(ctx, nt)
-}
-
-type RestoreSummary struct {
-	SourceBackupArn   string  `json:"SourceBackupArn,omitempty"`
-	SourceTableArn    string  `json:"SourceTableArn,omitempty"`
-	RestoreDateTime   float64 `json:"RestoreDateTime"`
-	RestoreInProgress bool    `json:"RestoreInProgress"`
 }
 
 type RestoreTableFromBackupInput struct {

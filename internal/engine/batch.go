@@ -361,3 +361,9 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 	}
 	return out, nil
 }
+
+// BatchWriteItem puts and deletes up to 25 items across tables (see
+// batchWriteItem).
+func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
+	return fenced(ctx, func(ctx context.Context) (*BatchWriteItemOutput, error) { return e.batchWriteItem(ctx, account, in) })
+}

@@ -183,3 +183,12 @@ func (c constraintErrors) err() error {
 	}
 	return validationf("%d validation %s detected: %s", len(c), noun, strings.Join(c, "; "))
 }
+
+// Stream errors of the Streams API.
+const (
+	CodeExpiredIterator   Code = "ExpiredIteratorException"
+	CodeTrimmedDataAccess Code = "TrimmedDataAccessException"
+)
+
+// CodeDuplicateItem is INSERT's answer when the key exists.
+const CodeDuplicateItem Code = "DuplicateItemException"

@@ -22,14 +22,6 @@ const (
 	maxRecoveryDays = 35
 )
 
-// pitrSetting is a table's point-in-time recovery setting.
-type pitrSetting struct {
-	// Days is the recovery period (1 to 35).
-	Days int64 `json:"days"`
-	// Since is when it was turned on (unix ms).
-	Since int64 `json:"since"`
-}
-
 // PITRWindow is what the store holds of a table's history.
 type PITRWindow struct {
 	// Earliest and Latest bound the instants a restore can reach; both
