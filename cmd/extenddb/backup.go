@@ -92,6 +92,17 @@ func backupCommand() *cli.Command {
 				},
 			},
 			{
+				Name: "plans", Usage: "list the configured backup plans with their last run, result, last success, next run and the backups they keep", ArgsUsage: " ",
+				Flags: common,
+				Action: func(c *cli.Context) error {
+					cfg, err := server.LoadConfig(c.String("config"))
+					if err != nil {
+						return err
+					}
+					return server.PrintPlans(c.Context, cfg, c.String("endpoint"), time.Now(), os.Stdout)
+				},
+			},
+			{
 				Name: "describe", Usage: "describe a backup", ArgsUsage: "ARN", Flags: common,
 				Action: func(c *cli.Context) error {
 					return printCall(c, client, "DescribeBackup", map[string]any{"BackupArn": c.Args().First()})

@@ -52,6 +52,11 @@ var errorTable = map[engine.Code]wireError{
 	engine.CodeContinuousBackupsUnavailable: {prefixDynamo, 400},
 	engine.CodePITRUnavailable:              {prefixDynamo, 400},
 	engine.CodeInvalidRestoreTime:           {prefixDynamo, 400},
+	engine.CodeInvalidExportTime:            {prefixDynamo, 400},
+	engine.CodeExportConflict:               {prefixDynamo, 400},
+	engine.CodeExportNotFound:               {prefixDynamo, 400},
+	engine.CodeImportConflict:               {prefixDynamo, 400},
+	engine.CodeImportNotFound:               {prefixDynamo, 400},
 
 	// DynamoDB Streams.
 	engine.CodeExpiredIterator:   {prefixStreams, 400},

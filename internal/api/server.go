@@ -150,6 +150,14 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"RestoreTableToPointInTime": op(eng.RestoreTableToPointInTime),
 		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
 		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
+
+		// Exports to S3 in AWS's format (docs/exports.md).
+		"ExportTableToPointInTime": op(eng.ExportTableToPointInTime),
+		"DescribeExport":           op(eng.DescribeExport),
+		"ListExports":              op(eng.ListExports),
+		"ImportTable":              op(eng.ImportTable),
+		"DescribeImport":           op(eng.DescribeImport),
+		"ListImports":              op(eng.ListImports),
 	}
 	s.streams = map[string]handlerFunc{
 		"ListStreams":      op(eng.ListStreams),

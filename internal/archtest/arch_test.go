@@ -22,7 +22,7 @@ const mod = "github.com/extenddb/extenddb/"
 var allowed = map[string][]string{
 	"cmd/benchfloor":  {},
 	"cmd/extenddb":    {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
-	"internal/server": {"internal/api", "internal/backup", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/server": {"internal/api", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
 	"internal/api":    {"internal/attr", "internal/engine"},
 	// The web console: embedded static files, a client of the API like any
 	// SDK, so it imports nothing of ours.
@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"internal/attr":      {},
 	"internal/bench":     {},
 	"internal/buildinfo": {},
-	"internal/config":    {"internal/store"},
+	"internal/config":    {"internal/backup/plan", "internal/store"},
 	"internal/archtest":  {},
 	// The contract and its conformance suite; backends import only them
 	// (and their migrations, and config for its Duration key type), never
@@ -64,9 +64,11 @@ var allowed = map[string][]string{
 	"internal/store/faultstore":      {"internal/store"},
 	"internal/store/storetest":       {"internal/store"},
 	"internal/store/internal/s3test": {"internal/store"},
-	"internal/backup":                {"internal/attr", "internal/format", "internal/storage", "internal/store"},
-	"tests/sdk":                      {},
-	"tests/abuse":                    {},
+	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/storage", "internal/store"},
+	// Backup plans' pure rules (schedules, names, retention).
+	"internal/backup/plan": {},
+	"tests/sdk":            {},
+	"tests/abuse":          {},
 
 	// The wire suite's in-memory S3 server (test-only command).
 	"internal/store/internal/s3test/fakes3": {},

@@ -37,6 +37,7 @@ var engineFloors = map[string]int{
 	"item.go": 3, "put_item.go": 3, "get_item.go": 3, "update_item.go": 3, "delete_item.go": 3,
 	"batch.go": 3, "query.go": 3, "transact.go": 3, "table.go": 3, "update_table.go": 3,
 	"ttl_tags.go": 3, "streams_api.go": 3, "pitr_restore.go": 3, "backup.go": 3,
+	"table_keys.go": 3, "update_table_rules.go": 3, "export.go": 3, "import.go": 3,
 	// 4 front: PartiQL statements and bulk load, built on the operations.
 	"partiql.go": 4, "partiql_multi.go": 4, "load.go": 4,
 }
@@ -51,6 +52,8 @@ var engineFloorExceptions = map[string]string{
 	"engine.go -> background.go":     "composition root",
 	"engine.go -> backup.go":         "composition root",
 	"engine.go -> bgmetrics.go":      "composition root",
+	"engine.go -> export.go":         "composition root",
+	"engine.go -> import.go":         "composition root",
 	"engine.go -> partiql.go":        "composition root",
 	"engine.go -> pitr.go":           "composition root",
 	"engine.go -> stats.go":          "composition root",

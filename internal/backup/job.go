@@ -22,6 +22,26 @@ import (
 // KindTableNotFound, KindLimitExceeded (job slots or snapshots),
 // KindUnavailable (store unhealthy or unreachable).
 func (m *Manager) CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error) {
+	return m.CreateBackupAs(ctx, account, table, name, Origin{Type: "USER"})
+}
+
+// Origin says who takes a backup: its BackupType (USER for CreateBackup,
+// SYSTEM, AWS_BACKUP for a backup plan), the plan that took it, and when
+// the reconciler deletes it (zero: never).
+type Origin struct {
+	Type      string
+	Plan      string
+	ExpiresAt time.Time
+}
+
+// CreateSystemBackup takes the SYSTEM backup of a table with
+// point-in-time recovery that is being deleted (engine.BackupService).
+func (m *Manager) CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*storage.BackupRecord, error) {
+	return m.CreateBackupAs(ctx, account, table, name, Origin{Type: "SYSTEM", ExpiresAt: expiresAt})
+}
+
+// CreateBackupAs is CreateBackup for a backup of the given origin.
+func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name string, o Origin) (*storage.BackupRecord, error) {
 	if m.ctx == nil {
 		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
 	}
@@ -66,7 +86,7 @@ func (m *Manager) CreateBackup(ctx context.Context, account, table, name string)
 	}
 	rec, err := m.cat.InsertBackup(ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
 		ARN: arn.String(), Account: account, TableName: table, TableID: snap.Table.ID, BackupID: id,
-		Name: name, Type: "USER", Status: storage.BackupCreating, CreatedAt: at,
+		Name: name, Type: o.Type, Plan: o.Plan, ExpiresAt: o.ExpiresAt, Status: storage.BackupCreating, CreatedAt: at,
 		TableDesc: snap.Table.Desc, StoreID: storeID, Prefix: prefixKey(account, table, id), Owner: m.cfg.Owner,
 	}})
 	if err != nil {

@@ -77,6 +77,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the jobs' metrics (nil: not exported).
 	Registerer prometheus.Registerer
+	// Buckets says where the buckets named by exports and imports live
+	// ([s3]).
+	Buckets store.BucketConfig
+	// Importer finishes imported tables (nil: no imports).
+	Importer Importer
+	// Now is the clock that decides when a backup has expired (default
+	// time.Now; tests inject one).
+	Now func() time.Time
 	// Hook, when set (tests only), is called at each named step of a job
 	// (see the Point* constants); a crash test kills the process there.
 	Hook func(point string)
@@ -243,6 +251,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		if err := m.Reconcile(ctx); err != nil {
 			m.log.Warn("backup reconciler", "err", err)
 		}
+		// The first pass of the reconciler may take a while on a big
+		// catalog: beat again, so Start returns with a fresh heartbeat.
+		m.heartbeat(ctx)
 	}
 	m.wg.Add(2)
 	go func() {
@@ -440,6 +451,19 @@ func (m *Manager) acquireSlot() (func(), error) {
 			"Subscriber limit exceeded: at most %d backup and restore jobs run at once on this server (backup.max_concurrent_jobs)", cap(m.slots))
 	}
 }
+
+// waitSlot waits for a job slot until the manager stops (false then).
+func (m *Manager) waitSlot() bool {
+	select {
+	case m.slots <- struct{}{}:
+		return true
+	case <-m.ctx.Done():
+		return false
+	}
+}
+
+// releaseSlot gives back a slot taken by waitSlot.
+func (m *Manager) releaseSlot() { <-m.slots }
 
 func (m *Manager) hook(point string) {
 	if m.cfg.Hook != nil {

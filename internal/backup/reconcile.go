@@ -15,6 +15,10 @@ import (
 // section 4), only on rows of the configured store and only while the store
 // is healthy:
 //
+//  0. AVAILABLE backups past their expiry (SYSTEM backups) are deleted
+//     as DeleteBackup does, unless a restore reads them; of several
+//     servers, the one whose claim matches deletes (a plan's backups
+//     are left to its retention);
 //  1. CREATING backups whose claim is stale become FAILED under a new
 //     generation, and their objects are removed;
 //  2. DELETING rows whose claim is stale: the delete is finished;
@@ -42,7 +46,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	errs := []error{m.expire(ctx, storeID)}
 	for _, r := range rows {
 		if r.StoreID != storeID {
 			continue
@@ -102,7 +106,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	errs = append(errs, m.reconcileRestores(ctx))
+	errs = append(errs, m.reconcileRestores(ctx), m.reconcileExports(ctx), m.reconcileImports(ctx))
 	return errors.Join(errs...)
 }
 
@@ -197,6 +201,38 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 		}
 		m.met.reconciled.WithLabelValues("removed_spool").Inc()
 		os.RemoveAll(filepath.Join(m.cfg.SpoolDir, name))
+	}
+	return errors.Join(errs...)
+}
+
+// expire runs duty 0: AVAILABLE backups of this store whose expiry has
+// passed are deleted.
+func (m *Manager) expire(ctx context.Context, storeID string) error {
+	rows, err := m.cat.ListBackups(ctx, storage.ListBackupsParams{Statuses: []string{storage.BackupAvailable}})
+	if err != nil {
+		return err
+	}
+	now := time.Now
+	if m.cfg.Now != nil {
+		now = m.cfg.Now
+	}
+	var errs []error
+	for _, r := range rows {
+		// A plan's backups are its retention's (which keeps a table's
+		// last good backup whatever its age), not the expiry's.
+		if r.StoreID != storeID || r.ExpiresAt.IsZero() || r.ExpiresAt.After(now()) || r.Plan != "" || m.RestoringFrom(r.ARN) {
+			continue
+		}
+		res, err := m.DeleteBackup(ctx, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if res.Matched {
+			m.met.reconciled.WithLabelValues("expired").Inc()
+			m.log.Info("backup reconciler: deleting an expired backup", "backup", r.ARN, "type", r.Type, "plan", r.Plan,
+				"expired", r.ExpiresAt)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/extenddb/extenddb/internal/backup/plan"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
@@ -72,7 +73,82 @@ type Backup struct {
 	// PITR is the [backup.pitr] section: shipping of point-in-time
 	// recovery history to the store.
 	PITR PITR `toml:"pitr"`
+	// Plans are the [[backup.plans]]: scheduled backups with retention
+	// (docs/backup.md, "Backup plans").
+	Plans []Plan `toml:"plans"`
+	// PlansCheckInterval is how often each server looks for due plan
+	// slots (0: 30s); a run starts at most this long after its slot.
+	PlansCheckInterval Duration `toml:"plans_check_interval"`
 }
+
+// Plan is one [[backup.plans]] entry; plan.Spec says what each key means.
+type Plan struct {
+	Name     string   `toml:"name"`
+	Account  string   `toml:"account"`
+	Tables   []string `toml:"tables"`
+	Cron     string   `toml:"cron"`
+	TimeZone string   `toml:"timezone"`
+	Every    Span     `toml:"every"`
+	Window   Span     `toml:"window"`
+	KeepLast int      `toml:"keep_last"`
+	MaxAge   Span     `toml:"max_age"`
+}
+
+// DefaultPlanAccount is the account of a plan that names none (the
+// account of unsigned requests).
+const DefaultPlanAccount = "000000000000"
+
+// BackupPlans compiles the configured plans; an error names the plan's
+// place, its name and the key at fault.
+func (c *Config) BackupPlans() ([]*plan.Plan, error) {
+	var out []*plan.Plan
+	seen := map[string]bool{}
+	for i, p := range c.Backup.Plans {
+		acct := p.Account
+		if acct == "" {
+			acct = DefaultPlanAccount
+		}
+		pl, err := plan.Compile(plan.Spec{Name: p.Name, Account: acct, Tables: p.Tables, Cron: p.Cron, TimeZone: p.TimeZone,
+			Every: p.Every.Duration, Window: p.Window.Duration, KeepLast: p.KeepLast, MaxAge: p.MaxAge.Duration})
+		if err == nil && seen[p.Name] {
+			err = fmt.Errorf("name %q: another plan has it", p.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config: backup.plans[%d] (%q): %w", i, p.Name, err)
+		}
+		seen[p.Name] = true
+		out = append(out, pl)
+	}
+	return out, nil
+}
+
+// Span is a duration written as a string that also takes whole days and
+// weeks: "90m", "36h", "30d", "2w".
+type Span struct{ time.Duration }
+
+// UnmarshalText parses a span.
+func (s *Span) UnmarshalText(b []byte) error {
+	str := string(b)
+	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(str, suffix); ok {
+			v, err := strconv.Atoi(n)
+			if err != nil || v < 0 {
+				return fmt.Errorf("%q: a whole number of %s", str, map[string]string{"d": "days", "w": "weeks"}[suffix])
+			}
+			s.Duration = time.Duration(v) * unit
+			return nil
+		}
+	}
+	v, err := time.ParseDuration(str)
+	if err != nil {
+		return err
+	}
+	s.Duration = v
+	return nil
+}
+
+// MarshalText formats a span as a duration.
+func (s Span) MarshalText() ([]byte, error) { return []byte(s.Duration.String()), nil }
 
 // PITR configures point-in-time recovery shipping (docs/backup.md).
 type PITR struct {
@@ -371,6 +447,9 @@ func (c *Config) Validate() error {
 		if d.v.Duration < 0 {
 			return fmt.Errorf("config: backup.%s must not be negative", d.key)
 		}
+	}
+	if _, err := c.BackupPlans(); err != nil {
+		return err
 	}
 	if p := c.Backup.PITR; p.ShipInterval.Duration < 0 || p.BaseInterval.Duration < 0 || p.SegmentMaxBytes < 0 || p.BaseAfterBytes < 0 {
 		return errors.New("config: backup.pitr.ship_interval, segment_max_bytes, base_interval and base_after_bytes must not be negative")

@@ -274,3 +274,51 @@ func TestS3Section(t *testing.T) {
 		t.Fatalf("bad path_style: %v", err)
 	}
 }
+
+func TestBackupPlansConfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "extenddb.toml")
+	body := `
+[[backup.plans]]
+name = "nightly"
+tables = ["orders", "users-*"]
+cron = "0 3 * * *"
+timezone = "Europe/Paris"
+keep_last = 7
+max_age = "30d"
+
+[[backup.plans]]
+name = "six"
+tables = ["events"]
+every = "6h"
+window = "30m"
+max_age = "2w"
+`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(p, nil, testSections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := cfg.BackupPlans()
+	if err != nil || len(plans) != 2 {
+		t.Fatalf("BackupPlans = %v, %v", plans, err)
+	}
+	if plans[0].MaxAge != 30*24*time.Hour || plans[0].Account != DefaultPlanAccount || plans[1].MaxAge != 14*24*time.Hour || plans[1].Window != 30*time.Minute {
+		t.Fatalf("plans: %+v %+v", plans[0].Spec, plans[1].Spec)
+	}
+	for bad, want := range map[string]string{
+		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\ncron = \"0 25 * * *\"\nkeep_last = 1\n":                                                                           `backup.plans[0] ("n"): cron`,
+		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\ncron = \"0 3 * * *\"\n":                                                                                           `backup.plans[0] ("n"): keep_last or max_age`,
+		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\nevery = \"1h\"\nmax_age = \"3x\"\n":                                                                               `max_age`,
+		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\nevery = \"1h\"\nkeep_last = 1\n[[backup.plans]]\nname = \"n\"\ntables = [\"u\"]\nevery = \"1h\"\nkeep_last = 1\n": `backup.plans[1] ("n"): name`,
+	} {
+		if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(p, nil, testSections)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%q) = %v, want an error naming %s", bad, err, want)
+		}
+	}
+}

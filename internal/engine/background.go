@@ -448,3 +448,30 @@ func expired(it attr.Item, name string, now int64) bool {
 	old := attr.CompareNumbers(v.Str, jsonInt(now-int64(ttlMaxAge/time.Second)))
 	return c <= 0 && old >= 0
 }
+
+// ActiveTables lists the names of the account's ACTIVE tables (not those
+// being restored or imported), for backup plans.
+func (e *Engine) ActiveTables(ctx context.Context, account string) ([]string, error) {
+	res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: account})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range res.Names {
+		gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: n})
+		if storage.IsKind(err, storage.KindTableNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		t, err := parseTable(gt.Table)
+		if err != nil {
+			return nil, err
+		}
+		if t.stored.Desc.TableStatus == "ACTIVE" {
+			out = append(out, n)
+		}
+	}
+	return out, ctx.Err()
+}

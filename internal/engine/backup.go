@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ import (
 // cannot be used).
 type BackupService interface {
 	CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error)
+	// CreateSystemBackup is CreateBackup for the SYSTEM backup that
+	// DeleteTable keeps of a table with point-in-time recovery on,
+	// expiring at expiresAt.
+	CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*storage.BackupRecord, error)
 	GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error)
 	ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error)
 	DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error)
@@ -72,6 +77,7 @@ type BackupDetails struct {
 	BackupStatus           string  `json:"BackupStatus"`
 	BackupType             string  `json:"BackupType"`
 	BackupCreationDateTime float64 `json:"BackupCreationDateTime"`
+	BackupExpiryDateTime   float64 `json:"BackupExpiryDateTime,omitempty"`
 }
 
 type CreateBackupOutput struct {
@@ -143,6 +149,7 @@ type BackupSummary struct {
 	BackupStatus           string  `json:"BackupStatus"`
 	BackupType             string  `json:"BackupType"`
 	BackupSizeBytes        *int64  `json:"BackupSizeBytes,omitempty"`
+	BackupExpiryDateTime   float64 `json:"BackupExpiryDateTime,omitempty"`
 }
 
 type ListBackupsOutput struct {
@@ -159,30 +166,12 @@ func (e *Engine) errBackupsDisabled() error {
 	return validationf("Backups are not enabled on this server: configure a backup store in the [backup.store] section (kind = \"filesystem\" or \"s3\")")
 }
 
-// backupErr translates the jobs' storage errors.
-func backupErr(err error, table string) error {
-	k, ok := storage.KindOf(err)
-	if !ok {
-		return err
-	}
-	msg := err.Error()
-	if se, ok := err.(*storage.Error); ok {
-		msg = se.Message
-		if se.Cause != nil {
-			msg += ": " + se.Cause.Error()
-		}
-	}
-	switch k {
-	case storage.KindTableNotFound:
-		return newErr(CodeTableNotFound, "Table not found: %s", table)
-	case storage.KindLimitExceeded:
-		return newErr(CodeLimitExceeded, "%s", msg)
-	case storage.KindUnavailable:
-		return newErr(CodeServiceUnavailable, "%s", msg)
-	case storage.KindUnsupported:
-		return validationf("%s", msg)
-	}
-	return err
+// isTableArn tells whether arn names a table (or one of its indexes or
+// streams) rather than a backup: the service refuses it as a backup ARN
+// instead of looking it up.
+func isTableArn(arn string) bool {
+	parts := strings.SplitN(arn, ":", 6)
+	return len(parts) == 6 && parts[2] == "dynamodb" && strings.HasPrefix(parts[5], "table/") && !strings.Contains(parts[5], "/backup/")
 }
 
 func backupNotFound(arn string) error {
@@ -266,6 +255,9 @@ func epochMillis(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 func backupDetails(r *storage.BackupRecord) *BackupDetails {
 	d := &BackupDetails{BackupArn: r.ARN, BackupName: r.Name, BackupStatus: wireBackupStatus(r.Status),
 		BackupType: r.Type, BackupCreationDateTime: epochMillis(r.CreatedAt)}
+	if !r.ExpiresAt.IsZero() {
+		d.BackupExpiryDateTime = epochMillis(r.ExpiresAt)
+	}
 	if r.Status != storage.BackupCreating {
 		n := r.SizeBytes
 		d.BackupSizeBytes = &n
@@ -333,6 +325,9 @@ func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string)
 	if err := c.err(); err != nil {
 		return nil, err
 	}
+	if isTableArn(*arn) {
+		return nil, validationf("Invalid Backup ARN")
+	}
 	if e.backups == nil {
 		return nil, e.errBackupsDisabled()
 	}
@@ -365,6 +360,10 @@ func (e *Engine) DeleteBackup(ctx context.Context, account string, in *BackupArn
 		r, err := e.visibleBackup(ctx, account, in.BackupArn)
 		if err != nil {
 			return nil, err
+		}
+		if r.Type == "SYSTEM" {
+			return nil, validationf("Invalid Request: User is not allowed to delete the system backup with arn %s. It will automatically expire on %s",
+				r.ARN, r.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		if r.Status == storage.BackupCreating {
 			return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
@@ -427,16 +426,16 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		return nil, err
 	}
 	if in.TimeRangeLowerBound != nil && in.TimeRangeUpperBound != nil && *in.TimeRangeLowerBound > *in.TimeRangeUpperBound {
-		return nil, validationf("TimeRangeLowerBound cannot be later than TimeRangeUpperBound")
+		return nil, invalidParam("Time range lower bound must be less than or equal to upper bound")
 	}
 	if e.backups == nil {
 		return nil, e.errBackupsDisabled()
 	}
 	out := &ListBackupsOutput{BackupSummaries: []BackupSummary{}}
-	if typ != "USER" && typ != "ALL" {
-		return out, nil // every backup here is a USER backup
-	}
 	p := storage.ListBackupsParams{Account: account, Statuses: []string{storage.BackupCreating, storage.BackupAvailable}, Limit: limit + 1}
+	if typ != "ALL" {
+		p.Types = []string{typ}
+	}
 	if in.TableName != nil {
 		p.TableName = tableNameOrArn(*in.TableName)
 	}
@@ -464,6 +463,9 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		s := BackupSummary{TableName: r.TableName, TableId: st.Desc.TableId, TableArn: e.tableArn(account, r.TableName),
 			BackupArn: r.ARN, BackupName: r.Name, BackupCreationDateTime: epochMillis(r.CreatedAt),
 			BackupStatus: wireBackupStatus(r.Status), BackupType: r.Type}
+		if !r.ExpiresAt.IsZero() {
+			s.BackupExpiryDateTime = epochMillis(r.ExpiresAt)
+		}
 		if r.Status != storage.BackupCreating {
 			n := r.SizeBytes
 			s.BackupSizeBytes = &n
@@ -557,6 +559,9 @@ func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in
 		return nil, err
 	}
 	enable := *spec.PointInTimeRecoveryEnabled
+	if !enable && spec.RecoveryPeriodInDays != nil {
+		return nil, validationf("Invalid Request: Cannot specify RecoveryPeriodInDays when disabling point-in-time recovery.")
+	}
 	days := int64(maxRecoveryDays)
 	if spec.RecoveryPeriodInDays != nil {
 		days = *spec.RecoveryPeriodInDays
@@ -626,13 +631,17 @@ func restoringTable(t *table) error {
 	if rs := t.stored.Desc.RestoreSummary; rs != nil && rs.RestoreInProgress {
 		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being restored: %s", t.name())
 	}
+	if t.stored.ImportJob != "" {
+		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being imported: %s", t.name())
+	}
 	return nil
 }
 
 // RestoreTableFromBackup creates a table from a backup: the target is
 // created in CREATING with a RestoreSummary and the restore job loads it
-// and flips it ACTIVE. Tags, TTL, streams and point-in-time recovery
-// settings are not restored, as on the service; the overrides replace the
+// and flips it ACTIVE. Tags, TTL, streams, point-in-time recovery,
+// deletion protection and the table class are not restored, as on the
+// service; the overrides replace the
 // billing mode, throughput and SSE, and select the indexes to keep.
 func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in *RestoreTableFromBackupInput) (*RestoreTableFromBackupOutput, error) {
 	var c constraintErrors
@@ -660,6 +669,10 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	d, err := e.restoredDescription(account, name, r, &src.Desc, in)
 	if err != nil {
 		return nil, err
+	}
+	// A backup feeds one restore at a time, as on the service.
+	if e.backups.RestoringFrom(r.ARN) {
+		return nil, newErr(CodeBackupInUse, "Backup is being restored: %s", r.ARN)
 	}
 	raw, err := json.Marshal(&storedTable{Desc: *d})
 	if err != nil {
@@ -717,7 +730,7 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		TableName: name, TableId: newUUID(), TableArn: arn, TableStatus: "CREATING",
 		CreationDateTime: epochSeconds(now), KeySchema: s.KeySchema, AttributeDefinitions: s.AttributeDefinitions,
 		ProvisionedThroughput: s.ProvisionedThroughput, BillingModeSummary: s.BillingModeSummary,
-		SSEDescription: s.SSEDescription, TableClassSummary: s.TableClassSummary,
+		SSEDescription: s.SSEDescription,
 		RestoreSummary: &RestoreSummary{SourceBackupArn: r.ARN, SourceTableArn: e.tableArn(account, r.TableName),
 			RestoreDateTime: epochSeconds(now), RestoreInProgress: true},
 	}
@@ -727,6 +740,14 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 	}
 	if in.BillingModeOverride != nil {
 		billing = *in.BillingModeOverride
+	}
+	switch {
+	case in.ProvisionedThroughputOverride != nil && in.BillingModeOverride != nil && billing == "PAY_PER_REQUEST":
+		return nil, validationf("Invalid Request: Cannot override ProvisionedThroughput if BillingMode is overridden to PAY_PER_REQUEST")
+	case in.ProvisionedThroughputOverride != nil && billing != "PROVISIONED":
+		return nil, validationf("Invalid Request: Cannot override ProvisionedThroughput unless BillingMode is PROVISIONED")
+	case in.ProvisionedThroughputOverride == nil && in.BillingModeOverride != nil && billing == "PROVISIONED":
+		return nil, validationf("Invalid Request: Must override ProvisionedThroughput if BillingMode is overridden to PROVISIONED")
 	}
 	pt := in.ProvisionedThroughputOverride
 	if pt == nil && billing == "PROVISIONED" && s.ProvisionedThroughput != nil && s.ProvisionedThroughput.ReadCapacityUnits > 0 {
@@ -749,14 +770,15 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		for _, o := range in.GlobalSecondaryIndexOverride {
 			var found *GlobalSecondaryIndexDescription
 			for i := range s.GlobalSecondaryIndexes {
-				if s.GlobalSecondaryIndexes[i].IndexName == o.IndexName {
+				if sameIndex(o.IndexName, o.KeySchema, o.Projection, s.GlobalSecondaryIndexes[i].IndexName, s.GlobalSecondaryIndexes[i].KeySchema, s.GlobalSecondaryIndexes[i].Projection) {
 					found = &s.GlobalSecondaryIndexes[i]
 				}
 			}
 			if found == nil {
-				return nil, invalidParam("Global secondary index %s is not in the backup", o.IndexName)
+				return nil, errIndexNotInSource(o.IndexName)
 			}
 			g := *found
+			g.IndexName = o.IndexName
 			if o.ProvisionedThroughput != nil {
 				rc, wc := *o.ProvisionedThroughput.ReadCapacityUnits, *o.ProvisionedThroughput.WriteCapacityUnits
 				g.ProvisionedThroughput = &ProvisionedThroughputDescription{ReadCapacityUnits: rc, WriteCapacityUnits: wc}
@@ -781,12 +803,13 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 		for _, o := range in.LocalSecondaryIndexOverride {
 			ok := false
 			for _, l := range s.LocalSecondaryIndexes {
-				if l.IndexName == o.IndexName {
+				if !ok && sameIndex(o.IndexName, o.KeySchema, o.Projection, l.IndexName, l.KeySchema, l.Projection) {
+					l.IndexName = o.IndexName
 					lsis, ok = append(lsis, l), true
 				}
 			}
 			if !ok {
-				return nil, invalidParam("Local secondary index %s is not in the backup", o.IndexName)
+				return nil, errIndexNotInSource(o.IndexName)
 			}
 		}
 	}
@@ -850,4 +873,20 @@ func (e *Engine) StoredDescription(sourceTable []byte) ([]byte, error) {
 		return nil, fmt.Errorf("source_table: %w", err)
 	}
 	return json.Marshal(&storedTable{Desc: d})
+}
+
+// sameIndex tells whether an index override names a source index: by its
+// name, or (a renamed index) by the same key schema and projection type.
+func sameIndex(name string, ks []KeySchemaElement, p *Projection, srcName string, srcKS []KeySchemaElement, srcP *Projection) bool {
+	if name == srcName {
+		return true
+	}
+	if len(ks) == 0 || !slices.Equal(ks, srcKS) || p == nil || srcP == nil {
+		return false
+	}
+	return p.ProjectionType == srcP.ProjectionType && slices.Equal(p.NonKeyAttributes, srcP.NonKeyAttributes)
+}
+
+func errIndexNotInSource(name string) error {
+	return validationf("Invalid Request: Index %s does not match a secondary index that existed in the source table and cannot be created during the restore operation", name)
 }

@@ -45,6 +45,15 @@ const (
 	CodePITRUnavailable Code = "PointInTimeRecoveryUnavailableException"
 	// CodeInvalidRestoreTime: the restore instant is outside the window.
 	CodeInvalidRestoreTime Code = "InvalidRestoreTimeException"
+
+	// Exports.
+	CodeInvalidExportTime Code = "InvalidExportTimeException"
+	CodeExportConflict    Code = "ExportConflictException"
+	CodeExportNotFound    Code = "ExportNotFoundException"
+
+	// Imports.
+	CodeImportConflict Code = "ImportConflictException"
+	CodeImportNotFound Code = "ImportNotFoundException"
 )
 
 // Codes lists every engine code (for tests that walk the error table).
@@ -53,7 +62,8 @@ var Codes = []Code{CodeValidation, CodeSerialization, CodeResourceNotFound, Code
 	CodeIdempotentMismatch, CodeLimitExceeded, CodeThroughputExceeded, CodeRequestLimitExceeded,
 	CodeItemCollectionTooLarge, CodeTableNotFound, CodeTableAlreadyExists, CodeTableInUse,
 	CodeBackupNotFound, CodeBackupInUse, CodeServiceUnavailable, CodeInternal,
-	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem}
+	CodeContinuousBackupsUnavailable, CodePITRUnavailable, CodeInvalidRestoreTime, CodeExpiredIterator, CodeTrimmedDataAccess, CodeDuplicateItem,
+	CodeInvalidExportTime, CodeExportConflict, CodeExportNotFound, CodeImportConflict, CodeImportNotFound}
 
 // CancellationReason is one entry of TransactionCanceledException.
 type CancellationReason struct {
@@ -192,3 +202,29 @@ const (
 
 // CodeDuplicateItem is INSERT's answer when the key exists.
 const CodeDuplicateItem Code = "DuplicateItemException"
+
+// backupErr translates the jobs' storage errors.
+func backupErr(err error, table string) error {
+	k, ok := storage.KindOf(err)
+	if !ok {
+		return err
+	}
+	msg := err.Error()
+	if se, ok := err.(*storage.Error); ok {
+		msg = se.Message
+		if se.Cause != nil {
+			msg += ": " + se.Cause.Error()
+		}
+	}
+	switch k {
+	case storage.KindTableNotFound:
+		return newErr(CodeTableNotFound, "Table not found: %s", table)
+	case storage.KindLimitExceeded:
+		return newErr(CodeLimitExceeded, "%s", msg)
+	case storage.KindUnavailable:
+		return newErr(CodeServiceUnavailable, "%s", msg)
+	case storage.KindUnsupported:
+		return validationf("%s", msg)
+	}
+	return err
+}

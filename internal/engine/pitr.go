@@ -217,3 +217,7 @@ func (e *Engine) PITRRecord(data []byte) (PITRRecordFields, error) {
 	}
 	return f, nil
 }
+
+// systemBackupWait bounds how long DeleteTable waits for the SYSTEM
+// backup of a table with point-in-time recovery to be complete.
+const systemBackupWait = 10 * time.Minute

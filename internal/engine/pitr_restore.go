@@ -59,16 +59,16 @@ func (e *Engine) RestoreTableToPointInTime(ctx context.Context, account string, 
 	}
 	switch {
 	case in.SourceTableArn != nil && in.SourceTableName != nil:
-		return nil, invalidParam("Only one of SourceTableArn or SourceTableName may be specified")
+		return nil, validationf("Must provide exactly one of: sourceTableArn, sourceTableName")
 	case in.SourceTableArn == nil && in.SourceTableName == nil:
-		return nil, invalidParam("Either SourceTableArn or SourceTableName must be specified")
+		return nil, validationf("Must provide exactly one of: sourceTableArn, sourceTableName")
 	}
 	latest := in.UseLatestRestorableTime != nil && *in.UseLatestRestorableTime
 	switch {
 	case latest && in.RestoreDateTime != nil:
-		return nil, invalidParam("Only one of RestoreDateTime or UseLatestRestorableTime may be specified")
+		return nil, validationf("Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both")
 	case !latest && in.RestoreDateTime == nil:
-		return nil, invalidParam("Either RestoreDateTime or UseLatestRestorableTime must be specified")
+		return nil, validationf("Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both")
 	}
 	if in.RestoreDateTime != nil && (math.IsNaN(*in.RestoreDateTime) || math.IsInf(*in.RestoreDateTime, 0)) {
 		return nil, invalidParam("RestoreDateTime is not a valid timestamp")

@@ -104,15 +104,19 @@ func checkKeySchemaMembers(c *constraintErrors, prefix string, ks []KeySchemaEle
 func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (*storedTable, error) {
 	name := *in.TableName
 
-	// Attribute definitions.
+	// Attribute definitions: the table's key schema's shape first, then
+	// the definitions against every key schema of the request.
+	used := map[string]bool{}
+	if err := checkKeySchemaShape(in.KeySchema); err != nil {
+		return nil, err
+	}
+	if err := checkAttributeDefinitions(in); err != nil {
+		return nil, err
+	}
 	defs := map[string]string{}
 	for _, ad := range in.AttributeDefinitions {
-		if _, dup := defs[ad.AttributeName]; dup {
-			return nil, invalidParam("Cannot have two attributes with the same name")
-		}
 		defs[ad.AttributeName] = ad.AttributeType
 	}
-	used := map[string]bool{}
 	if err := checkKeySchema(in.KeySchema, defs, used, ""); err != nil {
 		return nil, err
 	}
@@ -174,7 +178,10 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 		if err := checkKeySchema(l.KeySchema, defs, used, l.IndexName); err != nil {
 			return nil, err
 		}
-		if len(l.KeySchema) != 2 || l.KeySchema[0].AttributeName != hashName {
+		if len(l.KeySchema) != 2 {
+			return nil, invalidParam("Index KeySchema does not have a range key for index: %s", l.IndexName)
+		}
+		if l.KeySchema[0].AttributeName != hashName {
 			return nil, invalidParam("Index KeySchema does not have the same leading hash key as table KeySchema for index: %s. index hash key: %s, table hash key: %s", l.IndexName, l.KeySchema[0].AttributeName, hashName)
 		}
 		p, err := checkProjection(l.Projection, l.IndexName)
@@ -187,14 +194,14 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 		})
 	}
 	for _, g := range in.GlobalSecondaryIndexes {
+		if billing == "PROVISIONED" && g.ProvisionedThroughput == nil {
+			return nil, invalidParam("ProvisionedThroughput is not specified for index: %s", g.IndexName)
+		}
 		gd, err := e.newGSI(g, defs, used, indexNames, billing, desc.TableArn)
 		if err != nil {
 			return nil, err
 		}
 		desc.GlobalSecondaryIndexes = append(desc.GlobalSecondaryIndexes, *gd)
-	}
-	if len(used) != len(defs) {
-		return nil, invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
 	}
 	if in.StreamSpecification != nil {
 		ss := in.StreamSpecification
@@ -205,22 +212,22 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 			switch ss.StreamViewType {
 			case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
 			default:
-				return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
+				return nil, invalidParam("Table is being created with a stream enabled, UpdateViewType is required")
 			}
 			if _, ok := e.changeLog(); !ok {
 				return nil, e.errNoStreams()
 			}
 			desc.StreamSpecification = ss
 		} else if ss.StreamViewType != "" {
-			return nil, invalidParam("StreamViewType cannot be specified when StreamEnabled is false")
+			return nil, invalidParam("Table is being created with a stream disabled, UpdateViewType should not be specified")
 		}
 	}
-	if in.SSESpecification != nil && in.SSESpecification.Enabled != nil && *in.SSESpecification.Enabled {
-		t := in.SSESpecification.SSEType
-		if t == "" {
-			t = "KMS"
-		}
-		desc.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
+	sse, err := checkSSE(in.SSESpecification)
+	if err != nil {
+		return nil, err
+	}
+	if sse {
+		desc.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: "KMS",
 			KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
 	}
 	if in.TableClass != "" {
@@ -295,20 +302,8 @@ func checkIndexName(name string, seen map[string]bool) error {
 // checkKeySchema validates a table or index key schema against the
 // attribute definitions and records the attributes it uses.
 func checkKeySchema(ks []KeySchemaElement, defs map[string]string, used map[string]bool, indexName string) error {
-	what := "KeySchema"
-	if len(ks) == 0 || len(ks) > 2 {
-		return invalidParam("Invalid %s: must have 1 or 2 elements", what)
-	}
-	if ks[0].KeyType != "HASH" {
-		return validationf("Invalid KeySchema: The first KeySchemaElement is not a HASH key type")
-	}
-	if len(ks) == 2 {
-		if ks[1].KeyType != "RANGE" {
-			return validationf("Invalid KeySchema: The second KeySchemaElement is not a RANGE key type")
-		}
-		if ks[0].AttributeName == ks[1].AttributeName {
-			return validationf("Both the Hash Key and the Range Key element in the KeySchema have the same name")
-		}
+	if err := checkKeySchemaShape(ks); err != nil {
+		return err
 	}
 	var missing []string
 	for _, k := range ks {
@@ -320,6 +315,26 @@ func checkKeySchema(ks []KeySchemaElement, defs map[string]string, used map[stri
 	if len(missing) > 0 {
 		return invalidParam("Some index key attributes are not defined in AttributeDefinitions. Keys: [%s], AttributeDefinitions: [%s]",
 			strings.Join(missing, ", "), strings.Join(sortedNames(defs), ", "))
+	}
+	return nil
+}
+
+// checkKeySchemaShape checks a key schema's elements: a HASH key, then
+// at most one RANGE key of another name.
+func checkKeySchemaShape(ks []KeySchemaElement) error {
+	if len(ks) == 0 || len(ks) > 2 {
+		return invalidParam("Invalid KeySchema: must have 1 or 2 elements")
+	}
+	if ks[0].KeyType != "HASH" {
+		return validationf("Invalid KeySchema: The first KeySchemaElement is not a HASH key type")
+	}
+	if len(ks) == 2 {
+		if ks[1].KeyType != "RANGE" {
+			return validationf("Invalid KeySchema: The second KeySchemaElement is not a RANGE key type")
+		}
+		if ks[0].AttributeName == ks[1].AttributeName {
+			return validationf("Both the Hash Key and the Range Key element in the KeySchema have the same name")
+		}
 	}
 	return nil
 }
@@ -343,7 +358,7 @@ func checkProjection(p *Projection, indexName string) (*Projection, error) {
 		seen := map[string]bool{}
 		for _, n := range p.NonKeyAttributes {
 			if seen[n] {
-				return nil, invalidParam("Duplicate attribute in NonKeyAttributes: %s", n)
+				return nil, invalidParam("Duplicate element in NonKeyAttributes: %s", n)
 			}
 			seen[n] = true
 		}
@@ -404,6 +419,9 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err := restoringTable(t); err != nil {
 		return nil, err
 	}
+	if err := e.keepSystemBackup(ctx, account, t); err != nil {
+		return nil, err
+	}
 	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {
@@ -461,4 +479,47 @@ func (e *Engine) ListTables(ctx context.Context, account string, in *ListTablesI
 		out.LastEvaluatedTableName = out.TableNames[limit-1]
 	}
 	return out, nil
+}
+
+// keepSystemBackup takes, before a table with point-in-time recovery on
+// is deleted, the SYSTEM backup the service keeps of it:
+// "<table>$DeletedTableBackup", expiring after the recovery period,
+// listed with BackupType SYSTEM or ALL, restorable, not deletable. The
+// table is deleted once the backup is AVAILABLE (its snapshot read whole),
+// so a backend whose snapshot does not outlive its table loses nothing;
+// a backup that cannot be taken keeps the table and says why.
+func (e *Engine) keepSystemBackup(ctx context.Context, account string, t *table) error {
+	p := t.stored.PITR
+	if p == nil || e.backups == nil {
+		return nil
+	}
+	name := t.name() + "$DeletedTableBackup"
+	rec, err := e.backups.CreateSystemBackup(ctx, account, t.name(), name, e.now().Add(time.Duration(p.Days)*24*time.Hour))
+	if err != nil {
+		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s, which has point-in-time recovery on, could not be taken, so the table is not deleted: %s",
+			t.name(), backupErr(err, t.name()).Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, systemBackupWait)
+	defer cancel()
+	for {
+		r, err := e.backups.GetBackup(ctx, rec.ARN)
+		switch {
+		case err != nil:
+			return backupErr(err, t.name())
+		case r != nil && r.Status == storage.BackupAvailable:
+			return nil
+		case r == nil || r.Status != storage.BackupCreating:
+			msg := "it is gone"
+			if r != nil {
+				msg = r.Status + ": " + r.Message
+			}
+			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s, which has point-in-time recovery on, failed (%s), so the table is not deleted",
+				t.name(), msg)
+		}
+		select {
+		case <-ctx.Done():
+			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s is still being taken; retry the delete", t.name())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -27,6 +27,9 @@ type storedTable struct {
 	// RestoreJob is the key of the point-in-time restore job loading
 	// this table while it is CREATING (IsRestoreTarget).
 	RestoreJob string `json:"restoreJob,omitempty"`
+	// ImportJob is the id of the import loading this table while it is
+	// CREATING (IsImportTarget).
+	ImportJob string `json:"importJob,omitempty"`
 }
 
 type ttlSetting struct {

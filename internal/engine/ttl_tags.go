@@ -160,6 +160,23 @@ func (Empty) AppendJSON(b []byte) ([]byte, error) { return b, nil }
 
 var tableArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})$`)
 
+// badResourceArn is the ValidationException for a resource ARN that does
+// not name a table: not an ARN, another service's, a DynamoDB ARN of
+// another resource type (an index, a backup), or a malformed one.
+func badResourceArn(arn string) error {
+	parts := strings.SplitN(arn, ":", 6)
+	switch {
+	case !strings.HasPrefix(arn, "arn:"):
+		return invalidParam("ARNs must start with 'arn:': %s", arn)
+	case len(parts) == 6 && parts[2] != "dynamodb":
+		return invalidParam("Provided Arn is not a DynamoDB resource arn: %s", arn)
+	case len(parts) == 6 && strings.HasPrefix(parts[5], "table/") && strings.Count(parts[5], "/") > 1 &&
+		!strings.Contains(parts[5], "/stream/"):
+		return invalidParam("Invalid resource arn provided, only table or stream is accepted. Provided resource arn: %s", arn)
+	}
+	return validationf("Invalid TableArn: Invalid ResourceArn provided as input %s", arn)
+}
+
 // tableFromArn resolves a table ARN of this account and region.
 func (e *Engine) tableFromArn(account string, arn *string) (string, error) {
 	if arn == nil {
@@ -170,7 +187,7 @@ func (e *Engine) tableFromArn(account string, arn *string) (string, error) {
 	}
 	m := tableArnRE.FindStringSubmatch(*arn)
 	if m == nil {
-		return "", validationf("Invalid TableArn: Invalid ResourceArn provided as input %s", *arn)
+		return "", badResourceArn(*arn)
 	}
 	if m[1] != e.region || m[2] != account {
 		// "ResourcArn" is DynamoDB's own spelling in this message (clients

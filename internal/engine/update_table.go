@@ -71,7 +71,10 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	}
 	if in.BillingMode == "" && in.ProvisionedThroughput == nil && in.GlobalSecondaryIndexUpdates == nil &&
 		in.StreamSpecification == nil && in.SSESpecification == nil && in.TableClass == "" && in.DeletionProtectionEnabled == nil {
-		return nil, validationf("At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, GlobalSecondaryIndexUpdates or SSESpecification or ReplicaUpdates is required")
+		return nil, validationf("At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, MultiAccountReplicaReady, ReplicaTransitRoleArn, MultiRegionConsistency, DeletionProtectionEnabled, OnDemandThroughput, WarmThroughput or TableClass is required")
+	}
+	if err := checkUpdateConcerns(in); err != nil {
+		return nil, err
 	}
 	creates, deletes := 0, 0
 	for _, u := range in.GlobalSecondaryIndexUpdates {
@@ -87,8 +90,11 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			n++
 			deletes++
 		}
-		if n != 1 {
-			return nil, validationf("One or more parameter values were invalid: One of GlobalSecondaryIndexUpdate.Create, GlobalSecondaryIndexUpdate.Update or GlobalSecondaryIndexUpdate.Delete must be specified")
+		switch {
+		case n == 0:
+			return nil, invalidParam("One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, GlobalSecondaryIndexUpdate.Delete must not be null")
+		case n > 1:
+			return nil, invalidParam("Only one global secondary index action is allowed per GlobalSecondaryIndexUpdate object")
 		}
 	}
 	if creates+deletes > 1 {
@@ -289,7 +295,10 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 				names[l.IndexName] = true
 			}
 			if names[u.Create.IndexName] {
-				return nil, validationf("One or more parameter values were invalid: Index with name %s already exists", u.Create.IndexName)
+				return nil, validationf("Attempting to create an index which already exists")
+			}
+			if len(in.AttributeDefinitions) == 0 {
+				return nil, invalidParam("AttributeDefinitions is not specified for index: %s", u.Create.IndexName)
 			}
 			if len(d.GlobalSecondaryIndexes) >= 20 {
 				return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
@@ -372,12 +381,12 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 		enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
 		if *ss.StreamEnabled {
 			if enabled {
-				return nil, validationf("Table already has an enabled stream: %s", d.LatestStreamArn)
+				return nil, validationf("Table already has an enabled stream: TableName: %s", d.TableName)
 			}
 			switch ss.StreamViewType {
 			case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
 			default:
-				return nil, validationf("One or more parameter values were invalid: Stream view type must be specified when stream is enabled")
+				return nil, invalidParam("If stream is being enabled then UpdateViewType is required")
 			}
 			if _, ok := e.changeLog(); !ok {
 				return nil, e.errNoStreams()
@@ -386,23 +395,26 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 			st.Streams = append([]streamState(nil), st.Streams...)
 			st.enableStream(ss.StreamViewType, now, streamFrom)
 		} else {
+			if ss.StreamViewType != "" {
+				return nil, invalidParam("If stream is being disabled, then UpdateViewType must not be specified")
+			}
 			if !enabled {
-				return nil, validationf("Table already has no stream enabled")
+				return nil, validationf("Table has no stream to disable: TableName: %s", d.TableName)
 			}
 			d.StreamSpecification = nil
 			st.Streams = cloneStreams(st.Streams)
 			st.disableStream(now)
 		}
 	}
-	if in.SSESpecification != nil && in.SSESpecification.Enabled != nil {
-		if *in.SSESpecification.Enabled {
-			t := in.SSESpecification.SSEType
-			if t == "" {
-				t = "KMS"
-			}
-			d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: t,
+	if in.SSESpecification != nil {
+		sse, err := checkSSE(in.SSESpecification)
+		if err != nil {
+			return nil, err
+		}
+		if sse {
+			d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: "KMS",
 				KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
-		} else {
+		} else if in.SSESpecification.Enabled != nil {
 			d.SSEDescription = nil
 		}
 	}

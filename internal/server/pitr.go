@@ -76,3 +76,37 @@ func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64
 	e, l, shipped := w.s.Window(ref, days)
 	return engine.PITRWindow{Earliest: e, Latest: l, Shipped: shipped}, nil
 }
+
+// exportService is the engine's ExportService over the backup jobs: the
+// ExportDescription crosses as JSON (the wire's shape), so neither
+// package imports the other.
+type exportService struct{ m *backup.Manager }
+
+func (x exportService) StartExport(ctx context.Context, account, table string, desc []byte) ([]byte, error) {
+	var d backup.ExportDescription
+	if err := json.Unmarshal(desc, &d); err != nil {
+		return nil, err
+	}
+	out, err := x.m.StartExport(ctx, backup.ExportRequest{Account: account, Table: table, Desc: d})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// importService is the engine's ImportService over the backup jobs (the
+// ImportTableDescription crosses as JSON, the wire's shape).
+type importService struct{ m *backup.Manager }
+
+func (x importService) StartImport(ctx context.Context, account, table string, desc []byte, keyTypes map[string]string,
+	create func(ctx context.Context, importID string) (*storage.Table, error)) ([]byte, error) {
+	var d backup.ImportDescription
+	if err := json.Unmarshal(desc, &d); err != nil {
+		return nil, err
+	}
+	out, err := x.m.StartImport(ctx, backup.ImportRequest{Account: account, Table: table, Desc: d, KeyTypes: keyTypes, Create: create})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}

@@ -170,6 +170,9 @@ func startBackupStore(ctx context.Context, cfg config.Config, backend storage.Ba
 	reg prometheus.Registerer, log *slog.Logger) (backupStore, error) {
 	bk := backupStore{ready: backend.Ping, desc: "disabled"}
 	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+		if len(cfg.Backup.Plans) > 0 {
+			return bk, errors.New("backup.plans: backup plans need a backup store ([backup.store])")
+		}
 		return bk, nil
 	}
 	st, err := store.Open(ctx, cfg.Backup.Store)
@@ -296,6 +299,8 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
 		MaxSnapshotAge:    cfg.Backup.MaxSnapshotAge.Duration,
 		SpoolDir:          cfg.Backup.SpoolDir,
+		Buckets:           cfg.S3,
+		Importer:          eng,
 		Logger:            log,
 		Registerer:        reg,
 		Hook:              killHook(log),
@@ -307,6 +312,10 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		return nil, fmt.Errorf("backup.store: %w", err)
 	}
 	eng.SetBackups(m)
+	if backend.Capabilities().Jobs != nil {
+		eng.SetExports(exportService{m})
+		eng.SetImports(importService{m})
+	}
 	// Point-in-time recovery ships change logs to the same store; a
 	// backend without a change log cannot have it (enabling it then
 	// answers ContinuousBackupsUnavailableException naming why).
@@ -320,7 +329,33 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		eng.SetPITR(pitrWindow{s: sh, m: m})
 		m.Go(sh.Run)
 	}
+	if err := startPlans(cfg, backend, eng, m, reg, log); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// startPlans runs the configured backup plans ([[backup.plans]]) beside
+// the backup jobs; they need the backend's job catalog.
+func startPlans(cfg config.Config, backend storage.Backend, eng *engine.Engine, m *backup.Manager, reg prometheus.Registerer, log *slog.Logger) error {
+	plans, err := cfg.BackupPlans()
+	if err != nil || len(plans) == 0 {
+		return err
+	}
+	jobs := backend.Capabilities().Jobs
+	if jobs == nil {
+		return fmt.Errorf("backup.plans: the %s backend has no job catalog", backend.Name())
+	}
+	runner := backup.NewPlans(m, backup.PlansConfig{Plans: plans, Jobs: jobs, Concurrency: cfg.Backup.MaxConcurrentJobs,
+		Tick:   cfg.Backup.PlansCheckInterval.Duration,
+		Tables: func(ctx context.Context, account string) ([]string, error) { return eng.ActiveTables(ctx, account) }}, reg)
+	names := make([]string, len(plans))
+	for i, p := range plans {
+		names[i] = p.Name
+	}
+	log.Info("backup plans", "plans", strings.Join(names, ","))
+	m.Go(runner.Run)
+	return nil
 }
 
 // killHook is the tests' job hook (never set in production):

@@ -80,6 +80,12 @@ type BackupRecord struct {
 	Prefix  string
 	// Message is why a backup FAILED ("" otherwise).
 	Message string
+	// ExpiresAt, when not zero, is when the reconciler deletes the
+	// backup (BackupExpiryDateTime): SYSTEM backups and those of backup
+	// plans expire; USER backups do not.
+	ExpiresAt time.Time
+	// Plan names the backup plan that took the backup ("" for others).
+	Plan string
 	// The claim.
 	Owner      string
 	Generation int64
@@ -98,6 +104,8 @@ type ListBackupsParams struct {
 	TableName string
 	// Statuses limits to these statuses (empty = all).
 	Statuses []string
+	// Types limits to these backup types (empty = all).
+	Types []string
 	// CreatedFrom and CreatedTo bound CreatedAt inclusively (zero: open).
 	CreatedFrom, CreatedTo time.Time
 	// StartAfter resumes strictly after this ARN.
@@ -159,6 +167,7 @@ func (p ListBackupsParams) Selects(r *BackupRecord) bool {
 	case p.Account != "" && r.Account != p.Account,
 		p.TableName != "" && r.TableName != p.TableName,
 		len(p.Statuses) > 0 && !slices.Contains(p.Statuses, r.Status),
+		len(p.Types) > 0 && !slices.Contains(p.Types, r.Type),
 		!p.CreatedFrom.IsZero() && r.CreatedAt.Before(p.CreatedFrom.Truncate(time.Millisecond)),
 		!p.CreatedTo.IsZero() && r.CreatedAt.After(p.CreatedTo),
 		p.StartAfter != "" && r.ARN <= p.StartAfter:
@@ -256,4 +265,21 @@ func FilterRestores(rows []RestoreRecord, statuses []string) []RestoreRecord {
 	})
 	slices.SortFunc(out, func(a, b RestoreRecord) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// ExpiryMillis is how a backend stores BackupRecord.ExpiresAt: Unix
+// milliseconds, 0 for never.
+func ExpiryMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// ExpiryTime reads ExpiryMillis back.
+func ExpiryTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }

@@ -19,6 +19,9 @@ type Capabilities struct {
 	// backend has both or neither.
 	Backups  BackupCatalog
 	Restores RestoreCatalog
+	// Jobs keeps the rows of exports, imports and backup-plan runs
+	// (ADR 0048).
+	Jobs JobCatalog
 	// ChangeLog keeps per-table change records; DynamoDB Streams are
 	// built on it.
 	ChangeLog ChangeLog
@@ -61,6 +64,9 @@ func (c *checked) checkedCapabilities(caps Capabilities) Capabilities {
 	} else if caps.Backups != nil {
 		out.Backups = &checkedBackups{c: c, bc: caps.Backups}
 		out.Restores = &checkedRestores{c: c, rc: caps.Restores}
+	}
+	if caps.Jobs != nil {
+		out.Jobs = &checkedJobs{c: c, jc: caps.Jobs}
 	}
 	if caps.ChangeLog != nil {
 		out.ChangeLog = &checkedLog{c: c, cl: caps.ChangeLog}

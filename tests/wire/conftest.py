@@ -286,8 +286,13 @@ def endpoint(request, tmp_path_factory):
     store_root = None
     if extra and ("postgres" in extra or "mongodb" in extra or "cassandra" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
         store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
+    # Exports write to buckets that are directories of one root
+    # ([s3] filesystem_root), shared by the run's servers.
+    buckets = Path(tmp_path_factory.getbasetemp()).parent / "buckets"
+    buckets.mkdir(mode=0o700, exist_ok=True)
+    _server["buckets_root"] = str(buckets)
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                            env=server_env(logdir, store_root, main=True))
+                            env=server_env(logdir, store_root, main=True, EXTENDDB__S3__FILESYSTEM_ROOT=str(buckets)))
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)
@@ -439,6 +444,14 @@ def table(make_table):
 def table_hr(make_table):
     """A table with string hash key 'pk' and string range key 'sk'."""
     return make_table(range_key=("sk", "S"))
+
+
+@pytest.fixture(scope="session")
+def buckets_root(endpoint):
+    """The directory whose subdirectories are the suite's server's buckets
+    ([s3] filesystem_root); None when the suite tests an external
+    endpoint."""
+    return _server.get("buckets_root")
 
 
 @pytest.fixture(scope="session")

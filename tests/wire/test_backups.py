@@ -366,6 +366,47 @@ def test_restore_overrides(ddb, make_table, table_name):
 
 
 @pytest.mark.capability("backups")
+def test_restore_override_rules(ddb, ddb_raw, make_table, table_name):
+    """Overrides must agree with the effective billing mode; an index
+    override must match a source index (by name, or renamed with the same
+    key schema and projection); the table class is not restored."""
+    keys = [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "v", "AttributeType": "S"}]
+    src = make_table(AttributeDefinitions=keys, TableClass="STANDARD_INFREQUENT_ACCESS", GlobalSecondaryIndexes=[
+        {"IndexName": "gi1", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}], "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    ddb.put_item(TableName=src, Item={"pk": S("a"), "v": S("x")})
+    arn = ddb.create_backup(TableName=src, BackupName="rules")["BackupDetails"]["BackupArn"]
+    wait_backup(ddb, arn)
+    pt = {"ReadCapacityUnits": 2, "WriteCapacityUnits": 3}
+    for kw, msg in [
+        (dict(ProvisionedThroughputOverride=pt),
+         "Invalid Request: Cannot override ProvisionedThroughput unless BillingMode is PROVISIONED"),
+        (dict(ProvisionedThroughputOverride=pt, BillingModeOverride="PAY_PER_REQUEST"),
+         "Invalid Request: Cannot override ProvisionedThroughput if BillingMode is overridden to PAY_PER_REQUEST"),
+        (dict(BillingModeOverride="PROVISIONED"),
+         "Invalid Request: Must override ProvisionedThroughput if BillingMode is overridden to PROVISIONED"),
+        (dict(GlobalSecondaryIndexOverride=[{"IndexName": "other", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}],
+                                             "Projection": {"ProjectionType": "ALL"}}]),
+         "Invalid Request: Index other does not match a secondary index that existed in the source table and "
+         "cannot be created during the restore operation"),
+    ]:
+        validation(ddb_raw.restore_table_from_backup, TargetTableName=table_name, BackupArn=arn, message=msg, **kw)
+    table_arn = ddb.describe_table(TableName=src)["Table"]["TableArn"]
+    validation(ddb_raw.restore_table_from_backup, TargetTableName=table_name, BackupArn=table_arn, message="Invalid Backup ARN")
+    assert table_name not in ddb.list_tables()["TableNames"]
+    ddb.restore_table_from_backup(TargetTableName=table_name, BackupArn=arn, GlobalSecondaryIndexOverride=[
+        {"IndexName": "renamed", "KeySchema": [{"AttributeName": "v", "KeyType": "HASH"}], "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    try:
+        t = wait_table(ddb, table_name)
+        assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["renamed"]
+        assert "TableClassSummary" not in t
+        assert ddb.query(TableName=table_name, IndexName="renamed", KeyConditionExpression="v = :v",
+                         ExpressionAttributeValues={":v": S("x")})["Count"] == 1
+    finally:
+        ddb.delete_table(TableName=table_name)
+    ddb.delete_backup(BackupArn=arn)
+
+
+@pytest.mark.capability("backups")
 def test_restore_errors(ddb, ddb_raw, table):
     expect_error(ddb.restore_table_from_backup, "BackupNotFoundException", TargetTableName="t-restore-x",
                  BackupArn=fake_arn(), message=f"Backup not found: {fake_arn()}")
@@ -419,6 +460,9 @@ def test_restore_in_progress(tmp_path):
                      message="Table is being created: dst1")
         expect_error(c.delete_table, "ResourceInUseException", TableName="dst1")
         expect_error(c.delete_backup, "BackupInUseException", BackupArn=arn, message=f"Backup is being restored: {arn}")
+        # A backup feeds one restore at a time.
+        expect_error(c.restore_table_from_backup, "BackupInUseException", TargetTableName="dst2", BackupArn=arn,
+                     message=f"Backup is being restored: {arn}")
         os.remove(hold)
         t = wait_table(c, "dst1")
         assert t["RestoreSummary"]["RestoreInProgress"] is False

@@ -7,6 +7,7 @@ chained segments) appears under <account>/<table>/pitr/ in the store
 (docs/backup-design.md section 7). A server without a store refuses it.
 """
 
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,10 +42,13 @@ def test_recovery_period_bounds(ddb_raw, table):
                match="pointInTimeRecoverySpecification.pointInTimeRecoveryEnabled' failed to satisfy constraint: Member must not be null")
 
 
-def test_disable_when_off_is_a_no_op(ddb, table):
-    res = ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(False, 5))
+def test_disable_when_off_is_a_no_op(ddb, ddb_raw, table):
+    res = ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(False))
     assert res["ContinuousBackupsDescription"] == {"ContinuousBackupsStatus": "ENABLED",
                                                    "PointInTimeRecoveryDescription": {"PointInTimeRecoveryStatus": "DISABLED"}}
+    # A recovery period belongs to enabling only.
+    validation(ddb_raw.update_continuous_backups, TableName=table, PointInTimeRecoverySpecification=spec(False, 5),
+               message="Invalid Request: Cannot specify RecoveryPeriodInDays when disabling point-in-time recovery.")
 
 
 @pytest.mark.capability("backups")
@@ -323,15 +327,15 @@ def test_restore_errors(ddb, ddb_raw, make_table, table_name):
                  TargetTableName=plain, UseLatestRestorableTime=True, message=f"Table already exists: {plain}")
     bad = [
         (dict(SourceTableName=src, SourceTableArn=arn, UseLatestRestorableTime=True),
-         "One or more parameter values were invalid: Only one of SourceTableArn or SourceTableName may be specified"),
+         "Must provide exactly one of: sourceTableArn, sourceTableName"),
         (dict(UseLatestRestorableTime=True),
-         "One or more parameter values were invalid: Either SourceTableArn or SourceTableName must be specified"),
+         "Must provide exactly one of: sourceTableArn, sourceTableName"),
         (dict(SourceTableName=src, UseLatestRestorableTime=True, RestoreDateTime=now),
-         "One or more parameter values were invalid: Only one of RestoreDateTime or UseLatestRestorableTime may be specified"),
+         "Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both"),
         (dict(SourceTableName=src),
-         "One or more parameter values were invalid: Either RestoreDateTime or UseLatestRestorableTime must be specified"),
+         "Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both"),
         (dict(SourceTableName=src, UseLatestRestorableTime=False),
-         "One or more parameter values were invalid: Either RestoreDateTime or UseLatestRestorableTime must be specified"),
+         "Invalid Request: Either one of RestoreDateTime or UseLatestRestorableTime must be specified, but not both"),
     ]
     for kw, msg in bad:
         validation(ddb_raw.restore_table_to_point_in_time, TargetTableName=table_name, message=msg, **kw)
@@ -395,3 +399,37 @@ def test_restore_from_the_store_alone(tmp_path):
         assert p.returncode == 0, p.stdout + p.stderr
         assert "copy_t1" in p.stdout and "ACTIVE" in p.stdout, p.stdout
         assert {i["pk"]["S"]: i["v"]["S"] for i in scan_all(b, "copy_t1")} == {f"k{i}": "one" for i in range(30)}
+
+
+@pytest.mark.capability("backups")
+def test_delete_keeps_a_system_backup(ddb, ddb_raw, table, table_name, restored):
+    """Deleting a table with point-in-time recovery on keeps a SYSTEM
+    backup of it, as the service does: "<table>$DeletedTableBackup",
+    expiring after the recovery period, listed only with BackupType
+    SYSTEM or ALL, restorable, and not deletable by a client."""
+    for i in range(30):
+        ddb.put_item(TableName=table, Item={"pk": {"S": f"k{i}"}, "v": {"N": str(i)}})
+    ddb.update_continuous_backups(TableName=table, PointInTimeRecoverySpecification=spec(True, 7))
+    ddb.put_item(TableName=table, Item={"pk": {"S": "last"}})
+    before = time.time()
+    ddb.delete_table(TableName=table)
+    system = [b for b in ddb.list_backups(BackupType="SYSTEM", TableName=table)["BackupSummaries"]]
+    assert len(system) == 1, system
+    b = system[0]
+    assert b["BackupName"] == f"{table}$DeletedTableBackup" and b["BackupType"] == "SYSTEM" and b["BackupStatus"] == "AVAILABLE"
+    expiry = b["BackupExpiryDateTime"].timestamp()
+    assert before + 7 * 86400 - 60 < expiry < time.time() + 7 * 86400 + 60, b
+    assert not ddb.list_backups(TableName=table)["BackupSummaries"]  # USER by default
+    assert [x["BackupArn"] for x in ddb.list_backups(BackupType="ALL", TableName=table)["BackupSummaries"]] == [b["BackupArn"]]
+    d = ddb.describe_backup(BackupArn=b["BackupArn"])["BackupDescription"]["BackupDetails"]
+    assert d["BackupType"] == "SYSTEM" and d["BackupExpiryDateTime"] == b["BackupExpiryDateTime"]
+    info = validation(ddb_raw.delete_backup, BackupArn=b["BackupArn"],
+                      match=r"^Invalid Request: User is not allowed to delete the system backup with arn " + re.escape(b["BackupArn"]) +
+                            r"\. It will automatically expire on ")
+    assert info.message
+    from test_backups import wait_table
+    restored.append(table_name)
+    ddb.restore_table_from_backup(TargetTableName=table_name, BackupArn=b["BackupArn"])
+    wait_table(ddb, table_name)
+    got = items_of(ddb, table_name)
+    assert len(got) == 31 and "last" in got

@@ -224,8 +224,8 @@ def test_query_filter_and_expected_in_over_100_values(ddb_raw, table):
 # ------------------------------------------------------- unknown operations
 
 @pytest.mark.parametrize("target,needle", [
-    (T + "ImportTable", "ImportTable is a DynamoDB operation that extenddb does not support"),
-    (T + "ExportTableToPointInTime", "ExportTableToPointInTime is a DynamoDB operation that extenddb does not support"),
+    (T + "DescribeGlobalTable", "DescribeGlobalTable is a DynamoDB operation that extenddb does not support"),
+    (T + "CreateGlobalTable", "CreateGlobalTable is a DynamoDB operation that extenddb does not support"),
     (T + "NoSuchOperation", "extenddb does not support the operation NoSuchOperation"),
     (T + "listtables", "extenddb does not support the operation listtables"),
     ("DynamoDB_20111205.ListTables", "X-Amz-Target 'DynamoDB_20111205.ListTables' is not an operation of DynamoDB_20120810"),
@@ -243,8 +243,8 @@ def test_unknown_operation_message(endpoint, target, needle):
 
 def test_unknown_operation_via_sdk(ddb):
     """botocore reports the message to the caller."""
-    info = expect_error(ddb.list_exports, "UnknownOperationException")
-    assert "ListExports is a DynamoDB operation that extenddb does not support" in info.message
+    info = expect_error(ddb.list_global_tables, "UnknownOperationException")
+    assert "ListGlobalTables is a DynamoDB operation that extenddb does not support" in info.message
 
 
 # ------------------------------------------------------- Select beside a projection

@@ -36,16 +36,16 @@ var (
 	_ storage.RestoreCatalog = (*Backend)(nil)
 )
 
-const backupCols = `arn, account, table_name, table_id, backup_id, name, type, status, created_at, size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, hb`
+const backupCols = `arn, account, table_name, table_id, backup_id, name, type, status, created_at, size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, hb, expires_at, plan`
 
 // readBackup reads a row with SERIAL consistency (linearizable with the
 // LWTs) and the coordinator's clock; nil when absent.
 func (b *Backend) readBackup(ctx context.Context, arn string) (*storage.BackupRecord, int64, error) {
 	var r storage.BackupRecord
-	var hb, now int64
+	var hb, now, expires int64
 	err := b.serial(ctx, `SELECT `+backupCols+`, toUnixTimestamp(now()) FROM backups WHERE arn = ?`, arn).Scan(
 		&r.ARN, &r.Account, &r.TableName, &r.TableID, &r.BackupID, &r.Name, &r.Type, &r.Status, &r.CreatedAt,
-		&r.SizeBytes, &r.ItemCount, &r.TableDesc, &r.StoreID, &r.Prefix, &r.Message, &r.Owner, &r.Generation, &hb, &now)
+		&r.SizeBytes, &r.ItemCount, &r.TableDesc, &r.StoreID, &r.Prefix, &r.Message, &r.Owner, &r.Generation, &hb, &expires, &r.Plan, &now)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, now, nil
 	}
@@ -54,15 +54,16 @@ func (b *Backend) readBackup(ctx context.Context, arn string) (*storage.BackupRe
 	}
 	r.CreatedAt = r.CreatedAt.UTC()
 	r.Heartbeat = time.UnixMilli(hb).UTC()
+	r.ExpiresAt = storage.ExpiryTime(expires)
 	return &r, now, nil
 }
 
 // InsertBackup implements storage.BackupCatalog.
 func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams) (*storage.BackupRecord, error) {
 	r := p.Record
-	applied, err := b.query(ctx, `INSERT INTO backups (`+backupCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, toUnixTimestamp(now())) IF NOT EXISTS`,
+	applied, err := b.query(ctx, `INSERT INTO backups (`+backupCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, toUnixTimestamp(now()), ?, ?) IF NOT EXISTS`,
 		r.ARN, r.Account, r.TableName, r.TableID, r.BackupID, r.Name, r.Type, r.Status, r.CreatedAt.UTC().Truncate(time.Millisecond),
-		r.SizeBytes, r.ItemCount, r.TableDesc, r.StoreID, r.Prefix, r.Message, r.Owner).MapScanCAS(map[string]any{})
+		r.SizeBytes, r.ItemCount, r.TableDesc, r.StoreID, r.Prefix, r.Message, r.Owner, storage.ExpiryMillis(r.ExpiresAt), r.Plan).MapScanCAS(map[string]any{})
 	if err != nil {
 		return nil, mapErr(err, "insert backup")
 	}
@@ -90,11 +91,12 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	var out []storage.BackupRecord
 	for {
 		var r storage.BackupRecord
-		var hb int64
+		var hb, expires int64
 		if !iter.Scan(&r.ARN, &r.Account, &r.TableName, &r.TableID, &r.BackupID, &r.Name, &r.Type, &r.Status, &r.CreatedAt,
-			&r.SizeBytes, &r.ItemCount, &r.TableDesc, &r.StoreID, &r.Prefix, &r.Message, &r.Owner, &r.Generation, &hb) {
+			&r.SizeBytes, &r.ItemCount, &r.TableDesc, &r.StoreID, &r.Prefix, &r.Message, &r.Owner, &r.Generation, &hb, &expires, &r.Plan) {
 			break
 		}
+		r.ExpiresAt = storage.ExpiryTime(expires)
 		r.CreatedAt = r.CreatedAt.UTC()
 		r.Heartbeat = time.UnixMilli(hb).UTC()
 		if p.Selects(&r) {

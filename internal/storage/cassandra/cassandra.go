@@ -108,7 +108,7 @@ func (b *Backend) Name() string { return "cassandra" }
 // transaction ledger, so writes that need no atomicity across items go
 // item by item.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b, PerItemAtomic: true, Stats: b}
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, PerItemAtomic: true, Stats: b}
 }
 
 func parseConsistency(s string, def gocql.Consistency) (gocql.Consistency, error) {

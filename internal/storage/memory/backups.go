@@ -23,12 +23,14 @@ type jobCatalog struct {
 	id        string
 	backups   map[string]*storage.BackupRecord
 	restores  map[string]*storage.RestoreRecord
+	others    map[string]*storage.JobRecord // by jobKey
 	lastClock time.Time
 }
 
 func (b *Backend) jobs() *jobCatalog {
 	b.jobsOnce.Do(func() {
-		b.jobsCat = &jobCatalog{backups: map[string]*storage.BackupRecord{}, restores: map[string]*storage.RestoreRecord{}}
+		b.jobsCat = &jobCatalog{backups: map[string]*storage.BackupRecord{}, restores: map[string]*storage.RestoreRecord{},
+			others: map[string]*storage.JobRecord{}}
 	})
 	return b.jobsCat
 }

@@ -175,7 +175,7 @@ func (b *Backend) Name() string { return "memory" }
 // Capabilities implements storage.Backend: snapshots, the job catalogs
 // and a change log.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b}
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b}
 }
 
 var errClosed = storage.Errorf(storage.KindUnavailable, "memory: backend is closed")

@@ -157,6 +157,9 @@ type backupRow struct {
 	Owner      string    `bson:"owner"`
 	Generation int64     `bson:"generation"`
 	Heartbeat  time.Time `bson:"heartbeat"`
+	// ExpiresMS is ExpiresAt in Unix milliseconds (0: never).
+	ExpiresMS int64  `bson:"expires_ms"`
+	Plan      string `bson:"plan"`
 }
 
 func (r backupRow) record() *storage.BackupRecord {
@@ -167,14 +170,14 @@ func (r backupRow) record() *storage.BackupRecord {
 	return &storage.BackupRecord{ARN: r.ARN, Account: r.Account, TableName: r.TableName, TableID: r.TableID, BackupID: r.BackupID,
 		Name: r.Name, Type: r.Type, Status: r.Status, CreatedAt: r.CreatedAt.UTC(), SizeBytes: r.SizeBytes, ItemCount: r.ItemCount,
 		TableDesc: desc, StoreID: r.StoreID, Prefix: r.Prefix, Message: r.Message, Owner: r.Owner, Generation: r.Generation,
-		Heartbeat: r.Heartbeat.UTC()}
+		Heartbeat: r.Heartbeat.UTC(), ExpiresAt: storage.ExpiryTime(r.ExpiresMS), Plan: r.Plan}
 }
 
 func backupRowOf(r storage.BackupRecord) backupRow {
 	return backupRow{ARN: r.ARN, Account: r.Account, TableName: r.TableName, TableID: r.TableID, BackupID: r.BackupID,
 		Name: r.Name, Type: r.Type, Status: r.Status, CreatedAt: r.CreatedAt.UTC().Truncate(time.Millisecond), SizeBytes: r.SizeBytes,
 		ItemCount: r.ItemCount, TableDesc: nz(r.TableDesc), StoreID: r.StoreID, Prefix: r.Prefix, Message: r.Message, Owner: r.Owner,
-		Generation: r.Generation, Heartbeat: r.Heartbeat.UTC()}
+		Generation: r.Generation, Heartbeat: r.Heartbeat.UTC(), ExpiresMS: storage.ExpiryMillis(r.ExpiresAt), Plan: r.Plan}
 }
 
 func backupResult(matched bool, r *backupRow) *storage.BackupWriteResult {

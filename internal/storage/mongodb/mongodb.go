@@ -102,7 +102,7 @@ func (b *Backend) Name() string { return "mongodb" }
 // and a change log; TransactWrite runs on the transaction ledger, so
 // writes that need no atomicity across items go item by item.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b, PerItemAtomic: true}
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, PerItemAtomic: true}
 }
 
 func connect(ctx context.Context, opts Options) (*mongo.Client, *mongo.Database, error) {

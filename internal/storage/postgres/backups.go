@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,14 +19,18 @@ var _ storage.BackupCatalog = (*Backend)(nil)
 // whose clocks disagree still agree on staleness.
 
 const backupCols = `arn, account, table_name, table_id, backup_id, name, type, status, created_at,
-	size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, heartbeat`
+	size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, heartbeat, expires_at, plan`
 
 func scanBackup(r pgx.Row) (*storage.BackupRecord, error) {
 	var rec storage.BackupRecord
+	var expires int64
 	if err := r.Scan(&rec.ARN, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupID, &rec.Name, &rec.Type,
 		&rec.Status, &rec.CreatedAt, &rec.SizeBytes, &rec.ItemCount, &rec.TableDesc, &rec.StoreID, &rec.Prefix,
-		&rec.Message, &rec.Owner, &rec.Generation, &rec.Heartbeat); err != nil {
+		&rec.Message, &rec.Owner, &rec.Generation, &rec.Heartbeat, &expires, &rec.Plan); err != nil {
 		return nil, err
+	}
+	if expires != 0 {
+		rec.ExpiresAt = time.UnixMilli(expires).UTC()
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
 	rec.Heartbeat = rec.Heartbeat.UTC()
@@ -58,9 +63,9 @@ func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams
 		desc = empty
 	}
 	return b.backupRow(ctx, "postgres: insert backup", `INSERT INTO backups(`+backupCols+`) VALUES
-		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, now()) RETURNING `+backupCols,
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1, now(), $17, $18) RETURNING `+backupCols,
 		r.ARN, r.Account, r.TableName, r.TableID, r.BackupID, r.Name, r.Type, r.Status, r.CreatedAt,
-		r.SizeBytes, r.ItemCount, desc, r.StoreID, r.Prefix, r.Message, r.Owner)
+		r.SizeBytes, r.ItemCount, desc, r.StoreID, r.Prefix, r.Message, r.Owner, storage.ExpiryMillis(r.ExpiresAt), r.Plan)
 }
 
 // GetBackup implements storage.BackupCatalog.
@@ -84,6 +89,9 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	}
 	if len(p.Statuses) > 0 {
 		add("status = ANY(?)", p.Statuses)
+	}
+	if len(p.Types) > 0 {
+		add("type = ANY(?)", p.Types)
 	}
 	if !p.CreatedFrom.IsZero() {
 		add("created_at >= ?", p.CreatedFrom)

@@ -281,7 +281,7 @@ func (b *Backend) Name() string { return "postgres" }
 // Capabilities implements storage.Backend: snapshots, the job catalogs, a
 // change log, bulk loads (at the caller's batch size) and statistics.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b, Bulk: b, Stats: b}
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, Bulk: b, Stats: b}
 }
 
 // Ping implements storage.Backend.

@@ -18,17 +18,20 @@ var _ storage.BackupCatalog = (*Backend)(nil)
 const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 
 const backupCols = `arn, account, table_name, table_id, backup_id, name, type, status, created_at,
-	size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, heartbeat`
+	size_bytes, item_count, table_desc, store_id, prefix, message, owner, generation, heartbeat, expires_at, plan`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanBackup(r rowScanner) (*storage.BackupRecord, error) {
 	var rec storage.BackupRecord
-	var created, hb int64
+	var created, hb, expires int64
 	if err := r.Scan(&rec.ARN, &rec.Account, &rec.TableName, &rec.TableID, &rec.BackupID, &rec.Name, &rec.Type,
 		&rec.Status, &created, &rec.SizeBytes, &rec.ItemCount, &rec.TableDesc, &rec.StoreID, &rec.Prefix,
-		&rec.Message, &rec.Owner, &rec.Generation, &hb); err != nil {
+		&rec.Message, &rec.Owner, &rec.Generation, &hb, &expires, &rec.Plan); err != nil {
 		return nil, err
+	}
+	if expires != 0 {
+		rec.ExpiresAt = time.UnixMilli(expires).UTC()
 	}
 	rec.CreatedAt = time.UnixMilli(created).UTC()
 	rec.Heartbeat = time.UnixMilli(hb).UTC()
@@ -40,9 +43,9 @@ func (b *Backend) InsertBackup(ctx context.Context, p storage.InsertBackupParams
 	r := p.Record
 	err := b.submit(ctx, func(w *writer) error {
 		_, err := w.conn.ExecContext(bg, `INSERT INTO backups(`+backupCols+`) VALUES
-			(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, `+nowMS+`)`,
+			(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, `+nowMS+`, ?, ?)`,
 			r.ARN, r.Account, r.TableName, r.TableID, r.BackupID, r.Name, r.Type, r.Status, r.CreatedAt.UnixMilli(),
-			r.SizeBytes, r.ItemCount, nz(r.TableDesc), r.StoreID, r.Prefix, r.Message, r.Owner)
+			r.SizeBytes, r.ItemCount, nz(r.TableDesc), r.StoreID, r.Prefix, r.Message, r.Owner, storage.ExpiryMillis(r.ExpiresAt), r.Plan)
 		if err != nil {
 			return fail(err, "sqlite: insert backup")
 		}
@@ -79,6 +82,12 @@ func (b *Backend) ListBackups(ctx context.Context, p storage.ListBackupsParams) 
 	if len(p.Statuses) > 0 {
 		where = append(where, "status IN (?"+strings.Repeat(", ?", len(p.Statuses)-1)+")")
 		for _, s := range p.Statuses {
+			args = append(args, s)
+		}
+	}
+	if len(p.Types) > 0 {
+		where = append(where, "type IN (?"+strings.Repeat(", ?", len(p.Types)-1)+")")
+		for _, s := range p.Types {
 			args = append(args, s)
 		}
 	}

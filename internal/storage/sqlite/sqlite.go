@@ -381,7 +381,7 @@ func (b *Backend) Name() string { return "sqlite" }
 // Capabilities implements storage.Backend: snapshots, the job catalogs, a
 // change log, bulk loads and statistics.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, ChangeLog: b,
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b,
 		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b}
 }
 

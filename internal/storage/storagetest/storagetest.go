@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"BackupCatalogID", testCatalogID},
 		{"BackupCatalogRemoveRepoint", testBackupRemoveRepoint},
 		{"RestoreCatalog", testRestoreCatalog},
+		{"JobCatalog", testJobCatalog},
+		{"BackupExpiry", testBackupExpiry},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
 		{"DeleteAbsentRemovesIndexKeys", testDeleteAbsentRemovesIndexKeys},

@@ -1,0 +1,473 @@
+package backup
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/store"
+)
+
+// Imports (ImportTable; docs/exports.md "Importing", ADR 0050): the
+// engine creates the new table in CREATING, marked with the import's id;
+// the job reads every object of the bucket whose key starts with
+// S3KeyPrefix, decompresses it, parses its items (DynamoDB JSON lines,
+// Ion or CSV), checks each against the table (keys, size), writes the
+// good ones in batches as restores do, and flips the table ACTIVE. As on
+// the service, an item that fails its checks is counted (ErrorCount) and
+// logged with its object and line, the others are imported, and the
+// import ends FAILED (ItemValidationError) when any item failed; a source
+// that cannot be read (no bucket) ends FAILED with no table.
+
+// KindImport is the job catalog kind of imports.
+const KindImport = "import"
+
+// Import statuses, as on the wire.
+const (
+	ImportInProgress = "IN_PROGRESS"
+	ImportCompleted  = "COMPLETED"
+	ImportFailed     = "FAILED"
+)
+
+// Importer is what imports need of the engine: the description of the
+// imported table once loaded (ACTIVE), and whether a table is the target
+// of an import.
+type Importer interface {
+	FinishImport(t *storage.Table) ([]byte, error)
+	IsImportTarget(t *storage.Table, importID string) bool
+}
+
+// ImportDescription is an import row's payload: DynamoDB's
+// ImportTableDescription in its wire form; the job reads the fields it
+// needs and keeps the others (Extra) as the engine wrote them.
+type ImportDescription struct {
+	ImportArn            string          `json:"ImportArn"`
+	ImportStatus         string          `json:"ImportStatus"`
+	TableArn             string          `json:"TableArn"`
+	TableId              string          `json:"TableId,omitempty"`
+	ClientToken          string          `json:"ClientToken,omitempty"`
+	S3BucketSource       S3BucketSource  `json:"S3BucketSource"`
+	InputFormat          string          `json:"InputFormat"`
+	InputFormatOptions   json.RawMessage `json:"InputFormatOptions,omitempty"`
+	InputCompressionType string          `json:"InputCompressionType"`
+	TableCreation        json.RawMessage `json:"TableCreationParameters,omitempty"`
+	StartTime            float64         `json:"StartTime,omitempty"`
+	EndTime              float64         `json:"EndTime,omitempty"`
+	ProcessedSizeBytes   *int64          `json:"ProcessedSizeBytes,omitempty"`
+	ProcessedItemCount   int64           `json:"ProcessedItemCount"`
+	ImportedItemCount    int64           `json:"ImportedItemCount"`
+	ErrorCount           int64           `json:"ErrorCount"`
+	FailureCode          string          `json:"FailureCode,omitempty"`
+	FailureMessage       string          `json:"FailureMessage,omitempty"`
+}
+
+// S3BucketSource is where an import reads.
+type S3BucketSource struct {
+	S3Bucket      string `json:"S3Bucket"`
+	S3BucketOwner string `json:"S3BucketOwner,omitempty"`
+	S3KeyPrefix   string `json:"S3KeyPrefix,omitempty"`
+}
+
+// ImportRequest is what StartImport needs: the target table, the
+// description's request fields, the key attributes' types (for CSV) and
+// the function that creates the target in CREATING marked with the
+// import id.
+type ImportRequest struct {
+	Account, Table string
+	Desc           ImportDescription
+	KeyTypes       map[string]string
+	Create         func(ctx context.Context, importID string) (*storage.Table, error)
+}
+
+// importBatch is the number of items an import writes per batch.
+const importBatch = 100
+
+// validationFailure is the FailureMessage of an import with bad items,
+// as the service words it.
+const validationFailure = "Some of the items failed validation checks and were not imported. Please check the server log for the object and line of each."
+
+// StartImport mints the import's id and ARN, records the IN_PROGRESS row
+// with this server's claim, creates the target and starts the job.
+func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDescription, error) {
+	if m.ctx == nil {
+		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+	}
+	jobs := m.cfg.Backend.Capabilities().Jobs
+	if jobs == nil || m.cfg.Importer == nil {
+		return nil, storage.Errorf(storage.KindUnsupported, "imports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
+	}
+	// The job waits for a job slot (backup.max_concurrent_jobs) rather
+	// than refusing the request: AWS runs many exports and imports at
+	// once, and a client has no way to retry one "later" on its own.
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	id, err := format.MintBackupID(now, nil)
+	if err != nil {
+		return nil, err
+	}
+	d := req.Desc
+	d.ImportArn = strings.TrimSuffix(d.TableArn, "/") + "/import/" + id
+	d.ImportStatus, d.StartTime = ImportInProgress, epochSec(now)
+	raw, _ := json.Marshal(d)
+	res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: KindImport, ID: id, Account: req.Account, Status: ImportInProgress,
+		CreatedAt: now, Payload: raw, Owner: m.cfg.Owner})
+	if err != nil {
+		return nil, err
+	}
+	row := *res.Record
+	target, err := req.Create(ctx, id)
+	if err != nil {
+		// The row says why; the caller answers the error.
+		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
+		d.FailureCode, d.FailureMessage = "TableAlreadyExists", err.Error()
+		raw, _ := json.Marshal(d)
+		_, _ = jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindImport, ID: id, Generation: row.Generation,
+			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &d.FailureMessage})
+		return nil, err
+	}
+	m.met.running.WithLabelValues(kindImport).Inc()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if !m.waitSlot() {
+			return // shutting down: the reconciler of a server fails the import
+		}
+		defer m.releaseSlot()
+		m.runImport(jobs, target, row, d, req.KeyTypes)
+	}()
+	return &d, nil
+}
+
+// runImport loads the target and records the import's end.
+func (m *Manager) runImport(jobs storage.JobCatalog, target *storage.Table, row storage.JobRecord, d ImportDescription, keyTypes map[string]string) {
+	defer m.runs(KindImport+"/"+row.ID, row.Generation)()
+	ctx, cancel := context.WithCancelCause(m.ctx)
+	defer cancel(nil)
+	go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
+		res, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: KindImport, ID: row.ID, Owner: m.cfg.Owner, Generation: row.Generation})
+		return err == nil && res.Matched, err
+	})
+	start := time.Now()
+	log := m.log.With("import", d.ImportArn, "table", target.Name)
+	prog := m.met.progress.start(kindImport, row.Account, target.Name, row.ID, "load")
+	counts, err := m.importObjects(ctx, target, &d, keyTypes, prog, log)
+	prog.done()
+	d.ProcessedItemCount, d.ImportedItemCount, d.ErrorCount = counts.processed.Load(), counts.imported.Load(), counts.errors.Load()
+	size := counts.bytes.Load()
+	d.ProcessedSizeBytes = &size
+	status := ImportCompleted
+	switch {
+	case err != nil:
+		// Nothing usable was read (or the job was stopped): no table.
+		status = ImportFailed
+		d.FailureCode, d.FailureMessage = importFailure(err)
+		m.dropTarget(context.WithoutCancel(ctx), target)
+		log.Warn("import failed", "code", d.FailureCode, "err", err)
+	default:
+		if ferr := m.finishImport(ctx, target); ferr != nil {
+			status = ImportFailed
+			d.FailureCode, d.FailureMessage = "UNKNOWN", ferr.Error()
+			m.dropTarget(context.WithoutCancel(ctx), target)
+			log.Warn("import failed", "err", ferr)
+			break
+		}
+		if d.ErrorCount > 0 {
+			status = ImportFailed
+			d.FailureCode, d.FailureMessage = "ItemValidationError", validationFailure
+		}
+		log.Info("import finished", "status", status, "processed", d.ProcessedItemCount, "imported", d.ImportedItemCount,
+			"errors", d.ErrorCount, "duration", time.Since(start))
+	}
+	d.ImportStatus, d.EndTime = status, epochSec(time.Now())
+	raw, _ := json.Marshal(d)
+	msg := d.FailureMessage
+	res, uerr := jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindImport, ID: row.ID,
+		Generation: row.Generation, Status: ImportInProgress, NewStatus: status, Payload: raw, Message: &msg})
+	result := "ok"
+	switch {
+	case uerr != nil:
+		result = causeOther
+		log.Warn("import: recording its end", "err", uerr)
+	case !res.Matched:
+		result = causeFenced
+	case err != nil:
+		result = cause(ctx, err)
+	}
+	m.met.end(kindImport, start, result)
+}
+
+func importFailure(err error) (code, msg string) {
+	msg = err.Error()
+	switch {
+	case errors.Is(err, errNoBucket) || strings.Contains(msg, "NoSuchBucket"):
+		return "S3NoSuchBucket", msg
+	case strings.Contains(msg, "AccessDenied") || strings.Contains(msg, "StatusCode: 403"):
+		return "S3AccessDenied", msg
+	}
+	return "UNKNOWN", msg
+}
+
+type importCounts struct{ processed, imported, errors, bytes atomic.Int64 }
+
+// importObjects reads every object under the key prefix and loads its
+// good items. Its error is the source's (unreadable); bad items are
+// counted.
+func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *ImportDescription, keyTypes map[string]string, prog *jobProgress, log interface {
+	Warn(string, ...any)
+}) (*importCounts, error) {
+	counts := &importCounts{}
+	src := d.S3BucketSource
+	st, err := store.OpenBucket(ctx, m.cfg.Buckets, src.S3Bucket, "")
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			err = fmt.Errorf("%w: %v", errNoBucket, err)
+		}
+		return counts, err
+	}
+	// S3KeyPrefix is a raw prefix of the keys ("data" matches data/ and
+	// data2): walk from its last slash and match.
+	dir := ""
+	if i := strings.LastIndexByte(src.S3KeyPrefix, '/'); i > 0 {
+		dir = src.S3KeyPrefix[:i]
+	}
+	var objects []store.ObjectInfo
+	if err := st.Walk(ctx, dir, func(o store.ObjectInfo) error {
+		if strings.HasPrefix(o.Key, src.S3KeyPrefix) {
+			objects = append(objects, o)
+		}
+		return nil
+	}); err != nil {
+		return counts, err
+	}
+	load, err := m.cfg.Restorer.ItemLoader(target)
+	if err != nil {
+		return counts, err
+	}
+	var opts struct {
+		Csv *struct {
+			Delimiter  string   `json:"Delimiter"`
+			HeaderList []string `json:"HeaderList"`
+		} `json:"Csv"`
+	}
+	_ = json.Unmarshal(d.InputFormatOptions, &opts)
+	w := &importWriter{m: m, ref: target.Ref(), prog: prog}
+	for _, o := range objects {
+		if err := ctx.Err(); err != nil {
+			return counts, context.Cause(ctx)
+		}
+		err := m.importObject(ctx, st, o, d, opts.Csv, keyTypes, load, w, counts, log)
+		if err != nil && ctx.Err() != nil {
+			return counts, context.Cause(ctx)
+		}
+		if err != nil {
+			// An object that cannot be read whole (a bad compression
+			// stream, cut short): counted and logged like a bad item.
+			counts.errors.Add(1)
+			log.Warn("import: an object could not be read", "object", o.Key, "err", err)
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return counts, err
+	}
+	counts.imported.Store(w.written)
+	return counts, nil
+}
+
+func (m *Manager) importObject(ctx context.Context, st store.Store, o store.ObjectInfo, d *ImportDescription, csvOpts *struct {
+	Delimiter  string   `json:"Delimiter"`
+	HeaderList []string `json:"HeaderList"`
+}, keyTypes map[string]string, load func([]byte) ([]byte, []byte, storage.Change, error), w *importWriter, counts *importCounts,
+	log interface{ Warn(string, ...any) }) error {
+	rc, err := st.Get(ctx, o.Key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	counted := &countingReader{r: rc, n: &counts.bytes}
+	var r io.Reader = counted
+	switch d.InputCompressionType {
+	case "GZIP":
+		gz, err := gzip.NewReader(counted)
+		if err != nil {
+			return err
+		}
+		defer gz.Close()
+		r = gz
+	case "ZSTD":
+		zr, err := zstd.NewReader(counted)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	each := func(line int, it attr.Item, perr error) error {
+		counts.processed.Add(1)
+		var raw []byte
+		if perr == nil {
+			raw = attr.AppendItem(nil, it)
+			if len(raw) > 400<<10 {
+				perr = errors.New("the item is larger than 400 KB")
+			}
+		}
+		var pk, sk []byte
+		var ch storage.Change
+		if perr == nil {
+			pk, sk, ch, perr = load(raw)
+		}
+		if perr != nil {
+			counts.errors.Add(1)
+			log.Warn("import: an item was not imported", "object", o.Key, "line", line, "err", perr)
+			return nil
+		}
+		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
+	}
+	switch d.InputFormat {
+	case "ION":
+		return format.ReadIonLines(r, each)
+	case "CSV":
+		co := format.CSVOptions{KeyTypes: keyTypes}
+		if csvOpts != nil {
+			co.Delimiter, co.HeaderList = csvOpts.Delimiter, csvOpts.HeaderList
+		}
+		return format.ReadCSV(r, co, each)
+	}
+	return format.ReadDynamoJSONLines(r, each)
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// importWriter writes an import's items in batches, as restores do: the
+// backend's bulk loader, item by item on a backend whose only atomic
+// write is one item's, else a transaction of blind puts. A key seen
+// twice keeps its last item.
+type importWriter struct {
+	m       *Manager
+	ref     storage.TableRef
+	prog    *jobProgress
+	batch   []storage.BulkItem
+	bytes   int64
+	written int64
+}
+
+func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64) error {
+	for i := range w.batch {
+		if string(w.batch[i].PK) == string(it.PK) && string(w.batch[i].SK) == string(it.SK) {
+			w.batch[i] = it // a batch writes each key once
+			w.bytes += size
+			return nil
+		}
+	}
+	w.batch = append(w.batch, it)
+	w.bytes += size
+	if len(w.batch) >= importBatch {
+		return w.flush(ctx)
+	}
+	return nil
+}
+
+func (w *importWriter) flush(ctx context.Context) error {
+	if len(w.batch) == 0 {
+		return nil
+	}
+	caps := w.m.cfg.Backend.Capabilities()
+	var err error
+	for attempt := 0; ; attempt++ {
+		switch {
+		case caps.PerItemAtomic:
+			err = w.m.writeEach(ctx, blindPuts(w.ref, w.batch))
+		case caps.Bulk != nil:
+			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: w.batch})
+		default:
+			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, w.batch)})
+		}
+		if err == nil || !storage.IsKind(err, storage.KindUnavailable) || attempt >= restoreRetries || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * restoreRetryPause)
+	}
+	if err != nil {
+		return err
+	}
+	w.written += int64(len(w.batch))
+	w.prog.add(int64(len(w.batch)), w.bytes)
+	w.batch, w.bytes = w.batch[:0:0], 0
+	return nil
+}
+
+// finishImport flips the target ACTIVE.
+func (m *Manager) finishImport(ctx context.Context, target *storage.Table) error {
+	_, err := m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
+		Fn: func(old *storage.Table) ([]byte, error) {
+			if old.ID != target.ID {
+				return nil, errors.New("import: the target table was replaced")
+			}
+			return m.cfg.Importer.FinishImport(old)
+		}})
+	return err
+}
+
+// reconcileImports fails IN_PROGRESS imports whose claim is stale (their
+// server stopped) and removes their target while it is still theirs and
+// CREATING.
+func (m *Manager) reconcileImports(ctx context.Context) error {
+	jobs := m.cfg.Backend.Capabilities().Jobs
+	if jobs == nil || m.cfg.Importer == nil {
+		return nil
+	}
+	rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: KindImport, Statuses: []string{ImportInProgress}})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range rows {
+		if m.ownLive(KindImport+"/"+r.ID, r.Owner, r.Generation) {
+			continue
+		}
+		res, err := jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: KindImport, ID: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
+			Status: ImportInProgress, StaleAfter: m.cfg.StaleAfter})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !res.Matched {
+			continue
+		}
+		var d ImportDescription
+		_ = json.Unmarshal(res.Record.Payload, &d)
+		name := d.TableArn[strings.LastIndexByte(d.TableArn, '/')+1:]
+		if t, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: name}); err == nil &&
+			m.cfg.Importer.IsImportTarget(t.Table, r.ID) {
+			m.dropTarget(ctx, t.Table)
+		}
+		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
+		d.FailureCode, d.FailureMessage = "UNKNOWN", "the server running the import stopped"
+		raw, _ := json.Marshal(d)
+		msg := d.FailureMessage
+		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: r.ID, Generation: res.Record.Generation,
+			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &msg}); err != nil {
+			errs = append(errs, err)
+		}
+		m.met.reconciled.WithLabelValues("failed_stale_import").Inc()
+	}
+	return errors.Join(errs...)
+}
