@@ -92,7 +92,7 @@ func backupCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "plans", Usage: "list the configured backup plans with their last run, result, last success, next run and the backups they keep", ArgsUsage: " ",
+				Name: "plans", Usage: "list the configured backup plans with their retention, last run, result, last success, next run and the backups they keep", ArgsUsage: " ",
 				Flags: common,
 				Action: func(c *cli.Context) error {
 					cfg, err := server.LoadConfig(c.String("config"))

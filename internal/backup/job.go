@@ -182,6 +182,7 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 		return
 	}
 	log.Error("backup failed", "err", err)
+	prog.fail(err)
 	m.failBackup(context.WithoutCancel(ctx), rec, err.Error())
 }
 

@@ -295,7 +295,10 @@ func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, 
 			return "", err
 		}
 	}
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	// Poll soon, then less often: a plan's tables are often small, and
+	// with bounded concurrency a fixed long pause would pace the run.
+	pause := 10 * time.Millisecond
+	for {
 		r, err := p.m.GetBackup(ctx, rec.ARN)
 		if err != nil {
 			return "", err
@@ -311,8 +314,9 @@ func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, 
 		select {
 		case <-ctx.Done():
 			return "", context.Cause(ctx)
-		case <-time.After(wait):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, time.Second)
 	}
 }
 

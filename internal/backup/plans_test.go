@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,6 +145,82 @@ func TestPlans(t *testing.T) {
 		runs, err := jobs.ListJobs(t.Context(), storage.ListJobsParams{Kind: kindPlanRun})
 		if err != nil || len(runs) != 4 {
 			t.Fatalf("run rows: %d, %v", len(runs), err)
+		}
+	})
+}
+
+// TestPlanManyTables runs a plan covering 1,000 tables (250 under the
+// race detector, which slows every job several times): every table is
+// backed up once, none fails for want of a job slot, and no more than
+// max_concurrent_jobs backups run at once (while several do).
+func TestPlanManyTables(t *testing.T) {
+	const limit = 3
+	n := 1000
+	if raceEnabled {
+		n = 250
+	}
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		for i := range n {
+			ref := createTable(t, b, fmt.Sprintf("t%04d", i))
+			if i%100 == 0 {
+				put(t, b, ref, i, "v")
+			}
+		}
+		var inflight, peak atomic.Int64
+		m := newManager(t, b, memstore.New(), func(c *Config) {
+			c.MaxConcurrentJobs = limit
+			c.Hook = func(point string) {
+				switch point {
+				case PointSnapshotOpen:
+					v := inflight.Add(1)
+					for p := peak.Load(); v > p && !peak.CompareAndSwap(p, v); p = peak.Load() {
+					}
+					time.Sleep(2 * time.Millisecond) // let the others overlap
+				case PointBeforeAvailable:
+					inflight.Add(-1)
+				}
+			}
+		})
+		clock := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
+		now := func() time.Time { return clock }
+		pl, err := plan.Compile(plan.Spec{Name: "all", Account: account, Tables: []string{"t*"}, Cron: "0 3 * * *", KeepLast: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables := func(ctx context.Context, acct string) ([]string, error) {
+			res, err := b.ListTables(ctx, storage.ListTablesParams{Account: acct})
+			if err != nil {
+				return nil, err
+			}
+			return res.Names, nil
+		}
+		r := NewPlans(m, PlansConfig{Plans: []*plan.Plan{pl}, Jobs: b.Capabilities().Jobs, Tables: tables, Now: now}, nil)
+		r.Tick(t.Context()) // first seen before its slot
+		r.Wait()
+		clock = time.Date(2026, 12, 5, 3, 0, 1, 0, time.UTC)
+		start := time.Now()
+		r.Tick(t.Context())
+		r.Wait()
+		t.Logf("%d tables in %v, at most %d at once", n, time.Since(start).Round(time.Millisecond), peak.Load())
+		st, err := r.Status(t.Context(), pl)
+		if err != nil || st.LastStatus != RunSucceeded || st.LastRun == nil || st.LastRun.Tables != n || len(st.LastRun.Backups) != n ||
+			len(st.LastRun.Failures) != 0 {
+			t.Fatalf("status: %+v, %v", st, err)
+		}
+		rows, err := m.ListBackups(t.Context(), storage.ListBackupsParams{Account: account, Types: []string{"AWS_BACKUP"},
+			Statuses: []string{storage.BackupAvailable}})
+		if err != nil || len(rows) != n {
+			t.Fatalf("%d AVAILABLE plan backups, want %d (%v)", len(rows), n, err)
+		}
+		seen := map[string]bool{}
+		for _, row := range rows {
+			if seen[row.TableName] || row.Name != "all-"+row.TableName+"-20261205T030000Z" {
+				t.Fatalf("backup %s of %s (twice: %v)", row.Name, row.TableName, seen[row.TableName])
+			}
+			seen[row.TableName] = true
+		}
+		if p := peak.Load(); p > limit || p < 2 {
+			t.Fatalf("at most %d backups ran at once, want between 2 and %d", p, limit)
 		}
 	})
 }

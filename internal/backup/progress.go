@@ -3,6 +3,8 @@ package backup
 import (
 	"sync"
 	"sync/atomic"
+	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,8 +46,54 @@ func (p *jobProgress) setTotals(items, bytes int64) {
 // collector of the per-job gauges. Series exist only while their job
 // runs, so there are at most max_concurrent_jobs of each.
 type progressSet struct {
-	mu   sync.Mutex
-	jobs map[*jobProgress]struct{}
+	mu     sync.Mutex
+	jobs   map[*jobProgress]struct{}
+	failed []failedJob // the latest failures, oldest first
+}
+
+// failedJob is a job that ended FAILED, kept on /metrics for
+// failedKeep so that a client following the job (the web console) can
+// tell why it ended: a failed backup is not listed by the API and a failed
+// restore's target table is removed.
+type failedJob struct {
+	kind, account, table, job, reason string
+	at                                time.Time
+}
+
+const (
+	failedKeep   = time.Hour
+	failedMax    = 32  // series kept at most
+	reasonMaxLen = 300 // bytes of the reason label
+)
+
+// fail records that the job ended FAILED because of reason.
+func (s *progressSet) fail(kind, account, table, job, reason string, now time.Time) {
+	if len(reason) > reasonMaxLen {
+		reason = reason[:reasonMaxLen]
+		for len(reason) > 0 && !utf8.ValidString(reason) {
+			reason = reason[:len(reason)-1]
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed = append(s.failed, failedJob{kind: kind, account: account, table: table, job: job, reason: reason, at: now})
+	s.prune(now)
+}
+
+// prune drops failures older than failedKeep or beyond failedMax.
+func (s *progressSet) prune(now time.Time) {
+	i := 0
+	for i < len(s.failed) && (now.Sub(s.failed[i].at) > failedKeep || len(s.failed)-i > failedMax) {
+		i++
+	}
+	s.failed = append(s.failed[:0], s.failed[i:]...)
+}
+
+// fail records p's job as FAILED because of err.
+func (p *jobProgress) fail(err error) {
+	if p != nil && err != nil {
+		p.set.fail(p.kind, p.account, p.table, p.job, err.Error(), time.Now())
+	}
 }
 
 func newProgressSet() *progressSet { return &progressSet{jobs: map[*jobProgress]struct{}{}} }
@@ -74,6 +122,9 @@ var (
 		"Uncompressed item bytes a running job has written (backup) or loaded (restore) so far.", progressLabels, nil)
 	descJobTotalItems = prometheus.NewDesc("extenddb_backup_job_total_items",
 		"Items a running restore will load (known once the backup's manifest is read).", progressLabels, nil)
+	descJobFailed = prometheus.NewDesc("extenddb_backup_job_failed",
+		"A job that ended FAILED in the last hour (at most 32): the Unix time it failed; reason is its error.",
+		[]string{"kind", "account", "table", "job", "reason"}, nil)
 	descJobTotalBytes = prometheus.NewDesc("extenddb_backup_job_total_bytes",
 		"Uncompressed item bytes a running restore will load.", progressLabels, nil)
 )
@@ -84,6 +135,7 @@ func (s *progressSet) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descJobBytes
 	ch <- descJobTotalItems
 	ch <- descJobTotalBytes
+	ch <- descJobFailed
 }
 
 // Collect implements prometheus.Collector.
@@ -93,7 +145,13 @@ func (s *progressSet) Collect(ch chan<- prometheus.Metric) {
 	for p := range s.jobs {
 		jobs = append(jobs, p)
 	}
+	s.prune(time.Now())
+	failed := append([]failedJob(nil), s.failed...)
 	s.mu.Unlock()
+	for _, f := range failed {
+		ch <- prometheus.MustNewConstMetric(descJobFailed, prometheus.GaugeValue, float64(f.at.Unix()),
+			f.kind, f.account, f.table, f.job, f.reason)
+	}
 	for _, p := range jobs {
 		l := []string{p.kind, p.account, p.table, p.job, *p.phase.Load()}
 		ch <- prometheus.MustNewConstMetric(descJobItems, prometheus.GaugeValue, float64(p.items.Load()), l...)

@@ -1,8 +1,12 @@
 package backup
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -102,5 +106,47 @@ func TestJobProgressMetrics(t *testing.T) {
 			t.Fatalf("a finished restore still shows progress after 20 s: %v", g)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A failed job stays on /metrics with its reason for failedKeep, at most
+// failedMax of them, the newest kept; the reason label is cut at a rune
+// boundary.
+func TestJobFailuresOnMetrics(t *testing.T) {
+	s := newProgressSet()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	now := time.Now()
+	s.fail(kindRestore, "000000000000", "old", "b0", "long ago", now.Add(-2*failedKeep))
+	long := strings.Repeat("é", reasonMaxLen) // two bytes each
+	s.fail(kindBackup, "000000000000", "src", "b1", long, now)
+	p := s.start(kindRestore, "000000000000", "dst", "b2", "load")
+	p.fail(errors.New("data file 000001: checksum mismatch"))
+	p.done()
+	g := jobGauges(t, reg)["extenddb_backup_job_failed"]
+	if len(g) != 2 {
+		t.Fatalf("failed series %v, want the two recent ones", g)
+	}
+	want := "account=000000000000,job=b2,kind=restore,reason=data file 000001: checksum mismatch,table=dst,"
+	if _, ok := g[want]; !ok {
+		t.Errorf("no series %q in %v", want, g)
+	}
+	for k := range g {
+		if strings.Contains(k, "table=src") {
+			r := strings.Split(strings.Split(k, "reason=")[1], ",table=")[0]
+			if len(r) > reasonMaxLen || !utf8.ValidString(r) || !strings.HasPrefix(long, r) {
+				t.Errorf("reason label %d bytes, valid %v", len(r), utf8.ValidString(r))
+			}
+		}
+	}
+	for i := range failedMax + 5 {
+		s.fail(kindBackup, "000000000000", "t", fmt.Sprint(i), "x", now)
+	}
+	g = jobGauges(t, reg)["extenddb_backup_job_failed"]
+	if len(g) != failedMax {
+		t.Fatalf("%d failed series, want %d", len(g), failedMax)
+	}
+	if _, ok := g[fmt.Sprintf("account=000000000000,job=%d,kind=backup,reason=x,table=t,", failedMax+4)]; !ok {
+		t.Errorf("the newest failure was dropped")
 	}
 }

@@ -298,6 +298,7 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 	if err != nil {
 		notRunning()
 		release()
+		m.met.progress.fail(kindRestore, account, name, backup.BackupID, "the target table could not be created: "+err.Error(), time.Now())
 		if m.rcat != nil {
 			msg := "the target table could not be created: " + err.Error()
 			m.rcat.UpdateRestore(context.WithoutCancel(ctx), storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
@@ -397,6 +398,7 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 		}
 	}
 	log.Error("restore failed; removing the target table", "err", err)
+	prog.fail(err)
 	finished()
 	m.dropTarget(bg, target)
 }

@@ -83,15 +83,18 @@ type Backup struct {
 
 // Plan is one [[backup.plans]] entry; plan.Spec says what each key means.
 type Plan struct {
-	Name     string   `toml:"name"`
-	Account  string   `toml:"account"`
-	Tables   []string `toml:"tables"`
-	Cron     string   `toml:"cron"`
-	TimeZone string   `toml:"timezone"`
-	Every    Span     `toml:"every"`
-	Window   Span     `toml:"window"`
-	KeepLast int      `toml:"keep_last"`
-	MaxAge   Span     `toml:"max_age"`
+	Name        string   `toml:"name"`
+	Account     string   `toml:"account"`
+	Tables      []string `toml:"tables"`
+	Cron        string   `toml:"cron"`
+	TimeZone    string   `toml:"timezone"`
+	Every       Span     `toml:"every"`
+	Window      Span     `toml:"window"`
+	KeepLast    int      `toml:"keep_last"`
+	KeepDaily   int      `toml:"keep_daily"`
+	KeepWeekly  int      `toml:"keep_weekly"`
+	KeepMonthly int      `toml:"keep_monthly"`
+	MaxAge      Span     `toml:"max_age"`
 }
 
 // DefaultPlanAccount is the account of a plan that names none (the
@@ -109,7 +112,8 @@ func (c *Config) BackupPlans() ([]*plan.Plan, error) {
 			acct = DefaultPlanAccount
 		}
 		pl, err := plan.Compile(plan.Spec{Name: p.Name, Account: acct, Tables: p.Tables, Cron: p.Cron, TimeZone: p.TimeZone,
-			Every: p.Every.Duration, Window: p.Window.Duration, KeepLast: p.KeepLast, MaxAge: p.MaxAge.Duration})
+			Every: p.Every.Duration, Window: p.Window.Duration, KeepLast: p.KeepLast,
+			KeepDaily: p.KeepDaily, KeepWeekly: p.KeepWeekly, KeepMonthly: p.KeepMonthly, MaxAge: p.MaxAge.Duration})
 		if err == nil && seen[p.Name] {
 			err = fmt.Errorf("name %q: another plan has it", p.Name)
 		}

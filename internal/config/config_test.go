@@ -292,6 +292,13 @@ tables = ["events"]
 every = "6h"
 window = "30m"
 max_age = "2w"
+
+[[backup.plans]]
+name = "weekly"
+tables = ["*"]
+cron = "0 4 * * 0"
+keep_weekly = 4
+keep_monthly = 12
 `
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -301,15 +308,19 @@ max_age = "2w"
 		t.Fatal(err)
 	}
 	plans, err := cfg.BackupPlans()
-	if err != nil || len(plans) != 2 {
+	if err != nil || len(plans) != 3 {
 		t.Fatalf("BackupPlans = %v, %v", plans, err)
 	}
 	if plans[0].MaxAge != 30*24*time.Hour || plans[0].Account != DefaultPlanAccount || plans[1].MaxAge != 14*24*time.Hour || plans[1].Window != 30*time.Minute {
 		t.Fatalf("plans: %+v %+v", plans[0].Spec, plans[1].Spec)
 	}
+	if w := plans[2]; w.KeepWeekly != 4 || w.KeepMonthly != 12 || w.KeepDaily != 0 || w.KeepLast != 0 {
+		t.Fatalf("weekly plan: %+v", w.Spec)
+	}
 	for bad, want := range map[string]string{
 		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\ncron = \"0 25 * * *\"\nkeep_last = 1\n":                                                                           `backup.plans[0] ("n"): cron`,
 		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\ncron = \"0 3 * * *\"\n":                                                                                           `backup.plans[0] ("n"): keep_last or max_age`,
+		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\nevery = \"1h\"\nkeep_daily = -1\n":                                                                                `backup.plans[0] ("n"): keep_daily`,
 		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\nevery = \"1h\"\nmax_age = \"3x\"\n":                                                                               `max_age`,
 		"[[backup.plans]]\nname = \"n\"\ntables = [\"t\"]\nevery = \"1h\"\nkeep_last = 1\n[[backup.plans]]\nname = \"n\"\ntables = [\"u\"]\nevery = \"1h\"\nkeep_last = 1\n": `backup.plans[1] ("n"): name`,
 	} {

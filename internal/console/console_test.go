@@ -32,6 +32,7 @@ func TestServesFilesWithStrictHeaders(t *testing.T) {
 		"/console/api.js":      "text/javascript; charset=utf-8",
 		"/console/dom.js":      "text/javascript; charset=utf-8",
 		"/console/metrics.js":  "text/javascript; charset=utf-8",
+		"/console/jobs.js":     "text/javascript; charset=utf-8",
 		"/console/console.css": "text/css; charset=utf-8",
 		"/console/favicon.svg": "image/svg+xml",
 	} {
@@ -72,7 +73,7 @@ func TestNoInlineCodeNorHTMLParsing(t *testing.T) {
 	if strings.Count(idx, "<script") != 1 || !strings.Contains(idx, `<script type="module" src="app.js"></script>`) {
 		t.Errorf("index.html should load exactly one external module script")
 	}
-	for _, f := range []string{"app.js", "api.js", "dom.js", "metrics.js"} {
+	for _, f := range []string{"app.js", "api.js", "dom.js", "metrics.js", "jobs.js"} {
 		js := serve(t, Handler(), http.MethodGet, "/console/"+f, nil).Body.String()
 		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
 			if strings.Contains(js, bad) {

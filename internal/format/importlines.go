@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/amazon-ion/ion-go/ion"
@@ -89,7 +90,7 @@ func ReadIonLines(r io.Reader, fn func(line int, item attr.Item, err error) erro
 					return err
 				}
 				if v.Type != attr.M {
-					return errors.New("Item is not a struct")
+					return errors.New("the Item is not a struct")
 				}
 				it = attr.Item(v.Map)
 			}
@@ -202,7 +203,7 @@ func ionValue(rd ion.Reader, depth int) (attr.Value, error) {
 				}
 				v.Strs = append(v.Strs, e.Str)
 			}
-			return v, nil
+			return v, attr.CheckSet(&v) // sorted, no duplicates, not empty
 		case "BS":
 			v := attr.Value{Type: attr.BS}
 			for _, e := range list {
@@ -211,11 +212,11 @@ func ionValue(rd ion.Reader, depth int) (attr.Value, error) {
 				}
 				v.Bins = append(v.Bins, e.Bin)
 			}
-			return v, nil
+			return v, attr.CheckSet(&v)
 		}
 		return attr.Value{}, fmt.Errorf("unknown annotation $dynamodb_%s", set)
 	}
-	return attr.Value{}, fmt.Errorf("Ion type %v has no DynamoDB type", rd.Type())
+	return attr.Value{}, fmt.Errorf("the Ion type %v has no DynamoDB type", rd.Type())
 }
 
 // ionNumber is an Ion int, decimal or float as DynamoDB number text.
@@ -232,14 +233,15 @@ func ionNumber(rd ion.Reader) (string, error) {
 		if err != nil || d == nil {
 			return "", fmt.Errorf("decimal: %v", err)
 		}
-		s := strings.NewReplacer("d", "E", "D", "E").Replace(d.String())
-		return strings.TrimSuffix(s, "."), nil
+		co, ex := d.CoEx()
+		// DynamoDB keeps numbers in canonical form (9.50 is 9.5).
+		return attr.ParseNumber(co.String() + "E" + strconv.Itoa(int(ex)))
 	}
 	f, err := rd.FloatValue()
 	if err != nil || f == nil {
 		return "", fmt.Errorf("float: %v", err)
 	}
-	return fmt.Sprint(*f), nil
+	return attr.ParseNumber(strconv.FormatFloat(*f, 'g', -1, 64))
 }
 
 // CSVOptions are ImportTable's InputFormatOptions.Csv.

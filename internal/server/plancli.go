@@ -58,7 +58,7 @@ func PrintPlans(ctx context.Context, cfg config.Config, endpoint string, now tim
 		in["ExclusiveStartBackupArn"] = out.LastEvaluatedBackupArn
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLAN\tSCHEDULE\tLAST RUN\tRESULT\tLAST SUCCESS\tNEXT RUN\tKEPT")
+	fmt.Fprintln(tw, "PLAN\tSCHEDULE\tRETENTION\tLAST RUN\tRESULT\tLAST SUCCESS\tNEXT RUN\tKEPT")
 	for _, p := range plans {
 		sched := p.Cron
 		if p.TimeZone != "" {
@@ -72,7 +72,7 @@ func PrintPlans(ctx context.Context, cfg config.Config, endpoint string, now tim
 		if v, ok := g["extenddb_backup_plan_last_run_succeeded"]; ok {
 			result = map[bool]string{true: "succeeded", false: "FAILED"}[v == 1]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Name, sched, stamp(g, "extenddb_backup_plan_last_run_timestamp_seconds"), result,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Name, sched, p.Retention(), stamp(g, "extenddb_backup_plan_last_run_timestamp_seconds"), result,
 			stamp(g, "extenddb_backup_plan_last_success_timestamp_seconds"), p.Next(now).Format(time.RFC3339), len(kept[p.Name]))
 	}
 	if err := tw.Flush(); err != nil {

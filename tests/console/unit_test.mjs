@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { parseMetrics, quantile } from "../../internal/console/assets/metrics.js";
 import { valueText, cellText, plain } from "../../internal/console/assets/dom.js";
 import { amzDate, sign } from "../../internal/console/assets/api.js";
+import { addSample, progress, duration, WINDOW } from "../../internal/console/assets/jobs.js";
 
 let passed = 0;
 const failed = [];
@@ -72,6 +73,36 @@ await check("SigV4: date format and signature", async () => {
     `SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;x-amz-target, Signature=${sig}`);
   assert.equal(hdr.host, undefined, "the page cannot send Host; the browser does");
   assert.equal(hdr["x-amz-target"], "DynamoDB_20120810.DescribeTable");
+});
+
+await check("job progress: rate over the window, ETA from the total", () => {
+  const samples = [];
+  assert.deepEqual(progress(samples, 100, 0), { rate: null, byteRate: null, eta: null, fraction: null });
+  addSample(samples, { at: 0, items: 0, bytes: 0 });
+  assert.equal(progress(samples, 1000, 0).rate, null, "one sample has no rate");
+  addSample(samples, { at: 2000, items: 200, bytes: 20000 });
+  let p = progress(samples, 1000, 0);
+  assert.equal(p.rate, 100);
+  assert.equal(p.byteRate, 10000);
+  assert.equal(p.eta, 8);
+  assert.equal(p.fraction, 0.2);
+  // Old samples leave the window: the rate follows the recent pace.
+  for (let t = 3000; t <= 30000; t += 1000) addSample(samples, { at: t, items: 200 + (t - 2000) / 10, bytes: 0 });
+  assert.ok(samples[1].at > 30000 - WINDOW, "samples older than the window kept: " + samples[1].at);
+  p = progress(samples, 1000, 0);
+  assert.ok(Math.abs(p.rate - 100) < 1e-9, "rate " + p.rate);
+  // Without an item total the bytes total gives the ETA; none: no ETA.
+  assert.equal(progress([{ at: 0, items: 0, bytes: 0 }, { at: 1000, items: 5, bytes: 50 }], 0, 500).eta, 9);
+  assert.equal(progress([{ at: 0, items: 0, bytes: 0 }, { at: 1000, items: 5, bytes: 50 }], 0, 0).eta, null);
+  assert.equal(progress([{ at: 0, items: 0, bytes: 0 }, { at: 1000, items: 0, bytes: 0 }], 10, 0).eta, null, "a stalled job has no ETA");
+});
+
+await check("durations read as h/m/s", () => {
+  assert.equal(duration(7.4), "7s");
+  assert.equal(duration(185), "3m 05s");
+  assert.equal(duration(3720), "1h 02m");
+  assert.equal(duration(null), "");
+  assert.equal(duration(Infinity), "");
 });
 
 console.log(`console unit: ${passed} passed, ${failed.length} failed`);

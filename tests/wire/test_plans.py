@@ -66,7 +66,7 @@ def test_plan_runs_once_per_slot_across_servers(tmp_path, catalog):  # noqa: F81
         out = subprocess.run([_build_binary(), "backup", "plans", "--config", str(conf), "--endpoint", ep],
                              check=True, capture_output=True, text=True).stdout
         line = next(ln for ln in out.splitlines() if ln.startswith("minutely"))
-        assert "succeeded" in line and "* * * * *" in line, out
+        assert "succeeded" in line and "* * * * *" in line and "keep_last 2" in line, out
         assert "minutely keeps:" in out and "pl-a" in out and "pl-b" in out, out
         assert slots
     finally:

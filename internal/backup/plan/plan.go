@@ -40,10 +40,18 @@ type Spec struct {
 	// start; a slot missed by more is skipped (the next one runs).
 	Window time.Duration
 	// KeepLast keeps the newest N backups of each table (0: no count
-	// rule); MaxAge deletes backups older than it (0: no age rule). At
-	// least one is required.
-	KeepLast int
-	MaxAge   time.Duration
+	// rule). KeepDaily, KeepWeekly and KeepMonthly keep the newest
+	// backup of each of the last K days, ISO weeks and months that have
+	// one, read in the plan's time zone (UTC for an interval plan). A
+	// backup is kept when any of these rules keeps it; with one of them
+	// set, a backup none keeps is deleted. MaxAge deletes backups older
+	// than it whatever the other rules say (0: no age rule). At least one
+	// rule is required.
+	KeepLast    int
+	KeepDaily   int
+	KeepWeekly  int
+	KeepMonthly int
+	MaxAge      time.Duration
 }
 
 // Plan is a validated Spec.
@@ -103,11 +111,22 @@ func Compile(s Spec) (*Plan, error) {
 	if s.Window < 0 {
 		return nil, fmt.Errorf("window %v: not negative", s.Window)
 	}
-	if s.KeepLast < 0 || s.MaxAge < 0 {
-		return nil, errors.New("keep_last and max_age: not negative")
+	for _, k := range []struct {
+		key string
+		n   int
+	}{{"keep_last", s.KeepLast}, {"keep_daily", s.KeepDaily}, {"keep_weekly", s.KeepWeekly}, {"keep_monthly", s.KeepMonthly}} {
+		if k.n < 0 {
+			return nil, fmt.Errorf("%s %d: not negative", k.key, k.n)
+		}
 	}
-	if s.KeepLast == 0 && s.MaxAge == 0 {
-		return nil, errors.New("keep_last or max_age: a retention rule is required")
+	if s.MaxAge < 0 {
+		return nil, fmt.Errorf("max_age %v: not negative", s.MaxAge)
+	}
+	if !p.counts() && s.MaxAge == 0 {
+		return nil, errors.New("keep_last or max_age: a retention rule is required (keep_last, keep_daily, keep_weekly, keep_monthly or max_age)")
+	}
+	if p.loc == nil {
+		p.loc = time.UTC
 	}
 	return p, nil
 }
@@ -199,29 +218,76 @@ type Kept struct {
 	Available bool
 }
 
+// counts tells whether a count rule (keep_last, keep_daily, keep_weekly,
+// keep_monthly) is set.
+func (p *Plan) counts() bool {
+	return p.KeepLast > 0 || p.KeepDaily > 0 || p.KeepWeekly > 0 || p.KeepMonthly > 0
+}
+
 // Prune answers the ids of backups (one table's, of this plan) that
-// retention deletes at now: those beyond the newest KeepLast and those
-// older than MaxAge. The newest available backup is never deleted, so a
-// table whose runs keep failing keeps its last good backup; backups
-// being created are never deleted.
+// retention deletes at now: those no count rule keeps (when one is set)
+// and those older than MaxAge. The newest available backup is never
+// deleted, so a table whose runs keep failing keeps its last good
+// backup; backups being created are never deleted nor counted.
 func (p *Plan) Prune(backups []Kept, now time.Time) []string {
-	bs := slices.Clone(backups)
-	slices.SortFunc(bs, func(a, b Kept) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	var bs []Kept
+	for _, b := range backups {
+		if b.Available {
+			bs = append(bs, b)
+		}
+	}
+	slices.SortStableFunc(bs, func(a, b Kept) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	keep := make([]bool, len(bs))
+	for i := range bs {
+		keep[i] = i < p.KeepLast
+	}
+	// Each bucket rule keeps the newest backup of each of its last K
+	// buckets (walking newest first, the first backup of a new bucket).
+	for _, r := range []struct {
+		k   int
+		key func(time.Time) string
+	}{
+		{p.KeepDaily, func(t time.Time) string { return t.Format("2006-01-02") }},
+		{p.KeepWeekly, func(t time.Time) string { y, w := t.ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }},
+		{p.KeepMonthly, func(t time.Time) string { return t.Format("2006-01") }},
+	} {
+		prev, n := "", 0
+		for i := 0; i < len(bs) && n < r.k; i++ {
+			if key := r.key(bs[i].CreatedAt.In(p.loc)); key != prev {
+				prev, n, keep[i] = key, n+1, true
+			}
+		}
+	}
 	var out []string
-	newestKept := false
-	n := 0
-	for _, b := range bs {
-		if !b.Available {
-			continue
+	for i, b := range bs {
+		if i == 0 {
+			continue // the newest good backup stays, whatever its age
 		}
-		n++
-		if !newestKept {
-			newestKept = true
-			continue
-		}
-		if (p.KeepLast > 0 && n > p.KeepLast) || (p.MaxAge > 0 && now.Sub(b.CreatedAt) > p.MaxAge) {
+		if (p.counts() && !keep[i]) || (p.MaxAge > 0 && now.Sub(b.CreatedAt) > p.MaxAge) {
 			out = append(out, b.ID)
 		}
 	}
 	return out
+}
+
+// Retention describes the plan's retention rules in their config keys'
+// words ("keep_last 7, max_age 30d").
+func (p *Plan) Retention() string {
+	var out []string
+	for _, k := range []struct {
+		key string
+		n   int
+	}{{"keep_last", p.KeepLast}, {"keep_daily", p.KeepDaily}, {"keep_weekly", p.KeepWeekly}, {"keep_monthly", p.KeepMonthly}} {
+		if k.n > 0 {
+			out = append(out, fmt.Sprintf("%s %d", k.key, k.n))
+		}
+	}
+	if p.MaxAge > 0 {
+		age := p.MaxAge.String()
+		if p.MaxAge%(24*time.Hour) == 0 {
+			age = fmt.Sprintf("%dd", p.MaxAge/(24*time.Hour))
+		}
+		out = append(out, "max_age "+age)
+	}
+	return strings.Join(out, ", ")
 }

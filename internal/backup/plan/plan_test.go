@@ -45,6 +45,10 @@ func TestCompileErrors(t *testing.T) {
 		{func(s *Spec) { s.Cron, s.Every, s.TimeZone = "", time.Hour, "UTC" }, "timezone"},
 		{func(s *Spec) { s.KeepLast = 0 }, "keep_last or max_age"},
 		{func(s *Spec) { s.KeepLast = -1 }, "keep_last"},
+		{func(s *Spec) { s.KeepDaily = -1 }, "keep_daily"},
+		{func(s *Spec) { s.KeepWeekly = -2 }, "keep_weekly"},
+		{func(s *Spec) { s.KeepMonthly = -3 }, "keep_monthly"},
+		{func(s *Spec) { s.MaxAge = -time.Hour }, "max_age"},
 		{func(s *Spec) { s.Window = -time.Second }, "window"},
 	} {
 		s := ok
@@ -182,5 +186,102 @@ func TestPrune(t *testing.T) {
 	old := []Kept{day(30, true), day(31, true), day(1, false)}
 	if got := fmt.Sprint(age.Prune(old, now)); got != "[d31]" {
 		t.Errorf("after failures: %s", got)
+	}
+}
+
+func TestPruneBuckets(t *testing.T) {
+	now := at("2026-12-05T16:00:00Z") // a Saturday
+	// Two backups a day (03:00 and 15:00 UTC) for 70 days.
+	var bs []Kept
+	for d := range 70 {
+		day := now.Truncate(24*time.Hour).AddDate(0, 0, -d)
+		for _, h := range []int{3, 15} {
+			ts := day.Add(time.Duration(h) * time.Hour)
+			bs = append(bs, Kept{ID: ts.Format("01-02T15"), CreatedAt: ts, Available: true})
+		}
+	}
+	kept := func(p *Plan, bs []Kept) string {
+		del := map[string]bool{}
+		for _, id := range p.Prune(bs, now) {
+			del[id] = true
+		}
+		var out []string
+		for _, b := range bs {
+			if !del[b.ID] {
+				out = append(out, b.ID)
+			}
+		}
+		return fmt.Sprint(out)
+	}
+	spec := func(mod func(*Spec)) *Plan {
+		s := Spec{Name: "n", Tables: []string{"*"}, Every: 12 * time.Hour}
+		mod(&s)
+		return mustCompile(t, s)
+	}
+	for _, tc := range []struct {
+		name string
+		p    *Plan
+		want string
+	}{
+		{"keep_daily 3", spec(func(s *Spec) { s.KeepDaily = 3 }), "[12-05T15 12-04T15 12-03T15]"},
+		// ISO weeks start on Monday: this week (Nov 30 - Dec 5), the
+		// week before (its Sunday is Nov 29), and the one before that.
+		{"keep_weekly 3", spec(func(s *Spec) { s.KeepWeekly = 3 }), "[12-05T15 11-29T15 11-22T15]"},
+		{"keep_monthly 3", spec(func(s *Spec) { s.KeepMonthly = 3 }), "[12-05T15 11-30T15 10-31T15]"},
+		// The rules add up; a backup two of them keep is kept once.
+		{"keep_last 3, keep_daily 2, keep_monthly 2", spec(func(s *Spec) { s.KeepLast, s.KeepDaily, s.KeepMonthly = 3, 2, 2 }),
+			"[12-05T03 12-05T15 12-04T15 11-30T15]"},
+		// max_age bounds every rule.
+		{"keep_monthly 3, max_age 30d", spec(func(s *Spec) { s.KeepMonthly, s.MaxAge = 3, 30*24*time.Hour }), "[12-05T15 11-30T15]"},
+		// Fewer buckets with a backup than K: every one is kept.
+		{"keep_monthly 12", spec(func(s *Spec) { s.KeepMonthly = 12 }), "[12-05T15 11-30T15 10-31T15 09-30T15]"},
+	} {
+		if got := kept(tc.p, bs); got != tc.want {
+			t.Errorf("%s: kept %s, want %s", tc.name, got, tc.want)
+		}
+	}
+
+	// Buckets are read in the plan's time zone: 23:30 UTC on Nov 30 is
+	// already December in Paris.
+	edge := []Kept{
+		{ID: "dec1-noon", CreatedAt: at("2026-12-01T12:00:00Z"), Available: true},
+		{ID: "nov30-2330", CreatedAt: at("2026-11-30T23:30:00Z"), Available: true},
+		{ID: "nov30-noon", CreatedAt: at("2026-11-30T12:00:00Z"), Available: true},
+	}
+	paris := mustCompile(t, Spec{Name: "n", Tables: []string{"*"}, Cron: "0 * * * *", TimeZone: "Europe/Paris", KeepMonthly: 2})
+	if got := kept(paris, edge); got != "[dec1-noon nov30-noon]" {
+		t.Errorf("keep_monthly in Europe/Paris: kept %s", got)
+	}
+	utc := mustCompile(t, Spec{Name: "n", Tables: []string{"*"}, Cron: "0 * * * *", KeepMonthly: 2})
+	if got := kept(utc, edge); got != "[dec1-noon nov30-2330]" {
+		t.Errorf("keep_monthly in UTC: kept %s", got)
+	}
+
+	// Runs failing for months: the newest good backup stays even when no
+	// bucket rule reaches it; backups being created are not counted.
+	stale := []Kept{
+		{ID: "creating", CreatedAt: now.Add(-time.Hour)},
+		{ID: "old", CreatedAt: now.AddDate(0, -5, 0), Available: true},
+		{ID: "older", CreatedAt: now.AddDate(0, -6, 0), Available: true},
+	}
+	daily := spec(func(s *Spec) { s.KeepDaily, s.MaxAge = 7, 30*24*time.Hour })
+	if got := fmt.Sprint(daily.Prune(stale, now)); got != "[older]" {
+		t.Errorf("after months of failures: deleted %s", got)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	for _, tc := range []struct {
+		s    Spec
+		want string
+	}{
+		{Spec{KeepLast: 7, MaxAge: 30 * 24 * time.Hour}, "keep_last 7, max_age 30d"},
+		{Spec{KeepWeekly: 8, KeepMonthly: 12}, "keep_weekly 8, keep_monthly 12"},
+		{Spec{KeepDaily: 1, MaxAge: 36 * time.Hour}, "keep_daily 1, max_age 36h0m0s"},
+	} {
+		tc.s.Name, tc.s.Tables, tc.s.Every = "n", []string{"*"}, time.Hour
+		if got := mustCompile(t, tc.s).Retention(); got != tc.want {
+			t.Errorf("Retention() = %q, want %q", got, tc.want)
+		}
 	}
 }

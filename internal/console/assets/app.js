@@ -1,8 +1,9 @@
 // The console: hash routes over the DynamoDB API (api.js). Data is only
 // ever rendered as text (dom.js).
 import { Client, PLACEHOLDER, AUTH_ERRORS, loadCredentials, saveCredentials, clearCredentials } from "./api.js";
-import { h, clear, field, select, formatBytes, cellText, plain } from "./dom.js";
+import { h, clear, field, check, select, formatBytes, cellText, plain } from "./dom.js";
 import { parseMetrics, quantile } from "./metrics.js";
+import { addSample, progress, duration } from "./jobs.js";
 
 const main = document.getElementById("main");
 const statusEl = document.getElementById("status");
@@ -112,7 +113,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   status("");
-  const views = { tables: tablesView, items: itemsView, partiql: partiqlView, backups: backupsView, server: serverView };
+  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, exports: exportsView, imports: importsView, server: serverView };
   (views[name] || tablesView)(parts.slice(1));
   main.focus({ preventScroll: true });
 }
@@ -171,7 +172,8 @@ function tablesView() {
       const cells = ["", "", "", "", "", "", "", ""].map(() => h("td", null, "…"));
       const row = h("tr", { "data-table": name },
         h("th", { scope: "row" }, link("#/items/" + encodeURIComponent(name), name)), cells,
-        h("td", null, h("button", { type: "button", class: "danger small", onclick: () => confirmDelete(name, row) }, "Delete")));
+        h("td", { class: "actions" }, link("#/table/" + encodeURIComponent(name), "Manage"), " ",
+          h("button", { type: "button", class: "danger small", onclick: () => confirmDelete(name, row) }, "Delete")));
       body.append(row);
       seen.observe(row);
       jobs.set(row, async () => {
@@ -231,14 +233,43 @@ function createTableForm() {
   const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
   const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
   const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
-  const gsi = h("input", { name: "gsi", spellcheck: "false" });
-  const gpk = h("input", { name: "gsiPk", spellcheck: "false" });
-  const gpkType = select(types, "S", { name: "gsiPkType" });
-  const gsk = h("input", { name: "gsiSk", spellcheck: "false" });
-  const gskType = select(types, "S", { name: "gsiSkType" });
-  const lsi = h("input", { name: "lsi", spellcheck: "false" });
-  const lsk = h("input", { name: "lsiSk", spellcheck: "false" });
-  const lskType = select(types, "S", { name: "lsiSkType" });
+  // Index blocks: one of each kind to start with, more on request.
+  const gsis = [];
+  const lsis = [];
+  const gsiList = h("div");
+  const lsiList = h("div");
+  const projection = (kind) => {
+    const type = select([["ALL", "All attributes"], ["KEYS_ONLY", "Keys only"], ["INCLUDE", "Keys and listed attributes"]], "ALL", { name: kind + "Projection" });
+    const attrs = h("input", { name: kind + "NonKey", spellcheck: "false", placeholder: "a, b" });
+    const attrsField = field("Projected attributes", attrs, "comma-separated");
+    attrsField.hidden = true;
+    type.addEventListener("change", () => { attrsField.hidden = type.value !== "INCLUDE"; });
+    return { el: [field("Projection", type), attrsField], value: () => type.value === "INCLUDE"
+      ? { ProjectionType: "INCLUDE", NonKeyAttributes: attrs.value.split(",").map((x) => x.trim()).filter(Boolean) } : { ProjectionType: type.value } };
+  };
+  const addGsi = () => {
+    const b = { name: h("input", { name: "gsi", spellcheck: "false" }), pk: h("input", { name: "gsiPk", spellcheck: "false" }),
+      pkType: select(types, "S", { name: "gsiPkType" }), sk: h("input", { name: "gsiSk", spellcheck: "false" }),
+      skType: select(types, "S", { name: "gsiSkType" }), proj: projection("gsi") };
+    gsis.push(b);
+    gsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Global secondary index ${gsis.length} (optional)`),
+      field("Index name", b.name),
+      h("div", { class: "row" }, field("Partition key", b.pk), field("Type", b.pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", b.sk), field("Type", b.skType)),
+      h("div", { class: "row" }, b.proj.el)));
+    return b;
+  };
+  const addLsi = () => {
+    const b = { name: h("input", { name: "lsi", spellcheck: "false" }), sk: h("input", { name: "lsiSk", spellcheck: "false" }),
+      skType: select(types, "S", { name: "lsiSkType" }), proj: projection("lsi") };
+    lsis.push(b);
+    lsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Local secondary index ${lsis.length} (optional; needs the table's sort key)`),
+      h("div", { class: "row" }, field("LSI name", b.name), field("LSI sort key", b.sk), field("Type", b.skType)),
+      h("div", { class: "row" }, b.proj.el)));
+    return b;
+  };
+  addGsi();
+  addLsi();
   const ttl = h("input", { name: "ttl", spellcheck: "false" });
   const pitr = h("input", { type: "checkbox", name: "pitr" });
   const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
@@ -251,13 +282,10 @@ function createTableForm() {
     h("fieldset", null, h("legend", null, "Primary key"),
       h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
       h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
-    h("fieldset", null, h("legend", null, "Global secondary index (optional)"),
-      field("Index name", gsi),
-      h("div", { class: "row" }, field("Partition key", gpk), field("Type", gpkType)),
-      h("div", { class: "row" }, field("Sort key (optional)", gsk), field("Type", gskType)),
-      h("p", { class: "hint" }, "The index projects all attributes.")),
-    h("fieldset", null, h("legend", null, "Local secondary index (optional; needs the table's sort key)"),
-      h("div", { class: "row" }, field("LSI name", lsi), field("LSI sort key", lsk), field("Type", lskType))),
+    gsiList,
+    h("button", { type: "button", onclick: () => addGsi().name.focus() }, "Add global index"),
+    lsiList,
+    h("button", { type: "button", onclick: () => addLsi().name.focus() }, "Add local index"),
     h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream),
       field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
       h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), prov,
@@ -277,20 +305,21 @@ function createTableForm() {
       if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
       const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
       if (billing.value === "PROVISIONED") input.ProvisionedThroughput = throughput;
-      if (gsi.value) {
-        if (!gpk.value) throw new Error("the index needs a partition key");
-        const ks = [{ AttributeName: gpk.value, KeyType: "HASH" }];
-        def(gpk.value, gpkType.value);
-        if (gsk.value) { ks.push({ AttributeName: gsk.value, KeyType: "RANGE" }); def(gsk.value, gskType.value); }
-        const g = { IndexName: gsi.value, KeySchema: ks, Projection: { ProjectionType: "ALL" } };
+      // A block without a name is left out.
+      for (const b of gsis.filter((b) => b.name.value.trim())) {
+        if (!b.pk.value) throw new Error(`the index ${b.name.value} needs a partition key`);
+        const ks = [{ AttributeName: b.pk.value, KeyType: "HASH" }];
+        def(b.pk.value, b.pkType.value);
+        if (b.sk.value) { ks.push({ AttributeName: b.sk.value, KeyType: "RANGE" }); def(b.sk.value, b.skType.value); }
+        const g = { IndexName: b.name.value.trim(), KeySchema: ks, Projection: b.proj.value() };
         if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
-        input.GlobalSecondaryIndexes = [g];
+        (input.GlobalSecondaryIndexes ||= []).push(g);
       }
-      if (lsi.value) {
-        if (!lsk.value || !sk.value) throw new Error("a local index needs its own sort key and the table's sort key");
-        def(lsk.value, lskType.value);
-        input.LocalSecondaryIndexes = [{ IndexName: lsi.value, Projection: { ProjectionType: "ALL" },
-          KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: lsk.value, KeyType: "RANGE" }] }];
+      for (const b of lsis.filter((b) => b.name.value.trim())) {
+        if (!b.sk.value || !sk.value) throw new Error(`the local index ${b.name.value} needs its own sort key and the table's sort key`);
+        def(b.sk.value, b.skType.value);
+        (input.LocalSecondaryIndexes ||= []).push({ IndexName: b.name.value.trim(), Projection: b.proj.value(),
+          KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: b.sk.value, KeyType: "RANGE" }] });
       }
       if (stream.value) input.StreamSpecification = { StreamEnabled: true, StreamViewType: stream.value };
       input.AttributeDefinitions = [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t }));
@@ -321,6 +350,188 @@ function createTableForm() {
   return f;
 }
 
+// ---------- one table: point-in-time recovery, restore, tags ----------
+
+function utc(seconds) {
+  return seconds == null ? "" : new Date(seconds * 1000).toISOString();
+}
+
+function tableView(args) {
+  const name = args[0];
+  if (!name) { location.hash = "#/tables"; return; }
+  const out = h("div");
+  clear(main, h("div", { class: "titlebar" }, h("h1", null, "Table: ", h("span", { class: "name" }, name)),
+    h("span", null, link("#/items/" + encodeURIComponent(name), "Items"), " · ", link("#/tables", "All tables"))), out);
+  guard(async () => {
+    const t = await describe(name);
+    const pitr = h("section", { class: "card", id: "pitr" });
+    const restore = h("section", { class: "card", id: "pitr-restore", hidden: true });
+    const tags = h("section", { class: "card", id: "tags" });
+    main.append(pitr, restore, tags);
+    await Promise.all([pitrSection(t, pitr, restore), tagsSection(t, tags)]);
+  }, out);
+}
+
+// pitrSection shows the table's point-in-time recovery (status, period,
+// restorable window), enables, updates or disables it, and fills restore
+// with the restore-to-an-instant form while it is enabled.
+async function pitrSection(t, box, restore) {
+  clear(box, h("h2", null, "Point-in-time recovery"));
+  const cb = await guard(() => client.call("DescribeContinuousBackups", { TableName: t.TableName }), box);
+  if (!cb) return;
+  const p = cb.ContinuousBackupsDescription?.PointInTimeRecoveryDescription || {};
+  const on = p.PointInTimeRecoveryStatus === "ENABLED";
+  const facts = h("dl", { class: "facts", id: "pitr-facts" });
+  const fact = (k, v) => facts.append(h("dt", null, k), h("dd", null, v));
+  fact("Status", p.PointInTimeRecoveryStatus || "DISABLED");
+  if (on) {
+    fact("Recovery period", `${p.RecoveryPeriodInDays ?? 35} days`);
+    fact("Earliest restorable", utc(p.EarliestRestorableDateTime));
+    fact("Latest restorable", utc(p.LatestRestorableDateTime));
+  }
+  const days = h("input", { type: "number", name: "RecoveryPeriodInDays", min: "1", max: "35", value: String(p.RecoveryPeriodInDays ?? 35) });
+  const msg = h("div");
+  const set = async (enable) => {
+    clear(msg);
+    const spec = { PointInTimeRecoveryEnabled: enable };
+    if (enable) spec.RecoveryPeriodInDays = Number(days.value);
+    const r = await guard(() => client.call("UpdateContinuousBackups", { TableName: t.TableName, PointInTimeRecoverySpecification: spec }), msg);
+    if (!r) return;
+    status(`Point-in-time recovery ${enable ? "enabled" : "disabled"} on ${t.TableName}.`);
+    pitrSection(t, box, restore);
+  };
+  const f = h("form", { id: "pitr-form", class: "row" }, field("Recovery period (days)", days, "1–35"),
+    h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary" }, on ? "Update period" : "Enable"),
+      on ? h("button", { type: "button", class: "danger", onclick: () => set(false) }, "Disable") : null));
+  f.addEventListener("submit", (ev) => { ev.preventDefault(); set(true); });
+  box.append(facts, f, msg);
+  restore.hidden = !on;
+  if (on) pitrRestoreForm(t, p, restore);
+}
+
+// tagsSection lists the table's tags (ListTagsOfResource, every page),
+// adds or changes one (TagResource) and removes one (UntagResource).
+async function tagsSection(t, box) {
+  clear(box, h("h2", null, "Tags"));
+  const tags = [];
+  let token;
+  do {
+    const r = await guard(() => client.call("ListTagsOfResource", token ? { ResourceArn: t.TableArn, NextToken: token } : { ResourceArn: t.TableArn }), box);
+    if (!r) return;
+    tags.push(...(r.Tags || []));
+    token = r.NextToken;
+  } while (token);
+  const msg = h("div");
+  const again = () => tagsSection(t, box);
+  const body = h("tbody", null, tags.length ? tags.map((tag) => h("tr", null, h("th", { scope: "row" }, tag.Key), h("td", null, tag.Value),
+    h("td", null, h("button", { type: "button", class: "danger small", "aria-label": "Remove tag " + tag.Key, onclick: async () => {
+      const r = await guard(() => client.call("UntagResource", { ResourceArn: t.TableArn, TagKeys: [tag.Key] }), msg);
+      if (r) { status(`Tag ${tag.Key} removed.`); again(); }
+    } }, "Remove")))) : h("tr", null, h("td", { colspan: 3 }, "No tags.")));
+  const key = h("input", { name: "tagKey", required: true, spellcheck: "false", maxlength: "128" });
+  const value = h("input", { name: "tagValue", spellcheck: "false", maxlength: "256" });
+  const f = h("form", { id: "tag-form", class: "row" }, field("Tag key", key), field("Tag value", value),
+    h("button", { type: "submit", class: "primary" }, "Add tag"));
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const r = await guard(() => client.call("TagResource", { ResourceArn: t.TableArn, Tags: [{ Key: key.value, Value: value.value }] }), msg);
+    if (r) { status(`Tag ${key.value} set.`); again(); }
+  });
+  box.append(h("div", { class: "scroll" }, h("table", { class: "grid", id: "tag-list" },
+    h("thead", null, h("tr", null, ["Key", "Value", ""].map((x) => h("th", { scope: "col" }, x)))), body)), f, msg);
+}
+
+// pitrRestoreForm restores the table as it was at a chosen instant of its
+// window, or at the latest restorable time, into a new table.
+function pitrRestoreForm(t, p, box) {
+  const target = h("input", { name: "TargetTableName", required: true, spellcheck: "false", value: t.TableName + "-restored" });
+  const latest = h("input", { type: "checkbox", name: "latest", checked: true });
+  // datetime-local has no zone: the console reads and writes it as UTC.
+  const instant = h("input", { type: "datetime-local", name: "RestoreDateTime", step: "1", disabled: true,
+    value: utc(p.LatestRestorableDateTime).slice(0, 19) });
+  latest.addEventListener("change", () => { instant.disabled = latest.checked; });
+  const over = restoreOverrides(t);
+  const msg = h("div");
+  const f = h("form", { id: "pitr-restore-form" },
+    h("h2", null, "Restore to a point in time"),
+    h("p", { class: "hint" }, "Creates a new table holding this table's items as they were at the instant; its key schema, indexes and capacity are this table's, with the overrides below."),
+    field("New table name", target),
+    h("div", { class: "row" }, check("Latest restorable time", latest),
+      field("Restore instant (UTC)", instant, `between ${utc(p.EarliestRestorableDateTime)} and ${utc(p.LatestRestorableDateTime)}`)),
+    over.el, h("button", { type: "submit", class: "primary" }, "Restore"), msg);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const input = { SourceTableName: t.TableName, TargetTableName: target.value.trim(), ...over.value() };
+    if (latest.checked) input.UseLatestRestorableTime = true;
+    else {
+      const at = Date.parse(instant.value + "Z");
+      if (Number.isNaN(at)) { msg.append(errorBox("Choose the instant to restore to.")); return; }
+      input.RestoreDateTime = at / 1000;
+    }
+    const r = await guard(() => client.call("RestoreTableToPointInTime", input), msg);
+    if (r) restoreStarted(r.TableDescription, msg);
+  });
+  clear(box, f);
+}
+
+// restoreOverrides is the overrides part of a restore form for a source
+// table described by src (a TableDescription, or a backup's source
+// details): the billing mode, the provisioned capacity, and which
+// secondary indexes to keep. value() is the request's override members;
+// an index list is sent only when an index is dropped.
+function restoreOverrides(src) {
+  const billing = select([["", "As the source"], ["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "", { name: "BillingModeOverride" });
+  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
+  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
+  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
+  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  const boxes = [];
+  const idx = h("div", { class: "row" });
+  for (const [kind, list] of [["GSI", src.GlobalSecondaryIndexes || []], ["LSI", src.LocalSecondaryIndexes || []]]) {
+    for (const i of list) {
+      const c = h("input", { type: "checkbox", checked: true, "data-index": i.IndexName });
+      boxes.push({ kind, i, c });
+      idx.append(check(`Keep ${i.IndexName} (${kind})`, c));
+    }
+  }
+  const el = h("fieldset", { class: "overrides" }, h("legend", null, "Overrides"),
+    h("div", { class: "row" }, field("Billing mode", billing)), prov,
+    boxes.length ? idx : h("p", { class: "hint" }, "No secondary indexes to keep or drop."));
+  return {
+    el,
+    value() {
+      const o = {};
+      const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
+      if (billing.value) o.BillingModeOverride = billing.value;
+      if (billing.value === "PROVISIONED") o.ProvisionedThroughputOverride = throughput;
+      const dropped = (kind) => boxes.some((b) => b.kind === kind && !b.c.checked);
+      const kept = (kind) => boxes.filter((b) => b.kind === kind && b.c.checked).map((b) => b.i);
+      if (dropped("GSI")) {
+        o.GlobalSecondaryIndexOverride = kept("GSI").map((i) => {
+          const g = { IndexName: i.IndexName, KeySchema: i.KeySchema, Projection: i.Projection };
+          if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
+          return g;
+        });
+      }
+      if (dropped("LSI")) {
+        o.LocalSecondaryIndexOverride = kept("LSI").map((i) => ({ IndexName: i.IndexName, KeySchema: i.KeySchema, Projection: i.Projection }));
+      }
+      return o;
+    },
+  };
+}
+
+// restoreStarted reports a restore's target table, in CREATING, and
+// follows the job (backups page).
+function restoreStarted(d, into) {
+  status(`Restoring into ${d.TableName} (${d.TableStatus}).`);
+  watchRestore(d.TableName);
+  if (into) clear(into, h("p", null, "Restoring into ", link("#/table/" + encodeURIComponent(d.TableName), d.TableName),
+    "; follow it under ", link("#/backups", "Backups"), "."));
+}
+
 // ---------- items ----------
 
 async function describe(name) {
@@ -335,7 +546,7 @@ function itemsView(args) {
   }
   const out = h("div");
   clear(main, h("div", { class: "titlebar" }, h("h1", null, "Items: ", h("span", { class: "name" }, tableName)),
-    link("#/tables", "All tables")), out);
+    h("span", null, link("#/table/" + encodeURIComponent(tableName), "Manage table"), " · ", link("#/tables", "All tables"))), out);
   guard(async () => itemsPage(await describe(tableName)), out);
 }
 
@@ -482,6 +693,9 @@ function itemsPage(t) {
     }
     runPage(op, input, 1);
   });
+  // The first page of a scan is shown on opening the table (100 items:
+  // as cheap on a large table as on a small one).
+  form.requestSubmit();
 
   function keyOf(item) {
     const k = {};
@@ -577,6 +791,214 @@ function partiqlView() {
   f.addEventListener("submit", (ev) => { ev.preventDefault(); run(null, 1); });
 }
 
+// ---------- jobs ----------
+
+// jobs are the backup and restore jobs this tab follows: those it started
+// and those /metrics shows running. A job is keyed by its kind and table
+// (a backup's source, a restore's target) and, for a backup, its id.
+const jobs = new Map();
+let jobsTimer = null;
+let jobsRender = null; // the backups page's jobs table, while shown
+
+const JOB_SERIES = ["extenddb_backup_job_items", "extenddb_backup_job_bytes", "extenddb_backup_job_total_items", "extenddb_backup_job_total_bytes"];
+
+function jobOf(kind, table, id) {
+  const key = kind === "restore" ? `restore/${table}` : `${kind}/${table}/${id}`;
+  let j = jobs.get(key);
+  if (!j || (kind === "restore" && j.state !== "running" && id && j.id !== id)) {
+    j = { key, kind, table, id, state: "running", phase: "", items: 0, bytes: 0, totalItems: 0, totalBytes: 0, samples: [], reason: "", started: Date.now() };
+    jobs.set(key, j);
+  }
+  return j;
+}
+
+// watchBackup follows a backup this tab started until AVAILABLE or FAILED.
+function watchBackup(d) {
+  const j = jobOf("backup", d.TableName || d.BackupArn.split(":table/")[1].split("/")[0], d.BackupArn.split("/backup/")[1]);
+  j.arn = d.BackupArn;
+  j.name = d.BackupName;
+  // The table's item count and size, as DescribeTable reports them, are
+  // the backup's expected totals (the job itself knows them only at the end).
+  client.call("DescribeTable", { TableName: j.table }).then((r) => {
+    j.estItems = r.Table.ItemCount;
+    j.estBytes = r.Table.TableSizeBytes;
+  }, () => {});
+  pollJobs();
+}
+
+// watchRestore follows the restore into table until it is ACTIVE or FAILED.
+function watchRestore(table) {
+  const j = jobOf("restore", table, "");
+  j.state = "running";
+  pollJobs();
+}
+
+// pollJobs reads /metrics and the API every second while a followed job
+// runs or the backups page is shown.
+async function pollJobs() {
+  clearTimeout(jobsTimer);
+  jobsTimer = null;
+  let text = "";
+  try {
+    const r = await fetch("/metrics", { cache: "no-store", credentials: "omit" });
+    if (r.ok) text = await r.text();
+  } catch { /* the API checks below still run */ }
+  const now = Date.now();
+  const live = new Set();
+  const series = parseMetrics(text, new Set(JOB_SERIES));
+  const byJob = new Map();
+  for (const x of series) {
+    const k = `${x.labels.kind}\u0000${x.labels.table}\u0000${x.labels.job}`;
+    const v = byJob.get(k) || byJob.set(k, { labels: x.labels }).get(k);
+    v[x.name.slice("extenddb_backup_job_".length)] = x.value;
+  }
+  for (const { labels, items, bytes, total_items: ti, total_bytes: tb } of byJob.values()) {
+    if (!["backup", "restore", "export", "import"].includes(labels.kind)) continue;
+    const j = jobOf(labels.kind, labels.table, labels.job);
+    live.add(j);
+    j.id = labels.job;
+    j.state = "running";
+    j.phase = labels.phase;
+    j.items = items || 0;
+    j.bytes = bytes || 0;
+    j.totalItems = ti || 0;
+    j.totalBytes = tb || 0;
+    addSample(j.samples, { at: now, items: j.items, bytes: j.bytes });
+  }
+  // The server keeps a failed job's reason on /metrics for a while (the
+  // API has no failed backup or restore to describe).
+  const failures = new Map();
+  for (const x of parseMetrics(text, new Set(["extenddb_backup_job_failed"]))) {
+    const key = x.labels.kind === "restore" ? `restore/${x.labels.table}` : `${x.labels.kind}/${x.labels.table}/${x.labels.job}`;
+    failures.set(key, { at: x.value * 1000, reason: x.labels.reason });
+  }
+  // A followed job not on /metrics (not started yet, or finished) is
+  // looked up through the API.
+  await Promise.all([...jobs.values()].filter((j) => j.state === "running" && !live.has(j)).map((j) => settle(j, failures.get(j.key))));
+  // A job seen failing before its reason reached /metrics gets it later.
+  for (const j of jobs.values()) {
+    const f = failures.get(j.key);
+    if (j.state === "FAILED" && !j.why && f && f.at >= j.started - 1000) j.reason = j.why = f.reason;
+  }
+  if (jobsRender) jobsRender();
+  if ([...jobs.values()].some((j) => j.state === "running") || jobsRender) jobsTimer = setTimeout(pollJobs, 1000);
+}
+
+// settle asks the API where a job not running on /metrics stands;
+// failure is the job's entry among /metrics' recent failures, if any.
+async function settle(j, failure) {
+  // A failure from before this tab followed the job is an earlier job's
+  // (the second is the metric's resolution).
+  const why = failure && failure.at >= j.started - 1000 ? failure.reason : "";
+  j.why = why;
+  try {
+    if (j.kind === "export") {
+      if (!j.arn) {
+        const tableArn = (await describe(j.table)).TableArn;
+        let token;
+        do {
+          const r = await client.call("ListExports", token ? { TableArn: tableArn, MaxResults: 25, NextToken: token } : { TableArn: tableArn, MaxResults: 25 });
+          j.arn = (r.ExportSummaries || []).find((x) => x.ExportArn.endsWith("/export/" + j.id))?.ExportArn;
+          token = j.arn ? null : r.NextToken;
+        } while (token);
+        if (!j.arn) return;
+      }
+      const x = (await client.call("DescribeExport", { ExportArn: j.arn })).ExportDescription;
+      if (x.ExportStatus === "COMPLETED") {
+        j.state = "COMPLETED";
+        if (x.ItemCount != null) { j.items = x.ItemCount; j.itemsKnown = true; }
+        if (x.BilledSizeBytes != null) { j.bytes = x.BilledSizeBytes; j.bytesKnown = true; }
+      } else if (x.ExportStatus === "FAILED") {
+        j.state = "FAILED";
+        j.reason = `${x.FailureCode || ""}: ${x.FailureMessage || ""}`;
+      }
+    } else if (j.kind === "import") {
+      if (!j.arn) {
+        const r = await client.call("ListImports", { PageSize: 25 });
+        j.arn = (r.ImportSummaryList || []).find((x) => x.ImportArn.endsWith("/import/" + j.id))?.ImportArn;
+        if (!j.arn) return;
+      }
+      const x = (await client.call("DescribeImport", { ImportArn: j.arn })).ImportTableDescription;
+      if (x.ImportStatus === "COMPLETED" || x.ImportStatus === "FAILED") {
+        j.state = x.ImportStatus;
+        j.items = x.ImportedItemCount;
+        j.itemsKnown = true;
+        if (x.ProcessedSizeBytes != null) { j.bytes = x.ProcessedSizeBytes; j.bytesKnown = true; }
+        if (x.ImportStatus === "FAILED") j.reason = `${x.FailureCode || ""}: ${x.FailureMessage || ""}`;
+        if (x.ErrorCount) j.reason = `${j.reason ? j.reason + "; " : ""}${x.ErrorCount} items refused`;
+      }
+    } else if (j.kind === "backup") {
+      let arn = j.arn;
+      if (!arn) {
+        const r = await client.call("ListBackups", { TableName: j.table });
+        arn = (r.BackupSummaries || []).find((b) => b.BackupArn.endsWith("/backup/" + j.id))?.BackupArn;
+        if (!arn) throw Object.assign(new Error("not listed"), { type: "BackupNotFoundException" });
+        j.arn = arn;
+      }
+      const b = (await client.call("DescribeBackup", { BackupArn: arn })).BackupDescription.BackupDetails;
+      j.name = b.BackupName;
+      if (b.BackupStatus === "AVAILABLE") {
+        j.state = "AVAILABLE";
+        if (b.BackupSizeBytes != null) { j.bytes = b.BackupSizeBytes; j.bytesKnown = true; }
+      } else if (b.BackupStatus !== "CREATING") {
+        j.state = b.BackupStatus;
+      }
+    } else {
+      const t = (await client.call("DescribeTable", { TableName: j.table })).Table;
+      if (t.TableStatus === "ACTIVE" && !t.RestoreSummary?.RestoreInProgress) {
+        j.state = "COMPLETED";
+        if (t.ItemCount != null) { j.items = t.ItemCount; j.itemsKnown = true; }
+        if (t.TableSizeBytes != null) { j.bytes = t.TableSizeBytes; j.bytesKnown = true; }
+      }
+    }
+  } catch (e) {
+    if (e.type === "BackupNotFoundException") {
+      j.state = "FAILED";
+      j.reason = why || "the backup was not completed and is no longer listed (a failed backup is not kept); the server's log says why";
+    } else if (e.type === "ResourceNotFoundException") {
+      j.state = "FAILED";
+      j.reason = why || "the restore failed and its target table was removed; the server's log says why";
+    } else {
+      j.reason = e.message;
+    }
+  }
+  if (j.state !== "running") j.ended = j.ended || Date.now();
+}
+
+// showJobs keeps body filled with the followed jobs that pass keep,
+// newest first, while body is on the page.
+function showJobs(body, keep, none) {
+  jobsRender = () => {
+    if (!main.contains(body)) { jobsRender = null; return; }
+    const list = [...jobs.values()].filter(keep).sort((a, b) => b.started - a.started);
+    clear(body, list.length ? list.map(jobRow) : h("tr", null, h("td", { colspan: 9 }, none)));
+  };
+  jobsRender();
+  pollJobs();
+}
+
+function jobsTable(body, what) {
+  return h("div", { class: "scroll" }, h("table", { class: "grid", id: "jobs" },
+    h("thead", null, h("tr", null, ["Kind", "Table", what, "Status", "Items", "Bytes", "Rate", "ETA", "Detail"].map((x) => h("th", { scope: "col" }, x)))), body));
+}
+
+function jobRow(j) {
+  const p = progress(j.samples, j.totalItems || j.estItems, j.totalBytes || j.estBytes);
+  const running = j.state === "running";
+  const pct = running && p.fraction != null ? ` ${(100 * p.fraction).toFixed(0)} %` : "";
+  const estimated = running && !j.totalItems && j.estItems ? " (total estimated from the table)" : "";
+  return h("tr", { "data-job": j.key },
+    h("td", null, j.kind), h("td", null, j.table), h("td", null, j.name || j.id || ""),
+    h("td", { class: running ? "" : j.state === "FAILED" ? "bad" : "ok" }, running ? `running${j.phase ? " (" + j.phase + ")" : ""}${pct}` : j.state),
+    // A count is shown once known: from /metrics while the job ran, or
+    // from the API's answer at its end.
+    h("td", null, running || j.samples.length || j.itemsKnown ? String(j.items) : ""),
+    h("td", null, running || j.samples.length || j.bytesKnown ? formatBytes(j.bytes) : ""),
+    h("td", null, running && p.rate != null ? `${p.rate.toFixed(0)} items/s, ${formatBytes(p.byteRate)}/s` : ""),
+    h("td", null, running ? duration(p.eta) : `took ${duration(((j.ended || Date.now()) - j.started) / 1000)}`),
+    h("td", null, (j.reason || "") + estimated));
+}
+
 // ---------- backups ----------
 
 function backupsView() {
@@ -592,10 +1014,14 @@ function backupsView() {
     h("div", { class: "row" }, field("Table", table), field("Backup name", bname)),
     h("button", { type: "submit", class: "primary" }, "Create backup"));
   const more = h("div", { class: "pager" });
+  const jobBody = h("tbody");
   clear(main, h("h1", null, "Backups"), f, names, out,
+    h("h2", null, "Jobs"), jobsTable(jobBody, "Backup"),
+    h("h2", null, "Backups"),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "backups" },
-      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", "Restore", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
+      h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Size", ""].map((x) => h("th", { scope: "col" }, x)))), body)),
     more);
+  showJobs(jobBody, (j) => j.kind !== "export", "No backup or restore running.");
   let timer = null;
   // load shows the first page of 100 backups (start: the next page,
   // appended); while one is CREATING the first page is read again every
@@ -608,22 +1034,43 @@ function backupsView() {
     let pending = false;
     for (const b of r.BackupSummaries || []) {
       if (b.BackupStatus === "CREATING") pending = true;
-      const target = h("input", { spellcheck: "false", "aria-label": "Restore as table", placeholder: "new table name" });
-      const restore = h("form", { class: "inline" }, target, h("button", { type: "submit", class: "small" }, "Restore"));
-      restore.addEventListener("submit", async (ev) => {
-        ev.preventDefault();
-        const x = await guard(() => client.call("RestoreTableFromBackup", { BackupArn: b.BackupArn, TargetTableName: target.value.trim() }), out);
-        if (x) status(`Restoring into ${target.value.trim()} (${x.TableDescription.TableStatus}).`);
-      });
-      body.append(h("tr", null, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
+      const row = h("tr", { "data-backup": b.BackupArn }, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
         h("td", null, b.BackupCreationDateTime ? new Date(b.BackupCreationDateTime * 1000).toISOString() : ""),
         h("td", null, formatBytes(b.BackupSizeBytes)),
-        h("td", null, b.BackupStatus === "AVAILABLE" ? restore : ""),
-        h("td", null, b.BackupStatus === "AVAILABLE" ? deleteButton(b) : "")));
+        h("td", { class: "actions" }, b.BackupStatus === "AVAILABLE"
+          ? [h("button", { type: "button", class: "small", onclick: () => restoreBackupForm(b, row) }, "Restore…"), " ", deleteButton(b)] : ""));
+      body.append(row);
     }
-    if (!start && !(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 7 }, "No backups.")));
+    if (!start && !(r.BackupSummaries || []).length) body.append(h("tr", null, h("td", { colspan: 6 }, "No backups.")));
     clearTimeout(timer);
     if (pending && location.hash.startsWith("#/backups")) timer = setTimeout(() => load(), 1000);
+  }
+  // restoreBackupForm opens, under the backup's row, the form restoring it
+  // into a new table with overrides of the backup's indexes and capacity.
+  async function restoreBackupForm(b, row) {
+    if (row.nextSibling?.classList?.contains("restore-row")) { row.nextSibling.remove(); return; }
+    const cell = h("td", { colspan: 6 });
+    const tr = h("tr", { class: "restore-row" }, cell);
+    row.after(tr);
+    const d = await guard(() => client.call("DescribeBackup", { BackupArn: b.BackupArn }), cell);
+    if (!d) return;
+    const src = d.BackupDescription.SourceTableFeatureDetails || {};
+    const over = restoreOverrides(src);
+    const target = h("input", { name: "TargetTableName", required: true, spellcheck: "false" });
+    const msg = h("div");
+    const f = h("form", { class: "restore", "aria-label": "Restore backup" },
+      h("p", null, "Restore ", h("strong", null, b.BackupName), " of ", h("strong", null, b.TableName), " into a new table."),
+      field("New table name", target), over.el,
+      h("button", { type: "submit", class: "primary" }, "Restore"),
+      h("button", { type: "button", onclick: () => tr.remove() }, "Cancel"), msg);
+    f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      clear(msg);
+      const x = await guard(() => client.call("RestoreTableFromBackup", { BackupArn: b.BackupArn, TargetTableName: target.value.trim(), ...over.value() }), msg);
+      if (x) { restoreStarted(x.TableDescription); tr.remove(); }
+    });
+    clear(cell, f);
+    target.focus();
   }
   // deleteButton asks once more before DeleteBackup.
   function deleteButton(b) {
@@ -643,7 +1090,165 @@ function backupsView() {
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const r = await guard(() => client.call("CreateBackup", { TableName: table.value.trim(), BackupName: bname.value.trim() }), clear(out));
-    if (r) { status(`Backup ${r.BackupDetails.BackupName} ${r.BackupDetails.BackupStatus}.`); load(); }
+    if (r) {
+      status(`Backup ${r.BackupDetails.BackupName} ${r.BackupDetails.BackupStatus}.`);
+      watchBackup({ ...r.BackupDetails, TableName: table.value.trim() });
+      load();
+    }
+  });
+  load();
+}
+
+// ---------- exports ----------
+
+function exportsView() {
+  const out = h("div");
+  const names = h("datalist", { id: "export-table-names" });
+  client.call("ListTables", { Limit: 100 }).then((r) => {
+    for (const n of r.TableNames) names.append(h("option", { value: n }));
+  }, () => { /* the field still takes a typed name */ });
+  const table = h("input", { name: "table", required: true, spellcheck: "false", list: "export-table-names", autocomplete: "off" });
+  const bucket = h("input", { name: "S3Bucket", required: true, spellcheck: "false" });
+  const prefix = h("input", { name: "S3Prefix", spellcheck: "false" });
+  const fmt = select([["DYNAMODB_JSON", "DynamoDB JSON"], ["ION", "Amazon Ion"]], "DYNAMODB_JSON", { name: "ExportFormat" });
+  const at = h("input", { type: "datetime-local", name: "ExportTime", step: "1" });
+  const f = h("form", { class: "card", id: "start-export" }, h("h2", null, "Export a table to S3"),
+    h("p", { class: "hint" }, "The table needs point-in-time recovery; the bucket is one of the server's ", h("code", null, "[s3]"), " section (docs/exports.md)."),
+    h("div", { class: "row" }, field("Table", table), field("S3 bucket", bucket), field("S3 prefix (optional)", prefix)),
+    h("div", { class: "row" }, field("Format", fmt), field("Export time (UTC, optional)", at, "empty: now")),
+    h("button", { type: "submit", class: "primary" }, "Start export"));
+  const jobBody = h("tbody");
+  const body = h("tbody");
+  const more = h("div", { class: "pager" });
+  clear(main, h("h1", null, "Exports"), f, names, out, h("h2", null, "Jobs"), jobsTable(jobBody, "Export"),
+    h("h2", null, "Exports"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "exports" },
+      h("thead", null, h("tr", null, ["Export", "Table", "Status", "Started", "Ended", "Items", "Size", "Where", "Detail"].map((x) => h("th", { scope: "col" }, x)))), body)),
+    more);
+  showJobs(jobBody, (j) => j.kind === "export", "No export running.");
+  let timer = null;
+  // load lists the exports 25 at a time (the API's most), each described;
+  // the first page is read again every 2 seconds while one is running.
+  async function load(token) {
+    const r = await guard(() => client.call("ListExports", token ? { MaxResults: 25, NextToken: token } : { MaxResults: 25 }), clear(out));
+    if (!r) return;
+    if (!token) clear(body);
+    const ds = await Promise.all((r.ExportSummaries || []).map((x) => client.call("DescribeExport", { ExportArn: x.ExportArn })
+      .then((d) => d.ExportDescription, () => x)));
+    let running = false;
+    for (const d of ds) {
+      if (d.ExportStatus === "IN_PROGRESS") running = true;
+      body.append(h("tr", { "data-export": d.ExportArn }, h("td", null, d.ExportArn.split("/export/")[1] || d.ExportArn),
+        h("td", null, (d.TableArn || "").split("/").pop()),
+        h("td", { class: d.ExportStatus === "FAILED" ? "bad" : d.ExportStatus === "COMPLETED" ? "ok" : "" }, d.ExportStatus),
+        h("td", null, utc(d.StartTime)), h("td", null, utc(d.EndTime)),
+        h("td", null, d.ItemCount == null ? "" : String(d.ItemCount)), h("td", null, formatBytes(d.BilledSizeBytes)),
+        h("td", null, d.S3Bucket ? `s3://${d.S3Bucket}/${d.ExportManifest || d.S3Prefix || ""}` : ""),
+        h("td", null, d.ExportStatus === "FAILED" ? `${d.FailureCode || ""}: ${d.FailureMessage || ""}` : d.ExportFormat || "")));
+    }
+    if (!token && !ds.length) body.append(h("tr", null, h("td", { colspan: 9 }, "No exports.")));
+    clear(more, r.NextToken ? h("button", { type: "button", onclick: () => load(r.NextToken) }, "More exports") : null);
+    clearTimeout(timer);
+    if (!token && running) timer = setTimeout(() => { if (main.contains(body)) load(); }, 2000);
+  }
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    const t = await guard(() => describe(table.value.trim()), out);
+    if (!t) return;
+    const input = { TableArn: t.TableArn, S3Bucket: bucket.value.trim(), ExportFormat: fmt.value };
+    if (prefix.value.trim()) input.S3Prefix = prefix.value.trim();
+    if (at.value) input.ExportTime = Date.parse(at.value + "Z") / 1000;
+    const r = await guard(() => client.call("ExportTableToPointInTime", input), out);
+    if (!r) return;
+    const d = r.ExportDescription;
+    status(`Export of ${t.TableName} ${d.ExportStatus}.`);
+    const j = jobOf("export", t.TableName, d.ExportArn.split("/export/")[1]);
+    j.arn = d.ExportArn;
+    j.estItems = t.ItemCount;
+    j.estBytes = t.TableSizeBytes;
+    pollJobs();
+    load();
+  });
+  load();
+}
+
+// ---------- imports ----------
+
+function importsView() {
+  const out = h("div");
+  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+  const bucket = h("input", { name: "S3Bucket", required: true, spellcheck: "false" });
+  const prefix = h("input", { name: "S3KeyPrefix", spellcheck: "false" });
+  const fmt = select([["DYNAMODB_JSON", "DynamoDB JSON"], ["ION", "Amazon Ion"], ["CSV", "CSV"]], "DYNAMODB_JSON", { name: "InputFormat" });
+  const comp = select([["GZIP", "GZIP"], ["ZSTD", "ZSTD"], ["NONE", "None"]], "GZIP", { name: "InputCompressionType" });
+  const name = h("input", { name: "TableName", required: true, spellcheck: "false" });
+  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
+  const pkType = select(types, "S", { name: "pkType" });
+  const sk = h("input", { name: "sk", spellcheck: "false" });
+  const skType = select(types, "S", { name: "skType" });
+  const f = h("form", { class: "card", id: "start-import" }, h("h2", null, "Import from S3 into a new table"),
+    h("p", { class: "hint" }, "Reads every object under the prefix of a bucket of the server's ", h("code", null, "[s3]"),
+      " section (an AWS export's data/ directory, for one) into a new on-demand table (docs/exports.md)."),
+    h("div", { class: "row" }, field("S3 bucket", bucket), field("Key prefix", prefix)),
+    h("div", { class: "row" }, field("Input format", fmt), field("Compression", comp)),
+    h("fieldset", null, h("legend", null, "New table"), field("Table name", name),
+      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+    h("button", { type: "submit", class: "primary" }, "Start import"));
+  const jobBody = h("tbody");
+  const body = h("tbody");
+  const more = h("div", { class: "pager" });
+  clear(main, h("h1", null, "Imports"), f, out, h("h2", null, "Jobs"), jobsTable(jobBody, "Import"),
+    h("h2", null, "Imports"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "imports" },
+      h("thead", null, h("tr", null, ["Import", "Table", "Status", "Started", "Ended", "Imported", "Errors", "Source", "Detail"].map((x) => h("th", { scope: "col" }, x)))), body)),
+    more);
+  showJobs(jobBody, (j) => j.kind === "import", "No import running.");
+  let timer = null;
+  // load lists the imports 25 at a time, each described; the first page
+  // is read again every 2 seconds while one is running.
+  async function load(token) {
+    const r = await guard(() => client.call("ListImports", token ? { PageSize: 25, NextToken: token } : { PageSize: 25 }), clear(out));
+    if (!r) return;
+    if (!token) clear(body);
+    const ds = await Promise.all((r.ImportSummaryList || []).map((x) => client.call("DescribeImport", { ImportArn: x.ImportArn })
+      .then((d) => d.ImportTableDescription, () => x)));
+    let running = false;
+    for (const d of ds) {
+      if (d.ImportStatus === "IN_PROGRESS") running = true;
+      const src = d.S3BucketSource || {};
+      body.append(h("tr", { "data-import": d.ImportArn }, h("td", null, d.ImportArn.split("/import/")[1] || d.ImportArn),
+        h("td", null, (d.TableArn || "").split("/").pop()),
+        h("td", { class: d.ImportStatus === "FAILED" ? "bad" : d.ImportStatus === "COMPLETED" ? "ok" : "" }, d.ImportStatus),
+        h("td", null, utc(d.StartTime)), h("td", null, utc(d.EndTime)),
+        h("td", null, d.ImportedItemCount == null ? "" : String(d.ImportedItemCount)),
+        h("td", null, d.ErrorCount == null ? "" : String(d.ErrorCount)),
+        h("td", null, `s3://${src.S3Bucket || ""}/${src.S3KeyPrefix || ""} (${d.InputFormat || ""}${d.InputCompressionType ? ", " + d.InputCompressionType : ""})`),
+        h("td", null, d.ImportStatus === "FAILED" ? `${d.FailureCode || ""}: ${d.FailureMessage || ""}` : "")));
+    }
+    if (!token && !ds.length) body.append(h("tr", null, h("td", { colspan: 9 }, "No imports.")));
+    clear(more, r.NextToken ? h("button", { type: "button", onclick: () => load(r.NextToken) }, "More imports") : null);
+    clearTimeout(timer);
+    if (!token && running) timer = setTimeout(() => { if (main.contains(body)) load(); }, 2000);
+  }
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(out);
+    const defs = [{ AttributeName: pk.value, AttributeType: pkType.value }];
+    const ks = [{ AttributeName: pk.value, KeyType: "HASH" }];
+    if (sk.value) { defs.push({ AttributeName: sk.value, AttributeType: skType.value }); ks.push({ AttributeName: sk.value, KeyType: "RANGE" }); }
+    const input = { S3BucketSource: { S3Bucket: bucket.value.trim() }, InputFormat: fmt.value, InputCompressionType: comp.value,
+      TableCreationParameters: { TableName: name.value.trim(), KeySchema: ks, AttributeDefinitions: defs, BillingMode: "PAY_PER_REQUEST" } };
+    if (prefix.value.trim()) input.S3BucketSource.S3KeyPrefix = prefix.value.trim();
+    const r = await guard(() => client.call("ImportTable", input), out);
+    if (!r) return;
+    const d = r.ImportTableDescription;
+    status(`Import into ${name.value.trim()} ${d.ImportStatus}.`);
+    const j = jobOf("import", name.value.trim(), d.ImportArn.split("/import/")[1]);
+    j.arn = d.ImportArn;
+    pollJobs();
+    load();
   });
   load();
 }

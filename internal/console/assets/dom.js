@@ -34,6 +34,12 @@ export function field(label, control, hint) {
   return h("div", { class: "field" }, h("label", { for: id }, label), control, hint ? h("small", null, hint) : null);
 }
 
+// check is a labelled checkbox (the label after the box).
+export function check(label, box) {
+  const id = box.id || (box.id = "f" + ++uid);
+  return h("div", { class: "field check" }, box, h("label", { for: id }, label));
+}
+
 export function select(options, value, attrs) {
   const s = h("select", attrs);
   for (const o of options) {

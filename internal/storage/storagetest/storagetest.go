@@ -67,6 +67,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Backend) {
 		{"BackupCatalogRemoveRepoint", testBackupRemoveRepoint},
 		{"RestoreCatalog", testRestoreCatalog},
 		{"JobCatalog", testJobCatalog},
+		{"JobCatalogEdges", testJobCatalogEdges},
+		{"JobCatalogInsertRace", testJobInsertRace},
 		{"BackupExpiry", testBackupExpiry},
 		{"FenceStaleWrite", testFenceStaleWrite},
 		{"FenceConcurrentUpdateTable", testFenceConcurrentUpdateTable},
