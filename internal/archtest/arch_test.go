@@ -83,7 +83,7 @@ var allowed = map[string][]string{
 // multi-server tests: several servers on one database).
 var testSupport = []string{
 	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
-	"internal/storage/txledger/ledgertest",
+	"internal/storage/txledger/ledgertest", "internal/storage/memory",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
 	"internal/config", "internal/server",
 }

@@ -194,3 +194,38 @@ func (c constraintErrors) err() error {
 	}
 	return validationf("%d validation %s detected: %s", len(c), noun, strings.Join(c, "; "))
 }
+
+// Stream errors of the Streams API.
+const (
+	CodeExpiredIterator   Code = "ExpiredIteratorException"
+	CodeTrimmedDataAccess Code = "TrimmedDataAccessException"
+)
+
+// CodeDuplicateItem is INSERT's answer when the key exists.
+const CodeDuplicateItem Code = "DuplicateItemException"
+
+// backupErr translates the jobs' storage errors.
+func backupErr(err error, table string) error {
+	k, ok := storage.KindOf(err)
+	if !ok {
+		return err
+	}
+	msg := err.Error()
+	if se, ok := err.(*storage.Error); ok {
+		msg = se.Message
+		if se.Cause != nil {
+			msg += ": " + se.Cause.Error()
+		}
+	}
+	switch k {
+	case storage.KindTableNotFound:
+		return newErr(CodeTableNotFound, "Table not found: %s", table)
+	case storage.KindLimitExceeded:
+		return newErr(CodeLimitExceeded, "%s", msg)
+	case storage.KindUnavailable:
+		return newErr(CodeServiceUnavailable, "%s", msg)
+	case storage.KindUnsupported:
+		return validationf("%s", msg)
+	}
+	return err
+}
