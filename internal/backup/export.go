@@ -131,7 +131,7 @@ type exportFailure struct {
 
 func (f *exportFailure) Error() string { return f.code + ": " + f.msg }
 
-// failureOf classifies an error of the job.
+// failureOf classifies an error of an export or import job.
 func failureOf(err error) *exportFailure {
 	var f *exportFailure
 	if errors.As(err, &f) {
@@ -519,7 +519,3 @@ func (x *Exports) reconcile(ctx context.Context) error {
 // epochSec is an instant as the wire's epoch seconds (millisecond
 // precision).
 func epochSec(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
-
-// errNoBucket marks a job error whose cause is a bucket that does not
-// exist (FailureCode S3NoSuchBucket).
-var errNoBucket = errors.New("the bucket does not exist")
