@@ -151,7 +151,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 		"DescribeContinuousBackups": op(eng.DescribeContinuousBackups),
 		"UpdateContinuousBackups":   op(eng.UpdateContinuousBackups),
 
-		// Exports to S3 in AWS's format (docs/exports.md).
+		// Exports to S3 in AWS's format (docs/adr/0049-aws-format-exports.md).
 		"ExportTableToPointInTime": op(eng.ExportTableToPointInTime),
 		"DescribeExport":           op(eng.DescribeExport),
 		"ListExports":              op(eng.ListExports),

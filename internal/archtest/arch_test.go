@@ -58,13 +58,16 @@ var allowed = map[string][]string{
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
 	// engine or the wire.
-	"internal/format":                {"internal/attr"},
+	"internal/format": {"internal/attr"},
+	// AWS-format exports: the layout of ExportTableToPointInTime, written
+	// to any store.
+	"internal/format/awsexport":      {"internal/attr", "internal/format", "internal/store"},
 	"internal/store":                 {},
 	"internal/store/memstore":        {"internal/store"},
 	"internal/store/faultstore":      {"internal/store"},
 	"internal/store/storetest":       {"internal/store"},
 	"internal/store/internal/s3test": {"internal/store"},
-	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/storage", "internal/store"},
+	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/format/awsexport", "internal/storage", "internal/store"},
 	// Backup plans' pure rules (schedules, names, retention).
 	"internal/backup/plan": {},
 	"tests/sdk":            {},
@@ -80,7 +83,7 @@ var allowed = map[string][]string{
 // multi-server tests: several servers on one database).
 var testSupport = []string{
 	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
-	"internal/storage/txledger/ledgertest",
+	"internal/storage/txledger/ledgertest", "internal/storage/memory",
 	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
 	"internal/config", "internal/server",
 }

@@ -1,417 +1,507 @@
 package backup
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"encoding/base32"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/format/awsexport"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
-// Exports (ExportTableToPointInTime; docs/exports.md, ADR 0049): a job
-// reads the table's snapshot, pinned when the export is requested, and
-// writes AWS's export layout into the named bucket:
-// <prefix>/AWSDynamoDB/<export id>/ with an empty _started, gzip data
-// files under data/, manifest-files.json, manifest-summary.json and their
-// .checksum files (the MD5 of each, hex). Its row is in the job catalog
-// (kind "export"), its payload the DynamoDB ExportDescription.
+// Export jobs (docs/adr/0049-aws-format-exports.md): the engine inserts
+// an export's row (JobCatalog, kind "export", IN_PROGRESS, claimed by
+// this server) and hands it to RunExport; the job reads the table image
+// at the export instant from the point-in-time history (the base and
+// replay a point-in-time restore plans: PlanPITRRestore), writes it in
+// AWS's layout to the bucket, and moves the row to COMPLETED or FAILED
+// under its claim. A job whose server died is taken over by the
+// reconciler of any server once its heartbeat is stale: the new owner
+// removes the dead attempt's objects and runs the export again.
 
-// KindExport is the job catalog kind of exports.
-const KindExport = "export"
-
-// Export statuses, as on the wire.
+// Export row kind and statuses (engine.JobKindExport and its statuses).
 const (
-	ExportInProgress = "IN_PROGRESS"
-	ExportCompleted  = "COMPLETED"
-	ExportFailed     = "FAILED"
+	jobKindExport    = "export"
+	exportInProgress = "IN_PROGRESS"
+	exportCompleted  = "COMPLETED"
+	exportFailed     = "FAILED"
 )
 
-// ExportDescription is an export row's payload: DynamoDB's
-// ExportDescription, in its wire form (times in epoch seconds).
-type ExportDescription struct {
-	ExportArn       string  `json:"ExportArn"`
-	ExportStatus    string  `json:"ExportStatus"`
-	StartTime       float64 `json:"StartTime,omitempty"`
-	EndTime         float64 `json:"EndTime,omitempty"`
-	ExportManifest  string  `json:"ExportManifest,omitempty"`
-	TableArn        string  `json:"TableArn"`
-	TableId         string  `json:"TableId,omitempty"`
-	ExportTime      float64 `json:"ExportTime,omitempty"`
-	ClientToken     string  `json:"ClientToken,omitempty"`
-	S3Bucket        string  `json:"S3Bucket"`
-	S3BucketOwner   string  `json:"S3BucketOwner,omitempty"`
-	S3Prefix        string  `json:"S3Prefix,omitempty"`
-	S3SseAlgorithm  string  `json:"S3SseAlgorithm,omitempty"`
-	S3SseKmsKeyId   string  `json:"S3SseKmsKeyId,omitempty"`
-	FailureCode     string  `json:"FailureCode,omitempty"`
-	FailureMessage  string  `json:"FailureMessage,omitempty"`
-	ExportFormat    string  `json:"ExportFormat"`
-	ExportType      string  `json:"ExportType"`
-	BilledSizeBytes *int64  `json:"BilledSizeBytes,omitempty"`
-	ItemCount       *int64  `json:"ItemCount,omitempty"`
+// Steps of an export where Config.Hook is called.
+const (
+	PointExportMidData = "export.mid-data" // the image is partly written
+)
+
+// ExportsConfig configures the export jobs.
+type ExportsConfig struct {
+	// Jobs keeps the export rows.
+	Jobs storage.JobCatalog
+	// Buckets says where the buckets exports name live ([s3]).
+	Buckets store.BucketConfig
+	// MaxFileBytes bounds a data file's uncompressed bytes (default
+	// awsexport.DefaultMaxFileBytes).
+	MaxFileBytes int64
+	// Latest answers the newest instant a table's history is shipped up
+	// to (zero: not known here); a job waits until it reaches its
+	// instant before reading the history. Nil: no waiting.
+	Latest func(ref storage.TableRef, days int64) time.Time
+	// WaitFor bounds that wait (default 5 minutes).
+	WaitFor time.Duration
 }
 
-// ExportRequest is what StartExport needs: the source table and the
-// description's request fields (ExportFormat, S3*, ClientToken, TableArn,
-// TableId).
-type ExportRequest struct {
-	Account, Table string
-	Desc           ExportDescription
+// Exports runs export jobs over a Manager (its store, claims, slots and
+// reconciler).
+type Exports struct {
+	m   *Manager
+	cfg ExportsConfig
+	wg  sync.WaitGroup
 }
 
-// exportFileBytes closes a data file at this many uncompressed bytes.
-const exportFileBytes = 256 << 20
+// NewExports builds the export jobs and registers them with m's
+// reconciler.
+func NewExports(m *Manager, cfg ExportsConfig) *Exports {
+	x := &Exports{m: m, cfg: cfg}
+	m.mu.Lock()
+	m.exports = x
+	m.mu.Unlock()
+	return x
+}
 
-func epochSec(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+// Owner names this server in the rows' claims.
+func (x *Exports) Owner() string { return x.m.cfg.Owner }
 
-// StartExport opens the table's snapshot (which fixes ExportTime), mints
-// the export id and ARN from it, records the IN_PROGRESS row with this
-// server's claim and starts the job. Errors are storage errors
-// (KindTableNotFound, KindLimitExceeded, KindUnavailable).
-func (m *Manager) StartExport(ctx context.Context, req ExportRequest) (*ExportDescription, error) {
-	if m.ctx == nil {
-		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+// Wait waits for the jobs this process started (tests).
+func (x *Exports) Wait() { x.wg.Wait() }
+
+// exportJob is what the job reads of a row's payload (the engine's
+// exportPayload, by member name).
+type exportJob struct {
+	ExportArn      string  `json:"ExportArn"`
+	ExportID       string  `json:"ExportId"`
+	TableArn       string  `json:"TableArn"`
+	TableID        string  `json:"TableId"`
+	StartTime      float64 `json:"StartTime"`
+	S3Bucket       string  `json:"S3Bucket"`
+	S3Prefix       *string `json:"S3Prefix"`
+	S3SseAlgorithm string  `json:"S3SseAlgorithm"`
+	S3SseKmsKeyID  *string `json:"S3SseKmsKeyId"`
+	ExportFormat   string  `json:"ExportFormat"`
+	HistoryPrefix  string  `json:"HistoryPrefix"`
+	ExportTimeMs   int64   `json:"ExportTimeMs"`
+	// An incremental export's type, period [FromMs, ToMs) and view.
+	ExportTypeAsked string           `json:"ExportTypeAsked"`
+	FromMs          int64            `json:"ExportFromTimeMs"`
+	ToMs            int64            `json:"ExportToTimeMs"`
+	View            string           `json:"ExportViewTypeAsked"`
+	SourceRef       storage.TableRef `json:"SourceRef"`
+	RecoveryDays    int64            `json:"RecoveryDays"`
+	TimeDefault     bool             `json:"ExportTimeDefault"`
+}
+
+func (j *exportJob) prefix() string {
+	if j.S3Prefix == nil {
+		return ""
 	}
-	jobs := m.cfg.Backend.Capabilities().Jobs
-	if jobs == nil {
-		return nil, storage.Errorf(storage.KindUnsupported, "exports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
-	}
-	// The job waits for a job slot (backup.max_concurrent_jobs) rather
-	// than refusing the request: AWS runs many exports and imports at
-	// once, and a client has no way to retry one "later" on its own.
-	started := false
-	snap, err := m.snaps.OpenTableSnapshot(ctx, storage.OpenSnapshotParams{Account: req.Account, Name: req.Table})
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if !started {
-			snap.Items.Close()
-		}
-	}()
-	at := snap.At.UTC().Truncate(time.Millisecond)
-	id, err := format.MintBackupID(at, nil)
-	if err != nil {
-		return nil, err
-	}
-	d := req.Desc
-	d.ExportArn = strings.TrimSuffix(d.TableArn, "/") + "/export/" + id
-	d.ExportStatus = ExportInProgress
-	d.ExportTime = epochSec(at)
-	d.StartTime = epochSec(time.Now())
-	raw, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
-	res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: KindExport, ID: id, Account: req.Account, Status: ExportInProgress,
-		CreatedAt: at, Payload: raw, Owner: m.cfg.Owner})
-	if err != nil {
-		return nil, err
-	}
-	if !res.Matched {
-		return nil, storage.Errorf(storage.KindInternal, "export id %s minted twice", id)
-	}
-	started = true
-	m.met.running.WithLabelValues(kindExport).Inc()
-	m.wg.Add(1)
+	return *j.S3Prefix
+}
+
+// RunExport runs the job of a row claimed by this server in the
+// background.
+func (x *Exports) RunExport(rec storage.JobRecord) {
+	x.wg.Add(1)
+	x.m.wg.Add(1)
 	go func() {
-		defer m.wg.Done()
-		if !m.waitSlot() {
-			snap.Items.Close()
-			return // shutting down: the reconciler of a server fails the export
-		}
-		defer m.releaseSlot()
-		m.runExport(jobs, snap, *res.Record, d)
+		defer x.wg.Done()
+		defer x.m.wg.Done()
+		x.run(rec)
 	}()
-	return &d, nil
 }
 
-// runExport writes the export and records its end.
-func (m *Manager) runExport(jobs storage.JobCatalog, snap *storage.TableSnapshot, row storage.JobRecord, d ExportDescription) {
-	defer m.runs(KindExport+"/"+row.ID, row.Generation)()
+// exportFailure is a job's failure as DescribeExport reports it.
+type exportFailure struct {
+	code, msg string
+}
+
+func (f *exportFailure) Error() string { return f.code + ": " + f.msg }
+
+// failureOf classifies an error of an export or import job.
+func failureOf(err error) *exportFailure {
+	var f *exportFailure
+	if errors.As(err, &f) {
+		return f
+	}
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "NoSuchBucket") || strings.Contains(s, "does not exist"):
+		return &exportFailure{"S3NoSuchBucket", "The specified bucket does not exist (" + s + ")"}
+	case strings.Contains(s, "AccessDenied") || strings.Contains(s, "permission denied"):
+		return &exportFailure{"S3AccessDenied", "Access Denied (" + s + ")"}
+	}
+	return &exportFailure{"UNKNOWN", s}
+}
+
+func (x *Exports) run(rec storage.JobRecord) {
+	m := x.m
+	key := jobKindExport + "/" + rec.ID
+	defer m.runs(key, rec.Generation)()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
 	go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
-		res, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: KindExport, ID: row.ID, Owner: m.cfg.Owner, Generation: row.Generation})
+		res, err := x.cfg.Jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: jobKindExport, ID: rec.ID, Owner: m.cfg.Owner, Generation: rec.Generation})
 		return err == nil && res.Matched, err
 	})
-	start := time.Now()
-	log := m.log.With("export", d.ExportArn)
-	prog := m.met.progress.start(kindExport, row.Account, d.TableArn[strings.LastIndexByte(d.TableArn, '/')+1:], row.ID, "write")
-	items, bytes, manifest, err := m.writeExport(ctx, snap, row.ID, &d, prog)
-	prog.done()
-	snap.Items.Close()
-	status := ExportCompleted
+	log := m.log.With("export", rec.ID)
+	var job exportJob
+	if err := json.Unmarshal(rec.Payload, &job); err != nil {
+		x.finish(ctx, rec, nil, &exportFailure{"UNKNOWN", "the export's row is unreadable: " + err.Error()})
+		return
+	}
+	// A slot, waiting for one: the export was accepted, it runs when
+	// this server has room.
+	select {
+	case m.slots <- struct{}{}:
+		defer func() { <-m.slots }()
+	case <-ctx.Done():
+		return
+	}
+	m.met.running.WithLabelValues(kindExport).Inc()
+	defer m.met.running.WithLabelValues(kindExport).Dec()
+	res, err := x.export(ctx, &job)
 	if err != nil {
-		status = ExportFailed
-		d.FailureCode, d.FailureMessage = exportFailure(err)
-		log.Warn("export failed", "code", d.FailureCode, "err", err)
+		m.met.finished.WithLabelValues(kindExport, cause(ctx, err)).Inc()
 	} else {
-		d.ItemCount, d.BilledSizeBytes, d.ExportManifest = &items, &bytes, manifest
-		log.Info("export completed", "items", items, "bytes", bytes, "duration", time.Since(start))
+		m.met.finished.WithLabelValues(kindExport, "ok").Inc()
 	}
-	d.ExportStatus, d.EndTime = status, epochSec(time.Now())
-	raw, _ := json.Marshal(d)
-	msg := d.FailureMessage
-	res, uerr := jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindExport, ID: row.ID,
-		Generation: row.Generation, Status: ExportInProgress, NewStatus: status, Payload: raw, Message: &msg})
-	result := "ok"
-	switch {
-	case uerr != nil:
-		result = causeOther
-		log.Warn("export: recording its end", "err", uerr)
-	case !res.Matched:
-		result = causeFenced
-	case err != nil:
-		result = cause(ctx, err)
+	if ctx.Err() != nil {
+		// Fenced or shut down: the row is someone else's, or the
+		// reconciler of a later run takes it over.
+		log.Warn("export stopped", "cause", context.Cause(ctx))
+		return
 	}
-	m.met.end(kindExport, start, result)
-}
-
-// exportFailure maps an export's error to DynamoDB's FailureCode and a
-// message.
-func exportFailure(err error) (code, msg string) {
-	msg = err.Error()
-	switch {
-	case errors.Is(err, errNoBucket) || strings.Contains(msg, "NoSuchBucket"):
-		return "S3NoSuchBucket", msg
-	case strings.Contains(msg, "AccessDenied") || strings.Contains(msg, "StatusCode: 403"):
-		return "S3AccessDenied", msg
-	}
-	return "UNKNOWN", msg
-}
-
-var errNoBucket = errors.New("the bucket does not exist")
-
-// writeExport writes the export's objects; it answers the item count,
-// the uncompressed bytes and the manifest-summary key.
-func (m *Manager) writeExport(ctx context.Context, snap *storage.TableSnapshot, id string, d *ExportDescription, prog *jobProgress) (int64, int64, string, error) {
-	st, err := store.OpenBucket(ctx, m.cfg.Buckets, d.S3Bucket, strings.Trim(d.S3Prefix, "/"))
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
-			err = fmt.Errorf("%w: %v", errNoBucket, err)
-		}
-		return 0, 0, "", err
+		log.Warn("export failed", "err", err)
+		x.finish(ctx, rec, nil, failureOf(err))
+		return
 	}
-	dir := "AWSDynamoDB/" + id + "/"
-	full := func(key string) string { // the key as S3 names it (manifests)
-		if p := strings.Trim(d.S3Prefix, "/"); p != "" {
-			return p + "/" + key
-		}
-		return key
+	log.Info("export completed", "items", res.ItemCount, "files", len(res.Files))
+	x.finish(ctx, rec, res, nil)
+}
+
+// export writes the image; on failure it removes what it wrote.
+func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result, error) {
+	bst, err := store.OpenBucket(ctx, x.cfg.Buckets, job.S3Bucket, "")
+	if err != nil {
+		return nil, err
 	}
-	if err := st.Put(ctx, dir+"_started", bytes.NewReader(nil)); err != nil {
-		return 0, 0, "", err
+	// A taken-over job starts again: the dead attempt's objects go.
+	if err := awsexport.Cleanup(ctx, bst, job.prefix(), job.ExportID); err != nil {
+		return nil, err
 	}
-	ext := ".json.gz"
-	if d.ExportFormat == "ION" {
-		ext = ".ion.gz"
+	if job.ExportTypeAsked == awsexport.TypeIncremental {
+		return x.exportChanges(ctx, bst, job)
 	}
-	var files []format.AWSFileEntry
-	var total, ubytes int64
-	var f *exportFile
-	closeFile := func() error {
-		if f == nil {
-			return nil
+	at := time.UnixMilli(job.ExportTimeMs)
+	if err := x.waitShipped(ctx, job, at); err != nil {
+		return nil, err
+	}
+	plan, err := PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
+	if errors.Is(err, ErrRestoreTime) && job.TimeDefault {
+		// Asked for within the first ship interval after point-in-time
+		// recovery was turned on, before the history's first base: the
+		// image is the first base's (the instant the history starts),
+		// and ExportTime says so.
+		if first, ferr := firstBaseTime(ctx, x.m.st, job.HistoryPrefix); ferr == nil && !first.IsZero() {
+			at = first
+			plan, err = PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
 		}
-		e, err := f.close()
-		f = nil
-		if err != nil {
-			return err
+	}
+	if err != nil {
+		return nil, &exportFailure{"UNKNOWN", "the table's point-in-time history cannot be read at the export time: " + err.Error()}
+	}
+	w, err := awsexport.Create(ctx, bst, awsexport.Params{
+		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
+		ExportTime: at, StartTime: time.UnixMilli(int64(job.StartTime * 1000)),
+		S3Bucket: job.S3Bucket, S3Prefix: job.prefix(), S3SseAlgorithm: job.S3SseAlgorithm,
+		S3SseKmsKeyID: deref(job.S3SseKmsKeyID), Format: job.ExportFormat, MaxFileBytes: x.cfg.MaxFileBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*awsexport.Result, error) {
+		w.Abort(err)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := awsexport.Cleanup(cctx, bst, job.prefix(), job.ExportID); cerr != nil {
+			x.m.log.Warn("export: removing a failed export's objects", "export", job.ExportArn, "err", cerr)
 		}
-		e.DataFileS3Key = full(e.DataFileS3Key)
-		files = append(files, e)
+		return nil, err
+	}
+	if err := writeImage(ctx, plan, w, x.m.hook); err != nil {
+		return fail(err)
+	}
+	res, err := w.Finish(ctx, time.Now())
+	if err != nil {
+		return fail(err)
+	}
+	return res, nil
+}
+
+// exportChanges writes an incremental export: for each item written in
+// [From, To), one line with its key, its image at To (none when deleted),
+// its image at From (NEW_AND_OLD_IMAGES; none when it did not exist) and
+// the time of its last write in the period, read from the history's
+// segments (verified as a restore reads them). The final state of the
+// keys the period touches is held in memory, as a restore's replay is.
+func (x *Exports) exportChanges(ctx context.Context, bst store.Store, job *exportJob) (*awsexport.Result, error) {
+	from, to := time.UnixMilli(job.FromMs), time.UnixMilli(job.ToMs)
+	w, err := awsexport.Create(ctx, bst, awsexport.Params{
+		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
+		StartTime: time.UnixMilli(int64(job.StartTime * 1000)),
+		S3Bucket:  job.S3Bucket, S3Prefix: job.prefix(), S3SseAlgorithm: job.S3SseAlgorithm,
+		S3SseKmsKeyID: deref(job.S3SseKmsKeyID), Format: job.ExportFormat, MaxFileBytes: x.cfg.MaxFileBytes,
+		Incremental: &awsexport.Incremental{From: from, To: to, View: job.View},
+	})
+	if err != nil {
+		return nil, err
+	}
+	type change struct {
+		keys, old, new []byte
+		micros         int64
+	}
+	changes := map[string]*change{}
+	var order []string
+	err = ReadHistory(ctx, x.m.st, job.HistoryPrefix, func(recs []format.PITRRecord) error {
+		for _, r := range recs {
+			ts := r.Time
+			if ts == "" {
+				ts = r.At
+			}
+			t, err := format.ParsePITRTime(ts)
+			if err != nil {
+				return fmt.Errorf("%w: record %d: bad Time", format.ErrSegment, r.Seq)
+			}
+			if !t.Before(to) {
+				return errStopHistory
+			}
+			if t.Before(from) || r.Hidden || len(r.Keys) == 0 {
+				continue
+			}
+			k := string(r.Keys)
+			c := changes[k]
+			if c == nil {
+				c = &change{keys: r.Keys}
+				if len(r.OldImage) > 0 && string(r.OldImage) != "null" {
+					c.old = r.OldImage
+				}
+				changes[k] = c
+				order = append(order, k)
+			}
+			c.new = nil
+			if len(r.NewImage) > 0 && string(r.NewImage) != "null" {
+				c.new = r.NewImage
+			}
+			c.micros = t.UnixMicro()
+		}
 		return nil
+	})
+	if err != nil && !errors.Is(err, errStopHistory) {
+		w.Abort(err)
+		_ = awsexport.Cleanup(context.WithoutCancel(ctx), bst, job.prefix(), job.ExportID)
+		return nil, &exportFailure{"UNKNOWN", "the table's point-in-time history cannot be read for the export period: " + err.Error()}
 	}
-	fail := func(err error) (int64, int64, string, error) {
-		if f != nil {
-			f.abort(err)
-		}
-		return 0, 0, "", jobErr(ctx, err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	batches := readAhead(rctx, snap.Items)
-	defer func() {
-		stop()
-		for range batches {
-		}
-	}()
-	var line []byte
-	for {
-		rb, ok := <-batches
-		if !ok {
-			break
-		}
-		if rb.err != nil {
-			return fail(rb.err)
-		}
-		for i := range rb.rows {
-			item, _, _ := rb.row(i)
-			line = line[:0]
-			if d.ExportFormat == "ION" {
-				it, err := attr.DecodeItem(item)
-				if err != nil {
-					return fail(err)
-				}
-				line = format.AppendIonLine(line, it)
-			} else {
-				line = format.AppendLine(line, item)
-			}
-			if f != nil && f.ubytes+int64(len(line)) > exportFileBytes {
-				if err := closeFile(); err != nil {
-					return fail(err)
-				}
-			}
-			if f == nil {
-				if f, err = newExportFile(ctx, st, dir+"data/"+randomName()+ext, d.ExportFormat == "ION"); err != nil {
-					return fail(err)
-				}
-			}
-			if err := f.write(line); err != nil {
-				return fail(err)
-			}
-			total++
-			ubytes += int64(len(line))
-		}
-		prog.add(int64(rb.rows), int64(rb.itemBytes()))
-		rb.free()
-	}
-	if err := closeFile(); err != nil {
-		return fail(err)
-	}
-	var mf []byte
-	for _, e := range files {
-		b, _ := json.Marshal(e)
-		mf = append(append(mf, b...), '\n')
-	}
-	if err := putWithChecksum(ctx, st, dir+"manifest-files", mf); err != nil {
-		return fail(err)
-	}
-	summary := format.AWSSummary{
-		Version: format.AWSManifestVersion, ExportArn: d.ExportArn,
-		StartTime: format.FormatTime(timeOf(d.StartTime)), EndTime: format.FormatTime(time.Now()),
-		TableArn: d.TableArn, TableID: optional(d.TableId), ExportTime: format.FormatTime(timeOf(d.ExportTime)),
-		S3Bucket: optional(d.S3Bucket), S3Prefix: optional(d.S3Prefix), S3SseAlgorithm: optional(d.S3SseAlgorithm),
-		S3SseKmsKeyID: optional(d.S3SseKmsKeyId), ManifestFilesS3Key: full(dir + "manifest-files.json"),
-		BilledSizeBytes: ubytes, ItemCount: total, OutputFormat: d.ExportFormat, ExportType: "FULL_EXPORT",
-	}
-	sb, _ := json.Marshal(summary)
-	if err := putWithChecksum(ctx, st, dir+"manifest-summary", append(sb, '\n')); err != nil {
-		return fail(err)
-	}
-	return total, ubytes, full(dir + "manifest-summary.json"), nil
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func timeOf(sec float64) time.Time { return time.UnixMilli(int64(sec*1000 + 0.5)).UTC() }
-
-// putWithChecksum writes name.json and name.checksum (the MD5 of the
-// former, hex).
-func putWithChecksum(ctx context.Context, st store.Store, name string, data []byte) error {
-	if err := st.Put(ctx, name+".json", bytes.NewReader(data)); err != nil {
-		return err
-	}
-	sum := md5.Sum(data)
-	return st.Put(ctx, name+".checksum", strings.NewReader(hex.EncodeToString(sum[:])))
-}
-
-func randomName() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return strings.ToLower(strings.TrimRight(base32.StdEncoding.EncodeToString(b[:]), "="))
-}
-
-// exportFile is one gzip data file being uploaded through a pipe.
-type exportFile struct {
-	key    string
-	pw     *io.PipeWriter
-	gz     *gzip.Writer
-	md5    hash.Hash
-	done   chan error
-	items  int64
-	ubytes int64
-}
-
-func newExportFile(ctx context.Context, st store.Store, key string, ion bool) (*exportFile, error) {
-	pr, pw := io.Pipe()
-	f := &exportFile{key: key, pw: pw, md5: md5.New(), done: make(chan error, 1)}
-	f.gz = gzip.NewWriter(io.MultiWriter(pw, f.md5))
-	go func() {
-		err := st.Put(ctx, key, pr)
-		pr.CloseWithError(err)
-		f.done <- err
-	}()
-	if ion {
-		if _, err := f.gz.Write([]byte(format.IonVersionMarker)); err != nil {
+	for _, k := range order {
+		c := changes[k]
+		if err := w.AddChange(ctx, awsexport.Change{Keys: c.keys, NewImage: c.new, OldImage: c.old, WriteMicros: c.micros}); err != nil {
+			_ = awsexport.Cleanup(context.WithoutCancel(ctx), bst, job.prefix(), job.ExportID)
 			return nil, err
 		}
 	}
-	return f, nil
+	res, err := w.Finish(ctx, time.Now())
+	if err != nil {
+		_ = awsexport.Cleanup(context.WithoutCancel(ctx), bst, job.prefix(), job.ExportID)
+		return nil, err
+	}
+	return res, nil
 }
 
-func (f *exportFile) write(line []byte) error {
-	if _, err := f.gz.Write(line); err != nil {
+// firstBaseTime is the snapshot instant of a history's oldest base.
+func firstBaseTime(ctx context.Context, st store.Store, prefix string) (time.Time, error) {
+	bases, err := listBases(ctx, st, prefix)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var first time.Time
+	for _, b := range bases {
+		t, err := format.ParsePITRTime(b.SnapshotAt)
+		if err == nil && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first, nil
+}
+
+// waitShipped waits until the source's history is shipped up to at.
+func (x *Exports) waitShipped(ctx context.Context, job *exportJob, at time.Time) error {
+	if x.cfg.Latest == nil || job.SourceRef.ID == 0 {
+		return nil
+	}
+	limit := x.cfg.WaitFor
+	if limit <= 0 {
+		limit = 5 * time.Minute
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		if l := x.cfg.Latest(job.SourceRef, job.RecoveryDays); !l.IsZero() && !l.Before(at.Truncate(time.Millisecond)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &exportFailure{"UNKNOWN", fmt.Sprintf("the table's point-in-time history was not shipped up to the export time %s within %s",
+				format.PITRTime(at), limit)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// imageKey identifies an item by its key attributes.
+func imageKey(k format.Key) string {
+	b := attr.AppendValue(nil, k.Hash)
+	if k.Range.Type != attr.TypeInvalid {
+		b = append(b, 0)
+		b = attr.AppendValue(b, k.Range)
+	}
+	return string(b)
+}
+
+// writeImage writes the table as it was at the plan's instant: the
+// base's items that no replayed record touches, then the final image of
+// each key the records touch and leave present, in the order of each
+// key's first record. The replay's final state is held in memory, as a
+// point-in-time restore holds it; the base streams.
+func writeImage(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook func(string)) error {
+	schema := plan.Backup.Schema
+	final := map[string][]byte{}
+	var order []string
+	for _, r := range plan.Records {
+		img := r.NewImage
+		put := len(img) > 0 && string(img) != "null"
+		src := img
+		if !put {
+			src = r.Keys
+		}
+		it, err := attr.DecodeItem(src)
+		if err != nil {
+			return fmt.Errorf("export: record %d: %w", r.Seq, err)
+		}
+		k, err := schema.KeyOf(it)
+		if err != nil {
+			return fmt.Errorf("export: record %d: %w", r.Seq, err)
+		}
+		ks := imageKey(k)
+		if _, ok := final[ks]; !ok {
+			order = append(order, ks)
+		}
+		if put {
+			final[ks] = img
+		} else {
+			final[ks] = nil
+		}
+	}
+	n := 0
+	if err := plan.Backup.Items(ctx, func(rec *format.Record) error {
+		if _, touched := final[imageKey(rec.Key)]; touched {
+			return nil
+		}
+		if n++; n == 1 {
+			hook(PointExportMidData)
+		}
+		return w.Add(ctx, rec.Item)
+	}); err != nil {
 		return err
 	}
-	f.items++
-	f.ubytes += int64(len(line))
+	for _, ks := range order {
+		if img := final[ks]; img != nil {
+			if err := w.Add(ctx, img); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
-func (f *exportFile) close() (format.AWSFileEntry, error) {
-	err := f.gz.Close()
-	f.pw.CloseWithError(err)
-	if perr := <-f.done; err == nil {
-		err = perr
+// finish writes the job's outcome to its row under its claim.
+func (x *Exports) finish(ctx context.Context, rec storage.JobRecord, res *awsexport.Result, fail *exportFailure) {
+	var pay map[string]any
+	if err := json.Unmarshal(rec.Payload, &pay); err != nil || pay == nil {
+		pay = map[string]any{}
 	}
-	return format.AWSFileEntry{ItemCount: f.items, MD5Checksum: base64.StdEncoding.EncodeToString(f.md5.Sum(nil)), DataFileS3Key: f.key}, err
+	end := float64(time.Now().UnixMilli()) / 1000
+	pay["EndTime"] = end
+	status := exportCompleted
+	var msg *string
+	if fail != nil {
+		status = exportFailed
+		pay["ExportStatus"] = exportFailed
+		pay["FailureCode"] = fail.code
+		pay["FailureMessage"] = fail.msg
+		msg = &fail.msg
+	} else {
+		pay["ExportStatus"] = exportCompleted
+		pay["ItemCount"] = res.ItemCount
+		pay["BilledSizeBytes"] = res.BilledSizeBytes
+		pay["ExportManifest"] = res.ManifestSummaryKey
+		if !res.ExportTime.IsZero() {
+			pay["ExportTime"] = epochSec(res.ExportTime)
+		}
+	}
+	raw, err := json.Marshal(pay)
+	if err != nil {
+		x.m.log.Error("export: encoding the outcome", "export", rec.ID, "err", err)
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	r, err := x.cfg.Jobs.UpdateJob(wctx, storage.UpdateJobParams{Kind: jobKindExport, ID: rec.ID, Generation: rec.Generation,
+		Status: exportInProgress, NewStatus: status, Payload: raw, Message: msg})
+	switch {
+	case err != nil:
+		x.m.log.Warn("export: recording the outcome failed; the reconciler runs it again", "export", rec.ID, "err", err)
+	case !r.Matched:
+		x.m.log.Warn("export: the claim was lost before the outcome was recorded", "export", rec.ID)
+	}
 }
 
-func (f *exportFile) abort(err error) {
-	f.pw.CloseWithError(err)
-	<-f.done
-}
-
-// reconcileExports fails IN_PROGRESS exports whose claim is stale: their
-// server stopped (an export is not resumed; its partial objects carry no
-// manifest, which readers of AWS exports require).
-func (m *Manager) reconcileExports(ctx context.Context) error {
-	jobs := m.cfg.Backend.Capabilities().Jobs
-	if jobs == nil {
-		return nil
-	}
-	rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: KindExport, Statuses: []string{ExportInProgress}})
+// reconcile takes over IN_PROGRESS exports whose claim is stale (their
+// server stopped) and runs them again.
+func (x *Exports) reconcile(ctx context.Context) error {
+	rows, err := x.cfg.Jobs.ListJobs(ctx, storage.ListJobsParams{Kind: jobKindExport, Statuses: []string{exportInProgress}})
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, r := range rows {
-		if m.ownLive(KindExport+"/"+r.ID, r.Owner, r.Generation) {
+		if x.m.ownLive(jobKindExport+"/"+r.ID, r.Owner, r.Generation) {
 			continue
 		}
-		res, err := jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: KindExport, ID: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
-			Status: ExportInProgress, StaleAfter: m.cfg.StaleAfter})
+		res, err := x.cfg.Jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: jobKindExport, ID: r.ID, Owner: x.m.cfg.Owner,
+			Generation: r.Generation, Status: exportInProgress, StaleAfter: x.m.cfg.StaleAfter})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -419,17 +509,13 @@ func (m *Manager) reconcileExports(ctx context.Context) error {
 		if !res.Matched {
 			continue
 		}
-		var d ExportDescription
-		_ = json.Unmarshal(res.Record.Payload, &d)
-		d.ExportStatus, d.EndTime = ExportFailed, epochSec(time.Now())
-		d.FailureCode, d.FailureMessage = "UNKNOWN", "the server running the export stopped"
-		raw, _ := json.Marshal(d)
-		msg := d.FailureMessage
-		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindExport, ID: r.ID, Generation: res.Record.Generation,
-			Status: ExportInProgress, NewStatus: ExportFailed, Payload: raw, Message: &msg}); err != nil {
-			errs = append(errs, err)
-		}
-		m.met.reconciled.WithLabelValues("failed_stale_export").Inc()
+		x.m.met.reconciled.WithLabelValues("resumed_export").Inc()
+		x.m.log.Warn("backup reconciler: an export's owner stopped; running it again", "export", r.ID, "owner", r.Owner)
+		x.RunExport(*res.Record)
 	}
 	return errors.Join(errs...)
 }
+
+// epochSec is an instant as the wire's epoch seconds (millisecond
+// precision).
+func epochSec(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }

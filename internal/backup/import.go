@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -170,7 +169,8 @@ func (m *Manager) runImport(jobs storage.JobCatalog, target *storage.Table, row 
 	case err != nil:
 		// Nothing usable was read (or the job was stopped): no table.
 		status = ImportFailed
-		d.FailureCode, d.FailureMessage = importFailure(err)
+		f := failureOf(err)
+		d.FailureCode, d.FailureMessage = f.code, f.msg
 		m.dropTarget(context.WithoutCancel(ctx), target)
 		log.Warn("import failed", "code", d.FailureCode, "err", err)
 	default:
@@ -206,17 +206,6 @@ func (m *Manager) runImport(jobs storage.JobCatalog, target *storage.Table, row 
 	m.met.end(kindImport, start, result)
 }
 
-func importFailure(err error) (code, msg string) {
-	msg = err.Error()
-	switch {
-	case errors.Is(err, errNoBucket) || strings.Contains(msg, "NoSuchBucket"):
-		return "S3NoSuchBucket", msg
-	case strings.Contains(msg, "AccessDenied") || strings.Contains(msg, "StatusCode: 403"):
-		return "S3AccessDenied", msg
-	}
-	return "UNKNOWN", msg
-}
-
 type importCounts struct{ processed, imported, errors, bytes atomic.Int64 }
 
 // importObjects reads every object under the key prefix and loads its
@@ -229,9 +218,6 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 	src := d.S3BucketSource
 	st, err := store.OpenBucket(ctx, m.cfg.Buckets, src.S3Bucket, "")
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
-			err = fmt.Errorf("%w: %v", errNoBucket, err)
-		}
 		return counts, err
 	}
 	// S3KeyPrefix is a raw prefix of the keys ("data" matches data/ and

@@ -143,6 +143,9 @@ type Manager struct {
 	// but the process knows the job is alive (the heartbeat is how other
 	// servers learn it).
 	running map[string]int64
+	// exports, when set (NewExports), has its stale jobs taken over by
+	// the reconciler.
+	exports *Exports
 }
 
 // New checks the configuration. Start must be called before use.

@@ -106,7 +106,13 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	errs = append(errs, m.reconcileRestores(ctx), m.reconcileExports(ctx), m.reconcileImports(ctx))
+	errs = append(errs, m.reconcileRestores(ctx), m.reconcileImports(ctx))
+	m.mu.Lock()
+	x := m.exports
+	m.mu.Unlock()
+	if x != nil {
+		errs = append(errs, x.reconcile(ctx))
+	}
 	return errors.Join(errs...)
 }
 

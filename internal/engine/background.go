@@ -13,11 +13,6 @@ import (
 // Background work: index backfills (UpdateTable creating a GSI, TTL being
 // enabled) and the TTL sweeper. Start launches it; Stop ends it.
 
-// ttlIndexName is the internal index that orders items by their TTL
-// attribute. '$' cannot appear in a DynamoDB index name, so no user index
-// can collide with it, and it is never described or queryable.
-const ttlIndexName = "$ttl"
-
 // ttlMaxAge: the service does not delete items whose expiry is more than
 // five years in the past.
 const ttlMaxAge = 5 * 365 * 24 * time.Hour
@@ -140,21 +135,6 @@ func (e *Engine) startBackfill(ref storage.TableRef, index string) {
 			e.log.Error("index backfill failed", "table", ref.Name, "index", index, "err", err)
 		}
 	}()
-}
-
-// currentTable reads a table incarnation afresh; nil when it is gone.
-func (e *Engine) currentTable(ctx context.Context, ref storage.TableRef) (*table, error) {
-	gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: ref.Account, Name: ref.Name})
-	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	if gt.Table.ID != ref.ID {
-		return nil, nil
-	}
-	return parseTable(gt.Table)
 }
 
 // backfill writes the entries of a new index for every existing item, in
@@ -468,9 +448,6 @@ func expired(it attr.Item, name string, now int64) bool {
 	old := attr.CompareNumbers(v.Str, jsonInt(now-int64(ttlMaxAge/time.Second)))
 	return c <= 0 && old >= 0
 }
-
-// ttlPartition is the single partition of the internal TTL index.
-var ttlPartition = []byte{0}
 
 // ActiveTables lists the names of the account's ACTIVE tables (not those
 // being restored or imported), for backup plans.

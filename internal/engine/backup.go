@@ -166,32 +166,6 @@ func (e *Engine) errBackupsDisabled() error {
 	return validationf("Backups are not enabled on this server: configure a backup store in the [backup.store] section (kind = \"filesystem\" or \"s3\")")
 }
 
-// backupErr translates the jobs' storage errors.
-func backupErr(err error, table string) error {
-	k, ok := storage.KindOf(err)
-	if !ok {
-		return err
-	}
-	msg := err.Error()
-	if se, ok := err.(*storage.Error); ok {
-		msg = se.Message
-		if se.Cause != nil {
-			msg += ": " + se.Cause.Error()
-		}
-	}
-	switch k {
-	case storage.KindTableNotFound:
-		return newErr(CodeTableNotFound, "Table not found: %s", table)
-	case storage.KindLimitExceeded:
-		return newErr(CodeLimitExceeded, "%s", msg)
-	case storage.KindUnavailable:
-		return newErr(CodeServiceUnavailable, "%s", msg)
-	case storage.KindUnsupported:
-		return validationf("%s", msg)
-	}
-	return err
-}
-
 // isTableArn tells whether arn names a table (or one of its indexes or
 // streams) rather than a backup: the service refuses it as a backup ARN
 // instead of looking it up.
@@ -525,22 +499,6 @@ type UpdateContinuousBackupsInput struct {
 	PointInTimeRecoverySpecification *PointInTimeRecoverySpecification `json:"PointInTimeRecoverySpecification"`
 }
 
-type PointInTimeRecoveryDescription struct {
-	PointInTimeRecoveryStatus  string   `json:"PointInTimeRecoveryStatus"`
-	RecoveryPeriodInDays       *int64   `json:"RecoveryPeriodInDays,omitempty"`
-	EarliestRestorableDateTime *float64 `json:"EarliestRestorableDateTime,omitempty"`
-	LatestRestorableDateTime   *float64 `json:"LatestRestorableDateTime,omitempty"`
-}
-
-type ContinuousBackupsDescription struct {
-	ContinuousBackupsStatus        string                          `json:"ContinuousBackupsStatus"`
-	PointInTimeRecoveryDescription *PointInTimeRecoveryDescription `json:"PointInTimeRecoveryDescription"`
-}
-
-type ContinuousBackupsOutput struct {
-	ContinuousBackupsDescription *ContinuousBackupsDescription `json:"ContinuousBackupsDescription"`
-}
-
 // continuousBackupsTable validates TableName (a name or ARN) and reads
 // the table (TableNotFoundException "Table not found: <name>").
 func (e *Engine) continuousBackupsTable(ctx context.Context, account string, c *constraintErrors, name *string) (*table, error) {
@@ -651,13 +609,6 @@ func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in
 		return nil, err
 	}
 	return e.continuousBackups(ctx, nt)
-}
-
-type RestoreSummary struct {
-	SourceBackupArn   string  `json:"SourceBackupArn,omitempty"`
-	SourceTableArn    string  `json:"SourceTableArn,omitempty"`
-	RestoreDateTime   float64 `json:"RestoreDateTime"`
-	RestoreInProgress bool    `json:"RestoreInProgress"`
 }
 
 type RestoreTableFromBackupInput struct {

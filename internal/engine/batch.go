@@ -144,78 +144,21 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 			if (r.PutRequest == nil) == (r.DeleteRequest == nil) {
 				return nil, validationf("Supplied WriteRequest must contain exactly one of PutRequest or DeleteRequest")
 			}
+			var op storage.WriteItemParams
+			size := 0
 			if r.PutRequest != nil {
-				it := r.PutRequest.Item
-				if it == nil {
-					return nil, validationf("1 validation error detected: Value null at 'requestItems.%s.member.putRequest.item' failed to satisfy constraint: Member must not be null", name)
-				}
-				pk, sk, err := t.itemKey(it)
-				if err != nil {
-					return nil, err
-				}
-				size := attr.ItemSize(it)
-				if size > attr.MaxItemSize {
-					return nil, errItemTooLarge
-				}
-				if !seen.add(t, pk, sk) {
-					return nil, errDuplicateKeys
-				}
-				raw := attr.EncodeItem(it)
-				entries, err := t.indexEntries(it, raw)
-				if err != nil {
-					return nil, err
-				}
-				units[name] = 0
-				tt := t
-				opTables = append(opTables, t)
-				opNames = append(opNames, name)
-				opSizes = append(opSizes, size)
-				// Capacity is charged on the larger of the old and new item.
-				var keys []byte
-				if t.logs() {
-					keys = t.keysJSON(it)
-				}
-				ops = append(ops, e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
-					var old attr.Item
-					if tt.hasIndexes() {
-						var err error
-						if old, err = decodeStored(oldRaw); err != nil {
-							return storage.Change{}, err
-						}
-					}
-					return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: tt.indexKeys(old), PutIndex: entries}, nil
-				}}, keys, false))
+				op, size, err = e.batchPut(t, name, r.PutRequest.Item, wantCap, seen)
 			} else {
-				if r.DeleteRequest.Key == nil {
-					return nil, validationf("1 validation error detected: Value null at 'requestItems.%s.member.deleteRequest.key' failed to satisfy constraint: Member must not be null", name)
-				}
-				pk, sk, err := t.keyParam(r.DeleteRequest.Key)
-				if err != nil {
-					return nil, err
-				}
-				if !seen.add(t, pk, sk) {
-					return nil, errDuplicateKeys
-				}
-				units[name] = 0
-				tt := t
-				opTables = append(opTables, t)
-				opNames = append(opNames, name)
-				opSizes = append(opSizes, 0)
-				var keys []byte
-				if t.logs() {
-					keys = attr.EncodeItem(r.DeleteRequest.Key)
-				}
-				ops = append(ops, e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
-					if oldRaw == nil {
-						return storage.Change{Op: storage.Keep}, nil
-					}
-					old, err := decodeStored(oldRaw)
-					if err != nil {
-						return storage.Change{}, err
-					}
-					return tt.deleteChange(old), nil
-				}}, keys, false))
+				op, err = e.batchDelete(t, name, r.DeleteRequest.Key, seen)
 			}
+			if err != nil {
+				return nil, err
+			}
+			units[name] = 0
+			opTables = append(opTables, t)
+			opNames = append(opNames, name)
+			opSizes = append(opSizes, size)
+			ops = append(ops, op)
 		}
 	}
 	// Independent writes (BatchWriteItem is not atomic): one TransactWrite,
@@ -237,24 +180,103 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	e.countLogged(res.Results...)
 	out := &BatchWriteItemOutput{UnprocessedItems: map[string][]WriteRequest{}}
 	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		per := map[string]*consumed{}
-		for name := range units {
-			per[name] = &consumed{}
+		if out.ConsumedCapacity, err = batchWriteCapacity(in.ReturnConsumedCapacity, units, opTables, opNames, opSizes, res.Results); err != nil {
+			return nil, err
 		}
-		for i, t := range opTables {
-			var r *storage.WriteItemResult
-			if i < len(res.Results) {
-				r = &res.Results[i]
+	}
+	return out, nil
+}
+
+// batchPut checks one PutRequest of a BatchWriteItem on table t (name as
+// the request names it) and returns its write and the item's size.
+func (e *Engine) batchPut(t *table, name string, it attr.Item, wantCap bool, seen keySet) (storage.WriteItemParams, int, error) {
+	if it == nil {
+		return storage.WriteItemParams{}, 0, validationf("1 validation error detected: Value null at 'requestItems.%s.member.putRequest.item' failed to satisfy constraint: Member must not be null", name)
+	}
+	pk, sk, err := t.itemKey(it)
+	if err != nil {
+		return storage.WriteItemParams{}, 0, err
+	}
+	size := attr.ItemSize(it)
+	if size > attr.MaxItemSize {
+		return storage.WriteItemParams{}, 0, errItemTooLarge
+	}
+	if !seen.add(t, pk, sk) {
+		return storage.WriteItemParams{}, 0, errDuplicateKeys
+	}
+	raw := attr.EncodeItem(it)
+	entries, err := t.indexEntries(it, raw)
+	if err != nil {
+		return storage.WriteItemParams{}, 0, err
+	}
+	// Capacity is charged on the larger of the old and new item.
+	var keys []byte
+	if t.logs() {
+		keys = t.keysJSON(it)
+	}
+	return e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
+		var old attr.Item
+		if t.hasIndexes() {
+			var err error
+			if old, err = decodeStored(oldRaw); err != nil {
+				return storage.Change{}, err
 			}
-			c := per[opNames[i]]
-			c.table += writeUnits(max(opSizes[i], oldSize(r)))
-			if err := c.addWrite(t, r, 1); err != nil {
-				return nil, err
-			}
 		}
-		for _, name := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *per[name].report(in.ReturnConsumedCapacity, name, splitNone))
+		return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
+	}}, keys, false), size, nil
+}
+
+// batchDelete checks one DeleteRequest of a BatchWriteItem on table t and
+// returns its write.
+func (e *Engine) batchDelete(t *table, name string, key attr.Item, seen keySet) (storage.WriteItemParams, error) {
+	if key == nil {
+		return storage.WriteItemParams{}, validationf("1 validation error detected: Value null at 'requestItems.%s.member.deleteRequest.key' failed to satisfy constraint: Member must not be null", name)
+	}
+	pk, sk, err := t.keyParam(key)
+	if err != nil {
+		return storage.WriteItemParams{}, err
+	}
+	if !seen.add(t, pk, sk) {
+		return storage.WriteItemParams{}, errDuplicateKeys
+	}
+	var keys []byte
+	if t.logs() {
+		keys = attr.EncodeItem(key)
+	}
+	return e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+		if oldRaw == nil {
+			return storage.Change{Op: storage.Keep}, nil
 		}
+		old, err := decodeStored(oldRaw)
+		if err != nil {
+			return storage.Change{}, err
+		}
+		return t.deleteChange(old), nil
+	}}, keys, false), nil
+}
+
+// batchWriteCapacity is the ConsumedCapacity of a BatchWriteItem, one
+// entry per table in name order: op i wrote to opTables[i] (opNames[i] in
+// the request) an item of opSizes[i] bytes (0 for a delete).
+func batchWriteCapacity(mode string, units map[string]float64, opTables []*table, opNames []string, opSizes []int, results []storage.WriteItemResult) ([]ConsumedCapacity, error) {
+	per := map[string]*consumed{}
+	for name := range units {
+		per[name] = &consumed{}
+	}
+	for i, t := range opTables {
+		var r *storage.WriteItemResult
+		if i < len(results) {
+			r = &results[i]
+		}
+		c := per[opNames[i]]
+		c.table += writeUnits(max(opSizes[i], oldSize(r)))
+		if err := c.addWrite(t, r, 1); err != nil {
+			return nil, err
+		}
+	}
+	var out []ConsumedCapacity
+	for _, name := range sortedNames(units) {
+		out = append(out, *per[name].report(mode, name, splitNone))
 	}
 	return out, nil
 }
@@ -360,4 +382,10 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 		}
 	}
 	return out, nil
+}
+
+// BatchWriteItem puts and deletes up to 25 items across tables (see
+// batchWriteItem).
+func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
+	return fenced(ctx, func(ctx context.Context) (*BatchWriteItemOutput, error) { return e.batchWriteItem(ctx, account, in) })
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -173,4 +174,63 @@ func (c *consumed) addWrite(t *table, r *storage.WriteItemResult, factor float64
 	}
 	c.addIndexWrites(t, old, n, factor)
 	return nil
+}
+
+// capacity returns the ConsumedCapacity to report, or nil.
+func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
+	return consumed{table: units}.report(mode, table, splitNone)
+}
+
+// writeCapacity reports a single-item write: on the table, the units of
+// the larger of the item before and after the write (newSize; 0 for a
+// delete), plus what the write cost its secondary indexes.
+func writeCapacity(mode string, t *table, newSize int, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
+	if !wantsCapacity(mode) {
+		return nil, nil
+	}
+	c := consumed{table: writeUnits(max(newSize, oldSize(res)))}
+	if err := c.addWrite(t, res, 1); err != nil {
+		return nil, err
+	}
+	return c.report(mode, t.name(), splitNone), nil
+}
+
+// oldSize is the item size of a write's old item, 0 when absent.
+func oldSize(res *storage.WriteItemResult) int {
+	if res == nil || res.Old == nil {
+		return 0
+	}
+	return int(statsSize(res.Old))
+}
+
+func writeUnits(size int) float64 {
+	u := math.Ceil(float64(size) / 1024)
+	if u < 1 {
+		u = 1
+	}
+	return u
+}
+
+func readUnits(size int, consistent bool) float64 {
+	u := math.Ceil(float64(size) / 4096)
+	if u < 1 {
+		u = 1
+	}
+	if !consistent {
+		u /= 2
+	}
+	return u
+}
+
+// statsSize is what one stored item or index entry counts: its DynamoDB
+// item size.
+func statsSize(raw []byte) int64 {
+	if n, err := attr.RawItemSize(raw); err == nil {
+		return int64(n)
+	}
+	it, err := attr.DecodeItem(raw)
+	if err != nil {
+		return int64(len(raw))
+	}
+	return int64(attr.ItemSize(it))
 }

@@ -66,7 +66,7 @@ type Engine struct {
 	backups       BackupService // nil: no backup store configured
 	backupsOff    string        // why backups are unavailable (SetBackupsUnavailable)
 	pitrSvc       PITRService   // nil: point-in-time recovery cannot be turned on
-	exports       ExportService // nil: no backup store configured
+	exports       ExportService // nil: exports are refused
 	imports       ImportService // nil: no backup store configured
 	sm            *streamMetrics
 	shardInterval time.Duration

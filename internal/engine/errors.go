@@ -45,11 +45,12 @@ const (
 	CodePITRUnavailable Code = "PointInTimeRecoveryUnavailableException"
 	// CodeInvalidRestoreTime: the restore instant is outside the window.
 	CodeInvalidRestoreTime Code = "InvalidRestoreTimeException"
-
-	// Exports.
+	// CodeInvalidExportTime: the export instant is outside the window.
 	CodeInvalidExportTime Code = "InvalidExportTimeException"
-	CodeExportConflict    Code = "ExportConflictException"
-	CodeExportNotFound    Code = "ExportNotFoundException"
+	// CodeExportConflict: a ClientToken replayed with other parameters.
+	CodeExportConflict Code = "ExportConflictException"
+	// CodeExportNotFound: DescribeExport of an unknown export.
+	CodeExportNotFound Code = "ExportNotFoundException"
 
 	// Imports.
 	CodeImportConflict Code = "ImportConflictException"
@@ -192,4 +193,39 @@ func (c constraintErrors) err() error {
 		noun = "errors"
 	}
 	return validationf("%d validation %s detected: %s", len(c), noun, strings.Join(c, "; "))
+}
+
+// Stream errors of the Streams API.
+const (
+	CodeExpiredIterator   Code = "ExpiredIteratorException"
+	CodeTrimmedDataAccess Code = "TrimmedDataAccessException"
+)
+
+// CodeDuplicateItem is INSERT's answer when the key exists.
+const CodeDuplicateItem Code = "DuplicateItemException"
+
+// backupErr translates the jobs' storage errors.
+func backupErr(err error, table string) error {
+	k, ok := storage.KindOf(err)
+	if !ok {
+		return err
+	}
+	msg := err.Error()
+	if se, ok := err.(*storage.Error); ok {
+		msg = se.Message
+		if se.Cause != nil {
+			msg += ": " + se.Cause.Error()
+		}
+	}
+	switch k {
+	case storage.KindTableNotFound:
+		return newErr(CodeTableNotFound, "Table not found: %s", table)
+	case storage.KindLimitExceeded:
+		return newErr(CodeLimitExceeded, "%s", msg)
+	case storage.KindUnavailable:
+		return newErr(CodeServiceUnavailable, "%s", msg)
+	case storage.KindUnsupported:
+		return validationf("%s", msg)
+	}
+	return err
 }

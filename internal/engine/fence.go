@@ -38,27 +38,6 @@ func fenced[T any](ctx context.Context, op func(ctx context.Context) (T, error))
 	return out, err
 }
 
-// PutItem writes an item.
-func (e *Engine) PutItem(ctx context.Context, account string, in *PutItemInput) (*ItemOutput, error) {
-	return fenced(ctx, func(ctx context.Context) (*ItemOutput, error) { return e.putItem(ctx, account, in) })
-}
-
-// DeleteItem deletes an item.
-func (e *Engine) DeleteItem(ctx context.Context, account string, in *DeleteItemInput) (*ItemOutput, error) {
-	return fenced(ctx, func(ctx context.Context) (*ItemOutput, error) { return e.deleteItem(ctx, account, in) })
-}
-
-// UpdateItem updates (or creates) an item.
-func (e *Engine) UpdateItem(ctx context.Context, account string, in *UpdateItemInput) (*ItemOutput, error) {
-	return fenced(ctx, func(ctx context.Context) (*ItemOutput, error) { return e.updateItem(ctx, account, in) })
-}
-
-// BatchWriteItem puts and deletes up to 25 items across tables (see
-// batchWriteItem).
-func (e *Engine) BatchWriteItem(ctx context.Context, account string, in *BatchWriteItemInput) (*BatchWriteItemOutput, error) {
-	return fenced(ctx, func(ctx context.Context) (*BatchWriteItemOutput, error) { return e.batchWriteItem(ctx, account, in) })
-}
-
 // errDescriptionMoved aborts an UpdateTable that creates an index when
 // the description is no longer the one the index name was cleared at.
 var errDescriptionMoved = errors.New("engine: table description changed while an index name was being cleared")

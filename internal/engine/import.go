@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -136,8 +137,12 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 	var c constraintErrors
 	if in.S3BucketSource == nil {
 		c.add(nil, "s3BucketSource", "Member must not be null")
-	} else if in.S3BucketSource.S3Bucket == nil {
+	} else if b := in.S3BucketSource.S3Bucket; b == nil {
 		c.add(nil, "s3BucketSource.s3Bucket", "Member must not be null")
+	} else if len(*b) > 255 {
+		c.add(*b, "s3BucketSource.s3Bucket", "Member must have length less than or equal to 255")
+	} else if !bucketNameRE.MatchString(*b) {
+		c.add(*b, "s3BucketSource.s3Bucket", "Member must satisfy regular expression pattern: ^[a-z0-9A-Z]+[\\.\\-\\w]*[a-z0-9A-Z]+$")
 	}
 	if in.InputFormat == nil {
 		c.add(nil, "inputFormat", "Member must not be null")
@@ -145,7 +150,7 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		c.add(f, "inputFormat", "Member must satisfy enum value set: [ION, CSV, DYNAMODB_JSON]")
 	}
 	if t := in.InputCompressionType; t != nil && *t != "GZIP" && *t != "ZSTD" && *t != "NONE" {
-		c.add(*t, "inputCompressionType", "Member must satisfy enum value set: [GZIP, ZSTD, NONE]")
+		c.add(*t, "inputCompressionType", "Member must satisfy enum value set: [ZSTD, NONE, GZIP]")
 	}
 	if in.TableCreationParameters == nil {
 		c.add(nil, "tableCreationParameters", "Member must not be null")
@@ -162,8 +167,14 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		if *in.InputFormat != "CSV" {
 			return nil, validationf("Invalid Request: Unsupported InputFormatOptions for the given input format: %s.", *in.InputFormat)
 		}
-		if d := o.Csv.Delimiter; d != nil && (len([]rune(*d)) != 1 || strings.ContainsAny(*d, "\"\r\n")) {
-			return nil, validationf("Invalid Request: the CSV Delimiter must be one character, not a quote or a line break: %q", *d)
+		if d := o.Csv.Delimiter; d != nil && !csvDelimiterRE.MatchString(*d) {
+			// The service's constraint: one of , ; : | tab or space.
+			var c constraintErrors
+			if len(*d) != 1 {
+				c.add(*d, "inputFormatOptions.csv.delimiter", "Member must have length less than or equal to 1")
+			}
+			c.add(*d, "inputFormatOptions.csv.delimiter", "Member must satisfy regular expression pattern: [,;:|\t ]")
+			return nil, c.err()
 		}
 	}
 	if e.imports == nil {
@@ -190,6 +201,13 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 	if in.ClientToken != nil {
 		req.ClientToken = *in.ClientToken
 	}
+	if src := *in.S3BucketSource; src.S3BucketOwner == nil {
+		// DescribeImport names the bucket's owner: the caller's account
+		// unless the request said otherwise, as on the service.
+		owner := account
+		src.S3BucketOwner = &owner
+		req.S3BucketSource = &src
+	}
 	jobs := e.backend.Capabilities().Jobs
 	var token *storage.JobRecord
 	if req.ClientToken != "" {
@@ -205,8 +223,7 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 			var tok struct{ Hash, Import string }
 			_ = json.Unmarshal(res.Record.Payload, &tok)
 			if tok.Hash != sum {
-				return nil, newErr(CodeImportConflict, "There was a conflict when importing from the specified S3 source: "+
-					"the ClientToken was used with other parameters")
+				return nil, newErr(CodeImportConflict, "Import conflict: Duplicate request detected with conflicting parameters")
 			}
 			if tok.Import == "" {
 				return nil, newErr(CodeLimitExceeded, "Import with ClientToken %s is being started; retry", req.ClientToken)
@@ -332,10 +349,11 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 	}
 	start := ""
 	if in.NextToken != nil {
-		if !regexp.MustCompile(`^[0-9]{14}-[0-9a-f]{8}$`).MatchString(*in.NextToken) {
+		id, ok := parseImportToken(account, *in.NextToken)
+		if !ok {
 			return nil, validationf("Invalid Request: Provided nextToken is invalid: %s", *in.NextToken)
 		}
-		start = *in.NextToken
+		start = id
 	}
 	out := &ListImportsOutput{ImportSummaryList: []ImportSummary{}}
 	jobs := e.backend.Capabilities().Jobs
@@ -359,7 +377,7 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 			}
 			if len(out.ImportSummaryList) == limit {
 				last := out.ImportSummaryList[limit-1].ImportArn
-				out.NextToken = last[strings.LastIndexByte(last, '/')+1:]
+				out.NextToken = importToken(account, last[strings.LastIndexByte(last, '/')+1:])
 				return out, nil
 			}
 			out.ImportSummaryList = append(out.ImportSummaryList, ImportSummary{ImportArn: d.ImportArn, ImportStatus: d.ImportStatus,
@@ -391,4 +409,32 @@ func (e *Engine) FinishImport(st *storage.Table) ([]byte, error) {
 func (e *Engine) IsImportTarget(st *storage.Table, id string) bool {
 	var s storedTable
 	return json.Unmarshal(st.Desc, &s) == nil && s.ImportJob == id && s.Desc.TableStatus == "CREATING"
+}
+
+// bucketNameRE is the service's constraint on an S3Bucket.
+var bucketNameRE = regexp.MustCompile(`^[a-z0-9A-Z]+[\.\-\w]*[a-z0-9A-Z]+$`)
+
+// csvDelimiterRE is the service's constraint on a CSV Delimiter.
+var csvDelimiterRE = regexp.MustCompile(`^[,;:|\t ]$`)
+
+// importToken is ListImports' NextToken after import id: the id and a
+// digest binding it to the account, base64 (the SDKs refuse a NextToken
+// under 112 characters).
+func importToken(account, id string) string {
+	h := sha256.Sum256([]byte(account + "/" + id))
+	return base64.RawURLEncoding.EncodeToString([]byte(id + "|" + hex.EncodeToString(h[:])))
+}
+
+// parseImportToken answers the import id a NextToken of importToken
+// resumes after.
+func parseImportToken(account, tok string) (string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return "", false
+	}
+	id, _, ok := strings.Cut(string(raw), "|")
+	if !ok || importToken(account, id) != tok {
+		return "", false
+	}
+	return id, true
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
 )
@@ -229,3 +231,18 @@ func (t *table) deleteChange(old attr.Item) storage.Change {
 
 // hasIndexes reports whether writes maintain any index entries.
 func (t *table) hasIndexes() bool { return len(t.indexes) > 0 || t.ttl != nil }
+
+// ttlPartition is the single partition of the internal TTL index.
+var ttlPartition = []byte{0}
+
+// decodeStored decodes an item the backend returned.
+func decodeStored(b []byte) (attr.Item, error) {
+	if b == nil {
+		return nil, nil
+	}
+	it, err := attr.DecodeItem(b)
+	if err != nil {
+		return nil, errors.New("stored item is not valid DynamoDB-JSON: " + err.Error())
+	}
+	return it, nil
+}

@@ -8,8 +8,8 @@ import (
 )
 
 // TestMain reports which backends the engine's tests exercised: SQLite
-// always; PostgreSQL (the multi-server tests) when EXTENDDB_TEST_BACKENDS
-// names it.
+// and memory (core_memory_test.go) always; PostgreSQL (the multi-server
+// tests) when EXTENDDB_TEST_BACKENDS names it.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pg := "postgres NOT exercised (EXTENDDB_TEST_BACKENDS does not name postgres)"
@@ -18,6 +18,6 @@ func TestMain(m *testing.M) {
 			pg = "postgres (multi-server tests)"
 		}
 	}
-	fmt.Printf("engine backends exercised: sqlite, %s\n", pg)
+	fmt.Printf("engine backends exercised: sqlite, memory (core operations), %s\n", pg)
 	os.Exit(code)
 }

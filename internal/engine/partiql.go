@@ -26,9 +26,6 @@ import (
 // Conditions, updates, projections, paging and capacity are therefore the
 // same code as the rest of the API.
 
-// CodeDuplicateItem is INSERT's answer when the key exists.
-const CodeDuplicateItem Code = "DuplicateItemException"
-
 var errDuplicateItem = newErr(CodeDuplicateItem, "Duplicate primary key exists in table")
 
 const msgIncompleteKey = "Where clause does not contain a mandatory equality on all key attributes"

@@ -22,14 +22,6 @@ const (
 	maxRecoveryDays = 35
 )
 
-// pitrSetting is a table's point-in-time recovery setting.
-type pitrSetting struct {
-	// Days is the recovery period (1 to 35).
-	Days int64 `json:"days"`
-	// Since is when it was turned on (unix ms).
-	Since int64 `json:"since"`
-}
-
 // PITRWindow is what the store holds of a table's history.
 type PITRWindow struct {
 	// Earliest and Latest bound the instants a restore can reach; both
@@ -229,46 +221,3 @@ func (e *Engine) PITRRecord(data []byte) (PITRRecordFields, error) {
 // systemBackupWait bounds how long DeleteTable waits for the SYSTEM
 // backup of a table with point-in-time recovery to be complete.
 const systemBackupWait = 10 * time.Minute
-
-// keepSystemBackup takes, before a table with point-in-time recovery on
-// is deleted, the SYSTEM backup the service keeps of it:
-// "<table>$DeletedTableBackup", expiring after the recovery period,
-// listed with BackupType SYSTEM or ALL, restorable, not deletable. The
-// table is deleted once the backup is AVAILABLE (its snapshot read whole),
-// so a backend whose snapshot does not outlive its table loses nothing;
-// a backup that cannot be taken keeps the table and says why.
-func (e *Engine) keepSystemBackup(ctx context.Context, account string, t *table) error {
-	p := t.stored.PITR
-	if p == nil || e.backups == nil {
-		return nil
-	}
-	name := t.name() + "$DeletedTableBackup"
-	rec, err := e.backups.CreateSystemBackup(ctx, account, t.name(), name, e.now().Add(time.Duration(p.Days)*24*time.Hour))
-	if err != nil {
-		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s, which has point-in-time recovery on, could not be taken, so the table is not deleted: %s",
-			t.name(), backupErr(err, t.name()).Error())
-	}
-	ctx, cancel := context.WithTimeout(ctx, systemBackupWait)
-	defer cancel()
-	for {
-		r, err := e.backups.GetBackup(ctx, rec.ARN)
-		switch {
-		case err != nil:
-			return backupErr(err, t.name())
-		case r != nil && r.Status == storage.BackupAvailable:
-			return nil
-		case r == nil || r.Status != storage.BackupCreating:
-			msg := "it is gone"
-			if r != nil {
-				msg = r.Status + ": " + r.Message
-			}
-			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s, which has point-in-time recovery on, failed (%s), so the table is not deleted",
-				t.name(), msg)
-		}
-		select {
-		case <-ctx.Done():
-			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s is still being taken; retry the delete", t.name())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}

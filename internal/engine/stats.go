@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
@@ -36,19 +35,6 @@ type statsEntry struct {
 	at      time.Time     // start of the last computation
 	cost    time.Duration // duration of the last computation
 	running chan struct{} // closed when the running computation ends
-}
-
-// statsSize is what one stored item or index entry counts: its DynamoDB
-// item size.
-func statsSize(raw []byte) int64 {
-	if n, err := attr.RawItemSize(raw); err == nil {
-		return int64(n)
-	}
-	it, err := attr.DecodeItem(raw)
-	if err != nil {
-		return int64(len(raw))
-	}
-	return int64(attr.ItemSize(it))
 }
 
 // countsStats tells whether a table's statistics are computed: not while

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
@@ -83,12 +82,6 @@ type GetRecordsInput struct {
 	ShardIterator *string `json:"ShardIterator"`
 	Limit         *int64  `json:"Limit"`
 }
-
-// Stream errors of the Streams API.
-const (
-	CodeExpiredIterator   Code = "ExpiredIteratorException"
-	CodeTrimmedDataAccess Code = "TrimmedDataAccessException"
-)
 
 func streamNotFound(arn string) *Error {
 	return newErr(CodeResourceNotFound, "Requested resource not found: Stream: %s not found", arn)
@@ -710,15 +703,4 @@ func (o *GetRecordsOutput) AppendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, '"')
 	}
 	return append(dst, '}'), nil
-}
-
-func rawSize(b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	n, err := attr.RawItemSize(b)
-	if err != nil {
-		return len(b)
-	}
-	return n
 }

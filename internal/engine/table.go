@@ -6,317 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
 )
-
-// storedTable is the engine's description of a table as the backend keeps
-// it (storage.Table.Desc): what DescribeTable answers plus settings that
-// other operations read.
-type storedTable struct {
-	Desc TableDescription `json:"desc"`
-	Tags []Tag            `json:"tags,omitempty"`
-	TTL  *ttlSetting      `json:"ttl,omitempty"`
-	// Streams are the table's DynamoDB streams, oldest first (streams.go);
-	// ShardGen is the Gen of the newest shard ever made.
-	Streams  []streamState `json:"streams,omitempty"`
-	ShardGen int64         `json:"shardGen,omitempty"`
-	// PITR is the point-in-time recovery setting, nil while it is off
-	// (pitr.go).
-	PITR *pitrSetting `json:"pitr,omitempty"`
-	// RestoreJob is the key of the point-in-time restore job loading
-	// this table while it is CREATING (IsRestoreTarget).
-	RestoreJob string `json:"restoreJob,omitempty"`
-	// ImportJob is the id of the import loading this table while it is
-	// CREATING (IsImportTarget).
-	ImportJob string `json:"importJob,omitempty"`
-}
-
-type ttlSetting struct {
-	AttributeName string `json:"attr"`
-	// Status is ENABLING (the internal TTL index is being backfilled) or
-	// ENABLED.
-	Status string `json:"status"`
-}
-
-// keyAttr is one key attribute of a table or index.
-type keyAttr struct {
-	Name string
-	Type attr.Type
-}
-
-// index is a secondary index as item operations need it.
-type index struct {
-	Name     string
-	Global   bool
-	Hash     keyAttr
-	Range    *keyAttr
-	ProjType string // ALL, KEYS_ONLY, INCLUDE
-	Include  map[string]bool
-	Status   string
-	// ttl marks the internal TTL index: its partition is constant, its
-	// sort key the TTL attribute; items whose attribute is not a number
-	// are simply absent.
-	ttl bool
-}
-
-// table is a parsed table: schema and indexes ready for item operations.
-type table struct {
-	ref     storage.TableRef
-	version int64
-	stored  storedTable
-	Hash    keyAttr
-	Range   *keyAttr
-	indexes []*index    // the user's secondary indexes
-	ttl     *index      // the internal TTL index, when TTL is enabled
-	stream  *liveStream // the enabled stream, nil when none
-	pitr    bool        // point-in-time recovery is on: every write logs full images
-	loaded  time.Time
-}
-
-// allIndexes lists every index the writes maintain.
-func (t *table) allIndexes() []*index {
-	if t.ttl == nil {
-		return t.indexes
-	}
-	return append(append([]*index(nil), t.indexes...), t.ttl)
-}
-
-// anyIndex finds a user or internal index by name.
-func (t *table) anyIndex(name string) *index {
-	if t.ttl != nil && name == t.ttl.Name {
-		return t.ttl
-	}
-	return t.index(name)
-}
-
-func (t *table) name() string { return t.ref.Name }
-
-func (t *table) index(name string) *index {
-	for _, ix := range t.indexes {
-		if ix.Name == name {
-			return ix
-		}
-	}
-	return nil
-}
-
-// isKeyAttr reports whether name is a key attribute of the table.
-func (t *table) isKeyAttr(name string) bool {
-	return name == t.Hash.Name || (t.Range != nil && name == t.Range.Name)
-}
-
-func parseTable(st *storage.Table) (*table, error) {
-	t := &table{ref: st.Ref(), version: st.Version, loaded: time.Now()}
-	if err := json.Unmarshal(st.Desc, &t.stored); err != nil {
-		return nil, fmt.Errorf("table %s: corrupt description: %w", st.Name, err)
-	}
-	d := &t.stored.Desc
-	types := map[string]attr.Type{}
-	for _, ad := range d.AttributeDefinitions {
-		ty, _ := attr.TypeFromName(ad.AttributeType)
-		types[ad.AttributeName] = ty
-	}
-	ks := func(schema []KeySchemaElement) (keyAttr, *keyAttr) {
-		var h keyAttr
-		var r *keyAttr
-		for _, e := range schema {
-			ka := keyAttr{Name: e.AttributeName, Type: types[e.AttributeName]}
-			if e.KeyType == "HASH" {
-				h = ka
-			} else {
-				r = &ka
-			}
-		}
-		return h, r
-	}
-	t.Hash, t.Range = ks(d.KeySchema)
-	proj := func(p *Projection) (string, map[string]bool) {
-		if p == nil {
-			return "ALL", nil
-		}
-		inc := map[string]bool{}
-		for _, n := range p.NonKeyAttributes {
-			inc[n] = true
-		}
-		return p.ProjectionType, inc
-	}
-	for _, g := range d.GlobalSecondaryIndexes {
-		ix := &index{Name: g.IndexName, Global: true, Status: g.IndexStatus}
-		ix.Hash, ix.Range = ks(g.KeySchema)
-		ix.ProjType, ix.Include = proj(g.Projection)
-		t.indexes = append(t.indexes, ix)
-	}
-	for _, l := range d.LocalSecondaryIndexes {
-		ix := &index{Name: l.IndexName, Status: "ACTIVE"}
-		ix.Hash, ix.Range = ks(l.KeySchema)
-		ix.ProjType, ix.Include = proj(l.Projection)
-		t.indexes = append(t.indexes, ix)
-	}
-	if tt := t.stored.TTL; tt != nil {
-		status := "ACTIVE"
-		if tt.Status == "ENABLING" {
-			status = "CREATING"
-		}
-		t.ttl = &index{Name: ttlIndexName, Global: true, Hash: keyAttr{Name: tt.AttributeName, Type: attr.N},
-			ProjType: "KEYS_ONLY", Status: status, ttl: true}
-	}
-	t.parseStreams()
-	t.pitr = t.stored.PITR != nil
-	return t, nil
-}
-
-// tableCache keeps parsed tables. Local changes invalidate entries at
-// once; entries also expire after a short time so that changes made by
-// other servers on a shared backend are seen.
-type tableCache struct {
-	mu  sync.RWMutex
-	m   map[string]*table
-	ttl time.Duration
-}
-
-func cacheKey(account, name string) string { return account + "\x00" + name }
-
-func (c *tableCache) get(account, name string) *table {
-	c.mu.RLock()
-	t := c.m[cacheKey(account, name)]
-	c.mu.RUnlock()
-	if t != nil && time.Since(t.loaded) > c.ttl {
-		return nil
-	}
-	return t
-}
-
-// put caches t unless a newer description of the same incarnation is
-// cached already (a slow reader must not bring back an old version).
-func (c *tableCache) put(t *table) {
-	k := cacheKey(t.ref.Account, t.ref.Name)
-	c.mu.Lock()
-	if old := c.m[k]; old == nil || old.ref.ID != t.ref.ID || old.version <= t.version {
-		c.m[k] = t
-	}
-	c.mu.Unlock()
-}
-
-func (c *tableCache) drop(account, name string) {
-	c.mu.Lock()
-	delete(c.m, cacheKey(account, name))
-	c.mu.Unlock()
-}
-
-// notFound is the item operations' ResourceNotFoundException.
-func notFound(name string) *Error {
-	return newErr(CodeResourceNotFound, "Requested resource not found")
-}
-
-// missing reports whether err is the backend's "table not found" (the
-// table, or the incarnation a cached description named, is gone); when it
-// is, the cached descriptions of names are forgotten. Every place that
-// meets a missing table answers through it.
-func (e *Engine) missing(err error, account string, names ...string) bool {
-	if !storage.IsKind(err, storage.KindTableNotFound) {
-		return false
-	}
-	for _, n := range names {
-		e.tables.drop(account, n)
-	}
-	return true
-}
-
-// tableNotFound is the table operations' ResourceNotFoundException.
-func tableNotFound(name string) *Error {
-	return newErr(CodeResourceNotFound, "Requested resource not found: Table: %s not found", name)
-}
-
-// loadTableForTableOp is loadTable with the table operations' message.
-func (e *Engine) loadTableForTableOp(ctx context.Context, account, name string) (*table, error) {
-	t, err := e.loadTable(ctx, account, name)
-	if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
-		return nil, tableNotFound(name)
-	}
-	return t, err
-}
-
-// loadTable returns the parsed table, from the cache when fresh (and
-// always from the backend when ctx comes from a write being recomputed
-// after a version refusal, see fenced).
-func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, error) {
-	if ctx.Value(reloadTables{}) == nil {
-		if t := e.tables.get(account, name); t != nil {
-			return t, nil
-		}
-	}
-	res, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
-	if err != nil {
-		if e.missing(err, account, name) {
-			return nil, notFound(name)
-		}
-		return nil, err
-	}
-	t, err := parseTable(res.Table)
-	if err != nil {
-		return nil, err
-	}
-	e.tables.put(t)
-	return t, nil
-}
-
-const tableNamePattern = "[a-zA-Z0-9_.-]+"
-
-// isNameChars reports whether s is non-empty and made only of
-// [a-zA-Z0-9_.-], the characters of table and index names (a byte loop:
-// every request checks its table name).
-func isNameChars(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// checkTableName adds the service's constraint errors for a table name.
-func checkTableName(c *constraintErrors, member string, name *string) {
-	if name == nil {
-		c.add(nil, member, "Member must not be null")
-		return
-	}
-	n := *name
-	if len(n) < 3 {
-		c.add(n, member, "Member must have length greater than or equal to 3")
-	}
-	if len(n) > 255 {
-		c.add(n, member, "Member must have length less than or equal to 255")
-	}
-	if !isNameChars(n) {
-		c.add(n, member, "Member must satisfy regular expression pattern: "+tableNamePattern)
-	}
-}
-
-// requireTableName validates a TableName member of an item or table request.
-func requireTableName(name *string) (string, error) {
-	var c constraintErrors
-	checkTableName(&c, "tableName", name)
-	if err := c.err(); err != nil {
-		return "", err
-	}
-	return *name, nil
-}
-
-func (e *Engine) tableArn(account, name string) string {
-	return "arn:aws:dynamodb:" + e.region + ":" + account + ":table/" + name
-}
-
-func epochSeconds(t time.Time) float64 {
-	return float64(t.UnixMilli()) / 1000
-}
 
 // CreateTable creates a table.
 func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTableInput) (*CreateTableOutput, error) {
@@ -700,23 +393,6 @@ func (e *Engine) newGSI(g GlobalSecondaryIndex, defs map[string]string, used map
 
 func checkTags(tags []Tag) error { return checkTagList(tags) }
 
-// describe returns the table's description as DescribeTable answers it.
-func (t *table) describe() *TableDescription {
-	d := t.stored.Desc
-	return &d
-}
-
-// freshTable validates a TableName member and reads the table afresh
-// (not from the cache), for the table operations.
-func (e *Engine) freshTable(ctx context.Context, account string, tableName *string) (*table, error) {
-	name, err := requireTableName(tableName)
-	if err != nil {
-		return nil, err
-	}
-	e.tables.drop(account, name)
-	return e.loadTableForTableOp(ctx, account, name)
-}
-
 // DescribeTable describes a table.
 func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNameInput) (*DescribeTableOutput, error) {
 	t, err := e.freshTable(ctx, account, in.TableName)
@@ -803,4 +479,47 @@ func (e *Engine) ListTables(ctx context.Context, account string, in *ListTablesI
 		out.LastEvaluatedTableName = out.TableNames[limit-1]
 	}
 	return out, nil
+}
+
+// keepSystemBackup takes, before a table with point-in-time recovery on
+// is deleted, the SYSTEM backup the service keeps of it:
+// "<table>$DeletedTableBackup", expiring after the recovery period,
+// listed with BackupType SYSTEM or ALL, restorable, not deletable. The
+// table is deleted once the backup is AVAILABLE (its snapshot read whole),
+// so a backend whose snapshot does not outlive its table loses nothing;
+// a backup that cannot be taken keeps the table and says why.
+func (e *Engine) keepSystemBackup(ctx context.Context, account string, t *table) error {
+	p := t.stored.PITR
+	if p == nil || e.backups == nil {
+		return nil
+	}
+	name := t.name() + "$DeletedTableBackup"
+	rec, err := e.backups.CreateSystemBackup(ctx, account, t.name(), name, e.now().Add(time.Duration(p.Days)*24*time.Hour))
+	if err != nil {
+		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s, which has point-in-time recovery on, could not be taken, so the table is not deleted: %s",
+			t.name(), backupErr(err, t.name()).Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, systemBackupWait)
+	defer cancel()
+	for {
+		r, err := e.backups.GetBackup(ctx, rec.ARN)
+		switch {
+		case err != nil:
+			return backupErr(err, t.name())
+		case r != nil && r.Status == storage.BackupAvailable:
+			return nil
+		case r == nil || r.Status != storage.BackupCreating:
+			msg := "it is gone"
+			if r != nil {
+				msg = r.Status + ": " + r.Message
+			}
+			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s, which has point-in-time recovery on, failed (%s), so the table is not deleted",
+				t.name(), msg)
+		}
+		select {
+		case <-ctx.Done():
+			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: the SYSTEM backup of %s is still being taken; retry the delete", t.name())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

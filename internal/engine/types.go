@@ -419,3 +419,31 @@ func (o *GetItemOutput) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	return append(dst, '}'), nil
 }
+
+func jsonInt(i int64) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+type PointInTimeRecoveryDescription struct {
+	PointInTimeRecoveryStatus  string   `json:"PointInTimeRecoveryStatus"`
+	RecoveryPeriodInDays       *int64   `json:"RecoveryPeriodInDays,omitempty"`
+	EarliestRestorableDateTime *float64 `json:"EarliestRestorableDateTime,omitempty"`
+	LatestRestorableDateTime   *float64 `json:"LatestRestorableDateTime,omitempty"`
+}
+
+type ContinuousBackupsDescription struct {
+	ContinuousBackupsStatus        string                          `json:"ContinuousBackupsStatus"`
+	PointInTimeRecoveryDescription *PointInTimeRecoveryDescription `json:"PointInTimeRecoveryDescription"`
+}
+
+type ContinuousBackupsOutput struct {
+	ContinuousBackupsDescription *ContinuousBackupsDescription `json:"ContinuousBackupsDescription"`
+}
+
+type RestoreSummary struct {
+	SourceBackupArn   string  `json:"SourceBackupArn,omitempty"`
+	SourceTableArn    string  `json:"SourceTableArn,omitempty"`
+	RestoreDateTime   float64 `json:"RestoreDateTime"`
+	RestoreInProgress bool    `json:"RestoreInProgress"`
+}

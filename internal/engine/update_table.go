@@ -433,8 +433,3 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 func ptrBool(b bool) *bool { return &b }
 
 func itoa(i int) string { return jsonInt(int64(i)) }
-
-func jsonInt(i int64) string {
-	b, _ := json.Marshal(i)
-	return string(b)
-}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/amazon-ion/ion-go/ion"
@@ -202,7 +203,7 @@ func ionValue(rd ion.Reader, depth int) (attr.Value, error) {
 				}
 				v.Strs = append(v.Strs, e.Str)
 			}
-			return v, nil
+			return v, attr.CheckSet(&v) // sorted, no duplicates, not empty
 		case "BS":
 			v := attr.Value{Type: attr.BS}
 			for _, e := range list {
@@ -211,7 +212,7 @@ func ionValue(rd ion.Reader, depth int) (attr.Value, error) {
 				}
 				v.Bins = append(v.Bins, e.Bin)
 			}
-			return v, nil
+			return v, attr.CheckSet(&v)
 		}
 		return attr.Value{}, fmt.Errorf("unknown annotation $dynamodb_%s", set)
 	}
@@ -232,14 +233,15 @@ func ionNumber(rd ion.Reader) (string, error) {
 		if err != nil || d == nil {
 			return "", fmt.Errorf("decimal: %v", err)
 		}
-		s := strings.NewReplacer("d", "E", "D", "E").Replace(d.String())
-		return strings.TrimSuffix(s, "."), nil
+		co, ex := d.CoEx()
+		// DynamoDB keeps numbers in canonical form (9.50 is 9.5).
+		return attr.ParseNumber(co.String() + "E" + strconv.Itoa(int(ex)))
 	}
 	f, err := rd.FloatValue()
 	if err != nil || f == nil {
 		return "", fmt.Errorf("float: %v", err)
 	}
-	return fmt.Sprint(*f), nil
+	return attr.ParseNumber(strconv.FormatFloat(*f, 'g', -1, 64))
 }
 
 // CSVOptions are ImportTable's InputFormatOptions.Csv.

@@ -77,21 +77,14 @@ func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64
 	return engine.PITRWindow{Earliest: e, Latest: l, Shipped: shipped}, nil
 }
 
-// exportService is the engine's ExportService over the backup jobs: the
-// ExportDescription crosses as JSON (the wire's shape), so neither
-// package imports the other.
-type exportService struct{ m *backup.Manager }
+// exportService joins the export jobs to the engine.
+type exportService struct{ *backup.Exports }
 
-func (x exportService) StartExport(ctx context.Context, account, table string, desc []byte) ([]byte, error) {
-	var d backup.ExportDescription
-	if err := json.Unmarshal(desc, &d); err != nil {
-		return nil, err
+func (exportService) HistoryPrefix(h engine.PITRHistory) string {
+	if h.Prefix != "" {
+		return h.Prefix
 	}
-	out, err := x.m.StartExport(ctx, backup.ExportRequest{Account: account, Table: table, Desc: d})
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(out)
+	return format.PITRPrefix(h.Ref.Account, h.Ref.Name, backup.PITRTable{TableID: h.TableID, Since: h.Since}.Incarnation())
 }
 
 // importService is the engine's ImportService over the backup jobs (the

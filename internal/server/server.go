@@ -313,7 +313,6 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 	}
 	eng.SetBackups(m)
 	if backend.Capabilities().Jobs != nil {
-		eng.SetExports(exportService{m})
 		eng.SetImports(importService{m})
 	}
 	// Point-in-time recovery ships change logs to the same store; a
@@ -328,6 +327,12 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		}
 		eng.SetPITR(pitrWindow{s: sh, m: m})
 		m.Go(sh.Run)
+		// Exports read the point-in-time history and keep their rows in
+		// the job catalog; they write to the buckets of [s3].
+		if jobs := backend.Capabilities().Jobs; jobs != nil {
+			eng.SetExports(exportService{backup.NewExports(m, backup.ExportsConfig{Jobs: jobs, Buckets: cfg.S3,
+				Latest: func(ref storage.TableRef, days int64) time.Time { _, l, _ := sh.Window(ref, days); return l }})})
+		}
 	}
 	if err := startPlans(cfg, backend, eng, m, reg, log); err != nil {
 		return nil, err

@@ -231,8 +231,30 @@ def server_env(logdir, store_root=None, main=False, **extra):
         env["EXTENDDB__BACKUP__STORE__ROOT"] = str(root)
         if main:
             _server["backup_root"] = str(root)
+    if not any(k.startswith("EXTENDDB__S3__") for k in list(env) + list(extra)):
+        env.update(s3_env(logdir, main))
     env.update(extra)
     return env
+
+
+def s3_env(logdir, main=False):
+    """The [s3] section of a server the suite starts, where the buckets
+    named by ExportTableToPointInTime and ImportTable live: moto when
+    EXTENDDB_TEST_S3=moto (its endpoint in EXTENDDB_TEST_MOTO_ENDPOINT),
+    else a fresh filesystem_root under logdir. The suite's own server
+    (main) records it for the s3_buckets fixture."""
+    if os.environ.get("EXTENDDB_TEST_S3") == "moto":
+        ep = os.environ.get("EXTENDDB_TEST_MOTO_ENDPOINT", "").rstrip("/")
+        assert ep, "EXTENDDB_TEST_S3=moto needs EXTENDDB_TEST_MOTO_ENDPOINT"
+        if main:
+            _server["s3"] = {"kind": "moto", "endpoint": ep}
+        return {"EXTENDDB__S3__ENDPOINT": ep, "EXTENDDB__S3__REGION": "us-east-1",
+                "EXTENDDB__S3__ACCESS_KEY_ID": "extenddb-test", "EXTENDDB__S3__SECRET_ACCESS_KEY": "extenddb-test-secret"}
+    root = Path(logdir) / "buckets"
+    root.mkdir(mode=0o700, exist_ok=True)
+    if main:
+        _server["s3"] = {"kind": "fs", "root": str(root)}
+    return {"EXTENDDB__S3__FILESYSTEM_ROOT": str(root)}
 
 
 @contextlib.contextmanager
@@ -286,13 +308,8 @@ def endpoint(request, tmp_path_factory):
     store_root = None
     if extra and ("postgres" in extra or "mongodb" in extra or "cassandra" in extra) and os.environ.get("PYTEST_XDIST_WORKER"):
         store_root = Path(tmp_path_factory.getbasetemp()).parent / "backup-store"
-    # Exports write to buckets that are directories of one root
-    # ([s3] filesystem_root), shared by the run's servers.
-    buckets = Path(tmp_path_factory.getbasetemp()).parent / "buckets"
-    buckets.mkdir(mode=0o700, exist_ok=True)
-    _server["buckets_root"] = str(buckets)
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                            env=server_env(logdir, store_root, main=True, EXTENDDB__S3__FILESYSTEM_ROOT=str(buckets)))
+                            env=server_env(logdir, store_root, main=True))
     _server.update(endpoint=ep, proc=proc, log=str(log))
     request.addfinalizer(lambda: (_stop(proc), logf.close(), _check_server_log(log)))
     err = _wait_health(ep, proc)
@@ -447,15 +464,65 @@ def table_hr(make_table):
 
 
 @pytest.fixture(scope="session")
-def buckets_root(endpoint):
-    """The directory whose subdirectories are the suite's server's buckets
-    ([s3] filesystem_root); None when the suite tests an external
-    endpoint."""
-    return _server.get("buckets_root")
-
-
-@pytest.fixture(scope="session")
 def backup_root(endpoint):
     """The filesystem backup store of the server the suite started (None
     when the suite tests an external endpoint or backups are disabled)."""
     return _server.get("backup_root")
+
+
+class Buckets:
+    """The buckets of the suite's server ([s3]): creates them and reads
+    their objects, through boto3 on moto, from the directory tree on a
+    filesystem_root."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        if conf["kind"] == "moto":
+            import boto3
+            self.s3 = boto3.client("s3", endpoint_url=conf["endpoint"], region_name="us-east-1",
+                                   aws_access_key_id="extenddb-test", aws_secret_access_key="extenddb-test-secret")
+
+    def create(self, name):
+        if self.conf["kind"] == "moto":
+            self.s3.create_bucket(Bucket=name)
+        else:
+            (Path(self.conf["root"]) / name).mkdir(mode=0o700)
+        return name
+
+    def keys(self, bucket, prefix=""):
+        """Every key of the bucket under prefix, sorted."""
+        if self.conf["kind"] == "moto":
+            out, kw = [], {}
+            while True:
+                r = self.s3.list_objects_v2(Bucket=bucket, Prefix=prefix, **kw)
+                out += [o["Key"] for o in r.get("Contents", [])]
+                if not r.get("IsTruncated"):
+                    return sorted(out)
+                kw = {"ContinuationToken": r["NextContinuationToken"]}
+        root = Path(self.conf["root"]) / bucket
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                      if p.is_file() and str(p.relative_to(root)).startswith(prefix))
+
+    def get(self, bucket, key):
+        if self.conf["kind"] == "moto":
+            return self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return (Path(self.conf["root"]) / bucket / key).read_bytes()
+
+
+@pytest.fixture(scope="session")
+def s3_buckets(endpoint):
+    """The suite server's buckets (Buckets); skips only when the suite
+    tests an external endpoint, whose [s3] it cannot know."""
+    conf = _server.get("s3")
+    if conf is None:
+        pytest.skip("the suite tests an external endpoint: its [s3] buckets are unknown")
+    return Buckets(conf)
+
+
+@pytest.fixture(scope="session")
+def buckets_root(endpoint):
+    """The directory whose subdirectories are the suite's server's buckets
+    ([s3] filesystem_root); None when the server's buckets are on moto or
+    the suite tests an external endpoint."""
+    conf = _server.get("s3") or {}
+    return conf.get("root")
