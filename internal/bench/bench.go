@@ -66,6 +66,9 @@ type Options struct {
 	// StreamViewType enables a DynamoDB stream of that view type on the
 	// tables created ("" for none).
 	StreamViewType string
+	// PITR turns point-in-time recovery on for the tables created (the
+	// server needs a backup store), before the preload and the window.
+	PITR bool
 }
 
 func (o *Options) setDefaults() error {
@@ -363,6 +366,11 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	if err := createTable(ctx, admin, table, opt.StreamViewType); err != nil {
 		return res, err
 	}
+	if opt.PITR {
+		if err := enablePITR(ctx, admin, table); err != nil {
+			return res, err
+		}
+	}
 	defer func() {
 		if opt.Keep {
 			r.logf("%s: keeping table %s", wl.name, table)
@@ -594,6 +602,19 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// enablePITR turns point-in-time recovery on for table.
+func enablePITR(ctx context.Context, c *dynamodb.Client, table string) error {
+	_, err := c.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{
+		TableName: aws.String(table),
+		PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: aws.Bool(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("UpdateContinuousBackups %s: %w", table, err)
+	}
+	return nil
 }
 
 func createTable(ctx context.Context, c *dynamodb.Client, table, streamView string) error {

@@ -36,6 +36,7 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "json", Usage: "also write the results as JSON to this file"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the final table"},
 			&cli.StringFlag{Name: "stream", Usage: "enable a DynamoDB stream of this view type (KEYS_ONLY, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES) on the tables"},
+			&cli.BoolFlag{Name: "pitr", Usage: "turn point-in-time recovery on for the tables (the server needs a backup store)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -64,6 +65,7 @@ func Command() *cli.Command {
 				JSONPath:        c.String("json"),
 				Quiet:           c.Bool("quiet"),
 				StreamViewType:  c.String("stream"),
+				PITR:            c.Bool("pitr"),
 			}
 			if opt.Concurrency <= 0 {
 				return fmt.Errorf("--concurrency must be at least 1")
