@@ -12,6 +12,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -219,6 +220,13 @@ func isHex64(s string) bool {
 // EncodeSegment builds a segment of records (non-empty, Seq strictly
 // increasing) chained after the sidecar whose hash is prev ("" for a
 // history's first segment).
+//
+// Shipping encodes a segment of every PITR table every ship interval, so
+// this is on the path of every write's cost: the lines are appended by
+// hand (AppendPITRLine) into a pooled buffer and compressed in one call
+// of a shared encoder, instead of a reflective json.Marshal per line
+// (which re-validates and compacts each image) and an encoder built per
+// segment.
 func EncodeSegment(recs []PITRRecord, prev string) (*Segment, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%w: no records", ErrSegment)
@@ -226,36 +234,121 @@ func EncodeSegment(recs []PITRRecord, prev string) (*Segment, error) {
 	if prev == "" {
 		prev = zeroHash
 	}
-	var buf bytes.Buffer
-	enc, err := zstd.NewWriter(&buf, zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		return nil, err
-	}
+	bp := segmentBufs.Get().(*[]byte)
+	defer segmentBufs.Put(bp)
+	raw := (*bp)[:0]
 	var last time.Time
 	for i := range recs {
 		if i > 0 && recs[i].Seq <= recs[i-1].Seq {
 			return nil, fmt.Errorf("%w: Seq %d after %d", ErrSegment, recs[i].Seq, recs[i-1].Seq)
 		}
-		line, err := json.Marshal(&recs[i])
-		if err != nil {
+		var err error
+		if raw, err = AppendPITRLine(raw, &recs[i]); err != nil {
 			return nil, err
 		}
-		line = append(line, '\n')
-		if _, err := enc.Write(line); err != nil {
-			return nil, err
-		}
-		if last, err = ParsePITRTime(recs[i].At); err != nil {
-			return nil, fmt.Errorf("%w: record %d: bad At %q", ErrSegment, recs[i].Seq, recs[i].At)
+		if i == len(recs)-1 {
+			if last, err = ParsePITRTime(recs[i].At); err != nil {
+				return nil, fmt.Errorf("%w: record %d: bad At %q", ErrSegment, recs[i].Seq, recs[i].At)
+			}
 		}
 	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(buf.Bytes())
+	*bp = raw
+	data := segmentEncoder().EncodeAll(raw, make([]byte, 0, len(raw)/2+64))
+	sum := sha256.Sum256(data)
 	first := recs[0].Seq
-	return &Segment{Data: buf.Bytes(), Side: SegmentSidecar{
+	return &Segment{Data: data, Side: SegmentSidecar{
 		SHA256: hex.EncodeToString(sum[:]), Name: path.Base(SegmentKey("", first)), Prev: prev,
 		First: first, Last: recs[len(recs)-1].Seq, LastAt: last, Records: len(recs)}}, nil
+}
+
+// segmentBufs holds the uncompressed lines of a segment being encoded
+// (up to segment_max_bytes plus the lines' framing).
+var segmentBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// segmentEncoder is the zstd encoder of segments, shared (EncodeAll is
+// safe for concurrent use): one frame with a checksum per segment.
+var segmentEncoder = sync.OnceValue(func() *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		panic(err) // only bad options fail
+	}
+	return enc
+})
+
+// AppendPITRLine appends r as one segment line (JSON and a newline). It
+// writes what json.Marshal writes for r, but copies the images as they
+// are (they are canonical DynamoDB-JSON from the engine's encoder, so
+// not re-validated; json.Marshal would also escape <, > and & in them,
+// which a reader decodes alike). An image that cannot be a JSON object
+// on one line (not {...}, or holding a line break) is refused: the line
+// framing of the segment must hold whatever the log returned.
+func AppendPITRLine(dst []byte, r *PITRRecord) ([]byte, error) {
+	dst = append(dst, `{"Seq":`...)
+	dst = strconv.AppendInt(dst, r.Seq, 10)
+	dst = append(dst, `,"At":`...)
+	dst = appendJSONString(dst, r.At)
+	dst = append(dst, `,"Time":`...)
+	dst = appendJSONString(dst, r.Time)
+	dst = append(dst, `,"Event":`...)
+	dst = appendJSONString(dst, r.Event)
+	dst = append(dst, `,"Keys":`...)
+	var err error
+	if len(r.Keys) == 0 {
+		dst = append(dst, "null"...)
+	} else if dst, err = appendImage(dst, r.Keys, r.Seq); err != nil {
+		return nil, err
+	}
+	if len(r.NewImage) > 0 {
+		dst = append(dst, `,"NewImage":`...)
+		if dst, err = appendImage(dst, r.NewImage, r.Seq); err != nil {
+			return nil, err
+		}
+	}
+	if len(r.OldImage) > 0 {
+		dst = append(dst, `,"OldImage":`...)
+		if dst, err = appendImage(dst, r.OldImage, r.Seq); err != nil {
+			return nil, err
+		}
+	}
+	if r.Txn != "" {
+		dst = append(dst, `,"Txn":`...)
+		dst = appendJSONString(dst, r.Txn)
+	}
+	if r.TxnCount != 0 {
+		dst = append(dst, `,"TxnCount":`...)
+		dst = strconv.AppendInt(dst, int64(r.TxnCount), 10)
+	}
+	if r.Hidden {
+		dst = append(dst, `,"Hidden":true`...)
+	}
+	if r.Service {
+		dst = append(dst, `,"Service":true`...)
+	}
+	return append(dst, '}', '\n'), nil
+}
+
+func appendImage(dst, img []byte, seq int64) ([]byte, error) {
+	if img[0] != '{' || img[len(img)-1] != '}' || bytes.IndexByte(img, '\n') >= 0 || bytes.IndexByte(img, '\r') >= 0 {
+		return nil, fmt.Errorf("%w: record %d: an image that is not a one-line JSON object", ErrSegment, seq)
+	}
+	return append(dst, img...), nil
+}
+
+// appendJSONString appends s as json.Marshal does: plain printable ASCII
+// (every string the shipper writes) directly, anything else through
+// encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // SidecarFor computes the sidecar of a published segment's bytes (a
