@@ -161,19 +161,50 @@ func NewShipper(m *Manager, src PITRSource, cfg PITRConfig, reg prometheus.Regis
 		errs:     prometheus.NewCounter(prometheus.CounterOpts{Name: "extenddb_pitr_ship_errors_total", Help: "Failed shipping rounds (store or database errors); shipping retries every interval."}),
 	}
 	if reg != nil {
-		reg.MustRegister(s.lag, s.records, s.segments, s.bases, s.errs)
+		reg.MustRegister(lagCollector{s}, s.records, s.segments, s.bases, s.errs)
 	}
 	return s, nil
 }
 
-// Run ships every interval until ctx ends.
+// lagCollector exposes the lag gauge as of the scrape: a value set only
+// when a ship round ends would read about zero right after each round
+// (the round just made everything restorable) and miss the interval's
+// growth, and would stop growing while a round hangs on the store.
+type lagCollector struct{ s *Shipper }
+
+func (c lagCollector) Describe(ch chan<- *prometheus.Desc) { c.s.lag.Describe(ch) }
+
+func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	s.mu.Lock()
+	for _, st := range s.tables {
+		if l := st.latest(); !l.IsZero() {
+			s.lag.WithLabelValues(st.table.Ref.Account, st.table.Ref.Name).Set(time.Since(l).Seconds())
+		}
+	}
+	s.mu.Unlock()
+	s.lag.Collect(ch)
+}
+
+// Run ships every interval until ctx ends. Rounds start an interval
+// apart (a round that took longer is followed at once), not an interval
+// after the previous round ended: the lag of a busy table stays within
+// about one interval plus one round.
 func (s *Shipper) Run(ctx context.Context) {
 	for {
+		started := time.Now()
 		s.ShipOnce(ctx)
+		wait := s.cfg.ShipInterval - time.Since(started)
+		if wait <= 0 {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(s.cfg.ShipInterval):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/extenddb/extenddb/internal/format"
@@ -314,4 +315,38 @@ func TestPITRHistoryDamage(t *testing.T) {
 	st.DeletePrefix(ctx, keys[1])
 	st.DeletePrefix(ctx, format.SegmentSidecarKey(keys[1]))
 	check(st, keys[2])
+}
+
+// The lag in /metrics is as of the scrape: it grows between ship rounds
+// (a value set when a round ends would read about zero after each one).
+func TestPITRLagGrowsBetweenRounds(t *testing.T) {
+	ctx := context.Background()
+	b := backends(t)[0].open(t)
+	ref := createTable(t, b, "lag1")
+	reg := prometheus.NewRegistry()
+	s, err := NewShipper(newManager(t, b, memstore.New(), nil), &testPITR{tables: []PITRTable{pitrTable(ref)}}, PITRConfig{}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPut(t, b, ref, 1, "x")
+	s.ShipOnce(ctx)
+	lag := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "extenddb_pitr_lag_seconds" && len(mf.GetMetric()) == 1 {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no extenddb_pitr_lag_seconds for the table")
+		return 0
+	}
+	first := lag()
+	time.Sleep(120 * time.Millisecond)
+	if second := lag(); second < first+0.1 {
+		t.Fatalf("lag %v then %v after 120 ms without a ship round", first, second)
+	}
 }
