@@ -223,88 +223,45 @@ function confirmDelete(name, row) {
   input.focus();
 }
 
-function createTableForm() {
-  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
-  const name = h("input", { name: "TableName", required: true, pattern: "[a-zA-Z0-9_.\\-]{3,255}", spellcheck: "false" });
-  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
-  const pkType = select(types, "S", { name: "pkType" });
-  const sk = h("input", { name: "sk", spellcheck: "false" });
-  const skType = select(types, "S", { name: "skType" });
-  const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
-  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
-  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
-  // Index blocks: one of each kind to start with, more on request.
+const KEY_TYPES = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+
+// projectionField is an index's projection: all attributes, keys only, or
+// keys and the listed attributes.
+function projectionField(kind) {
+  const type = select([["ALL", "All attributes"], ["KEYS_ONLY", "Keys only"], ["INCLUDE", "Keys and listed attributes"]], "ALL", { name: kind + "Projection" });
+  const attrs = h("input", { name: kind + "NonKey", spellcheck: "false", placeholder: "a, b" });
+  const attrsField = field("Projected attributes", attrs, "comma-separated");
+  attrsField.hidden = true;
+  type.addEventListener("change", () => { attrsField.hidden = type.value !== "INCLUDE"; });
+  return { el: [field("Projection", type), attrsField], value: () => type.value === "INCLUDE"
+    ? { ProjectionType: "INCLUDE", NonKeyAttributes: attrs.value.split(",").map((x) => x.trim()).filter(Boolean) } : { ProjectionType: type.value } };
+}
+
+// gsiEditor is the global secondary index blocks of a new table's form
+// (one to start with, more on "Add global index"). value(def, throughput)
+// is the GlobalSecondaryIndexes member (undefined when none is named):
+// def records an attribute's type, throughput is given to each index
+// when the table is provisioned.
+function gsiEditor() {
   const gsis = [];
-  const lsis = [];
-  const gsiList = h("div");
-  const lsiList = h("div");
-  const projection = (kind) => {
-    const type = select([["ALL", "All attributes"], ["KEYS_ONLY", "Keys only"], ["INCLUDE", "Keys and listed attributes"]], "ALL", { name: kind + "Projection" });
-    const attrs = h("input", { name: kind + "NonKey", spellcheck: "false", placeholder: "a, b" });
-    const attrsField = field("Projected attributes", attrs, "comma-separated");
-    attrsField.hidden = true;
-    type.addEventListener("change", () => { attrsField.hidden = type.value !== "INCLUDE"; });
-    return { el: [field("Projection", type), attrsField], value: () => type.value === "INCLUDE"
-      ? { ProjectionType: "INCLUDE", NonKeyAttributes: attrs.value.split(",").map((x) => x.trim()).filter(Boolean) } : { ProjectionType: type.value } };
-  };
-  const addGsi = () => {
+  const list = h("div");
+  const add = () => {
     const b = { name: h("input", { name: "gsi", spellcheck: "false" }), pk: h("input", { name: "gsiPk", spellcheck: "false" }),
-      pkType: select(types, "S", { name: "gsiPkType" }), sk: h("input", { name: "gsiSk", spellcheck: "false" }),
-      skType: select(types, "S", { name: "gsiSkType" }), proj: projection("gsi") };
+      pkType: select(KEY_TYPES, "S", { name: "gsiPkType" }), sk: h("input", { name: "gsiSk", spellcheck: "false" }),
+      skType: select(KEY_TYPES, "S", { name: "gsiSkType" }), proj: projectionField("gsi") };
     gsis.push(b);
-    gsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Global secondary index ${gsis.length} (optional)`),
+    list.append(h("fieldset", { class: "index" }, h("legend", null, `Global secondary index ${gsis.length} (optional)`),
       field("Index name", b.name),
       h("div", { class: "row" }, field("Partition key", b.pk), field("Type", b.pkType)),
       h("div", { class: "row" }, field("Sort key (optional)", b.sk), field("Type", b.skType)),
       h("div", { class: "row" }, b.proj.el)));
     return b;
   };
-  const addLsi = () => {
-    const b = { name: h("input", { name: "lsi", spellcheck: "false" }), sk: h("input", { name: "lsiSk", spellcheck: "false" }),
-      skType: select(types, "S", { name: "lsiSkType" }), proj: projection("lsi") };
-    lsis.push(b);
-    lsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Local secondary index ${lsis.length} (optional; needs the table's sort key)`),
-      h("div", { class: "row" }, field("LSI name", b.name), field("LSI sort key", b.sk), field("Type", b.skType)),
-      h("div", { class: "row" }, b.proj.el)));
-    return b;
-  };
-  addGsi();
-  addLsi();
-  const ttl = h("input", { name: "ttl", spellcheck: "false" });
-  const pitr = h("input", { type: "checkbox", name: "pitr" });
-  const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
-  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
-  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
-  const msg = h("div");
-  const f = h("form", { class: "card", id: "create-table", hidden: true },
-    h("h2", null, "Create table"),
-    field("Table name", name, "3–255 of a–z A–Z 0–9 _ . -"),
-    h("fieldset", null, h("legend", null, "Primary key"),
-      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
-      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
-    gsiList,
-    h("button", { type: "button", onclick: () => addGsi().name.focus() }, "Add global index"),
-    lsiList,
-    h("button", { type: "button", onclick: () => addLsi().name.focus() }, "Add local index"),
-    h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream),
-      field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
-      h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), prov,
-    h("button", { type: "submit", class: "primary" }, "Create"), msg);
-  f.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    clear(msg);
-    const defs = new Map();
-    const def = (n, t) => {
-      if (defs.has(n) && defs.get(n) !== t) throw new Error(`attribute ${n} is given two types`);
-      defs.set(n, t);
-    };
-    const input = { TableName: name.value.trim(), BillingMode: billing.value };
-    try {
-      input.KeySchema = [{ AttributeName: pk.value, KeyType: "HASH" }];
-      def(pk.value, pkType.value);
-      if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
-      const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
-      if (billing.value === "PROVISIONED") input.ProvisionedThroughput = throughput;
+  add();
+  return {
+    el: [list, h("button", { type: "button", onclick: () => add().name.focus() }, "Add global index")],
+    value(def, throughput) {
+      const out = [];
       // A block without a name is left out.
       for (const b of gsis.filter((b) => b.name.value.trim())) {
         if (!b.pk.value) throw new Error(`the index ${b.name.value} needs a partition key`);
@@ -312,9 +269,94 @@ function createTableForm() {
         def(b.pk.value, b.pkType.value);
         if (b.sk.value) { ks.push({ AttributeName: b.sk.value, KeyType: "RANGE" }); def(b.sk.value, b.skType.value); }
         const g = { IndexName: b.name.value.trim(), KeySchema: ks, Projection: b.proj.value() };
-        if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
-        (input.GlobalSecondaryIndexes ||= []).push(g);
+        if (throughput) g.ProvisionedThroughput = throughput;
+        out.push(g);
       }
+      return out.length ? out : undefined;
+    },
+  };
+}
+
+// billingEditor is a new table's billing mode, with the capacities shown
+// when provisioned. value() is {BillingMode, ProvisionedThroughput?};
+// throughput() the capacity when provisioned, else undefined.
+function billingEditor() {
+  const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
+  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
+  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
+  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
+  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  const throughput = () => billing.value === "PROVISIONED" ? { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) } : undefined;
+  return {
+    field: field("Billing mode", billing), prov, throughput,
+    value: () => (throughput() ? { BillingMode: billing.value, ProvisionedThroughput: throughput() } : { BillingMode: billing.value }),
+  };
+}
+
+// attributeTypes collects a new table's AttributeDefinitions: def(name,
+// type) refuses one attribute given two types; list() is the member.
+function attributeTypes() {
+  const defs = new Map();
+  return {
+    def(n, t) {
+      if (defs.has(n) && defs.get(n) !== t) throw new Error(`attribute ${n} is given two types`);
+      defs.set(n, t);
+    },
+    list: () => [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t })),
+  };
+}
+
+function createTableForm() {
+  const types = KEY_TYPES;
+  const name = h("input", { name: "TableName", required: true, pattern: "[a-zA-Z0-9_.\\-]{3,255}", spellcheck: "false" });
+  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
+  const pkType = select(types, "S", { name: "pkType" });
+  const sk = h("input", { name: "sk", spellcheck: "false" });
+  const skType = select(types, "S", { name: "skType" });
+  const bill = billingEditor();
+  const gsi = gsiEditor();
+  // Local index blocks: one to start with, more on request.
+  const lsis = [];
+  const lsiList = h("div");
+  const addLsi = () => {
+    const b = { name: h("input", { name: "lsi", spellcheck: "false" }), sk: h("input", { name: "lsiSk", spellcheck: "false" }),
+      skType: select(types, "S", { name: "lsiSkType" }), proj: projectionField("lsi") };
+    lsis.push(b);
+    lsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Local secondary index ${lsis.length} (optional; needs the table's sort key)`),
+      h("div", { class: "row" }, field("LSI name", b.name), field("LSI sort key", b.sk), field("Type", b.skType)),
+      h("div", { class: "row" }, b.proj.el)));
+    return b;
+  };
+  addLsi();
+  const ttl = h("input", { name: "ttl", spellcheck: "false" });
+  const pitr = h("input", { type: "checkbox", name: "pitr" });
+  const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
+  const msg = h("div");
+  const f = h("form", { class: "card", id: "create-table", hidden: true },
+    h("h2", null, "Create table"),
+    field("Table name", name, "3–255 of a–z A–Z 0–9 _ . -"),
+    h("fieldset", null, h("legend", null, "Primary key"),
+      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+    gsi.el,
+    lsiList,
+    h("button", { type: "button", onclick: () => addLsi().name.focus() }, "Add local index"),
+    h("div", { class: "row" }, bill.field, field("Stream", stream),
+      field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
+      h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), bill.prov,
+    h("button", { type: "submit", class: "primary" }, "Create"), msg);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const types = attributeTypes();
+    const def = types.def;
+    const input = { TableName: name.value.trim(), ...bill.value() };
+    try {
+      input.KeySchema = [{ AttributeName: pk.value, KeyType: "HASH" }];
+      def(pk.value, pkType.value);
+      if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
+      const g = gsi.value(def, bill.throughput());
+      if (g) input.GlobalSecondaryIndexes = g;
       for (const b of lsis.filter((b) => b.name.value.trim())) {
         if (!b.sk.value || !sk.value) throw new Error(`the local index ${b.name.value} needs its own sort key and the table's sort key`);
         def(b.sk.value, b.skType.value);
@@ -322,7 +364,7 @@ function createTableForm() {
           KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: b.sk.value, KeyType: "RANGE" }] });
       }
       if (stream.value) input.StreamSpecification = { StreamEnabled: true, StreamViewType: stream.value };
-      input.AttributeDefinitions = [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t }));
+      input.AttributeDefinitions = types.list();
     } catch (e) {
       msg.append(errorBox(e));
       return;
@@ -1177,24 +1219,34 @@ function exportsView() {
 
 function importsView() {
   const out = h("div");
-  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+  const types = KEY_TYPES;
   const bucket = h("input", { name: "S3Bucket", required: true, spellcheck: "false" });
   const prefix = h("input", { name: "S3KeyPrefix", spellcheck: "false" });
   const fmt = select([["DYNAMODB_JSON", "DynamoDB JSON"], ["ION", "Amazon Ion"], ["CSV", "CSV"]], "DYNAMODB_JSON", { name: "InputFormat" });
   const comp = select([["GZIP", "GZIP"], ["ZSTD", "ZSTD"], ["NONE", "None"]], "GZIP", { name: "InputCompressionType" });
+  // CSV's options: the service's delimiters, and the column names when
+  // the files have no header line.
+  const delim = select([[",", "Comma (,)"], [";", "Semicolon (;)"], [":", "Colon (:)"], ["|", "Pipe (|)"], ["\t", "Tab"], [" ", "Space"]], ",", { name: "Delimiter" });
+  const header = h("input", { name: "HeaderList", spellcheck: "false", placeholder: "pk, sk, color" });
+  const csv = h("div", { class: "row", hidden: true }, field("CSV delimiter", delim),
+    field("CSV header list (optional)", header, "comma-separated column names; empty: each file's first line is its header"));
+  fmt.addEventListener("change", () => { csv.hidden = fmt.value !== "CSV"; });
   const name = h("input", { name: "TableName", required: true, spellcheck: "false" });
   const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
   const pkType = select(types, "S", { name: "pkType" });
   const sk = h("input", { name: "sk", spellcheck: "false" });
   const skType = select(types, "S", { name: "skType" });
+  const bill = billingEditor();
+  const gsi = gsiEditor();
   const f = h("form", { class: "card", id: "start-import" }, h("h2", null, "Import from S3 into a new table"),
     h("p", { class: "hint" }, "Reads every object under the prefix of a bucket of the server's ", h("code", null, "[s3]"),
-      " section (an AWS export's data/ directory, for one) into a new on-demand table (docs/exports.md)."),
+      " section (an AWS export's data/ directory, for one) into a new table (docs/exports.md)."),
     h("div", { class: "row" }, field("S3 bucket", bucket), field("Key prefix", prefix)),
-    h("div", { class: "row" }, field("Input format", fmt), field("Compression", comp)),
+    h("div", { class: "row" }, field("Input format", fmt), field("Compression", comp)), csv,
     h("fieldset", null, h("legend", null, "New table"), field("Table name", name),
       h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
-      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType)),
+      gsi.el, h("div", { class: "row" }, bill.field), bill.prov),
     h("button", { type: "submit", class: "primary" }, "Start import"));
   const jobBody = h("tbody");
   const body = h("tbody");
@@ -1235,12 +1287,27 @@ function importsView() {
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     clear(out);
-    const defs = [{ AttributeName: pk.value, AttributeType: pkType.value }];
-    const ks = [{ AttributeName: pk.value, KeyType: "HASH" }];
-    if (sk.value) { defs.push({ AttributeName: sk.value, AttributeType: skType.value }); ks.push({ AttributeName: sk.value, KeyType: "RANGE" }); }
+    const defs = attributeTypes();
+    const params = { TableName: name.value.trim(), KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }], ...bill.value() };
     const input = { S3BucketSource: { S3Bucket: bucket.value.trim() }, InputFormat: fmt.value, InputCompressionType: comp.value,
-      TableCreationParameters: { TableName: name.value.trim(), KeySchema: ks, AttributeDefinitions: defs, BillingMode: "PAY_PER_REQUEST" } };
+      TableCreationParameters: params };
+    try {
+      defs.def(pk.value, pkType.value);
+      if (sk.value) { defs.def(sk.value, skType.value); params.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); }
+      const g = gsi.value(defs.def, bill.throughput());
+      if (g) params.GlobalSecondaryIndexes = g;
+      params.AttributeDefinitions = defs.list();
+    } catch (e) {
+      out.append(errorBox(e));
+      return;
+    }
     if (prefix.value.trim()) input.S3BucketSource.S3KeyPrefix = prefix.value.trim();
+    if (fmt.value === "CSV") {
+      const o = { Delimiter: delim.value };
+      const cols = header.value.split(",").map((x) => x.trim()).filter(Boolean);
+      if (cols.length) o.HeaderList = cols;
+      input.InputFormatOptions = { Csv: o };
+    }
     const r = await guard(() => client.call("ImportTable", input), out);
     if (!r) return;
     const d = r.ImportTableDescription;
