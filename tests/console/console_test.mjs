@@ -413,6 +413,9 @@ async function main() {
       fill('New table name', ${JSON.stringify(restored)}, f); fill('Billing mode', 'PROVISIONED', f);
       fill('Read capacity units', '3', f); fill('Write capacity units', '4', f);
       byLabel('Keep byNote (LSI)', f).click(); return byLabel('Keep byColor (GSI)', f).checked && !byLabel('Keep byNote (LSI)', f).checked; })()`);
+    // On-demand maxima are offered only for an on-demand target.
+    assert(await page.eval("byLabel('Maximum read request units (optional)', document.querySelector('.restore-row form')).offsetParent === null"), "on-demand maxima shown for a provisioned restore");
+    await page.eval("fill('Encryption', 'KMS', document.querySelector('.restore-row form'))");
     await page.shot("backups-restore");
     await page.eval("press('Restore', document.querySelector('.restore-row form'))");
     await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${restored}')`, "the restore to start");
@@ -423,6 +426,7 @@ async function main() {
     assert(d.LocalSecondaryIndexes?.map((l) => l.IndexName).join() === "byRank", "LSIs (byNote dropped) " + JSON.stringify(d.LocalSecondaryIndexes));
     assert(d.BillingModeSummary?.BillingMode === "PROVISIONED" && d.ProvisionedThroughput.ReadCapacityUnits === 3 && d.ProvisionedThroughput.WriteCapacityUnits === 4,
       "billing " + JSON.stringify([d.BillingModeSummary, d.ProvisionedThroughput]));
+    assert(d.SSEDescription?.Status === "ENABLED" && d.SSEDescription.SSEType === "KMS", "SSE override " + JSON.stringify(d.SSEDescription));
     const got = await api(open.url, "GetItem", { TableName: restored, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
     assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));
     await api(open.url, "DeleteTable", { TableName: restored });
@@ -604,6 +608,13 @@ async function main() {
     await page.waitFor("document.querySelector('#pitr-restore-form')", "the restore form");
     await page.eval(`(() => { const f = document.querySelector('#pitr-restore-form'); fill('New table name', ${JSON.stringify(latest)}, f);
       byLabel('Keep byColor (GSI)', f).click(); return byLabel('Latest restorable time', f).checked && byLabel('Restore instant (UTC)', f).disabled; })()`);
+    // The source is on demand: its maxima and a customer managed key.
+    await page.eval(`(() => { const f = document.querySelector('#pitr-restore-form');
+      fill('Maximum read request units (optional)', '100', f); fill('Maximum write request units (optional)', '50', f);
+      fill('Encryption', 'CMK', f); return fill('KMS key', 'alias/console-test', f); })()`);
+    // What the page sends, seen in the page.
+    await page.eval(`(() => { window.__sent = []; const f = window.fetch; window.fetch = (u, o) => {
+      if (o?.headers?.["x-amz-target"]?.endsWith("RestoreTableToPointInTime")) window.__sent.push(JSON.parse(o.body)); return f(u, o); }; return true; })()`);
     await page.shot("table-pitr");
     await page.shot("table-pitr-phone", 390, 844);
     assert(await page.eval("document.documentElement.scrollWidth <= 390"), "the table page is wider than a phone");
@@ -614,6 +625,11 @@ async function main() {
     assert(d.GlobalSecondaryIndexes?.map((g) => g.IndexName).join() === "byOwner" &&
       d.LocalSecondaryIndexes?.map((l) => l.IndexName).sort().join() === "byNote,byRank", "indexes (byColor dropped) " + JSON.stringify(d));
     assert(d.RestoreSummary?.SourceTableArn?.endsWith("/" + table), "restore summary " + JSON.stringify(d.RestoreSummary));
+    assert(d.SSEDescription?.Status === "ENABLED" && d.SSEDescription.SSEType === "KMS", "SSE override " + JSON.stringify(d.SSEDescription));
+    const sent = await page.eval("window.__sent[0]");
+    assert(JSON.stringify(sent.OnDemandThroughputOverride) === JSON.stringify({ MaxReadRequestUnits: 100, MaxWriteRequestUnits: 50 }) &&
+      JSON.stringify(sent.SSESpecificationOverride) === JSON.stringify({ Enabled: true, SSEType: "KMS", KMSMasterKeyId: "alias/console-test" }) &&
+      !("BillingModeOverride" in sent), "sent overrides " + JSON.stringify(sent));
     let got = await api(open.url, "GetItem", { TableName: latest, Key: { pk: { S: "p1" }, sk: { N: "1" } } });
     assert(got.body.Item?.note?.S === "edited", "restored item " + JSON.stringify(got.body));
     // A chosen instant: the earliest restorable one (the table's start).
@@ -622,13 +638,18 @@ async function main() {
     const at = new Date(Math.ceil(Date.parse(await page.eval("document.querySelector('#pitr-facts').children[5].textContent")) / 1000) * 1000).toISOString();
     const chosen = table + "_at";
     await page.eval(`(() => { const f = document.querySelector('#pitr-restore-form'); fill('New table name', ${JSON.stringify(chosen)}, f);
-      byLabel('Latest restorable time', f).click(); fill('Restore instant (UTC)', ${JSON.stringify(at.slice(0, 19))}, f); return !byLabel('Restore instant (UTC)', f).disabled; })()`);
+      byLabel('Latest restorable time', f).click(); fill('Restore instant (UTC)', ${JSON.stringify(at.slice(0, 19))}, f);
+      fill('Encryption', 'OWNED', f); fill('Maximum read request units (optional)', '', f); fill('Maximum write request units (optional)', '', f);
+      return !byLabel('Restore instant (UTC)', f).disabled; })()`);
     await page.eval("press('Restore', document.querySelector('#pitr-restore-form'))");
     await page.waitFor(`document.querySelector('#status').textContent.includes('Restoring into ${chosen}') || document.querySelector('#pitr-restore-form .error')`, "the instant restore to start");
     const err = await page.eval("document.querySelector('#pitr-restore-form .error')?.textContent || ''");
     assert(!err, "instant restore refused: " + err);
     d = await waitActive(chosen);
     assert(Math.abs(d.RestoreSummary.RestoreDateTime - Math.floor(Date.parse(at) / 1000)) <= 1, "restore instant " + JSON.stringify(d.RestoreSummary) + " vs " + at);
+    assert(!d.SSEDescription || d.SSEDescription.Status !== "ENABLED", "SSE disabled by the override " + JSON.stringify(d.SSEDescription));
+    const sent2 = await page.eval("window.__sent[1]");
+    assert(JSON.stringify(sent2.SSESpecificationOverride) === JSON.stringify({ Enabled: false }) && !("OnDemandThroughputOverride" in sent2), "second restore's overrides " + JSON.stringify(sent2));
     await page.eval("location.hash = '#/backups'");
     await page.waitFor(`${jobRow("restore", latest)}?.children[3].textContent === 'COMPLETED'`, "the PITR restore's job COMPLETED");
     await page.eval(`location.hash = '#/table/${table}'`);

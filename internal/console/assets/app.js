@@ -493,7 +493,7 @@ function pitrRestoreForm(t, p, box) {
   const instant = h("input", { type: "datetime-local", name: "RestoreDateTime", step: "1", disabled: true,
     value: utc(p.LatestRestorableDateTime).slice(0, 19) });
   latest.addEventListener("change", () => { instant.disabled = latest.checked; });
-  const over = restoreOverrides(t);
+  const over = restoreOverrides(t, t.BillingModeSummary?.BillingMode || "PROVISIONED");
   const msg = h("div");
   const f = h("form", { id: "pitr-restore-form" },
     h("h2", null, "Restore to a point in time"),
@@ -520,15 +520,31 @@ function pitrRestoreForm(t, p, box) {
 
 // restoreOverrides is the overrides part of a restore form for a source
 // table described by src (a TableDescription, or a backup's source
-// details): the billing mode, the provisioned capacity, and which
-// secondary indexes to keep. value() is the request's override members;
-// an index list is sent only when an index is dropped.
-function restoreOverrides(src) {
+// feature details) billed as srcBilling: the billing mode, the
+// provisioned capacity or the on-demand maximum throughput, the
+// encryption, and which secondary indexes to keep. value() is the
+// request's override members; an index list is sent only when an index
+// is dropped, and nothing for a choice left as the source's.
+function restoreOverrides(src, srcBilling) {
   const billing = select([["", "As the source"], ["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "", { name: "BillingModeOverride" });
   const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
   const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
   const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
-  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  // OnDemandThroughputOverride: the on-demand table's maximum request
+  // units (empty: no maximum given).
+  const mrru = h("input", { name: "MaxReadRequestUnits", type: "number", min: "1" });
+  const mwru = h("input", { name: "MaxWriteRequestUnits", type: "number", min: "1" });
+  const onDemand = h("div", { class: "row" }, field("Maximum read request units (optional)", mrru), field("Maximum write request units (optional)", mwru));
+  const isOnDemand = () => billing.value === "PAY_PER_REQUEST" || (!billing.value && srcBilling === "PAY_PER_REQUEST");
+  const layout = () => { prov.hidden = billing.value !== "PROVISIONED"; onDemand.hidden = !isOnDemand(); };
+  billing.addEventListener("change", layout);
+  layout();
+  // SSESpecificationOverride.
+  const sse = select([["", "As the source"], ["OWNED", "AWS owned key"], ["KMS", "AWS managed KMS key"], ["CMK", "Customer managed KMS key"]], "", { name: "SSESpecificationOverride" });
+  const kmsKey = h("input", { name: "KMSMasterKeyId", spellcheck: "false", placeholder: "key id, ARN or alias" });
+  const kmsField = field("KMS key", kmsKey);
+  kmsField.hidden = true;
+  sse.addEventListener("change", () => { kmsField.hidden = sse.value !== "CMK"; });
   const boxes = [];
   const idx = h("div", { class: "row" });
   for (const [kind, list] of [["GSI", src.GlobalSecondaryIndexes || []], ["LSI", src.LocalSecondaryIndexes || []]]) {
@@ -539,7 +555,9 @@ function restoreOverrides(src) {
     }
   }
   const el = h("fieldset", { class: "overrides" }, h("legend", null, "Overrides"),
-    h("div", { class: "row" }, field("Billing mode", billing)), prov,
+    h("div", { class: "row" }, field("Billing mode", billing)), prov, onDemand,
+    h("div", { class: "row" }, field("Encryption", sse, "the source's: " + (src.SSEDescription?.Status === "ENABLED"
+      ? `KMS${src.SSEDescription.KMSMasterKeyArn ? " (" + src.SSEDescription.KMSMasterKeyArn + ")" : ""}` : "AWS owned key")), kmsField),
     boxes.length ? idx : h("p", { class: "hint" }, "No secondary indexes to keep or drop."));
   return {
     el,
@@ -548,6 +566,14 @@ function restoreOverrides(src) {
       const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
       if (billing.value) o.BillingModeOverride = billing.value;
       if (billing.value === "PROVISIONED") o.ProvisionedThroughputOverride = throughput;
+      if (isOnDemand() && (mrru.value || mwru.value)) {
+        o.OnDemandThroughputOverride = {};
+        if (mrru.value) o.OnDemandThroughputOverride.MaxReadRequestUnits = Number(mrru.value);
+        if (mwru.value) o.OnDemandThroughputOverride.MaxWriteRequestUnits = Number(mwru.value);
+      }
+      if (sse.value === "OWNED") o.SSESpecificationOverride = { Enabled: false };
+      else if (sse.value === "KMS") o.SSESpecificationOverride = { Enabled: true, SSEType: "KMS" };
+      else if (sse.value === "CMK") o.SSESpecificationOverride = { Enabled: true, SSEType: "KMS", KMSMasterKeyId: kmsKey.value.trim() };
       const dropped = (kind) => boxes.some((b) => b.kind === kind && !b.c.checked);
       const kept = (kind) => boxes.filter((b) => b.kind === kind && b.c.checked).map((b) => b.i);
       if (dropped("GSI")) {
@@ -1097,7 +1123,7 @@ function backupsView() {
     const d = await guard(() => client.call("DescribeBackup", { BackupArn: b.BackupArn }), cell);
     if (!d) return;
     const src = d.BackupDescription.SourceTableFeatureDetails || {};
-    const over = restoreOverrides(src);
+    const over = restoreOverrides(src, d.BackupDescription.SourceTableDetails?.BillingMode || "PROVISIONED");
     const target = h("input", { name: "TargetTableName", required: true, spellcheck: "false" });
     const msg = h("div");
     const f = h("form", { class: "restore", "aria-label": "Restore backup" },
