@@ -382,7 +382,19 @@ async function main() {
     assert(/^Version/.test(facts.split("Readiness")[1].replace(/^ready/, "")), "no version: " + facts);
     const bg = await page.eval("document.querySelector('#background').textContent");
     assert(bg.includes("TTL backlog") && bg.includes("Index backfills running"), "background work: " + bg);
+    // The memory backend exports no storage metrics: its name comes from
+    // extenddb_server_info, with the backup store and its health.
+    assert(/Backendmemory/.test(facts), "backend: " + facts);
+    const store = await page.eval("document.querySelector('#backup-store')?.textContent");
+    assert(store === `fs:${backups} (reachable)`, "backup store: " + store);
+    // The table has point-in-time recovery: its shipping lag is listed
+    // (the page refreshes every 5 seconds until the shipper's first round).
+    await page.waitFor(`[...document.querySelectorAll('#pitr-lag tbody tr')].some((r) => r.dataset.table === ${JSON.stringify(table)} && / s$/.test(r.children[2].textContent))`, "the table's shipping lag", 20000);
+    assert(await page.eval("document.querySelector('#running-jobs tbody').textContent.includes('None running')"), "running jobs: " + await page.eval("document.querySelector('#running-jobs tbody').textContent"));
     await page.shot("server");
+    await page.shot("server-phone", 390, 844);
+    assert(await page.eval("document.documentElement.scrollWidth <= 390"), "the server page is wider than a phone");
+    await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
   });
 
   // waitActive waits for a restored table to be ACTIVE with its items.

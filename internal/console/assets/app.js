@@ -1363,7 +1363,7 @@ const BACKGROUND = [
   ["Index backfill progress", "extenddb_index_backfill_progress_ratio", (v) => (100 * v).toFixed(0) + " %"],
   ["TTL backlog (items)", "extenddb_ttl_backlog_items"],
   ["TTL deleted items", "extenddb_ttl_deleted_items_total"],
-  ["Point-in-time shipping lag", "extenddb_pitr_lag_seconds", (v) => v.toFixed(1) + " s"],
+  ["Point-in-time records shipped", "extenddb_pitr_shipped_records_total"],
   ["Point-in-time shipping errors", "extenddb_pitr_ship_errors_total"],
   ["Stream records written", "extenddb_stream_records_written_total"],
 ];
@@ -1377,12 +1377,20 @@ async function serverView() {
   const facts = h("dl", { class: "facts" });
   const ops = h("tbody");
   const bg = h("dl", { class: "facts", id: "background" });
+  const lag = h("tbody");
+  const running = h("tbody");
   const rate = h("span", { id: "rate" });
   clear(main, h("h1", null, "Server"), facts,
     h("h2", null, "Requests by operation ", rate),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "ops" },
       h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Error types", "p50", "p99", "Mean"].map((x) => h("th", { scope: "col" }, x)))), ops)),
     h("h2", null, "Background work"), bg,
+    h("h3", null, "Backup, restore, export and import jobs running"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "running-jobs" },
+      h("thead", null, h("tr", null, ["Kind", "Account", "Table", "Job", "Phase", "Items", "Bytes"].map((x) => h("th", { scope: "col" }, x)))), running)),
+    h("h3", null, "Point-in-time recovery: shipping lag per table"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "pitr-lag" },
+      h("thead", null, h("tr", null, ["Account", "Table", "Lag"].map((x) => h("th", { scope: "col" }, x)))), lag)),
     h("p", { class: "hint" }, "From ", link("/metrics", "/metrics"), " since the server started; refreshed every 5 seconds."));
   const get = async (path) => {
     try {
@@ -1399,13 +1407,21 @@ async function serverView() {
     ops.append(h("tr", null, h("td", { colspan: 7 }, "Metrics unavailable (HTTP " + mm.status + ").")));
     return;
   }
-  const wanted = new Set(["extenddb_build_info", "extenddb_tables", "extenddb_requests_total", "extenddb_request_duration_seconds_sum",
+  const wanted = new Set(["extenddb_build_info", "extenddb_server_info", "extenddb_backup_store_up", "extenddb_pitr_lag_seconds", ...JOB_SERIES, "extenddb_tables", "extenddb_requests_total", "extenddb_request_duration_seconds_sum",
     "extenddb_request_duration_seconds_count", "extenddb_request_duration_seconds_bucket", ...BACKGROUND.map((b) => b[1])]);
   const all = parseMetrics(mm.text, wanted);
   const build = all.find((x) => x.name === "extenddb_build_info");
   if (build) fact("Version", `${build.labels.version} (commit ${build.labels.commit}, ${build.labels.go})`);
-  const backends = new Set(parseMetrics(mm.text, { has: () => true }).map((x) => x.labels.backend).filter(Boolean));
+  // The backend and the backup store: extenddb_server_info (every
+  // backend), else the label of the storage metrics of an older server.
+  const info = all.find((x) => x.name === "extenddb_server_info");
+  const backends = info ? new Set([info.labels.backend]) : new Set(parseMetrics(mm.text, { has: () => true }).map((x) => x.labels.backend).filter(Boolean));
   if (backends.size) fact("Backend", [...backends].join(", "));
+  if (info) {
+    const up = all.find((x) => x.name === "extenddb_backup_store_up");
+    fact("Backup store", h("span", { id: "backup-store" }, info.labels.backup_store,
+      up ? h("span", { class: up.value === 1 ? "ok" : "bad" }, up.value === 1 ? " (reachable)" : " (unreachable or not this catalog's: see readiness)") : null));
+  }
   const tables = all.filter((x) => x.name === "extenddb_tables");
   if (tables.length) fact("Tables", String(tables.reduce((a, x) => a + x.value, 0)));
 
@@ -1442,6 +1458,24 @@ async function serverView() {
     bg.append(h("dt", null, label), h("dd", null, fmt ? fmt(v) : String(v)));
   }
   if (!bg.childElementCount) bg.append(h("dd", null, "None reported."));
+  const jobsNow = new Map();
+  for (const x of all.filter((x) => JOB_SERIES.includes(x.name))) {
+    const k = [x.labels.kind, x.labels.account, x.labels.table, x.labels.job].join("\u0000");
+    const j = jobsNow.get(k) || jobsNow.set(k, { labels: x.labels }).get(k);
+    j[x.name.slice("extenddb_backup_job_".length)] = x.value;
+  }
+  for (const j of jobsNow.values()) {
+    const l = j.labels;
+    running.append(h("tr", null, h("td", null, l.kind), h("td", null, l.account || ""), h("td", null, l.table), h("td", null, l.job), h("td", null, l.phase || ""),
+      h("td", null, `${j.items ?? 0}${j.total_items ? " of " + j.total_items : ""}`), h("td", null, formatBytes(j.bytes ?? 0))));
+  }
+  if (!jobsNow.size) running.append(h("tr", null, h("td", { colspan: 7 }, "None running.")));
+  const lags = all.filter((x) => x.name === "extenddb_pitr_lag_seconds").sort((a, b) => b.value - a.value);
+  for (const x of lags) {
+    lag.append(h("tr", { "data-table": x.labels.table }, h("td", null, x.labels.account), h("th", { scope: "row" }, link("#/table/" + encodeURIComponent(x.labels.table), x.labels.table)),
+      h("td", null, x.value.toFixed(1) + " s")));
+  }
+  if (!lags.length) lag.append(h("tr", null, h("td", { colspan: 3 }, "No table with point-in-time recovery on this server.")));
   // Refreshed in place unless the reader is on a control of the page (a
   // rebuild would take their focus away).
   const again = () => {
