@@ -169,7 +169,26 @@ async function main() {
   mkdirSync(backups, { mode: 0o700 });
   const buckets = join(work, "buckets");
   mkdirSync(join(buckets, "exports"), { recursive: true, mode: 0o700 });
-  const open = await startServer("open", ["--log-level", "debug"],
+  // Two backup plans: one every minute over the plan_* tables (it runs
+  // during the test), one nightly in Paris that covers nothing yet.
+  writeFileSync(join(work, "plans.toml"), `[backup]
+plans_check_interval = "1s"
+
+[[backup.plans]]
+name = "minutely"
+tables = ["plan_*"]
+every = "1m"
+keep_last = 2
+
+[[backup.plans]]
+name = "nightly"
+tables = ["orders", "users-*"]
+cron = "0 3 * * *"
+timezone = "Europe/Paris"
+keep_daily = 7
+max_age = "30d"
+`);
+  const open = await startServer("open", ["--log-level", "debug", "--config", join(work, "plans.toml")],
     { EXTENDDB__BACKUP__STORE__KIND: "filesystem", EXTENDDB__BACKUP__STORE__ROOT: backups, EXTENDDB__S3__FILESYSTEM_ROOT: buckets });
   const keyId = "CONSOLETESTKEY0001";
   const secret = "console-test-secret-0123456789";
@@ -179,6 +198,11 @@ async function main() {
   await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
 
   const table = "console_t" + process.pid;
+  // The minutely plan's table, created first so that its first slot
+  // (within a minute of the server's start) backs it up.
+  await api(open.url, "CreateTable", { TableName: "plan_src", BillingMode: "PAY_PER_REQUEST",
+    KeySchema: [{ AttributeName: "id", KeyType: "HASH" }], AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }] });
+  await api(open.url, "PutItem", { TableName: "plan_src", Item: { id: { S: "a" }, n: { N: "1" } } });
 
   await check("GET / from a browser lands on the console", async () => {
     await page.go(open.url + "/");
@@ -779,6 +803,38 @@ async function main() {
       `Next page: median ${pages[5]} ms, slowest ${pages[9]} ms (10 pages)`);
     await page.shot("items-large");
     await api(open.url, "DeleteTable", { TableName: name });
+  });
+
+  await check("backup plans: definitions, last run, next slot and the backups kept", async () => {
+    await page.go(open.url + "/console/#/plans");
+    await page.waitFor("document.querySelector('#plans tbody tr[data-plan=nightly]')", "the plans page");
+    const nightly = await page.eval("[...document.querySelector('#plans tbody tr[data-plan=nightly]').children].map((c) => c.textContent)");
+    assert(nightly[1] === "000000000000" && nightly[2] === "orders, users-*" && nightly[3] === "0 3 * * * Europe/Paris" && /daily 7/.test(nightly[4]) &&
+      nightly[5] === "never" && nightly[6] === "" && nightly[10] === "0", "nightly row " + JSON.stringify(nightly));
+    // The next slot is 03:00 in Paris: 01:00 or 02:00 UTC.
+    assert(/^\d{4}-\d\d-\d\dT0[12]:00:00Z$/.test(nightly[9]) && Date.parse(nightly[9]) > Date.now(), "nightly next run " + nightly[9]);
+    const backups = await api(open.url, "ListBackups", {});
+    // The minutely plan runs at the first whole minute after the server
+    // started; the page's Refresh shows it once it has.
+    const end = Date.now() + 90000;
+    let row;
+    while (Date.now() < end) {
+      await page.eval("press('Refresh')");
+      await sleep(1000);
+      row = await page.eval("[...(document.querySelector('#plans tbody tr[data-plan=minutely]')?.children || [])].map((c) => c.textContent)");
+      if (row[6] === "succeeded" && row[10] === "1") break;
+      await sleep(2000);
+    }
+    assert(row[3] === "every 1m0s" && row[6] === "succeeded" && row[10] === "1" && row[5] === row[7] && row[8] === "0", "minutely row " + JSON.stringify(row));
+    assert(Date.parse(row[9]) - Date.parse(row[5]) === 60000 || Date.parse(row[9]) > Date.parse(row[5]), "next after last " + JSON.stringify(row));
+    const keeps = await page.eval("[...document.querySelectorAll('#plan-backups section[data-plan=minutely] tbody tr')].map((r) => [...r.children].map((c) => c.textContent))");
+    assert(keeps.length === 1 && keeps[0][0].startsWith("minutely-plan_src-") && keeps[0][1] === "plan_src" && keeps[0][2] === "AVAILABLE", "kept " + JSON.stringify(keeps));
+    const listed = (await api(open.url, "ListBackups", { BackupType: "AWS_BACKUP" })).body.BackupSummaries;
+    assert(listed.length === 1 && listed[0].BackupName === keeps[0][0], "ListBackups AWS_BACKUP " + JSON.stringify(listed) + " before " + JSON.stringify(backups.body));
+    assert(await page.eval("document.querySelector('#plan-backups section[data-plan=nightly]').textContent.includes('None in this account yet')"), "nightly keeps nothing");
+    await page.shot("plans");
+    await page.shot("plans-phone", 390, 844);
+    await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
   });
 
   await check("with access keys: sign-in required, a wrong secret refused", async () => {

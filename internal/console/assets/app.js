@@ -113,7 +113,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   status("");
-  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, exports: exportsView, imports: importsView, server: serverView };
+  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, plans: plansView, exports: exportsView, imports: importsView, server: serverView };
   (views[name] || tablesView)(parts.slice(1));
   main.focus({ preventScroll: true });
 }
@@ -1165,6 +1165,77 @@ function backupsView() {
     }
   });
   load();
+}
+
+// ---------- backup plans ----------
+
+const PLAN_SERIES = ["extenddb_backup_plan_info", "extenddb_backup_plan_next_run_timestamp_seconds", "extenddb_backup_plan_last_run_timestamp_seconds",
+  "extenddb_backup_plan_last_run_succeeded", "extenddb_backup_plan_last_success_timestamp_seconds", "extenddb_backup_plan_failures_total"];
+
+// plansView shows the configured backup plans ([[backup.plans]]) as
+// /metrics exports them (definition, next slot, last run and its result,
+// last success, this server's failures) and the backups each keeps: the
+// AWS_BACKUP backups named after it (ListBackups, every page), as
+// `extenddb backup plans` prints them.
+async function plansView() {
+  const out = h("div");
+  const body = h("tbody");
+  const kept = h("div", { id: "plan-backups" });
+  clear(main, h("div", { class: "titlebar" }, h("h1", null, "Backup plans"), h("button", { type: "button", onclick: () => plansView() }, "Refresh")),
+    h("p", { class: "hint" }, "The server's ", h("code", null, "[[backup.plans]]"), " (docs/backup.md): a plan backs up the tables it covers at each slot of its schedule as ",
+      h("code", null, "<plan>-<table>-<slot>"), " and keeps what its retention says. Times are UTC."), out,
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "plans" },
+      h("thead", null, h("tr", null, ["Plan", "Account", "Tables", "Schedule", "Retention", "Last run", "Result", "Last success", "Failures", "Next run", "Kept"]
+        .map((x) => h("th", { scope: "col" }, x)))), body)), kept);
+  let text = "";
+  try {
+    const r = await fetch("/metrics", { cache: "no-store", credentials: "omit" });
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    text = await r.text();
+  } catch (e) {
+    out.append(errorBox("Metrics unavailable: " + e.message));
+    return;
+  }
+  const plans = new Map();
+  for (const x of parseMetrics(text, new Set(PLAN_SERIES))) {
+    const p = plans.get(x.labels.plan) || plans.set(x.labels.plan, { name: x.labels.plan }).get(x.labels.plan);
+    if (x.name === "extenddb_backup_plan_info") p.info = x.labels;
+    else p[x.name.replace(/^extenddb_backup_plan_/, "")] = x.value;
+  }
+  const list = [...plans.values()].filter((p) => p.info).sort((a, b) => a.name.localeCompare(b.name));
+  if (!list.length) {
+    body.append(h("tr", null, h("td", { colspan: 11 }, "No backup plans are configured on this server ([[backup.plans]] in its configuration).")));
+    return;
+  }
+  // The backups the plans keep: AWS_BACKUP type, named "<plan>-...".
+  const backups = [];
+  let start;
+  do {
+    const r = await guard(() => client.call("ListBackups", start ? { BackupType: "AWS_BACKUP", ExclusiveStartBackupArn: start } : { BackupType: "AWS_BACKUP" }), out);
+    if (!r) break;
+    backups.push(...(r.BackupSummaries || []));
+    start = r.LastEvaluatedBackupArn;
+  } while (start && main.contains(body));
+  // An instant to the second, as the schedule's slots are.
+  const at = (v) => utc(v).replace(/\.\d{3}Z$/, "Z");
+  const stamp = (v) => (v ? at(v) : "never");
+  for (const p of list) {
+    const mine = backups.filter((b) => b.BackupName.startsWith(p.name + "-"))
+      .sort((a, b) => (b.BackupCreationDateTime || 0) - (a.BackupCreationDateTime || 0));
+    const result = p.last_run_succeeded == null || !p.last_run_timestamp_seconds ? "" : p.last_run_succeeded === 1 ? "succeeded" : "FAILED";
+    body.append(h("tr", { "data-plan": p.name }, h("th", { scope: "row" }, p.name), h("td", null, p.info.account), h("td", null, p.info.tables.split(",").join(", ")),
+      h("td", null, p.info.schedule), h("td", null, p.info.retention),
+      h("td", { class: "when" }, stamp(p.last_run_timestamp_seconds)), h("td", { class: result === "FAILED" ? "bad" : result ? "ok" : "" }, result),
+      h("td", { class: "when" }, stamp(p.last_success_timestamp_seconds)), h("td", null, String(p.failures_total ?? 0)),
+      h("td", { class: "when" }, p.next_run_timestamp_seconds ? at(p.next_run_timestamp_seconds) : ""), h("td", null, String(mine.length))));
+    kept.append(h("section", { class: "card", "data-plan": p.name }, h("h2", null, `${p.name} keeps ${mine.length} backup${mine.length === 1 ? "" : "s"}`),
+      mine.length ? h("div", { class: "scroll" }, h("table", { class: "grid" },
+        h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Expires", "Size"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", null, mine.map((b) => h("tr", { "data-backup": b.BackupArn }, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
+          h("td", { class: "when" }, at(b.BackupCreationDateTime)), h("td", { class: "when" }, b.BackupExpiryDateTime ? at(b.BackupExpiryDateTime) : ""),
+          h("td", null, formatBytes(b.BackupSizeBytes))))))) : h("p", null, "None in this account yet."),
+      mine.length ? h("p", { class: "hint" }, "Restore or delete them on ", link("#/backups", "Backups"), ".") : null));
+  }
 }
 
 // ---------- exports ----------
