@@ -221,7 +221,7 @@ max_age = "30d"
       seen.push(f);
       if (f === "Create table") break;
     }
-    assert(seen.includes("Tables") && seen.includes("Server"), "nav links not reached by Tab: " + JSON.stringify(seen));
+    assert(["Tables", "Items", "PartiQL", "Backups", "Plans", "Exports", "Imports", "Server"].every((n) => seen.includes(n)), "nav links not reached by Tab: " + JSON.stringify(seen));
     assert(seen.at(-1) === "Create table", "Create table not reached by Tab: " + JSON.stringify(seen));
     await page.key("Enter", "Enter", 13, "\r");
     await page.waitFor("!document.querySelector('#create-table').hidden && document.activeElement === byLabel('Table name')", "the create form open with focus in its first field");
@@ -419,6 +419,26 @@ max_age = "30d"
     await page.shot("server-phone", 390, 844);
     assert(await page.eval("document.documentElement.scrollWidth <= 390"), "the server page is wider than a phone");
     await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
+  });
+
+  await check("phone width: every page fits 390 px without sideways scrolling", async () => {
+    await page.send("Emulation.setDeviceMetricsOverride", { width: 390, height: 844, deviceScaleFactor: 1, mobile: true });
+    try {
+      const pages = [["tables", "#tables"], [`items/${table}`, "#results .meta"], [`table/${table}`, "#pitr-facts"], ["partiql", "#partiql"],
+        ["backups", "#backups"], ["plans", "#plans"], ["exports", "#exports"], ["imports", "#imports"], ["server", "#ops"]];
+      const wide = [];
+      for (const [hash, ready] of pages) {
+        await page.eval(`location.hash = '#/${hash}'`);
+        await page.waitFor(`document.querySelector(${JSON.stringify(ready)})`, hash);
+        await sleep(200);
+        const w = await page.eval("document.documentElement.scrollWidth");
+        if (w > 390) wide.push(`${hash}: ${w}px`);
+        await page.shot(hash.split("/")[0] + "-phone", 390, 844);
+      }
+      assert(!wide.length, "wider than a phone: " + wide.join(", "));
+    } finally {
+      await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
+    }
   });
 
   // waitActive waits for a restored table to be ACTIVE with its items.
@@ -871,6 +891,36 @@ max_age = "30d"
     await page.eval("press('Sign out')");
     await page.waitFor("document.querySelector('#signin')", "the sign-in form after signing out");
     assert(await page.eval("sessionStorage.length === 0"), "the key survived sign-out");
+  });
+
+  await check("with access keys: another origin's page cannot act with the signed-in key (CSRF)", async () => {
+    await page.go(keyed.url + "/console/");
+    await page.waitFor("document.querySelector('#signin')", "the sign-in form");
+    await page.eval(`fill('Access key id', '${keyId}') && fill('Secret access key', '${secret}') && press('Sign in')`);
+    await page.waitFor("document.querySelector('#tables')", "signed in");
+    // The same tab on another origin (a page of the open server without
+    // the console's CSP, as an attacker's page would be): the key is not
+    // readable there (sessionStorage is per origin), and a cross-origin
+    // POST to the keyed server carries no credential the server accepts.
+    await page.go(open.url + "/metrics");
+    await page.waitFor(`location.origin === ${JSON.stringify(open.url)} && document.readyState === "complete"`, "the other origin's page");
+    assert(await page.eval("sessionStorage.getItem('extenddb.console.credentials') === null"), "the key is readable from another origin");
+    const target = "DynamoDB_20120810.CreateTable";
+    const body = JSON.stringify({ TableName: "csrf_table", BillingMode: "PAY_PER_REQUEST", KeySchema: [{ AttributeName: "id", KeyType: "HASH" }],
+      AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }] });
+    // A form-like post (no-cors: the attacker cannot read the answer) and a
+    // CORS request with credentials: neither creates the table.
+    await page.eval(`fetch(${JSON.stringify(keyed.url + "/")}, { method: "POST", mode: "no-cors", credentials: "include", headers: { "Content-Type": "text/plain" }, body: ${JSON.stringify(body)} }).then(() => true, () => true)`);
+    const cors = await page.eval(`fetch(${JSON.stringify(keyed.url + "/")}, { method: "POST", credentials: "include", headers: { "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "${target}" }, body: ${JSON.stringify(body)} }).then((r) => "status " + r.status, (e) => "blocked: " + e.message)`);
+    console.log("console: info: a cross-origin CreateTable with credentials: " + cors);
+    assert(!cors.startsWith("status 200"), "a cross-origin CreateTable was answered 200");
+    await page.go(keyed.url + "/console/#/tables");
+    await page.waitFor(`document.querySelector('#tables tr[data-table="signed_table"]')`, "the keyed server's tables, still signed in");
+    assert(!(await page.eval(`!!document.querySelector('#tables tr[data-table="csrf_table"]')`)), "a cross-origin request created a table");
+    const cookies = (await page.send("Network.getAllCookies").catch(() => ({ cookies: [] }))).cookies || [];
+    assert(cookies.length === 0, "the console set cookies: " + JSON.stringify(cookies));
+    await page.eval("press('Sign out')");
+    await page.waitFor("document.querySelector('#signin')", "signed out");
   });
 
   await check("no Content-Security-Policy violation, no uncaught error", async () => {
