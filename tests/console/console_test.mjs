@@ -650,6 +650,19 @@ max_age = "30d"
     assert(del.status === 200, "DeleteTable " + JSON.stringify(del));
   });
 
+  await check("imports: a hostile key prefix is shown as text", async () => {
+    const r = await api(open.url, "ImportTable", { S3BucketSource: { S3Bucket: "exports", S3KeyPrefix: hostile + hostile2 }, InputFormat: "CSV",
+      TableCreationParameters: { TableName: "xss_import", BillingMode: "PAY_PER_REQUEST", KeySchema: [{ AttributeName: "id", KeyType: "HASH" }],
+        AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }] } });
+    assert(r.status === 200, "ImportTable " + JSON.stringify(r.body));
+    await page.eval("location.hash = '#/tables'");
+    await page.eval("location.hash = '#/imports'");
+    await page.waitFor(`[...document.querySelectorAll('#imports tbody tr')].some((r) => r.children[1].textContent === 'xss_import' && r.children[7].textContent.includes(${JSON.stringify(hostile + hostile2)}))`, "the hostile prefix as text", 30000);
+    assert((await page.eval("document.querySelectorAll('main img, main script').length")) === 0, "an element was created from data");
+    assert((await page.eval("window.__xss")) === undefined, "a hostile script ran");
+    await api(open.url, "DeleteTable", { TableName: "xss_import" });
+  });
+
   await check("point-in-time recovery: window, period, restore to latest and to an instant", async () => {
     await page.eval(`location.hash = '#/table/${table}'`);
     await page.waitFor("document.querySelector('#pitr-facts')?.textContent.includes('ENABLED')", "the PITR section");
