@@ -870,6 +870,34 @@ max_age = "30d"
     await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 860, deviceScaleFactor: 1, mobile: false });
   });
 
+  await check("backup plans: a failed run shown FAILED with its failures", async () => {
+    // A failed run is the runner's (Go-tested in internal/backup); here the
+    // page reads a /metrics the test answers, with the nightly plan's last
+    // run failed for 3 tables after an earlier success.
+    const real = await (await fetch(open.url + "/metrics")).text();
+    page.onEvent = (m) => {
+      if (m.method !== "Fetch.requestPaused") return;
+      const body = real.split("\n").filter((l) => !/^extenddb_backup_plan_(last_|failures)[a-z_]*\{plan="nightly"\}/.test(l)).join("\n") + [
+        `extenddb_backup_plan_last_run_timestamp_seconds{plan="nightly"} 1764986400`,
+        `extenddb_backup_plan_last_run_succeeded{plan="nightly"} 0`,
+        `extenddb_backup_plan_last_success_timestamp_seconds{plan="nightly"} 1764900000`,
+        `extenddb_backup_plan_failures_total{plan="nightly"} 3`, ""].join("\n");
+      page.send("Fetch.fulfillRequest", { requestId: m.params.requestId, responseCode: 200,
+        responseHeaders: [{ name: "Content-Type", value: "text/plain; version=0.0.4" }], body: Buffer.from(body).toString("base64") });
+    };
+    await page.send("Fetch.enable", { patterns: [{ urlPattern: "*/metrics" }] });
+    try {
+      await page.eval("press('Refresh')");
+      await page.waitFor("document.querySelector('#plans tbody tr[data-plan=nightly]')?.children[6].textContent === 'FAILED'", "the failed run");
+      const row = await page.eval("[...document.querySelector('#plans tbody tr[data-plan=nightly]').children].map((c) => c.textContent + '|' + c.className)");
+      assert(row[5] === "2025-12-06T02:00:00Z|when" && row[6] === "FAILED|bad" && row[7] === "2025-12-05T02:00:00Z|when" && row[8] === "3|", "failed plan row " + JSON.stringify(row));
+      await page.shot("plans-failed");
+    } finally {
+      page.onEvent = null;
+      await page.send("Fetch.disable");
+    }
+  });
+
   await check("with access keys: sign-in required, a wrong secret refused", async () => {
     const unsigned = await api(keyed.url, "ListTables", {});
     assert(unsigned.status === 400, "an unsigned request was accepted: " + unsigned.status);
