@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/store"
+	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // pitrFixture is a table with a shipped history in a directory store: a
@@ -274,4 +276,116 @@ func TestPITRPlanNeedsItsPinnedObjects(t *testing.T) {
 	if _, err := planPITR(ctx, f.st, f.prefix, at, pin); err == nil || !strings.Contains(err.Error(), baseKey) {
 		t.Fatalf("the pinned base's position object removed: %v", err)
 	}
+}
+
+// TestPITRTakeoverRestoresThePinnedPlan: a restore job taken over by
+// another server after its owner stopped restores the state its pin
+// fixed, although by then the history holds a record decided before the
+// instant but shipped after the job started (which a plan made again
+// would include) and a newer base.
+func TestPITRTakeoverRestoresThePinnedPlan(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		st := memstore.New()
+		ref := createTable(t, b, "pin1")
+		for i := 0; i < 300; i++ {
+			logWrite(t, b, ref, i, "a", "", 0)
+		}
+		gate, reached := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		m := newManager(t, b, st, func(c *Config) {
+			c.HeartbeatInterval = time.Hour // its heartbeat never comes in time
+			c.StaleAfter = 100 * time.Millisecond
+			c.Restorer = testRestorer{}
+			c.SpoolDir = t.TempDir()
+			c.Hook = func(p string) {
+				if p == PointRestoreMidLoad {
+					first := false
+					once.Do(func() { first = true })
+					if first {
+						close(reached)
+						<-gate
+					}
+				}
+			}
+		})
+		opened := sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(opened)
+		s, err := NewShipper(m, &testPITR{tables: []PITRTable{pitrTable(ref)}}, PITRConfig{SegmentMaxBytes: 4 << 10, BaseAfterBytes: 1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.ShipOnce(ctx)
+		time.Sleep(30 * time.Millisecond)
+		for i := 0; i < 100; i++ {
+			logWrite(t, b, ref, i, "b", "", 0)
+		}
+		time.Sleep(30 * time.Millisecond)
+		at := time.Now()
+		time.Sleep(30 * time.Millisecond)
+		s.ShipOnce(ctx)
+		prefix := format.PITRPrefix(account, "pin1", pitrTable(ref).Incarnation())
+		var key string
+		if err := m.RestorePITRUpTo(ctx, prefix, at, s.LastSegment(prefix), account, "dst", func(ctx context.Context, k string) (*storage.Table, error) {
+			key = k
+			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+			if err != nil {
+				return nil, err
+			}
+			return res.Table, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		<-reached
+		// While the owner is stopped: a record decided before the instant
+		// reaches the log (a backend that publishes records late), is
+		// shipped, and a new base is taken.
+		pk, sk, raw := item(299, "late")
+		rec, _ := json.Marshal(format.PITRRecord{Event: "MODIFY", Keys: json.RawMessage(keysOf(t, raw)), NewImage: raw,
+			Time: format.PITRTime(at.Add(-10 * time.Millisecond))})
+		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
+			Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: raw, Log: rec}, nil }}); err != nil {
+			t.Fatal(err)
+		}
+		s.ShipOnce(ctx)
+		if plan, err := PlanPITRRestore(ctx, st, prefix, at); err != nil || len(plan.Records) != 101 {
+			t.Fatalf("a plan made now: %v records, %v; want 101 (the late record in)", len(plan.Records), err)
+		}
+		time.Sleep(300 * time.Millisecond) // the claim is stale by its heartbeat
+		other := newManager(t, otherServer(b), st, func(c *Config) {
+			c.StaleAfter = 100 * time.Millisecond
+			c.Restorer = testRestorer{}
+			c.SpoolDir = t.TempDir()
+		})
+		if err := other.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := counter(t, other, "resumed_restore"); n != 1 {
+			t.Fatalf("the other server took the stale job over %v times, want 1", n)
+		}
+		opened()
+		deadline := time.Now().Add(30 * time.Second)
+		for m.RestoringFrom(key) || other.RestoringFrom(key) || finished(t, other, "ok") < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the restore does not end")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		res, err := b.Scan(ctx, storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range res.Rows {
+			got[keysOf(t, r.Item)] = string(r.Item)
+		}
+		if len(res.Rows) != 300 {
+			t.Fatalf("restored %d items, want 300", len(res.Rows))
+		}
+		for i := 0; i < 300; i++ {
+			if v, want := value(t, got, i), map[bool]string{true: "b", false: "a"}[i < 100]; v != want {
+				t.Fatalf("item %d: %s, want %s (the pinned plan)", i, v, want)
+			}
+		}
+	})
 }
