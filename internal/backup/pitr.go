@@ -105,6 +105,8 @@ type Shipper struct {
 	// ShipOnce only, which runs on one goroutine at a time.
 	list   []PITRTable
 	listed time.Time
+	// prunedAt is when the reconciler last pruned (maybePrune).
+	prunedAt time.Time
 
 	lag      *prometheus.GaugeVec
 	records  prometheus.Counter
@@ -165,6 +167,7 @@ func NewShipper(m *Manager, src PITRSource, cfg PITRConfig, reg prometheus.Regis
 	if reg != nil {
 		reg.MustRegister(s.lag, s.records, s.segments, s.bases, s.errs)
 	}
+	m.pitr.Store(s) // the reconciler prunes through it
 	return s, nil
 }
 
