@@ -3,6 +3,8 @@ package backup
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/storage/sqlite"
 	"github.com/extenddb/extenddb/internal/store"
 	"github.com/extenddb/extenddb/internal/store/memstore"
 )
@@ -300,5 +303,92 @@ func TestPITRPruneEndedHistory(t *testing.T) {
 	}
 	if h, err := f.m.FindHistory(ctx, account, "prune3", pitrTable(f.ref).TableArn); err != nil || h != nil {
 		t.Fatalf("FindHistory after: %+v, %v", h, err)
+	}
+}
+
+// TestPITRRestoreAfterTheDatabaseIsLost: a server ships a table's
+// history, then its SQLite database is deleted; a new server on a fresh
+// database adopts the store, lists the history with its window
+// (ListHistories, what `backup pitr-tables` prints) and restores the
+// table from the store alone, by its ARN, to the latest instant and to
+// one before the last writes.
+func TestPITRRestoreAfterTheDatabaseIsLost(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.NewFS(dir + "/store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, err := sqlite.Open(ctx, sqlite.Options{Path: dir + "/a.sqlite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := createTable(t, b1, "lost")
+	tbl := pitrTable(ref)
+	m1 := newManager(t, b1, st, nil)
+	s1 := newShipper(t, m1, &testPITR{tables: []PITRTable{tbl}})
+	s1.ShipOnce(ctx)
+	for i := 0; i < 50; i++ {
+		logWrite(t, b1, ref, i, "one", "", 0)
+	}
+	time.Sleep(30 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(30 * time.Millisecond)
+	for i := 0; i < 20; i++ {
+		logWrite(t, b1, ref, i, "two", "", 0)
+	}
+	logWrite(t, b1, ref, 49, "", "", 0)
+	s1.ShipOnce(ctx)
+	m1.Close()
+	b1.Close()
+	matches, _ := filepath.Glob(dir + "/a.sqlite*")
+	for _, p := range matches {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b2, err := sqlite.Open(ctx, sqlite.Options{Path: dir + "/b.sqlite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Close() })
+	if _, err := Sync(ctx, b2, st, descJSON{}, SyncOptions{AdoptStore: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newManager(t, b2, st, func(c *Config) { c.Restorer = testRestorer{}; c.SpoolDir = t.TempDir() })
+	hs, err := ListHistories(ctx, st)
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("histories %+v, %v", hs, err)
+	}
+	h := hs[0]
+	if h.Head.TableArn != tbl.TableArn || h.Head.TableName != "lost" || h.Earliest.IsZero() || h.Earliest.After(mid) || h.Latest.Before(mid) {
+		t.Fatalf("listed %+v (mid %v)", h, mid)
+	}
+	found, err := m2.FindHistory(ctx, account, "lost", tbl.TableArn)
+	if err != nil || found == nil || found.Prefix != h.Prefix || !found.Latest.Equal(h.Latest) {
+		t.Fatalf("FindHistory %+v, %v", found, err)
+	}
+	f := &pitrFixture{b: b2, st: st, m: m2, prefix: h.Prefix}
+	for _, c := range []struct {
+		name    string
+		at      time.Time
+		items   int
+		k0, k49 string
+	}{{"latest", h.Latest, 49, "two", "absent"}, {"mid", mid, 50, "one", "one"}} {
+		if row := f.restore(t, c.at, "copy-"+c.name); row.Status != storage.RestoreDone {
+			t.Fatalf("%s: %s %q", c.name, row.Status, row.Message)
+		}
+		res, err := b2.Scan(ctx, storage.ScanParams{Table: mustTable(t, b2, "copy-"+c.name).Ref(), Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range res.Rows {
+			got[keysOf(t, r.Item)] = string(r.Item)
+		}
+		if len(got) != c.items || value(t, got, 0) != c.k0 || value(t, got, 49) != c.k49 {
+			t.Fatalf("%s: %d items, item 0 %s, item 49 %s", c.name, len(got), value(t, got, 0), value(t, got, 49))
+		}
 	}
 }

@@ -408,9 +408,20 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 	if best == nil {
 		return nil, nil
 	}
-	bases, err := listBases(ctx, m.st, best.Prefix)
-	if err != nil {
+	if err := historyWindow(ctx, m.st, best, m.now()); err != nil {
 		return nil, err
+	}
+	return best, nil
+}
+
+// historyWindow sets a history's restorable window from the store: from
+// the later of its oldest base and now minus its recovery period, to the
+// later of its last sidecar's last record and its newest base (both
+// zero while it has no base).
+func historyWindow(ctx context.Context, st store.Store, best *StoreHistory, now time.Time) error {
+	bases, err := listBases(ctx, st, best.Prefix)
+	if err != nil {
+		return err
 	}
 	var first, last time.Time
 	for _, b := range bases {
@@ -426,11 +437,11 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 		}
 	}
 	if first.IsZero() {
-		return best, nil
+		return nil
 	}
-	segs, err := m.st.List(ctx, format.SegmentsPrefix(best.Prefix))
+	segs, err := st.List(ctx, format.SegmentsPrefix(best.Prefix))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+		return err
 	}
 	top := int64(-1)
 	for _, o := range segs {
@@ -440,13 +451,13 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 	}
 	if top >= 0 {
 		key := format.SegmentSidecarKey(format.SegmentKey(best.Prefix, top))
-		b, err := readObject(ctx, m.st, key)
+		b, err := readObject(ctx, st, key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		side, err := format.ParseSegmentSidecar(key, b)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if side.LastAt.After(last) {
 			last = side.LastAt
@@ -454,11 +465,42 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 	}
 	best.Latest = last.Truncate(time.Millisecond)
 	best.Earliest = first
-	if w := time.Now().Add(-time.Duration(best.Head.RecoveryPeriodInDays) * 24 * time.Hour); w.After(best.Earliest) {
+	if w := now.Add(-time.Duration(best.Head.RecoveryPeriodInDays) * 24 * time.Hour); w.After(best.Earliest) {
 		best.Earliest = w
 	}
 	if best.Earliest.After(best.Latest) {
 		best.Earliest = best.Latest
 	}
-	return best, nil
+	return nil
+}
+
+// ListHistories lists every point-in-time recovery history in the store
+// with its restorable window, by account, table and start: what a server
+// can restore with RestoreTableToPointInTime by the table's ARN, although
+// its catalog does not hold the table (a history no longer shipped keeps
+// its window until the reconciler prunes it).
+func ListHistories(ctx context.Context, st store.Store) ([]StoreHistory, error) {
+	var out []StoreHistory
+	err := histories(ctx, st, func(prefix string) error {
+		hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
+		if err != nil {
+			return err
+		}
+		var h format.PITRHead
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return fmt.Errorf("%s: %w", format.PITRHeadKey(prefix), err)
+		}
+		out = append(out, StoreHistory{Prefix: prefix, Head: h})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for i := range out {
+		if err := historyWindow(ctx, st, &out[i], now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

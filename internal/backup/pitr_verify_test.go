@@ -104,7 +104,11 @@ func (f *pitrFixture) restore(t *testing.T, at time.Time, dst string) storage.Re
 	t.Helper()
 	ctx := context.Background()
 	var job string
-	if err := f.m.RestorePITRUpTo(ctx, f.prefix, at, f.s.LastSegment(f.prefix), account, dst, func(ctx context.Context, key string) (*storage.Table, error) {
+	shipped := int64(0)
+	if f.s != nil {
+		shipped = f.s.LastSegment(f.prefix)
+	}
+	if err := f.m.RestorePITRUpTo(ctx, f.prefix, at, shipped, account, dst, func(ctx context.Context, key string) (*storage.Table, error) {
 		job = key
 		res, err := f.b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: dst, Desc: []byte(`{"restoring":true}`)})
 		if err != nil {

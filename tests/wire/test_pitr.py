@@ -443,6 +443,17 @@ def test_restore_from_the_store_alone(tmp_path):
     b_data.mkdir(mode=0o700)
     b_args = ["--data-dir", str(b_data)]
     sync(b_args, st, "--adopt-store")
+    # `backup pitr-tables` lists the history with its window, from the store alone.
+    p = subprocess.run([_build_binary(), "backup", "pitr-tables"], env=_clean_env(**st.env()),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split()[:4] == ["TABLE", "EARLIEST", "LATEST", "DAYS"], p.stdout
+    row = [l.split() for l in lines[1:] if l.split()[0] == table]
+    assert len(row) == 1 and row[0][4] == arn and row[0][3] == "35", p.stdout
+    earliest = datetime.fromisoformat(row[0][1].replace("Z", "+00:00"))
+    latest = datetime.fromisoformat(row[0][2].replace("Z", "+00:00"))
+    assert earliest <= t1 <= latest, (earliest, t1, latest)
     with store_server(tmp_path, b_args, st) as b:
         expect_error(b.restore_table_to_point_in_time, "TableNotFoundException", SourceTableName=table,
                      TargetTableName="copy_latest", UseLatestRestorableTime=True)
