@@ -624,6 +624,7 @@ max_age = "30d"
       fill('Sort key (optional)', '', f);
       const g = f.querySelector('fieldset.index'); fill('Index name', 'byColor', g); fill('Partition key', 'color', g); fill('Projection', 'KEYS_ONLY', g);
       fill('Billing mode', 'PROVISIONED', f); fill('Read capacity units', '2', f); fill('Write capacity units', '3', f);
+      fill('Encryption', 'CMK', f); fill('KMS key', 'alias/imports', f);
       return byLabel('CSV delimiter').offsetParent !== null && byLabel('Read capacity units', f).offsetParent !== null; })()`);
     await page.shot("imports-csv");
     await page.eval("press('Start import')");
@@ -637,6 +638,7 @@ max_age = "30d"
       d.GlobalSecondaryIndexes[0].Projection.ProjectionType === "KEYS_ONLY", "GSI " + JSON.stringify(d.GlobalSecondaryIndexes));
     assert((d.BillingModeSummary?.BillingMode ?? "PROVISIONED") === "PROVISIONED" && d.ProvisionedThroughput.ReadCapacityUnits === 2 && d.ProvisionedThroughput.WriteCapacityUnits === 3,
       "billing " + JSON.stringify([d.BillingModeSummary, d.ProvisionedThroughput]));
+    assert(d.SSEDescription?.Status === "ENABLED" && d.SSEDescription.SSEType === "KMS", "SSE " + JSON.stringify(d.SSEDescription));
     const item = (await api(open.url, "GetItem", { TableName: "csv_imported", Key: { id: { S: "a2" } } })).body.Item;
     assert(item?.color?.S === "blue" && item?.note?.S === "y", "item a2 " + JSON.stringify(item));
     const red = (await api(open.url, "Query", { TableName: "csv_imported", IndexName: "byColor", KeyConditionExpression: "color = :c",
@@ -645,7 +647,7 @@ max_age = "30d"
     const imp = (await api(open.url, "ListImports", {})).body.ImportSummaryList.find((x) => x.TableArn.endsWith("/csv_imported"));
     const desc = (await api(open.url, "DescribeImport", { ImportArn: imp.ImportArn })).body.ImportTableDescription;
     assert(desc.InputFormatOptions?.Csv?.Delimiter === ";" && desc.InputFormatOptions.Csv.HeaderList.join() === "id,color,note" &&
-      desc.InputCompressionType === "GZIP", "import options " + JSON.stringify(desc));
+      desc.InputCompressionType === "GZIP" && desc.TableCreationParameters?.SSESpecification?.KMSMasterKeyId === "alias/imports", "import options " + JSON.stringify(desc));
     const del = await api(open.url, "DeleteTable", { TableName: "csv_imported" });
     assert(del.status === 200, "DeleteTable " + JSON.stringify(del));
   });

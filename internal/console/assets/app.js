@@ -293,6 +293,27 @@ function billingEditor() {
   };
 }
 
+// sseEditor is a table's encryption: the AWS owned key, the AWS managed
+// KMS key or a customer managed key by id (and, for a restore, "as the
+// source"). value() is the SSESpecification, undefined for the default.
+function sseEditor(asSource, hint) {
+  const options = [["OWNED", "AWS owned key"], ["KMS", "AWS managed KMS key"], ["CMK", "Customer managed KMS key"]];
+  const sse = select(asSource ? [["", "As the source"], ...options] : options, asSource ? "" : "OWNED", { name: "SSESpecification" });
+  const kmsKey = h("input", { name: "KMSMasterKeyId", spellcheck: "false", placeholder: "key id, ARN or alias" });
+  const kmsField = field("KMS key", kmsKey);
+  kmsField.hidden = true;
+  sse.addEventListener("change", () => { kmsField.hidden = sse.value !== "CMK"; });
+  return {
+    el: h("div", { class: "row" }, field("Encryption", sse, hint), kmsField),
+    value() {
+      if (sse.value === "OWNED") return asSource ? { Enabled: false } : undefined;
+      if (sse.value === "KMS") return { Enabled: true, SSEType: "KMS" };
+      if (sse.value === "CMK") return { Enabled: true, SSEType: "KMS", KMSMasterKeyId: kmsKey.value.trim() };
+      return undefined;
+    },
+  };
+}
+
 // attributeTypes collects a new table's AttributeDefinitions: def(name,
 // type) refuses one attribute given two types; list() is the member.
 function attributeTypes() {
@@ -539,12 +560,8 @@ function restoreOverrides(src, srcBilling) {
   const layout = () => { prov.hidden = billing.value !== "PROVISIONED"; onDemand.hidden = !isOnDemand(); };
   billing.addEventListener("change", layout);
   layout();
-  // SSESpecificationOverride.
-  const sse = select([["", "As the source"], ["OWNED", "AWS owned key"], ["KMS", "AWS managed KMS key"], ["CMK", "Customer managed KMS key"]], "", { name: "SSESpecificationOverride" });
-  const kmsKey = h("input", { name: "KMSMasterKeyId", spellcheck: "false", placeholder: "key id, ARN or alias" });
-  const kmsField = field("KMS key", kmsKey);
-  kmsField.hidden = true;
-  sse.addEventListener("change", () => { kmsField.hidden = sse.value !== "CMK"; });
+  const sse = sseEditor(true, "the source's: " + (src.SSEDescription?.Status === "ENABLED"
+    ? `KMS${src.SSEDescription.KMSMasterKeyArn ? " (" + src.SSEDescription.KMSMasterKeyArn + ")" : ""}` : "AWS owned key"));
   const boxes = [];
   const idx = h("div", { class: "row" });
   for (const [kind, list] of [["GSI", src.GlobalSecondaryIndexes || []], ["LSI", src.LocalSecondaryIndexes || []]]) {
@@ -556,8 +573,7 @@ function restoreOverrides(src, srcBilling) {
   }
   const el = h("fieldset", { class: "overrides" }, h("legend", null, "Overrides"),
     h("div", { class: "row" }, field("Billing mode", billing)), prov, onDemand,
-    h("div", { class: "row" }, field("Encryption", sse, "the source's: " + (src.SSEDescription?.Status === "ENABLED"
-      ? `KMS${src.SSEDescription.KMSMasterKeyArn ? " (" + src.SSEDescription.KMSMasterKeyArn + ")" : ""}` : "AWS owned key")), kmsField),
+    sse.el,
     boxes.length ? idx : h("p", { class: "hint" }, "No secondary indexes to keep or drop."));
   return {
     el,
@@ -571,9 +587,8 @@ function restoreOverrides(src, srcBilling) {
         if (mrru.value) o.OnDemandThroughputOverride.MaxReadRequestUnits = Number(mrru.value);
         if (mwru.value) o.OnDemandThroughputOverride.MaxWriteRequestUnits = Number(mwru.value);
       }
-      if (sse.value === "OWNED") o.SSESpecificationOverride = { Enabled: false };
-      else if (sse.value === "KMS") o.SSESpecificationOverride = { Enabled: true, SSEType: "KMS" };
-      else if (sse.value === "CMK") o.SSESpecificationOverride = { Enabled: true, SSEType: "KMS", KMSMasterKeyId: kmsKey.value.trim() };
+      const spec = sse.value();
+      if (spec) o.SSESpecificationOverride = spec;
       const dropped = (kind) => boxes.some((b) => b.kind === kind && !b.c.checked);
       const kept = (kind) => boxes.filter((b) => b.kind === kind && b.c.checked).map((b) => b.i);
       if (dropped("GSI")) {
@@ -1335,6 +1350,7 @@ function importsView() {
   const skType = select(types, "S", { name: "skType" });
   const bill = billingEditor();
   const gsi = gsiEditor();
+  const sse = sseEditor(false);
   const f = h("form", { class: "card", id: "start-import" }, h("h2", null, "Import from S3 into a new table"),
     h("p", { class: "hint" }, "Reads every object under the prefix of a bucket of the server's ", h("code", null, "[s3]"),
       " section (an AWS export's data/ directory, for one) into a new table (docs/exports.md)."),
@@ -1343,7 +1359,7 @@ function importsView() {
     h("fieldset", null, h("legend", null, "New table"), field("Table name", name),
       h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
       h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType)),
-      gsi.el, h("div", { class: "row" }, bill.field), bill.prov),
+      gsi.el, h("div", { class: "row" }, bill.field), bill.prov, sse.el),
     h("button", { type: "submit", class: "primary" }, "Start import"));
   const jobBody = h("tbody");
   const body = h("tbody");
@@ -1394,6 +1410,8 @@ function importsView() {
       const g = gsi.value(defs.def, bill.throughput());
       if (g) params.GlobalSecondaryIndexes = g;
       params.AttributeDefinitions = defs.list();
+      const spec = sse.value();
+      if (spec) params.SSESpecification = spec;
     } catch (e) {
       out.append(errorBox(e));
       return;
