@@ -26,6 +26,7 @@ type readSpec struct {
 	after      *storage.Cursor
 	consistent bool
 	rcc        string
+	pageBytes  int // the page's size bound; 0 = maxPageBytes
 }
 
 func (s *readSpec) keyNames() []keyAttr {
@@ -229,6 +230,10 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	// Without a filter or projection an item is returned as stored, and
 	// its size is read off its canonical bytes without decoding it.
 	needDecode := s.filter != nil || s.proj != nil || s.fetchBase
+	pageBytes := s.pageBytes
+	if pageBytes <= 0 {
+		pageBytes = maxPageBytes
+	}
 	var lastRaw []byte
 	for !stopped {
 		// A client that went away cancels ctx: stop between pages.
@@ -296,7 +301,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 					}
 				}
 			}
-			if (s.limit > 0 && out.ScannedCount >= s.limit) || scannedBytes >= maxPageBytes {
+			if (s.limit > 0 && out.ScannedCount >= s.limit) || scannedBytes >= pageBytes {
 				// Like the service, a page that stops at Limit or at the
 				// size bound carries LastEvaluatedKey without looking ahead.
 				stopped = true
@@ -316,6 +321,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	if !s.count {
 		out.Items = &items
 	}
+	out.scannedBytes = scannedBytes
 	if wantsCapacity(s.rcc) {
 		var c consumed
 		if s.ix == nil {
@@ -371,6 +377,7 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 	if err := env.CheckUnused(); err != nil {
 		return nil, err
 	}
+	s.pageBytes = in.pageBytes
 	hash, rng := s.t.Hash, s.t.Range
 	if s.ix != nil {
 		hash, rng = s.ix.Hash, s.ix.Range
