@@ -98,6 +98,8 @@ func (e *Engine) prepareRead(ctx context.Context, account string, tableName, ind
 		if s.filter, err = legacyFilter(legacyFilterMap, condOp); err != nil {
 			return nil, err
 		}
+	} else if err := checkCondOp(condOp, 0); err != nil {
+		return nil, err
 	}
 	if s.proj, err = e.projection(projExpr, toGet, nil, env); err != nil {
 		return nil, err
@@ -365,6 +367,9 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 		}
 	default:
 		if _, err := requireTableName(in.TableName); err != nil {
+			return nil, err
+		}
+		if err := checkCondOp(in.ConditionalOperator, len(in.QueryFilter)); err != nil {
 			return nil, err
 		}
 		return nil, validationf("Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.")
