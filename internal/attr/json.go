@@ -577,6 +577,13 @@ func checkSet(v *Value) error {
 			dup = v.Strs[i] == v.Strs[i-1]
 		}
 		if dup {
+			// The service words this differently per set type.
+			switch v.Type {
+			case NS:
+				return Validation("Input collection contains duplicates")
+			case BS:
+				return Validation("One or more parameter values were invalid: Input collection " + setText(v) + "of type BS contains duplicates.")
+			}
 			return Validation("One or more parameter values were invalid: Input collection " + setText(v) + " contains duplicates.")
 		}
 	}

@@ -302,6 +302,11 @@ func checkIndexName(name string, seen map[string]bool) error {
 // checkKeySchema validates a table or index key schema against the
 // attribute definitions and records the attributes it uses.
 func checkKeySchema(ks []KeySchemaElement, defs map[string]string, used map[string]bool, indexName string) error {
+	if indexName != "" {
+		if err := checkIndexKeyTypes(ks); err != nil {
+			return err
+		}
+	}
 	if err := checkKeySchemaShape(ks); err != nil {
 		return err
 	}
@@ -335,6 +340,25 @@ func checkKeySchemaShape(ks []KeySchemaElement) error {
 		if ks[0].AttributeName == ks[1].AttributeName {
 			return validationf("Both the Hash Key and the Range Key element in the KeySchema have the same name")
 		}
+	}
+	return nil
+}
+
+// checkIndexKeyTypes answers an index key schema with two keys of one
+// type, the RANGE key first or one attribute twice in the service's
+// words for indexes (a table's key schema has its own, in
+// checkKeySchemaShape).
+func checkIndexKeyTypes(ks []KeySchemaElement) error {
+	if len(ks) != 2 {
+		return nil
+	}
+	switch {
+	case ks[0].KeyType == ks[1].KeyType && (ks[0].KeyType == "HASH" || ks[0].KeyType == "RANGE"):
+		return invalidParam("The KeySchema exceeds the maximum allowed number of %s key attributes", ks[0].KeyType)
+	case ks[0].KeyType == "RANGE" && ks[1].KeyType == "HASH":
+		return invalidParam("All HASH key attributes must precede RANGE key attributes in the KeySchema")
+	case ks[0].AttributeName == ks[1].AttributeName:
+		return validationf("The KeySchema contains multiple key attributes with the same name")
 	}
 	return nil
 }

@@ -47,6 +47,11 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
 		return nil, err
 	}
+	if in.Expected == nil {
+		if err := checkCondOp(in.ConditionalOperator, 0); err != nil {
+			return nil, err
+		}
+	}
 	if in.AttributeUpdates != nil || in.Expected != nil {
 		if in.Expected != nil {
 			if cond, err = legacyExpected(in.Expected, in.ConditionalOperator); err != nil {
@@ -59,9 +64,6 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 			}
 		}
 	} else {
-		if in.ConditionalOperator != "" {
-			return nil, validationf("ConditionalOperator can only be used when Expected is specified")
-		}
 		env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 		if err != nil {
 			return nil, err

@@ -76,6 +76,9 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	if err := checkUpdateConcerns(in); err != nil {
 		return nil, err
 	}
+	if err := e.refuseRestoreTarget(ctx, account, name); err != nil {
+		return nil, err
+	}
 	creates, deletes := 0, 0
 	for _, u := range in.GlobalSecondaryIndexUpdates {
 		n := 0

@@ -262,7 +262,7 @@ def test_restore_to_a_point_in_time(ddb, make_table, table_name, restored):
     assert rs["SourceTableArn"] == src_arn and rs["RestoreInProgress"] is True and "SourceBackupArn" not in rs
     assert abs((rs["RestoreDateTime"] - t1).total_seconds()) < 0.002, (rs["RestoreDateTime"], t1)
     t = wait_table(ddb, t_mid, timeout=60)
-    assert t["RestoreSummary"]["RestoreInProgress"] is False
+    assert "RestoreSummary" not in t
     assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["byv"]
     assert items_of(ddb, t_mid) == at_t1
     q = ddb.query(TableName=t_mid, IndexName="byv", KeyConditionExpression="v = :v", ExpressionAttributeValues={":v": {"S": "y"}})
