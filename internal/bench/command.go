@@ -118,6 +118,7 @@ func scaleCommand() *cli.Command {
 			&cli.StringFlag{Name: "work-dir", Usage: "where data directories, backup stores and server logs go (default: a temporary directory, removed after)"},
 			&cli.StringFlag{Name: "out", Value: ".", Usage: "directory of scale-BACKEND.json and scale-BACKEND.md"},
 			&cli.Float64Flag{Name: "loose", Usage: "enforce every check with this ratio limit and the absolute limits times it (e.g. 2 in CI)"},
+			&cli.BoolFlag{Name: "import", Usage: "build each size with ImportTable (DYNAMODB_JSON files in a filesystem bucket) instead of BatchWriteItem"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the report"},
 		},
 		Action: func(c *cli.Context) error {
@@ -139,7 +140,7 @@ func scaleCommand() *cli.Command {
 				Backend: c.String("backend"), DSN: c.String("dsn"), Bin: c.String("bin"), Sizes: sizes,
 				Tables: c.Int("tables"), Concurrency: c.Int("concurrency"), BuildWorkers: c.Int("build-workers"),
 				Duration: c.Duration("duration"), Warmup: c.Duration("warmup"), ItemSize: c.Int("item-size"),
-				WorkDir: c.String("work-dir"), Loose: c.Float64("loose"), Quiet: c.Bool("quiet"),
+				WorkDir: c.String("work-dir"), Loose: c.Float64("loose"), Quiet: c.Bool("quiet"), Import: c.Bool("import"),
 			}
 			rep, err := RunScale(c.Context, o, c.App.Writer)
 			if err != nil {

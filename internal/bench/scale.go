@@ -11,6 +11,7 @@ package bench
 // ListTables paged through all of them, DescribeTable of one.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,6 +75,7 @@ type ScaleOptions struct {
 	ItemSize     int           // approximate item size in bytes
 	WorkDir      string        // data directory, backup store and logs; default a new temporary directory, removed after
 	Loose        float64       // >0: the checks use ratio limit Loose and absolute limits ×Loose, and a miss fails the run
+	Import       bool          // build each size with ImportTable from a filesystem bucket instead of BatchWriteItem
 	Quiet        bool
 }
 
@@ -297,6 +299,7 @@ type scaleEnv struct {
 	dataDB string // postgres: the database's name
 	dsn    string // postgres: the database's DSN
 	dir    string // sqlite: the data directory
+	bucket string // the directory of the bucket "scale" (s3.filesystem_root)
 }
 
 // RunScale runs the scale benchmark, writes its progress and final report
@@ -399,7 +402,7 @@ func (sr *scaleRunner) logf(format string, args ...any) {
 func (sr *scaleRunner) newEnv(ctx context.Context, name string) (*scaleEnv, error) {
 	o := sr.o
 	home := filepath.Join(o.WorkDir, name)
-	for _, d := range []string{"store", "spool", "data"} {
+	for _, d := range []string{"store", "spool", "data", "buckets/scale"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			return nil, err
 		}
@@ -408,13 +411,14 @@ func (sr *scaleRunner) newEnv(ctx context.Context, name string) (*scaleEnv, erro
 	if err != nil {
 		return nil, err
 	}
-	e := &scaleEnv{srv: &scaleServer{
+	e := &scaleEnv{bucket: filepath.Join(home, "buckets", "scale"), srv: &scaleServer{
 		bin: o.Bin, log: filepath.Join(home, "server.log"), endpoint: fmt.Sprintf("http://127.0.0.1:%d", port),
 		env: []string{
 			"EXTENDDB__BACKUP__STORE__KIND=filesystem",
 			"EXTENDDB__BACKUP__STORE__ROOT=" + filepath.Join(home, "store"),
 			"EXTENDDB__BACKUP__SPOOL_DIR=" + filepath.Join(home, "spool"),
 			"EXTENDDB__LOG__LEVEL=warn",
+			"EXTENDDB__S3__FILESYSTEM_ROOT=" + filepath.Join(home, "buckets"),
 		},
 	}}
 	args := []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}
@@ -536,14 +540,25 @@ func (sr *scaleRunner) runSizes(ctx context.Context, rep *ScaleReport) error {
 	}
 	table := "scale"
 	admin := sr.runner(e, 1).newClient(sr.o.BuildWorkers)
-	if err := createScaleTable(ctx, admin, table); err != nil {
-		return err
+	if !sr.o.Import {
+		if err := createScaleTable(ctx, admin, table); err != nil {
+			return err
+		}
 	}
 	have := 0
 	for _, n := range sr.o.Sizes {
 		sz := ScaleSize{Items: n, Workloads: map[string]Result{}, BuildMethod: "BatchWriteItem"}
-		sr.logf("%d items: growing the table from %d with %d BatchWriteItem workers", n, have, sr.o.BuildWorkers)
-		rate, cpu, err := sr.grow(ctx, e, admin, table, have, n)
+		var rate, cpu float64
+		if sr.o.Import {
+			sz.BuildMethod = "ImportTable"
+			sr.logf("%d items: writing items %d-%d to the bucket, then ImportTable of all %d", n, have, n, n)
+			next := fmt.Sprintf("scale-%d", n)
+			rate, cpu, err = sr.importTable(ctx, e, admin, table, next, have, n)
+			table = next
+		} else {
+			sr.logf("%d items: growing the table from %d with %d BatchWriteItem workers", n, have, sr.o.BuildWorkers)
+			rate, cpu, err = sr.grow(ctx, e, admin, table, have, n)
+		}
 		if err != nil {
 			return err
 		}
@@ -1024,7 +1039,7 @@ func WriteScaleMarkdown(w io.Writer, rep *ScaleReport) {
 		})
 		row("first DescribeTable after start", func(s ScaleSize) string { return fmtMicros(s.FirstDescribeSec * 1e6) })
 		row("start to /ready", func(s ScaleSize) string { return fmtMicros(s.ReadySec * 1e6) })
-		row("build (BatchWriteItem) items/s", func(s ScaleSize) string { return fmt.Sprintf("%.0f", s.BuildItemsPerSec) })
+		row("build items/s", func(s ScaleSize) string { return fmt.Sprintf("%.0f (%s)", s.BuildItemsPerSec, s.BuildMethod) })
 		row("build server CPU/item", func(s ScaleSize) string { return fmtCPU(s.BuildCPUPerItemUS) })
 		row("backup items/s", func(s ScaleSize) string { return fmt.Sprintf("%.0f", s.BackupItemsPerSec) })
 		row("restore items/s", func(s ScaleSize) string { return fmt.Sprintf("%.0f", s.RestoreItemsPerS) })
@@ -1093,3 +1108,126 @@ func (rep *ScaleReport) Failed() []ScaleCheck {
 // atomicAdd increments *p and returns its previous value: the next index
 // to claim.
 func atomicAdd(p *int64) int64 { return atomic.AddInt64(p, 1) - 1 }
+
+// importTable builds a table of items [0, to) with ImportTable: the items
+// [from, to) are added to the bucket as DYNAMODB_JSON files (uncompressed,
+// 100,000 items each; [0, from) are there from the previous sizes), the
+// previous size's table is deleted, and all of them are imported into
+// the table next. It returns items/s and the server's CPU per item from
+// ImportTable to COMPLETED; writing the files is not counted.
+func (sr *scaleRunner) importTable(ctx context.Context, e *scaleEnv, c *dynamodb.Client, prev, next string, from, to int) (float64, float64, error) {
+	if err := writeImportFiles(e.bucket, from, to, scalePayloadLen(sr.o.ItemSize)); err != nil {
+		return 0, 0, err
+	}
+	if from > 0 {
+		if _, err := c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(prev)}); err != nil {
+			return 0, 0, fmt.Errorf("DeleteTable %s: %w", prev, err)
+		}
+		if err := waitTableGone(ctx, c, prev); err != nil {
+			return 0, 0, err
+		}
+	}
+	p0, err := ReadProc(e.srv.pid())
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	s := types.ScalarAttributeTypeS
+	out, err := c.ImportTable(ctx, &dynamodb.ImportTableInput{
+		S3BucketSource:       &types.S3BucketSource{S3Bucket: aws.String("scale"), S3KeyPrefix: aws.String("data/")},
+		InputFormat:          types.InputFormatDynamodbJson,
+		InputCompressionType: types.InputCompressionTypeNone,
+		TableCreationParameters: &types.TableCreationParameters{
+			TableName:   aws.String(next),
+			BillingMode: types.BillingModePayPerRequest,
+			AttributeDefinitions: []types.AttributeDefinition{
+				{AttributeName: aws.String(attrPK), AttributeType: s},
+				{AttributeName: aws.String(attrSK), AttributeType: s},
+			},
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+			},
+		},
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("ImportTable: %w", err)
+	}
+	arn := out.ImportTableDescription.ImportArn
+	for {
+		d, err := c.DescribeImport(ctx, &dynamodb.DescribeImportInput{ImportArn: arn})
+		if err != nil {
+			return 0, 0, fmt.Errorf("DescribeImport: %w", err)
+		}
+		st := d.ImportTableDescription.ImportStatus
+		if st == types.ImportStatusCompleted {
+			if got := d.ImportTableDescription.ImportedItemCount; got != int64(to) {
+				return 0, 0, fmt.Errorf("ImportTable imported %d items, want %d", got, to)
+			}
+			break
+		}
+		if st != types.ImportStatusInProgress {
+			return 0, 0, fmt.Errorf("ImportTable ended %s: %s", st, aws.ToString(d.ImportTableDescription.FailureMessage))
+		}
+		if sleepCtx(ctx, 50*time.Millisecond); ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+	}
+	if err := waitTableActive(ctx, c, next, time.Minute); err != nil {
+		return 0, 0, err
+	}
+	el := time.Since(t0)
+	p1, err := ReadProc(e.srv.pid())
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(to) / el.Seconds(), micros(p1.CPU-p0.CPU) / float64(to), nil
+}
+
+// writeImportFiles writes items [from, to) as DYNAMODB_JSON lines to
+// files of 100,000 items under dir/data/.
+func writeImportFiles(dir string, from, to, plen int) error {
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		return err
+	}
+	rng := mrand.New(mrand.NewPCG(uint64(from), uint64(to)))
+	payload := randomPayload(rng, plen)
+	const perFile = 100000
+	for lo := from; lo < to; lo += perFile {
+		hi := min(lo+perFile, to)
+		f, err := os.OpenFile(filepath.Join(dir, "data", fmt.Sprintf("items-%010d.json", lo)), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(f, 1<<20)
+		for i := lo; i < hi; i++ {
+			copy(payload, strconv.Itoa(i))
+			fmt.Fprintf(w, `{"Item":{"%s":{"S":"%s"},"%s":{"S":"%s"},"%s":{"S":"%s"},"%s":{"N":"0"}}}`+"\n",
+				attrPK, scalePK(i/itemsPerPartition), attrSK, skOf(i%itemsPerPartition), attrPayload, payload, attrVer)
+		}
+		if err := w.Flush(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitTableGone(ctx context.Context, c *dynamodb.Client, table string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		_, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if ErrorCode(err) == "ResourceNotFoundException" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("table %s still there 5 minutes after DeleteTable", table)
+		}
+		if sleepCtx(ctx, 50*time.Millisecond); ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
