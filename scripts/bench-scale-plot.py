@@ -24,7 +24,7 @@ def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     out, reports = argv[1], [json.load(open(p)) for p in argv[2:]]
-    fig, (ax_cpu, ax_p99) = plt.subplots(1, 2, figsize=(13, 5.5))
+    fig, (ax_cpu, ax_p99) = plt.subplots(1, 2, figsize=(13, 6.5))
     colors = {}
     dates = set()
     for rep in reports:
@@ -54,11 +54,12 @@ def main(argv):
         ax.set_ylabel(unit)
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    ax_cpu.legend(fontsize=7, ncol=2)
+    handles, labels = ax_cpu.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8)
     cpus = reports[0].get("cpus")
     conc = reports[0].get("concurrency")
     fig.suptitle(f"extenddb bench scale, {conc} workers, {cpus} CPUs (shared), {', '.join(sorted(dates))} UTC")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
 
