@@ -14,7 +14,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DA
 ARGS ?=
 FUZZTIME ?= 5s
 
-.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench clean fuzz hooks
+.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench bench-scale clean fuzz hooks
 
 ## run: build bin/extenddb, then exec it (embedded SQLite at
 ## 127.0.0.1:8000). The shell execs the server, so Ctrl-C and SIGTERM reach
@@ -78,6 +78,9 @@ hooks:
 
 bench: build
 	scripts/bench-compare.sh
+
+bench-scale: build
+	EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh
 
 clean:
 	rm -rf bin .venv

@@ -391,7 +391,6 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	}
 
 	workers := make([]*worker, opt.Concurrency)
-	stats := make([]*workerStats, opt.Concurrency)
 	for i := range workers {
 		seed := mrand.Uint64()
 		rng := mrand.New(mrand.NewPCG(seed, uint64(i)))
@@ -399,6 +398,22 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 			id: i, client: r.newClient(1), table: aws.String(table), rng: rng, ks: ks,
 			payload: randomPayload(rng, plen),
 		}
+	}
+	if err := r.measureWindow(ctx, wl, workers, &res); err != nil {
+		return res, err
+	}
+	r.logf("%s: %.0f ops/s, p99 %s, %d errors", wl.name, res.OpsPerSec, fmtMicros(res.P99Micros), res.Errors)
+	return res, nil
+}
+
+// measureWindow runs wl's op on every worker in a closed loop: the
+// warm-up, then the measured window, whose tallies, latencies and CPU
+// samples (the server's with opt.ServerPID, the backend processes' with
+// opt.BackendProcs) it writes into res.
+func (r *runner) measureWindow(ctx context.Context, wl workload, workers []*worker, res *Result) error {
+	opt := r.opt
+	stats := make([]*workerStats, len(workers))
+	for i := range stats {
 		stats[i] = &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
 	}
 
@@ -414,7 +429,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		}(workers[i], stats[i])
 	}
 
-	r.logf("%s: %d workers, warm-up %v, measuring %v", wl.name, opt.Concurrency, opt.Warmup, opt.Duration)
+	r.logf("%s: %d workers, warm-up %v, measuring %v", wl.name, len(workers), opt.Warmup, opt.Duration)
 	sleepCtx(ctx, opt.Warmup)
 
 	var be0 time.Duration
@@ -422,11 +437,12 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		be0, _ = SumProcCPU(opt.BackendProcs)
 	}
 	var srv0 ProcSample
+	var err error
 	if opt.ServerPID != 0 {
 		if srv0, err = ReadProc(opt.ServerPID); err != nil {
 			phase.Store(phaseStop)
 			wg.Wait()
-			return res, err
+			return err
 		}
 	}
 	cli0 := selfCPU()
@@ -448,7 +464,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return ctx.Err()
 	}
 
 	total := &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
@@ -471,7 +487,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	}
 	if opt.ServerPID != 0 {
 		if srvErr != nil {
-			return res, srvErr
+			return srvErr
 		}
 		res.Server = serverStats(opt.ServerPID, srv0, srv1, window, total.ops, total.items)
 	}
@@ -482,8 +498,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		}
 		res.Backend = bs
 	}
-	r.logf("%s: %.0f ops/s, p99 %s, %d errors", wl.name, res.OpsPerSec, fmtMicros(res.P99Micros), res.Errors)
-	return res, nil
+	return nil
 }
 
 func (res *Result) fill(t *workerStats, window, warmup time.Duration) {
