@@ -54,6 +54,30 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	if err != nil {
 		return nil, err
 	}
+	if err := checkUpdateTableRequest(in); err != nil {
+		return nil, err
+	}
+	res, err := e.commitTableUpdate(ctx, account, name, in)
+	if err != nil {
+		if e.missing(err, account, name) {
+			return nil, tableNotFound(name)
+		}
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	t, err := parseTable(res.Table)
+	if err != nil {
+		return nil, err
+	}
+	e.applyTableUpdateEffects(ctx, t, name, in)
+	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
+}
+
+// checkUpdateTableRequest checks what an UpdateTable request says on its
+// own, before any table is read: enums, throughput, that it asks for
+// something, and one index action per update with at most one index
+// created or deleted.
+func checkUpdateTableRequest(in *UpdateTableInput) error {
 	var c constraintErrors
 	if in.BillingMode != "" && in.BillingMode != "PROVISIONED" && in.BillingMode != "PAY_PER_REQUEST" {
 		c.add(in.BillingMode, "billingMode", "Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]")
@@ -67,14 +91,14 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		}
 	}
 	if err := c.err(); err != nil {
-		return nil, err
+		return err
 	}
 	if in.BillingMode == "" && in.ProvisionedThroughput == nil && in.GlobalSecondaryIndexUpdates == nil &&
 		in.StreamSpecification == nil && in.SSESpecification == nil && in.TableClass == "" && in.DeletionProtectionEnabled == nil {
-		return nil, validationf("At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, MultiAccountReplicaReady, ReplicaTransitRoleArn, MultiRegionConsistency, DeletionProtectionEnabled, OnDemandThroughput, WarmThroughput or TableClass is required")
+		return validationf("At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, MultiAccountReplicaReady, ReplicaTransitRoleArn, MultiRegionConsistency, DeletionProtectionEnabled, OnDemandThroughput, WarmThroughput or TableClass is required")
 	}
 	if err := checkUpdateConcerns(in); err != nil {
-		return nil, err
+		return err
 	}
 	creates, deletes := 0, 0
 	for _, u := range in.GlobalSecondaryIndexUpdates {
@@ -92,18 +116,27 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		}
 		switch {
 		case n == 0:
-			return nil, invalidParam("One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, GlobalSecondaryIndexUpdate.Delete must not be null")
+			return invalidParam("One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, GlobalSecondaryIndexUpdate.Delete must not be null")
 		case n > 1:
-			return nil, invalidParam("Only one global secondary index action is allowed per GlobalSecondaryIndexUpdate object")
+			return invalidParam("Only one global secondary index action is allowed per GlobalSecondaryIndexUpdate object")
 		}
 	}
 	if creates+deletes > 1 {
-		return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: Only 1 online index can be created or deleted simultaneously per table")
+		return newErr(CodeLimitExceeded, "Subscriber limit exceeded: Only 1 online index can be created or deleted simultaneously per table")
 	}
+	return nil
+}
+
+// commitTableUpdate writes the updated description through the backend,
+// preparing again while the description it was prepared against moves:
+// an index being created is cleared of entries first, a stream being
+// enabled starts after its log's current end.
+func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in *UpdateTableInput) (*storage.UpdateTableResult, error) {
 	now := e.now()
-	createName, deleteName := in.indexChanges()
+	createName, _ := in.indexChanges()
 	var createVersion int64
 	var res *storage.UpdateTableResult
+	var err error
 	// A stream being enabled starts after the log's current end: every
 	// record it will hold is written after the UpdateTable commits.
 	// It is read from the incarnation the update then applies to.
@@ -146,25 +179,20 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			return json.Marshal(st)
 		}})
 		if err != errDescriptionMoved {
-			break
+			return res, err
 		}
 		if attempt >= maxVersionAttempts {
 			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while it was prepared (index %q, stream %v)", name, createName, enabling)
 		}
 	}
-	if err != nil {
-		if e.missing(err, account, name) {
-			return nil, tableNotFound(name)
-		}
-		return nil, err
-	}
-	e.tables.drop(account, name)
-	t, err := parseTable(res.Table)
-	if err != nil {
-		return nil, err
-	}
-	// The effects of the committed update: a committed update applied every
-	// requested change, so they follow from the request alone.
+}
+
+// applyTableUpdateEffects starts what a committed update implies: a
+// committed update applied every requested change, so they follow from
+// the request alone. A deleted index's entries go, a created one is
+// backfilled, a disabled stream's shards are closed.
+func (e *Engine) applyTableUpdateEffects(ctx context.Context, t *table, name string, in *UpdateTableInput) {
+	createName, deleteName := in.indexChanges()
 	if deleteName != "" {
 		if err := e.dropIndexEntries(ctx, t.ref, deleteName); err != nil {
 			e.log.Error("dropping index entries", "table", name, "index", deleteName, "err", err)
@@ -178,7 +206,6 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			e.log.Warn("settling stream shards", "table", name, "err", err)
 		}
 	}
-	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
 }
 
 // indexChanges names the GSI the request creates and the one it deletes
