@@ -390,17 +390,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		r.logf("%s: preloaded %d items in %.2fs with %s", wl.name, ps.Items, ps.Seconds, ps.Method)
 	}
 
-	workers := make([]*worker, opt.Concurrency)
-	stats := make([]*workerStats, opt.Concurrency)
-	for i := range workers {
-		seed := mrand.Uint64()
-		rng := mrand.New(mrand.NewPCG(seed, uint64(i)))
-		workers[i] = &worker{
-			id: i, client: r.newClient(1), table: aws.String(table), rng: rng, ks: ks,
-			payload: randomPayload(rng, plen),
-		}
-		stats[i] = &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
-	}
+	workers, stats := r.newWorkers(table, ks, plen)
 
 	var phase atomic.Int32
 	wctx, cancel := context.WithCancel(ctx)
@@ -451,19 +441,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		return res, ctx.Err()
 	}
 
-	total := &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
-	for _, st := range stats {
-		total.hist.Merge(st.hist)
-		total.ops += st.ops
-		total.items += st.items
-		total.unprocessed += st.unprocessed
-		for c, n := range st.errs {
-			total.errs[c] += n
-			if _, ok := total.samples[c]; !ok {
-				total.samples[c] = st.samples[c]
-			}
-		}
-	}
+	total := mergeStats(stats)
 	window := t1.Sub(t0)
 	res.fill(total, window, opt.Warmup)
 	if cli1 > cli0 && total.ops > 0 {
@@ -484,6 +462,43 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	}
 	r.logf("%s: %.0f ops/s, p99 %s, %d errors", wl.name, res.OpsPerSec, fmtMicros(res.P99Micros), res.Errors)
 	return res, nil
+}
+
+// newWorkers makes opt.Concurrency workers on table, each with a
+// client, a seeded random source and a payload of its own, and their
+// empty statistics.
+func (r *runner) newWorkers(table string, ks keyspace, plen int) ([]*worker, []*workerStats) {
+	workers := make([]*worker, r.opt.Concurrency)
+	stats := make([]*workerStats, r.opt.Concurrency)
+	for i := range workers {
+		seed := mrand.Uint64()
+		rng := mrand.New(mrand.NewPCG(seed, uint64(i)))
+		workers[i] = &worker{
+			id: i, client: r.newClient(1), table: aws.String(table), rng: rng, ks: ks,
+			payload: randomPayload(rng, plen),
+		}
+		stats[i] = &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
+	}
+	return workers, stats
+}
+
+// mergeStats sums the workers' statistics; an error code's sample is the
+// first worker's that has one.
+func mergeStats(stats []*workerStats) *workerStats {
+	total := &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
+	for _, st := range stats {
+		total.hist.Merge(st.hist)
+		total.ops += st.ops
+		total.items += st.items
+		total.unprocessed += st.unprocessed
+		for c, n := range st.errs {
+			total.errs[c] += n
+			if _, ok := total.samples[c]; !ok {
+				total.samples[c] = st.samples[c]
+			}
+		}
+	}
+	return total
 }
 
 func (res *Result) fill(t *workerStats, window, warmup time.Duration) {
