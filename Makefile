@@ -27,8 +27,11 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/extenddb
 
 ## test: everything that needs only this repository (SQLite, fs store,
-## in-process S3, script tests, wire suite against a server it starts
-## itself); ends with one summary line per layer and a total.
+## in-process S3, script tests, wire suite on two workers against servers
+## it starts itself), Go tests with -short (the crash tests and extra
+## configurations run in test-all); lint runs beside the Go tests. Ends
+## with one summary line per layer, with its time, and a total
+## (docs/testing.md).
 test:
 	FUZZTIME=$(FUZZTIME) scripts/test.sh
 

@@ -18,8 +18,10 @@ import (
 
 // backupCommand is `extenddb backup`: a thin client of the wire API
 // (signed with the configuration's first access key, if any), plus an
-// offline verify of a backup in the store. It is long because it is a
-// declaration: every subcommand's flags and usage, each action a call.
+// offline verify of a backup in the store.
+//
+// Long: a declaration: every subcommand's flags and usage, each action a
+// call.
 func backupCommand() *cli.Command {
 	common := []cli.Flag{
 		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file (region, access key, backup store)", EnvVars: []string{"EXTENDDB_CONFIG"}},

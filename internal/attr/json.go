@@ -337,10 +337,11 @@ func decodeB64(s string) ([]byte, error) {
 	return b, nil
 }
 
-// value parses one AttributeValue object. It is long on purpose: one
-// case per type descriptor, each checking its own value form in the
-// order DynamoDB reports errors, so the whole grammar (and the order of
-// its errors) reads in one place.
+// value parses one AttributeValue object.
+//
+// Long: one case per type descriptor, each checking its own value form in
+// the order DynamoDB reports errors, so the whole grammar (and the order
+// of its errors) reads in one place.
 func (p *parser) value(depth int) (Value, error) {
 	if depth >= MaxDepth+1 {
 		return Value{}, errNestingAV

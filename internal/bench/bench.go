@@ -467,19 +467,7 @@ func (r *runner) measureWindow(ctx context.Context, wl workload, workers []*work
 		return ctx.Err()
 	}
 
-	total := &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
-	for _, st := range stats {
-		total.hist.Merge(st.hist)
-		total.ops += st.ops
-		total.items += st.items
-		total.unprocessed += st.unprocessed
-		for c, n := range st.errs {
-			total.errs[c] += n
-			if _, ok := total.samples[c]; !ok {
-				total.samples[c] = st.samples[c]
-			}
-		}
-	}
+	total := mergeStats(stats)
 	window := t1.Sub(t0)
 	res.fill(total, window, opt.Warmup)
 	if cli1 > cli0 && total.ops > 0 {
@@ -499,6 +487,25 @@ func (r *runner) measureWindow(ctx context.Context, wl workload, workers []*work
 		res.Backend = bs
 	}
 	return nil
+}
+
+// mergeStats sums the workers' statistics; an error code's sample is the
+// first worker's that has one.
+func mergeStats(stats []*workerStats) *workerStats {
+	total := &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
+	for _, st := range stats {
+		total.hist.Merge(st.hist)
+		total.ops += st.ops
+		total.items += st.items
+		total.unprocessed += st.unprocessed
+		for c, n := range st.errs {
+			total.errs[c] += n
+			if _, ok := total.samples[c]; !ok {
+				total.samples[c] = st.samples[c]
+			}
+		}
+	}
+	return total
 }
 
 func (res *Result) fill(t *workerStats, window, warmup time.Duration) {

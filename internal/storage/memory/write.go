@@ -117,6 +117,40 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 			}
 		}
 	}
+	if err := decide(ops, st, tx); err != nil {
+		return err
+	}
+
+	// Apply under the tables' write locks: all of them, or nothing when
+	// one was deleted meanwhile.
+	if len(ops) == 1 {
+		t := st[0].t
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.fence(ops[0].Table); err != nil {
+			return err
+		}
+		t.apply(&ops[0], &st[0])
+		return nil
+	}
+	defer lockTables(len(st), func(i int) *table { return st[i].t }, true)()
+	for i := range st {
+		if err := st[i].t.fence(ops[i].Table); err != nil {
+			return err
+		}
+	}
+	for i := range ops {
+		st[i].t.apply(&ops[i], &st[i])
+	}
+	return nil
+}
+
+// decide runs each operation's write function on the item it reads
+// (for an item an earlier operation of the batch wrote, that operation's
+// result) and keeps its change in st; the caller holds the stripe locks.
+// In a transaction every function runs, and any that fail cancel it with
+// their reasons; otherwise the first failure is returned.
+func decide(ops []storage.WriteItemParams, st []opState, tx bool) error {
 	var reasons []error
 	for i := range ops {
 		op, s := &ops[i], &st[i]
@@ -172,28 +206,6 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 		}
 		return &storage.Error{Kind: storage.KindTransactionCanceled,
 			Message: fmt.Sprintf("%d of %d operations failed", n, len(ops)), Reasons: reasons}
-	}
-
-	// Apply under the tables' write locks: all of them, or nothing when
-	// one was deleted meanwhile.
-	if len(ops) == 1 {
-		t := st[0].t
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err := t.fence(ops[0].Table); err != nil {
-			return err
-		}
-		t.apply(&ops[0], &st[0])
-		return nil
-	}
-	defer lockTables(len(st), func(i int) *table { return st[i].t }, true)()
-	for i := range st {
-		if err := st[i].t.fence(ops[i].Table); err != nil {
-			return err
-		}
-	}
-	for i := range ops {
-		st[i].t.apply(&ops[i], &st[i])
 	}
 	return nil
 }
