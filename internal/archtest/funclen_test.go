@@ -29,7 +29,6 @@ const longMarker = "Long:"
 var longFuncsSplitElsewhere = map[string]bool{
 	"internal/engine/export.go: Engine.ExportTableToPointInTime": true,
 	"internal/engine/import.go: Engine.ImportTable":              true,
-	"internal/backup/pitr_prune.go: Manager.pruneHistory":        true,
 }
 
 // longFunc is a function over maxFuncLines without a Long: reason.

@@ -190,8 +190,7 @@ func readSidecar(ctx context.Context, st store.Store, prefix string, first int64
 
 // pruneHistory prunes one history (see the top of this file).
 func (m *Manager) pruneHistory(ctx context.Context, prefix string, live map[string]int64, res *PruneResult) error {
-	st := m.st
-	hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
+	hb, err := readObject(ctx, m.st, format.PITRHeadKey(prefix))
 	if err != nil {
 		return err
 	}
@@ -207,64 +206,16 @@ func (m *Manager) pruneHistory(ctx context.Context, prefix string, live map[stri
 		days = 35
 	}
 	start := m.now().Add(-time.Duration(days)*24*time.Hour - pruneGrace)
-	bases, err := listBases(ctx, st, prefix)
+	bs, err := datedBases(ctx, m.st, prefix)
 	if err != nil {
 		return err
 	}
-	type base struct {
-		b  format.PITRBase
-		at time.Time
-	}
-	var bs []base
-	for _, b := range bases {
-		at, err := format.ParsePITRTime(b.SnapshotAt)
-		if err != nil {
-			return fmt.Errorf("%s: bad snapshot_at", format.BaseKey(prefix, b.BackupID))
-		}
-		bs = append(bs, base{b, at})
-	}
-	slices.SortFunc(bs, func(a, b base) int { return a.at.Compare(b.at) })
-	firsts, segs, sides, err := segmentObjects(ctx, st, prefix)
+	segs, err := listSegmentObjects(ctx, m.st, prefix)
 	if err != nil {
 		return err
 	}
 	if !shipped {
-		// The history ended: deleted whole once its last instant (its
-		// newest segment's last record, or its newest base) left the
-		// window.
-		var last time.Time
-		if len(bs) > 0 {
-			last = bs[len(bs)-1].at
-		}
-		for i := len(firsts) - 1; i >= 0; i-- {
-			if f := firsts[i]; segs[f] && sides[f] {
-				side, err := readSidecar(ctx, st, prefix, f)
-				if err != nil {
-					return err
-				}
-				if side.LastAt.After(last) {
-					last = side.LastAt
-				}
-				break
-			}
-		}
-		if !last.Before(start) {
-			return nil
-		}
-		// Position objects first: no reader picks a base from here on.
-		for _, b := range bs {
-			if err := st.DeletePrefix(ctx, format.BaseKey(prefix, b.b.BackupID)); err != nil {
-				return err
-			}
-		}
-		for _, p := range []string{format.SegmentsPrefix(prefix), format.BasesPrefix(prefix), format.PrunedPrefix(prefix), prefix} {
-			if err := st.DeletePrefix(ctx, p); err != nil {
-				return err
-			}
-		}
-		res.Histories++
-		m.log.Info("pitr: deleted a history past its recovery window", "history", prefix, "last", last)
-		return nil
+		return m.deleteEndedHistory(ctx, prefix, start, bs, segs, res)
 	}
 	// The newest base at or before the window's start is kept, with
 	// everything after it.
@@ -277,8 +228,97 @@ func (m *Manager) pruneHistory(ctx context.Context, prefix string, live map[stri
 	if keep < 0 {
 		return nil
 	}
-	kept := bs[keep]
-	// 1. Older bases: the position object, then the files.
+	if err := m.pruneBases(ctx, prefix, bs, keep, res); err != nil {
+		return err
+	}
+	return m.pruneSegments(ctx, prefix, bs[keep], segs, res)
+}
+
+// datedBase is a base's position object with its snapshot instant.
+type datedBase struct {
+	b  format.PITRBase
+	at time.Time
+}
+
+// datedBases lists a history's bases, oldest first.
+func datedBases(ctx context.Context, st store.Store, prefix string) ([]datedBase, error) {
+	bases, err := listBases(ctx, st, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var bs []datedBase
+	for _, b := range bases {
+		at, err := format.ParsePITRTime(b.SnapshotAt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad snapshot_at", format.BaseKey(prefix, b.BackupID))
+		}
+		bs = append(bs, datedBase{b, at})
+	}
+	slices.SortFunc(bs, func(a, b datedBase) int { return a.at.Compare(b.at) })
+	return bs, nil
+}
+
+// segmentObjectSet is a history's segments by first Seq: whether each
+// has its segment and its sidecar.
+type segmentObjectSet struct {
+	firsts      []int64
+	segs, sides map[int64]bool
+}
+
+func listSegmentObjects(ctx context.Context, st store.Store, prefix string) (segmentObjectSet, error) {
+	firsts, segs, sides, err := segmentObjects(ctx, st, prefix)
+	return segmentObjectSet{firsts, segs, sides}, err
+}
+
+// whole tells whether the segment starting at f has both its objects.
+func (o segmentObjectSet) whole(f int64) bool { return o.segs[f] && o.sides[f] }
+
+// deleteEndedHistory deletes a history no server ships any more, whole,
+// once its last instant (its newest segment's last record, or its
+// newest base) is before start.
+func (m *Manager) deleteEndedHistory(ctx context.Context, prefix string, start time.Time, bs []datedBase, segs segmentObjectSet, res *PruneResult) error {
+	st := m.st
+	var last time.Time
+	if len(bs) > 0 {
+		last = bs[len(bs)-1].at
+	}
+	for i := len(segs.firsts) - 1; i >= 0; i-- {
+		if f := segs.firsts[i]; segs.whole(f) {
+			side, err := readSidecar(ctx, st, prefix, f)
+			if err != nil {
+				return err
+			}
+			if side.LastAt.After(last) {
+				last = side.LastAt
+			}
+			break
+		}
+	}
+	if !last.Before(start) {
+		return nil
+	}
+	// Position objects first: no reader picks a base from here on.
+	for _, b := range bs {
+		if err := st.DeletePrefix(ctx, format.BaseKey(prefix, b.b.BackupID)); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{format.SegmentsPrefix(prefix), format.BasesPrefix(prefix), format.PrunedPrefix(prefix), prefix} {
+		if err := st.DeletePrefix(ctx, p); err != nil {
+			return err
+		}
+	}
+	res.Histories++
+	m.log.Info("pitr: deleted a history past its recovery window", "history", prefix, "last", last)
+	return nil
+}
+
+// pruneBases deletes the bases older than bs[keep] (the position object,
+// then the files), and the files of older bases whose position object is
+// gone (a prune that stopped, or a shipper that died before writing it;
+// a base being written now is newer than the kept one).
+func (m *Manager) pruneBases(ctx context.Context, prefix string, bs []datedBase, keep int, res *PruneResult) error {
+	st := m.st
 	for _, b := range bs[:keep] {
 		if err := st.DeletePrefix(ctx, format.BaseKey(prefix, b.b.BackupID)); err != nil {
 			return err
@@ -288,9 +328,6 @@ func (m *Manager) pruneHistory(ctx context.Context, prefix string, live map[stri
 		}
 		res.Bases++
 	}
-	// Files of bases whose position object is gone (a prune that
-	// stopped, or a shipper that died before writing it), older than the
-	// kept base (a base being written now is newer).
 	objs, err := st.List(ctx, format.BasesPrefix(prefix))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
@@ -305,125 +342,35 @@ func (m *Manager) pruneHistory(ctx context.Context, prefix string, live map[stri
 		if known[id] || gone[id] {
 			continue
 		}
-		if at, _, err := format.ParseBackupID(id); err == nil && at.Before(kept.at) {
+		if at, _, err := format.ParseBackupID(id); err == nil && at.Before(bs[keep].at) {
 			gone[id] = true
 			if err := st.DeletePrefix(ctx, format.BasesPrefix(prefix)+"/"+id); err != nil {
 				return err
 			}
 		}
 	}
-	// 2. Segments whose records are all at or below the kept base's
-	// position, oldest first, never the newest with a sidecar.
+	return nil
+}
+
+// pruneSegments deletes the segments whose records are all at or below
+// the kept base's position, oldest first, never the newest with a
+// sidecar: it writes the prune mark before any segment the mark covers
+// goes, then the segments below the newest mark, then the older marks.
+func (m *Manager) pruneSegments(ctx context.Context, prefix string, kept datedBase, segs segmentObjectSet, res *PruneResult) error {
+	st := m.st
 	mark, _, err := pruneMark(ctx, st, prefix)
 	if err != nil {
 		return err
 	}
-	newest := int64(-1)
-	for _, f := range firsts {
-		if segs[f] && sides[f] {
-			newest = f
-		}
-	}
-	var drop []int64
-	fresh := 0 // segments of drop at or above the newest mark
-	var next *format.SegmentSidecar
-	for _, f := range firsts {
-		if mark != nil && f < mark.First {
-			drop = append(drop, f) // left by a prune that stopped
-			continue
-		}
-		if f == newest || !segs[f] || !sides[f] {
-			break
-		}
-		side, err := readSidecar(ctx, st, prefix, f)
-		if err != nil {
-			return err
-		}
-		if side.Last > kept.b.Position {
-			next = &side
-			break
-		}
-		drop = append(drop, f)
-		fresh++
-	}
-	if fresh == 0 {
-		next = nil // nothing new to prune: no new mark
-	}
-	if next == nil && fresh > 0 {
-		// The loop stopped at the newest segment (or a gap): it is the
-		// first kept one.
-		for _, f := range firsts {
-			if f > drop[len(drop)-1] {
-				if !segs[f] || !sides[f] {
-					return nil // a gap or a segment being published: next pass
-				}
-				side, err := readSidecar(ctx, st, prefix, f)
-				if err != nil {
-					return err
-				}
-				next = &side
-				break
-			}
-		}
+	drop, next, wait, err := segmentsToDrop(ctx, st, prefix, kept, segs, mark)
+	if err != nil || wait {
+		return err
 	}
 	if next != nil && (mark == nil || next.First > mark.First) {
-		// 3. The mark, before any segment it covers goes: the first
-		// kept segment, the chain's hash before it, the pruned range's
-		// end and the transactions it leaves incomplete.
-		nm := format.PITRPruned{First: next.First, Prev: next.Prev, At: format.PITRTime(m.now())}
-		total, count := map[string]int{}, map[string]int{}
-		from := int64(0)
-		if mark != nil {
-			from, nm.After = mark.First, mark.After
-			for txn, n := range mark.Open {
-				count[txn] = n
-			}
-		}
-		for _, f := range drop {
-			if f < from {
-				continue // already below the last mark
-			}
-			key := format.SegmentKey(prefix, f)
-			side, err := readSidecar(ctx, st, prefix, f)
-			if err != nil {
-				return err
-			}
-			data, err := readObject(ctx, st, key)
-			if err != nil {
-				return err
-			}
-			recs, err := format.VerifySegment(key, data, side)
-			if err != nil {
-				return err
-			}
-			for _, r := range recs {
-				if r.Txn != "" {
-					count[r.Txn]++
-					total[r.Txn] = r.TxnCount
-				}
-			}
-			nm.After = max(nm.After, side.Last)
-		}
-		for txn, n := range count {
-			if t, ok := total[txn]; !ok || n < t {
-				if nm.Open == nil {
-					nm.Open = map[string]int{}
-				}
-				nm.Open[txn] = n
-			}
-		}
-		b, err := json.Marshal(&nm)
-		if err != nil {
+		if mark, err = m.writePruneMark(ctx, prefix, drop, next, mark); err != nil {
 			return err
 		}
-		if err := st.PutIfAbsent(ctx, format.PrunedKey(prefix, nm.First), bytes.NewReader(b)); err != nil && !errors.Is(err, store.ErrExists) {
-			return err
-		}
-		m.hook(PointPITRPruneMarked)
-		mark = &nm
 	}
-	// 4. The segments below the newest mark, oldest first, then the
-	// older marks.
 	for i, f := range drop {
 		if mark == nil || f >= mark.First {
 			break
@@ -440,18 +387,135 @@ func (m *Manager) pruneHistory(ctx context.Context, prefix string, live map[stri
 			m.hook(PointPITRPruneMid)
 		}
 	}
-	if mark != nil {
-		marks, err := st.List(ctx, format.PrunedPrefix(prefix))
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		for _, o := range marks {
-			if f, ok := format.PrunedFirst(o.Key); ok && f < mark.First {
-				if err := st.DeletePrefix(ctx, o.Key); err != nil {
-					return err
-				}
+	if mark == nil {
+		return nil
+	}
+	marks, err := st.List(ctx, format.PrunedPrefix(prefix))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	for _, o := range marks {
+		if f, ok := format.PrunedFirst(o.Key); ok && f < mark.First {
+			if err := st.DeletePrefix(ctx, o.Key); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// segmentsToDrop picks, oldest first, the segments to delete: those left
+// below the current mark by a prune that stopped, then those whose
+// records are all at or below the kept base's position, stopping at the
+// newest whole segment or a gap. next is the sidecar of the first kept
+// segment when a new mark is due (nil when not); wait is true when that
+// segment is not whole yet (a gap, or one being published): the next
+// pass prunes.
+func segmentsToDrop(ctx context.Context, st store.Store, prefix string, kept datedBase, segs segmentObjectSet, mark *format.PITRPruned) (drop []int64, next *format.SegmentSidecar, wait bool, err error) {
+	newest := int64(-1)
+	for _, f := range segs.firsts {
+		if segs.whole(f) {
+			newest = f
+		}
+	}
+	fresh := 0 // segments of drop at or above the newest mark
+	for _, f := range segs.firsts {
+		if mark != nil && f < mark.First {
+			drop = append(drop, f) // left by a prune that stopped
+			continue
+		}
+		if f == newest || !segs.whole(f) {
+			break
+		}
+		side, err := readSidecar(ctx, st, prefix, f)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if side.Last > kept.b.Position {
+			next = &side
+			break
+		}
+		drop = append(drop, f)
+		fresh++
+	}
+	if fresh == 0 {
+		return drop, nil, false, nil // nothing new to prune: no new mark
+	}
+	if next == nil {
+		// The loop stopped at the newest segment (or a gap): it is the
+		// first kept one.
+		for _, f := range segs.firsts {
+			if f > drop[len(drop)-1] {
+				if !segs.whole(f) {
+					return nil, nil, true, nil
+				}
+				side, err := readSidecar(ctx, st, prefix, f)
+				if err != nil {
+					return nil, nil, false, err
+				}
+				next = &side
+				break
+			}
+		}
+	}
+	return drop, next, false, nil
+}
+
+// writePruneMark writes the mark of a prune up to next, the first kept
+// segment: the chain's hash before it, the pruned range's end and the
+// transactions it leaves incomplete, counted from the segments of drop
+// at or above the current mark. It answers the new mark.
+func (m *Manager) writePruneMark(ctx context.Context, prefix string, drop []int64, next *format.SegmentSidecar, mark *format.PITRPruned) (*format.PITRPruned, error) {
+	st := m.st
+	nm := format.PITRPruned{First: next.First, Prev: next.Prev, At: format.PITRTime(m.now())}
+	total, count := map[string]int{}, map[string]int{}
+	from := int64(0)
+	if mark != nil {
+		from, nm.After = mark.First, mark.After
+		for txn, n := range mark.Open {
+			count[txn] = n
+		}
+	}
+	for _, f := range drop {
+		if f < from {
+			continue // already below the last mark
+		}
+		key := format.SegmentKey(prefix, f)
+		side, err := readSidecar(ctx, st, prefix, f)
+		if err != nil {
+			return nil, err
+		}
+		data, err := readObject(ctx, st, key)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := format.VerifySegment(key, data, side)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.Txn != "" {
+				count[r.Txn]++
+				total[r.Txn] = r.TxnCount
+			}
+		}
+		nm.After = max(nm.After, side.Last)
+	}
+	for txn, n := range count {
+		if t, ok := total[txn]; !ok || n < t {
+			if nm.Open == nil {
+				nm.Open = map[string]int{}
+			}
+			nm.Open[txn] = n
+		}
+	}
+	b, err := json.Marshal(&nm)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.PutIfAbsent(ctx, format.PrunedKey(prefix, nm.First), bytes.NewReader(b)); err != nil && !errors.Is(err, store.ErrExists) {
+		return nil, err
+	}
+	m.hook(PointPITRPruneMarked)
+	return &nm, nil
 }
