@@ -301,9 +301,12 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		counts.processed.Add(1)
 		var raw []byte
 		if perr == nil {
-			raw = attr.AppendItem(nil, it)
-			if len(raw) > 400<<10 {
+			// The limit is DynamoDB's item size (names and values as
+			// the service counts them), not the stored encoding's.
+			if attr.ItemSize(it) > attr.MaxItemSize {
 				perr = errors.New("the item is larger than 400 KB")
+			} else {
+				raw = attr.AppendItem(nil, it)
 			}
 		}
 		var pk, sk []byte
