@@ -64,6 +64,19 @@ func (s mappedSource) Size(ctx context.Context, key string) (int64, error) {
 // the log: the records with At <= at, shortened so that every
 // transaction in it is whole.
 func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+	return planPITR(ctx, st, prefix, at, true)
+}
+
+// planPITRExport is PlanPITRRestore without the base's upfront read:
+// an export checks each data file of the base as it streams it
+// (format.Backup.Items) and, failing, removes what it wrote, and its
+// manifest-summary.json is written last, so a damaged base leaves no
+// export that looks whole. The base is read once instead of twice.
+func planPITRExport(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+	return planPITR(ctx, st, prefix, at, false)
+}
+
+func planPITR(ctx context.Context, st store.Store, prefix string, at time.Time, verifyBase bool) (*PITRPlan, error) {
 	hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
 	if err != nil {
 		return nil, err
@@ -96,7 +109,11 @@ func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Verify(ctx); err != nil {
+	if verifyBase {
+		if err := b.Verify(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := b.CheckSizes(ctx); err != nil {
 		return nil, err
 	}
 	// Every record up to the instant, for the transaction counts (a
