@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/format"
@@ -246,7 +248,8 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 		} `json:"Csv"`
 	}
 	_ = json.Unmarshal(d.InputFormatOptions, &opts)
-	w := &importWriter{m: m, ref: target.Ref(), prog: prog}
+	w := newImportWriter(ctx, m, target.Ref(), prog)
+	defer w.close()
 	for _, o := range objects {
 		if err := ctx.Err(); err != nil {
 			return counts, context.Cause(ctx)
@@ -254,6 +257,11 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 		err := m.importObject(ctx, st, o, d, opts.Csv, keyTypes, load, w, counts, log)
 		if err != nil && ctx.Err() != nil {
 			return counts, context.Cause(ctx)
+		}
+		if err != nil && w.wctx.Err() != nil {
+			// A batch could not be written: the target's backend
+			// failed, not the object.
+			return counts, context.Cause(w.wctx)
 		}
 		if err != nil {
 			// An object that cannot be read whole (a bad compression
@@ -265,7 +273,7 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 	if err := w.flush(ctx); err != nil {
 		return counts, err
 	}
-	counts.imported.Store(w.written)
+	counts.imported.Store(w.written.Load())
 	return counts, nil
 }
 
@@ -346,17 +354,49 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // importWriter writes an import's items in batches, as restores do: the
-// backend's bulk loader, item by item on a backend whose only atomic
-// write is one item's, else a transaction of blind puts. A key seen
-// twice keeps its last item.
+// backend's bulk loader (batches of restoreBatchFor items), item by item
+// on a backend whose only atomic write is one item's, else a transaction
+// of blind puts; restoreWriters batches are written at once while the
+// objects are read and parsed. A key seen twice keeps its last item: a
+// batch holds each key once, and an item whose key is in a batch still
+// being written waits for that batch.
 type importWriter struct {
-	m       *Manager
-	ref     storage.TableRef
-	prog    *jobProgress
-	batch   []storage.BulkItem
-	bytes   int64
-	written int64
+	m     *Manager
+	ref   storage.TableRef
+	prog  *jobProgress
+	size  int
+	batch []storage.BulkItem
+	bytes int64
+
+	written atomic.Int64
+	wctx    context.Context
+	stop    context.CancelCauseFunc
+	work    chan importWork
+	writers errgroup.Group
+	started bool
+	closed  bool
+
+	// inflight counts the keys of the batches sent to the writers and
+	// not yet written; cond signals a batch's end.
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight map[string]int
 }
+
+type importWork struct {
+	items []storage.BulkItem
+	bytes int64
+}
+
+func newImportWriter(ctx context.Context, m *Manager, ref storage.TableRef, prog *jobProgress) *importWriter {
+	w := &importWriter{m: m, ref: ref, prog: prog, size: restoreBatchFor(m.cfg.Backend),
+		work: make(chan importWork), inflight: map[string]int{}}
+	w.cond = sync.NewCond(&w.mu)
+	w.wctx, w.stop = context.WithCancelCause(ctx)
+	return w
+}
+
+func importKey(pk, sk []byte) string { return string(pk) + "\x00" + string(sk) }
 
 func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64) error {
 	for i := range w.batch {
@@ -366,28 +406,106 @@ func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64)
 			return nil
 		}
 	}
+	if w.started {
+		k := importKey(it.PK, it.SK)
+		w.mu.Lock()
+		for w.inflight[k] > 0 && w.wctx.Err() == nil {
+			w.cond.Wait()
+		}
+		w.mu.Unlock()
+		if err := w.wctx.Err(); err != nil {
+			return context.Cause(w.wctx)
+		}
+	}
 	w.batch = append(w.batch, it)
 	w.bytes += size
-	if len(w.batch) >= importBatch {
-		return w.flush(ctx)
+	if len(w.batch) >= w.size {
+		return w.send(ctx)
 	}
 	return nil
 }
 
-func (w *importWriter) flush(ctx context.Context) error {
+// send hands the batch to the writers, starting them at the first.
+func (w *importWriter) send(ctx context.Context) error {
 	if len(w.batch) == 0 {
 		return nil
 	}
+	if !w.started {
+		w.started = true
+		for range restoreWriters {
+			w.writers.Go(func() error {
+				for b := range w.work {
+					err := w.write(w.wctx, b)
+					w.mu.Lock()
+					for _, it := range b.items {
+						k := importKey(it.PK, it.SK)
+						if w.inflight[k]--; w.inflight[k] <= 0 {
+							delete(w.inflight, k)
+						}
+					}
+					w.cond.Broadcast()
+					w.mu.Unlock()
+					if err != nil {
+						w.stop(err)
+						w.mu.Lock()
+						w.cond.Broadcast()
+						w.mu.Unlock()
+						return err
+					}
+				}
+				return nil
+			})
+		}
+	}
+	b := importWork{items: w.batch, bytes: w.bytes}
+	w.mu.Lock()
+	for _, it := range b.items {
+		w.inflight[importKey(it.PK, it.SK)]++
+	}
+	w.mu.Unlock()
+	w.batch, w.bytes = make([]storage.BulkItem, 0, w.size), 0
+	select {
+	case w.work <- b:
+		return nil
+	case <-w.wctx.Done():
+		return context.Cause(w.wctx)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// flush sends the last batch and waits for the writers.
+func (w *importWriter) flush(ctx context.Context) error {
+	err := w.send(ctx)
+	if werr := w.close(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// close ends the writers (once) and answers their first error.
+func (w *importWriter) close() error {
+	if !w.closed {
+		w.closed = true
+		close(w.work)
+	}
+	err := w.writers.Wait()
+	w.stop(nil)
+	return err
+}
+
+// write writes one batch, again after a transient backend error.
+func (w *importWriter) write(ctx context.Context, b importWork) error {
 	caps := w.m.cfg.Backend.Capabilities()
 	var err error
 	for attempt := 0; ; attempt++ {
 		switch {
 		case caps.PerItemAtomic:
-			err = w.m.writeEach(ctx, blindPuts(w.ref, w.batch))
+			err = w.m.writeEach(ctx, blindPuts(w.ref, b.items))
 		case caps.Bulk != nil:
-			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: w.batch})
+			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: b.items})
 		default:
-			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, w.batch)})
+			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, b.items)})
 		}
 		if err == nil || !storage.IsKind(err, storage.KindUnavailable) || attempt >= restoreRetries || ctx.Err() != nil {
 			break
@@ -397,9 +515,8 @@ func (w *importWriter) flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.written += int64(len(w.batch))
-	w.prog.add(int64(len(w.batch)), w.bytes)
-	w.batch, w.bytes = w.batch[:0:0], 0
+	w.written.Add(int64(len(b.items)))
+	w.prog.add(int64(len(b.items)), b.bytes)
 	return nil
 }
 
