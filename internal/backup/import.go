@@ -136,17 +136,23 @@ func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDe
 			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &d.FailureMessage})
 		return nil, err
 	}
+	m.startImportJob(jobs, target, row, d, req.KeyTypes)
+	return &d, nil
+}
+
+// startImportJob runs an import whose row this server claims, in the
+// background, once a job slot is free.
+func (m *Manager) startImportJob(jobs storage.JobCatalog, target *storage.Table, row storage.JobRecord, d ImportDescription, keyTypes map[string]string) {
 	m.met.running.WithLabelValues(kindImport).Inc()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		if !m.waitSlot() {
-			return // shutting down: the reconciler of a server fails the import
+			return // shutting down: the reconciler of a server takes the import over
 		}
 		defer m.releaseSlot()
-		m.runImport(jobs, target, row, d, req.KeyTypes)
+		m.runImport(jobs, target, row, d, keyTypes)
 	}()
-	return &d, nil
 }
 
 // runImport loads the target and records the import's end.
@@ -532,9 +538,12 @@ func (m *Manager) finishImport(ctx context.Context, target *storage.Table) error
 	return err
 }
 
-// reconcileImports fails IN_PROGRESS imports whose claim is stale (their
-// server stopped) and removes their target while it is still theirs and
-// CREATING.
+// reconcileImports takes over IN_PROGRESS imports whose claim is stale
+// (their server stopped) and runs them again from the start: the partial
+// target is replaced by an empty one of the same description (CREATING,
+// marked with the import), which also fences the dead attempt's writes
+// (they name the old table), and the objects are read again. An import
+// whose target is gone or no longer its own ends FAILED.
 func (m *Manager) reconcileImports(ctx context.Context) error {
 	jobs := m.cfg.Backend.Capabilities().Jobs
 	if jobs == nil || m.cfg.Importer == nil {
@@ -561,14 +570,24 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		var d ImportDescription
 		_ = json.Unmarshal(res.Record.Payload, &d)
 		name := d.TableArn[strings.LastIndexByte(d.TableArn, '/')+1:]
+		msg := "the server running the import stopped, and its table is gone"
 		if t, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: name}); err == nil &&
 			m.cfg.Importer.IsImportTarget(t.Table, r.ID) {
+			target, err := m.emptyTarget(ctx, t.Table)
+			if err == nil {
+				d.ProcessedItemCount, d.ImportedItemCount, d.ErrorCount, d.ProcessedSizeBytes = 0, 0, 0, nil
+				m.met.reconciled.WithLabelValues("restarted_import").Inc()
+				m.log.Warn("backup reconciler: an import's owner stopped; importing again into an empty table",
+					"import", r.ID, "owner", r.Owner, "table", name)
+				m.startImportJob(jobs, target, *res.Record, d, importKeyTypes(d.TableCreation))
+				continue
+			}
+			msg = "the server running the import stopped, and its table could not be emptied: " + err.Error()
 			m.dropTarget(ctx, t.Table)
 		}
 		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
-		d.FailureCode, d.FailureMessage = "UNKNOWN", "the server running the import stopped"
+		d.FailureCode, d.FailureMessage = "UNKNOWN", msg
 		raw, _ := json.Marshal(d)
-		msg := d.FailureMessage
 		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: r.ID, Generation: res.Record.Generation,
 			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &msg}); err != nil {
 			errs = append(errs, err)
@@ -576,4 +595,31 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		m.met.reconciled.WithLabelValues("failed_stale_import").Inc()
 	}
 	return errors.Join(errs...)
+}
+
+// emptyTarget replaces an import's partial target by an empty table of
+// the same description (a new table id: writes naming the old one fail).
+func (m *Manager) emptyTarget(ctx context.Context, t *storage.Table) (*storage.Table, error) {
+	if _, err := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: t.Account, Name: t.Name}); err != nil {
+		return nil, err
+	}
+	res, err := m.cfg.Backend.CreateTable(ctx, storage.CreateTableParams{Account: t.Account, Name: t.Name, Desc: t.Desc})
+	if err != nil {
+		return nil, err
+	}
+	return res.Table, nil
+}
+
+// importKeyTypes reads the key attributes' types (for CSV) from an
+// import's TableCreationParameters.
+func importKeyTypes(raw json.RawMessage) map[string]string {
+	var p struct {
+		AttributeDefinitions []struct{ AttributeName, AttributeType string }
+	}
+	_ = json.Unmarshal(raw, &p)
+	out := map[string]string{}
+	for _, ad := range p.AttributeDefinitions {
+		out[ad.AttributeName] = ad.AttributeType
+	}
+	return out
 }
