@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -91,8 +92,21 @@ type ImportRequest struct {
 	Create         func(ctx context.Context, importID string) (*storage.Table, error)
 }
 
-// importBatch is the number of items an import writes per batch.
-const importBatch = 100
+// DefaultImportMaxErrors is Config.ImportMaxErrors's default.
+const DefaultImportMaxErrors = 1000
+
+// tooManyErrors is the failure of an import that met more bad items than
+// Config.ImportMaxErrors.
+func tooManyErrors(max int) *exportFailure {
+	return &exportFailure{"ItemValidationError", fmt.Sprintf("More than %d items failed validation checks and were not imported (backup.import_max_errors); the import stopped and its table was removed. Please check the server log for the object and line of each.", max)}
+}
+
+func (m *Manager) importMaxErrors() int {
+	if m.cfg.ImportMaxErrors > 0 {
+		return m.cfg.ImportMaxErrors
+	}
+	return DefaultImportMaxErrors
+}
 
 // validationFailure is the FailureMessage of an import with bad items,
 // as the service words it.
@@ -264,6 +278,10 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 		if err != nil && ctx.Err() != nil {
 			return counts, context.Cause(ctx)
 		}
+		var f *exportFailure
+		if errors.As(err, &f) {
+			return counts, err // past backup.import_max_errors
+		}
 		if err != nil && w.wctx.Err() != nil {
 			// A batch could not be written: the target's backend
 			// failed, not the object.
@@ -272,7 +290,9 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 		if err != nil {
 			// An object that cannot be read whole (a bad compression
 			// stream, cut short): counted and logged like a bad item.
-			counts.errors.Add(1)
+			if counts.errors.Add(1) > int64(m.importMaxErrors()) {
+				return counts, tooManyErrors(m.importMaxErrors())
+			}
 			log.Warn("import: an object could not be read", "object", o.Key, "err", err)
 		}
 	}
@@ -311,6 +331,7 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		defer zr.Close()
 		r = zr
 	}
+	maxErrors := m.importMaxErrors()
 	each := func(line int, it attr.Item, perr error) error {
 		counts.processed.Add(1)
 		var raw []byte
@@ -329,9 +350,12 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 			pk, sk, ch, perr = load(raw)
 		}
 		if perr != nil {
-			counts.errors.Add(1)
-			log.Warn("import: an item was not imported", "object", o.Key, "line", line, "err", perr)
-			return nil
+			n := counts.errors.Add(1)
+			if n <= int64(maxErrors) {
+				log.Warn("import: an item was not imported", "object", o.Key, "line", line, "err", perr)
+				return nil
+			}
+			return tooManyErrors(maxErrors)
 		}
 		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
 	}

@@ -183,3 +183,75 @@ func TestImportTakenOver(t *testing.T) {
 		}
 	})
 }
+
+// TestImportMaxErrors: up to backup.import_max_errors bad items an import
+// goes on (FAILED with the good items, as on the service); past it the
+// import stops FAILED and removes its table.
+func TestImportMaxErrors(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "bkt"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		var lines bytes.Buffer
+		for i := 0; i < 50; i++ {
+			if i%10 == 3 {
+				lines.WriteString("not json\n") // 5 bad lines
+				continue
+			}
+			fmt.Fprintf(&lines, `{"Item":{"pk":{"S":"k%03d"}}}`+"\n", i)
+		}
+		if err := os.WriteFile(filepath.Join(root, "bkt", "data.json"), lines.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			max     int
+			status  string
+			table   bool
+			message string
+		}{{5, ImportFailed, true, "Some of the items"}, {4, ImportFailed, false, "More than 4 items"}} {
+			m := newManager(t, b, memstore.New(), func(c *Config) {
+				c.Importer, c.Restorer, c.Describer = importEngine{}, importEngine{}, importEngine{}
+				c.Buckets = store.BucketConfig{FilesystemRoot: root}
+				c.ImportMaxErrors = tc.max
+			})
+			name := fmt.Sprintf("maxerr%d", tc.max)
+			d, err := m.StartImport(ctx, ImportRequest{Account: account, Table: name,
+				Desc: ImportDescription{TableArn: "arn:aws:dynamodb:us-east-1:" + account + ":table/" + name,
+					S3BucketSource: S3BucketSource{S3Bucket: "bkt", S3KeyPrefix: "data"}, InputFormat: "DYNAMODB_JSON", InputCompressionType: "NONE"},
+				Create: func(ctx context.Context, id string) (*storage.Table, error) {
+					desc, _ := json.Marshal(importDesc{Import: id, Status: "CREATING"})
+					res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: desc})
+					if err != nil {
+						return nil, err
+					}
+					return res.Table, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := d.ImportArn[strings.LastIndexByte(d.ImportArn, '/')+1:]
+			deadline := time.Now().Add(30 * time.Second)
+			var r *storage.JobRecord
+			for {
+				if r, err = b.Capabilities().Jobs.GetJob(ctx, KindImport, id); err != nil {
+					t.Fatal(err)
+				}
+				if r.Status != ImportInProgress {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("max %d: still IN_PROGRESS", tc.max)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			var got ImportDescription
+			_ = json.Unmarshal(r.Payload, &got)
+			_, terr := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+			if r.Status != tc.status || got.FailureCode != "ItemValidationError" || !strings.HasPrefix(got.FailureMessage, tc.message) || (terr == nil) != tc.table {
+				t.Fatalf("max %d: %s %+v, table present %v (%v)", tc.max, r.Status, got, terr == nil, terr)
+			}
+		}
+	})
+}
