@@ -82,6 +82,10 @@ type Config struct {
 	Buckets store.BucketConfig
 	// Importer finishes imported tables (nil: no imports).
 	Importer Importer
+	// ImportMaxErrors is how many items an import may fail to import
+	// before it stops FAILED and removes its table (0:
+	// DefaultImportMaxErrors).
+	ImportMaxErrors int
 	// Now is the clock that decides when a backup has expired (default
 	// time.Now; tests inject one).
 	Now func() time.Time

@@ -78,15 +78,34 @@ func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time
 	return planPITR(ctx, st, prefix, at, pin)
 }
 
+// planPITRExport is PlanPITRRestore without the base's upfront read:
+// an export checks each data file of the base as it streams it
+// (format.Backup.Items) and, failing, removes what it wrote, and its
+// manifest-summary.json is written last, so a damaged base leaves no
+// export that looks whole. The base is read once instead of twice.
+func planPITRExport(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+	pin, err := pinPITR(ctx, st, prefix, at)
+	if err != nil {
+		return nil, err
+	}
+	return planPITRVerify(ctx, st, prefix, at, pin, false)
+}
+
 // planPITR plans a restore of the history to at from the pinned base and
 // the segments up to the pinned tail, and verifies everything it uses
 // before anything is written: the base's position object, manifest and
-// every data file (hashes, sizes), and every segment from the history's
-// start (or its prune mark) on (hash, chain, ranges, the tail present).
-// A damaged or missing object fails the plan naming its key in the
-// store. The log is cut at the records with a write time at or before
-// at, shortened so that every transaction in it is whole.
+// every data file (hashes, sizes; with verifyBase false only the sizes,
+// for a reader that checks each file as it streams it), and every
+// segment from the history's start (or its prune mark) on (hash, chain,
+// ranges, the tail present). A damaged or missing object fails the plan
+// naming its key in the store. The log is cut at the records with a
+// write time at or before at, shortened so that every transaction in it
+// is whole.
 func planPITR(ctx context.Context, st store.Store, prefix string, at time.Time, pin pitrPin) (*PITRPlan, error) {
+	return planPITRVerify(ctx, st, prefix, at, pin, true)
+}
+
+func planPITRVerify(ctx context.Context, st store.Store, prefix string, at time.Time, pin pitrPin, verifyBase bool) (*PITRPlan, error) {
 	hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
 	if err != nil {
 		return nil, err
@@ -113,7 +132,11 @@ func planPITR(ctx context.Context, st store.Store, prefix string, at time.Time, 
 	if err != nil {
 		return nil, src.named(err)
 	}
-	if err := b.Verify(ctx); err != nil {
+	if verifyBase {
+		if err := b.Verify(ctx); err != nil {
+			return nil, src.named(err)
+		}
+	} else if err := b.CheckSizes(ctx); err != nil {
 		return nil, src.named(err)
 	}
 	// Every record up to the instant, for the transaction counts (a

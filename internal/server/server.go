@@ -295,6 +295,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 	m, err := backup.New(backup.Config{
 		Backend: backend, Store: st, Describer: eng, Restorer: eng, Region: eng.Region(), Version: version,
 		MaxConcurrentJobs: cfg.Backup.MaxConcurrentJobs,
+		ImportMaxErrors:   cfg.Backup.ImportMaxErrors,
 		HeartbeatInterval: cfg.Backup.HeartbeatInterval.Duration,
 		StaleAfter:        cfg.Backup.StaleAfter.Duration,
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
