@@ -101,6 +101,9 @@ type Options struct {
 	// MaxSnapshots bounds the table snapshots open at once (default
 	// storage.DefaultMaxSnapshots); each holds a reader connection.
 	MaxSnapshots int
+	// ItemSize measures items and index entries for the table statistics
+	// kept with every write (storage.TableCounter); nil: their length.
+	ItemSize storage.ItemSizeFunc
 }
 
 // Backend is the SQLite storage backend. It is safe for concurrent use.
@@ -298,7 +301,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	}
 	b.cache = itemcache.New(b.opts.ItemCacheBytes, cacheShards)
 	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{},
-		logs: map[int64]logPos{}}
+		logs: map[int64]logPos{}, size: b.opts.ItemSize}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}
@@ -382,7 +385,7 @@ func (b *Backend) Name() string { return "sqlite" }
 // change log, bulk loads and statistics.
 func (b *Backend) Capabilities() storage.Capabilities {
 	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b,
-		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b}
+		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b, Counts: b}
 }
 
 // Ping implements storage.Backend.
