@@ -93,60 +93,48 @@ func (w *writer) flushStats() error {
 }
 
 // Counts implements storage.TableCounter: the table's rows of
-// table_stats, read on a reader connection.
+// table_stats, one statement on a reader (one read transaction). A live
+// table always has its row but when it comes from before migration 0008;
+// a table without one is looked up in the catalog.
 func (b *Backend) Counts(ctx context.Context, p storage.CountsParams) (*storage.CountsResult, error) {
-	conn, err := b.rdb.Conn(ctx)
+	res, found, _, err := readCounts(ctx, b.statRead, p.Table.ID)
 	if err != nil {
-		return nil, mapErr(err, "sqlite: table statistics")
+		return nil, err
 	}
-	defer conn.Close()
-	// One read transaction: the table's existence and its rows at one
-	// instant.
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return nil, mapErr(err, "sqlite: begin read")
-	}
-	defer conn.ExecContext(context.Background(), "ROLLBACK")
-	var one int
-	if err := conn.QueryRowContext(ctx, `SELECT 1 FROM tables WHERE id = ?`, p.Table.ID).Scan(&one); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, tableNotFound(p.Table)
+	if !found {
+		if err := b.checkTable(ctx, p.Table); err != nil {
+			return nil, err
 		}
-		return nil, mapErr(err, "sqlite: read catalog")
 	}
-	res, _, err := readCounts(ctx, conn, p.Table.ID)
-	return res, err
+	return res, nil
 }
 
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// readCounts reads a table's figures and its bulk load count.
-func readCounts(ctx context.Context, q queryer, id int64) (*storage.CountsResult, int64, error) {
-	rows, err := q.QueryContext(ctx, sqlStatRead, id)
+// readCounts reads a table's figures with the prepared sqlStatRead;
+// found tells whether the table has its row.
+func readCounts(ctx context.Context, stmt *sql.Stmt, id int64) (res *storage.CountsResult, found bool, bulk int64, err error) {
+	rows, err := stmt.QueryContext(ctx, id)
 	if err != nil {
-		return nil, 0, mapErr(err, "sqlite: table statistics")
+		return nil, false, 0, mapErr(err, "sqlite: table statistics")
 	}
 	defer rows.Close()
-	res := &storage.CountsResult{Stats: storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}}
-	var bulk int64
+	res = &storage.CountsResult{Stats: storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}}
 	for rows.Next() {
 		var ix string
 		var items, bytes, counted, nbulk int64
 		if err := rows.Scan(&ix, &items, &bytes, &counted, &nbulk); err != nil {
-			return nil, 0, mapErr(err, "sqlite: table statistics")
+			return nil, false, 0, mapErr(err, "sqlite: table statistics")
 		}
 		if ix == "" {
 			res.Stats.ItemCount, res.Stats.SizeBytes = items, bytes
-			res.Counted, bulk = counted == 1, nbulk
+			res.Counted, bulk, found = counted == 1, nbulk, true
 		} else if items > 0 {
 			res.Stats.Indexes[ix] = storage.IndexStats{ItemCount: items, SizeBytes: bytes}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, mapErr(err, "sqlite: table statistics")
+		return nil, false, 0, mapErr(err, "sqlite: table statistics")
 	}
-	return res, bulk, nil
+	return res, found, bulk, nil
 }
 
 // Recount implements storage.TableCounter. One read transaction (one WAL

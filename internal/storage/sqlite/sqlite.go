@@ -151,6 +151,7 @@ type Backend struct {
 	commitWaits, commitTimeouts atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
+	statRead                                 *sql.Stmt
 	readLog, logInfo                         *sql.Stmt
 	variants                                 sync.Map // int -> *sql.Stmt
 
@@ -325,6 +326,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		{&b.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
 		{&b.listTables, `SELECT name FROM tables WHERE account = ? AND name > ? ORDER BY name LIMIT ?`},
 		{&b.tableByID, `SELECT 1 FROM tables WHERE id = ?`},
+		{&b.statRead, sqlStatRead},
 		{&b.readLog, `SELECT seq, at, data FROM changelog WHERE t = ? AND seq > ? ORDER BY seq LIMIT ?`},
 		{&b.logInfo, `SELECT coalesce((SELECT min(seq) FROM changelog WHERE t = ?1), 0),
 			coalesce((SELECT max(seq) FROM changelog WHERE t = ?1), 0),
@@ -364,7 +366,7 @@ func (b *Backend) closeDBs() {
 	if b.w != nil {
 		b.w.close()
 	}
-	for _, s := range []*sql.Stmt{b.getItem, b.getTable, b.listTables, b.tableByID, b.readLog, b.logInfo} {
+	for _, s := range []*sql.Stmt{b.getItem, b.getTable, b.listTables, b.tableByID, b.statRead, b.readLog, b.logInfo} {
 		if s != nil {
 			s.Close()
 		}
