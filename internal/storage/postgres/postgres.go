@@ -127,12 +127,12 @@ type Options struct {
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
 type Backend struct {
-	opts   Options
+	opts Options
 	// foldStop ends the fold of statistics deltas (counts.go); foldDone
 	// is closed when it has.
 	foldStop, foldDone chan struct{}
-	pool   *pgxpool.Pool
-	closed atomic.Bool
+	pool               *pgxpool.Pool
+	closed             atomic.Bool
 
 	// retries counts transparent re-runs (tests and metrics).
 	retries atomic.Int64
