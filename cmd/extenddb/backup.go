@@ -211,6 +211,18 @@ func backupCommand() *cli.Command {
 				},
 			},
 			{
+				Name: "pitr-tables", Usage: "list every point-in-time recovery history in the configured store with its restorable window " +
+					"(restore one with restore-pitr and its TABLE ARN, even on a server whose catalog does not hold the table); reads the store only",
+				ArgsUsage: " ", Flags: common[:1],
+				Action: func(c *cli.Context) error {
+					cfg, err := server.LoadConfig(c.String("config"))
+					if err != nil {
+						return err
+					}
+					return server.ListPITRTables(c.Context, cfg, os.Stdout)
+				},
+			},
+			{
 				Name: "verify", Usage: "check a backup in the configured store offline (hashes, sizes, item counts, every format rule)", ArgsUsage: "ARN",
 				Flags: common[:1],
 				Action: func(c *cli.Context) error {

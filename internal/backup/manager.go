@@ -146,6 +146,9 @@ type Manager struct {
 	// exports, when set (NewExports), has its stale jobs taken over by
 	// the reconciler.
 	exports *Exports
+	// pitr, when set (NewShipper), has the reconciler prune the
+	// point-in-time recovery histories of the store.
+	pitr atomic.Pointer[Shipper]
 }
 
 // New checks the configuration. Start must be called before use.

@@ -86,6 +86,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) error {
 	if bk.jobs != nil {
 		defer bk.jobs.Close()
 	}
+	registerServerInfo(reg, backend, bk)
 	auth := api.NewAuthenticator(keys)
 	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: bk.ready, Auth: auth,
 		Limits: api.Limits{
@@ -358,6 +359,7 @@ func startPlans(cfg config.Config, backend storage.Backend, eng *engine.Engine, 
 	for i, p := range plans {
 		names[i] = p.Name
 	}
+	reg.MustRegister(newPlanInfoCollector(plans))
 	log.Info("backup plans", "plans", strings.Join(names, ","))
 	m.Go(runner.Run)
 	return nil
