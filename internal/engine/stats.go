@@ -13,7 +13,7 @@ import (
 // six hours.
 //
 // A backend that keeps them with every write (storage.TableCounter, ADR
-// 0052) answers them at each description, at a cost that does not depend
+// 0053) answers them at each description, at a cost that does not depend
 // on the table's size, as fresh as the last committed write. While its
 // figures for a table are unknown (a database from before it counted, a
 // table loaded in bulk), and on a backend without the capability, the

@@ -13,7 +13,7 @@ import (
 	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
-// The cost of table statistics on SQLite (docs/benchmarks.md, ADR 0052):
+// The cost of table statistics on SQLite (docs/benchmarks.md, ADR 0053):
 // DescribeTable at 10k and 1M items, and what they add to a PutItem.
 //
 //	go test ./internal/engine -run '^$' -bench 'DescribeTableStats|PutItemStats' -benchtime 2s

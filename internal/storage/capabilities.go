@@ -43,7 +43,7 @@ type Capabilities struct {
 	PerItemAtomic bool
 	// Stats reports operational statistics for the metrics endpoint.
 	Stats StatsReporter
-	// Counts keeps every table's statistics with its writes (ADR 0052);
+	// Counts keeps every table's statistics with its writes (ADR 0053);
 	// without it the engine computes them with TableStats.
 	Counts TableCounter
 }

@@ -4,7 +4,7 @@ import "context"
 
 // TableCounter keeps each table's statistics (the figures TableStats
 // computes) up to date with every write, so reading them costs the same
-// whatever the table's size (Capabilities.Counts, ADR 0052).
+// whatever the table's size (Capabilities.Counts, ADR 0053).
 //
 // The figures count the live items and each secondary index's entries
 // and sum the backend's item size function over their stored bytes

@@ -12,7 +12,7 @@ import (
 )
 
 // Table statistics kept with every write (storage.TableCounter, ADR
-// 0052). A write appends its deltas to table_stats_delta in its own
+// 0053). A write appends its deltas to table_stats_delta in its own
 // transaction: the item's (known from the item it replaces, read or
 // guessed and checked) in one row, each index entry's in the statement
 // that deletes or puts it (sqlDelIdx, sqlPutIdx: the entry replaced is

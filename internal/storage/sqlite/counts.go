@@ -9,7 +9,7 @@ import (
 )
 
 // Table statistics kept with every write (storage.TableCounter, ADR
-// 0052). The writer collects each write's delta (one item more or less,
+// 0053). The writer collects each write's delta (one item more or less,
 // the difference of the sizes; the same per index) in w.deltas while it
 // runs the batch and adds their sums to the table_stats rows just before
 // COMMIT: one UPSERT per table and index the batch touched, in the

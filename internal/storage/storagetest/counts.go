@@ -13,7 +13,7 @@ import (
 )
 
 // Table statistics kept with every write (storage.TableCounter, ADR
-// 0052). After every kind of write the maintained figures equal a full
+// 0053). After every kind of write the maintained figures equal a full
 // count of the table (TableStats with the backend's default size, the
 // byte length: the suite opens backends without an item size function)
 // and the figures the test expects. A backend without the capability is
