@@ -268,22 +268,22 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 		copy(buf[pl+sl:], ch.Item)
 		e := ent{h: s.h, pk: buf[:pl:pl], sk: buf[pl : pl+sl : pl+sl], item: buf[pl+sl:]}
 		if prev, ok := t.items.Set(e); ok {
-			t.itemBytes -= int64(len(prev.item))
+			t.itemBytes -= t.size.SizeOf(prev.item)
 		} else {
 			t.itemCount++
 		}
-		t.itemBytes += int64(len(e.item))
+		t.itemBytes += t.size.SizeOf(e.item)
 	case storage.Delete:
 		if prev, ok := t.items.Delete(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
 			t.itemCount--
-			t.itemBytes -= int64(len(prev.item))
+			t.itemBytes -= t.size.SizeOf(prev.item)
 		}
 	}
 	for _, k := range ch.DeleteIndex {
 		if ix := t.indexes[k.Index]; ix != nil {
 			if prev, ok := ix.tr.Delete(ixEnt{h: storage.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK}); ok {
 				ix.count--
-				ix.bytes -= int64(len(prev.item))
+				ix.bytes -= t.size.SizeOf(prev.item)
 			}
 		}
 	}
@@ -305,10 +305,10 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 		copy(buf[c:], op.SK)
 		copy(buf[d:], x.Item)
 		if prev, ok := ix.tr.Set(ixEnt{h: storage.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]}); ok {
-			ix.bytes -= int64(len(prev.item))
+			ix.bytes -= t.size.SizeOf(prev.item)
 		} else {
 			ix.count++
 		}
-		ix.bytes += int64(len(x.Item))
+		ix.bytes += t.size.SizeOf(x.Item)
 	}
 }
