@@ -583,19 +583,49 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	}
 	pk, sk := nz(p.PK), nz(p.SK)
 	h := int64(storage.KeyHash(pk))
-	var old []byte
-	var key string
-	known := false
+	d, fnErr, err := w.decide(p, pk, sk, h)
+	if fnErr != nil || err != nil {
+		return fnErr, err
+	}
+	ch := d.ch
+	switch ch.Op {
+	case storage.Keep, storage.Delete:
+	case storage.Put:
+		if ch.Item == nil {
+			return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned Put without an item")
+		}
+	default:
+		return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned unknown op %d", ch.Op)
+	}
+	res.Old, res.Change = d.old, ch
+	if ch.Op == storage.Keep {
+		return nil, nil
+	}
+	return nil, w.apply(p.Table.ID, pk, sk, h, d)
+}
+
+// writeDecision is what a write found and decided: the item it replaces
+// (old, nil when absent), its item-cache key, the change Fn returned and
+// whether the speculative insert already wrote it.
+type writeDecision struct {
+	old      []byte
+	key      string
+	ch       storage.Change
+	inserted bool
+}
+
+// decide finds the current item (the batch's pending writes, the item
+// cache, a speculative insert or a read) and runs Fn on it.
+func (w *writer) decide(p *storage.WriteItemParams, pk, sk []byte, h int64) (d writeDecision, fnErr, err error) {
+	var known bool
 	if w.cache != nil {
-		key = itemcache.Key(p.Table.ID, pk, sk)
-		if i, ok := w.pendIdx[key]; ok {
-			old, known = w.pendItems[i].item, true
+		d.key = itemcache.Key(p.Table.ID, pk, sk)
+		if i, ok := w.pendIdx[d.key]; ok {
+			d.old, known = w.pendItems[i].item, true
 		} else {
-			old, known, _ = w.cache.Get(key)
+			d.old, known, _ = w.cache.Get(d.key)
 		}
 	}
-	inserted := false
-	var ch storage.Change
 	if !known && w.specScore >= 0 {
 		// Speculation (ADR 0029): a write of a key that the item cache
 		// does not hold mostly creates the item (a PutItem of a new key).
@@ -609,10 +639,10 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		if sc, fnErr := p.Fn(nil); fnErr == nil && sc.Op == storage.Put && sc.Item != nil {
 			r, err := w.insItem.ExecContext(bg, p.Table.ID, h, pk, sk, sc.Item)
 			if err != nil {
-				return nil, fail(err, "sqlite: put item")
+				return d, nil, fail(err, "sqlite: put item")
 			}
 			if n, err := r.RowsAffected(); err == nil && n == 1 {
-				ch, inserted = sc, true
+				d.ch, d.inserted = sc, true
 				w.specScore = min(w.specScore+1, specScoreMax)
 				w.specHits++
 			} else {
@@ -624,59 +654,53 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	if !known && w.specScore < 0 {
 		w.specScore++
 	}
-	if !inserted {
+	if !d.inserted {
 		// A blind write reads the item too (and speculates like the
 		// others, above): its statistics delta depends on whether it
 		// replaces an item, and on the size of what it replaces.
 		if !known {
-			if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return nil, fail(err, "sqlite: read item")
+			if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&d.old); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return d, nil, fail(err, "sqlite: read item")
 			}
-			if old != nil {
-				w.notePend(key, old)
+			if d.old != nil {
+				w.notePend(d.key, d.old)
 			}
 		}
 		var err error
-		if ch, err = p.Fn(old); err != nil {
-			return err, nil
+		if d.ch, err = p.Fn(d.old); err != nil {
+			return d, err, nil
 		}
 	}
-	switch ch.Op {
-	case storage.Keep, storage.Delete:
-	case storage.Put:
-		if ch.Item == nil {
-			return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned Put without an item")
-		}
-	default:
-		return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned unknown op %d", ch.Op)
-	}
-	res.Old, res.Change = old, ch
-	if ch.Op == storage.Keep {
-		return nil, nil
-	}
+	return d, nil, nil
+}
+
+// apply writes the decided change: its change-log record, the item, its
+// index entries, and their statistics deltas.
+func (w *writer) apply(t int64, pk, sk []byte, h int64, d writeDecision) error {
+	ch := d.ch
 	if ch.Log != nil {
-		if err := w.appendLog(p.Table.ID, ch.Log); err != nil {
-			return nil, err
+		if err := w.appendLog(t, ch.Log); err != nil {
+			return err
 		}
 	}
 	switch ch.Op {
 	case storage.Put:
-		if !inserted {
-			if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
-				return nil, fail(err, "sqlite: put item")
+		if !d.inserted {
+			if _, err := w.putItem.ExecContext(bg, t, h, pk, sk, ch.Item); err != nil {
+				return fail(err, "sqlite: put item")
 			}
 		}
-		w.notePend(key, ch.Item)
-		w.itemDelta(p.Table.ID, old, ch.Item)
+		w.notePend(d.key, ch.Item)
+		w.itemDelta(t, d.old, ch.Item)
 	case storage.Delete:
-		if old == nil {
+		if d.old == nil {
 			break
 		}
-		if _, err := w.delItem.ExecContext(bg, p.Table.ID, h, pk, sk); err != nil {
-			return nil, fail(err, "sqlite: delete item")
+		if _, err := w.delItem.ExecContext(bg, t, h, pk, sk); err != nil {
+			return fail(err, "sqlite: delete item")
 		}
-		w.notePend(key, nil)
-		w.itemDelta(p.Table.ID, old, nil)
+		w.notePend(d.key, nil)
+		w.itemDelta(t, d.old, nil)
 	}
 	for _, k := range ch.DeleteIndex {
 		if reput(k, ch.PutIndex) {
@@ -685,21 +709,21 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		}
 		ipk := nz(k.PK)
 		var gone []byte
-		err := w.delIdx.QueryRowContext(bg, p.Table.ID, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk).Scan(&gone)
+		err := w.delIdx.QueryRowContext(bg, t, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk).Scan(&gone)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
-			return nil, fail(err, "sqlite: delete index entry")
+			return fail(err, "sqlite: delete index entry")
 		default:
-			w.addDelta(p.Table.ID, k.Index, -1, -w.size.SizeOf(gone))
+			w.addDelta(t, k.Index, -1, -w.size.SizeOf(gone))
 		}
 	}
 	for i := range ch.PutIndex {
-		if err := w.putIndexEntry(p.Table.ID, pk, sk, &ch.PutIndex[i], deletes(ch.DeleteIndex, ch.PutIndex[i].IndexKey)); err != nil {
-			return nil, err
+		if err := w.putIndexEntry(t, pk, sk, &ch.PutIndex[i], deletes(ch.DeleteIndex, ch.PutIndex[i].IndexKey)); err != nil {
+			return err
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // putIndexEntry writes one index entry and records its statistics delta:
