@@ -14,7 +14,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DA
 ARGS ?=
 FUZZTIME ?= 5s
 
-.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench clean fuzz hooks
+.PHONY: run build test test-go test-wire test-scripts test-all test-cassandra test-wire-cassandra lint bench bench-scale clean fuzz hooks
 
 ## run: build bin/extenddb, then exec it (embedded SQLite at
 ## 127.0.0.1:8000). The shell execs the server, so Ctrl-C and SIGTERM reach
@@ -27,8 +27,11 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/extenddb
 
 ## test: everything that needs only this repository (SQLite, fs store,
-## in-process S3, script tests, wire suite against a server it starts
-## itself); ends with one summary line per layer and a total.
+## in-process S3, script tests, wire suite on two workers against servers
+## it starts itself), Go tests with -short (the crash tests and extra
+## configurations run in test-all); lint runs beside the Go tests. Ends
+## with one summary line per layer, with its time, and a total
+## (docs/testing.md).
 test:
 	FUZZTIME=$(FUZZTIME) scripts/test.sh
 
@@ -78,6 +81,9 @@ hooks:
 
 bench: build
 	scripts/bench-compare.sh
+
+bench-scale: build
+	EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh
 
 clean:
 	rm -rf bin .venv

@@ -9,7 +9,8 @@
 #          detector (SQLite, PostgreSQL, every store), the fuzz targets,
 #          the script tests
 #   wire   the wire suite on --memory, SQLite and PostgreSQL; the
-#          browser tests (the JavaScript SDK v3, the web console)
+#          browser tests (the JavaScript SDK v3, the web console); the
+#          CI-sized scale benchmark (scripts/bench-scale.sh --ci)
 #   mongo  the MongoDB backend's Go tests, the wire suite and the sdk tests
 #          on two servers sharing one database (FerretDB unless
 #          EXTENDDB_TEST_MONGODB_URI names a server)
@@ -191,6 +192,9 @@ lane_wire() {
 	# Headless Chromium drives the web console (tables, items, queries,
 	# backups, hostile names, signing in with keys).
 	layer console one tests/console/run.sh
+	# The CI-sized scale benchmark (10k and 100k items, 1,000 tables,
+	# loose ratio checks; about a minute): the lane with the most slack.
+	layer scale one env EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh --ci --out "$LOGS/scale"
 }
 
 # The MongoDB backend's own tests (storagetest, the ledger, snapshots,
@@ -238,7 +242,7 @@ lane_cass() {
 		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
 }
 
-layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console go-mongodb wire-mongodb sdk-mongodb)
+layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console scale go-mongodb wire-mongodb sdk-mongodb)
 [[ "$CASS" == 1 ]] && layers+=(cassandra)
 layers+=(sdk-postgres streams streams-postgres)
 lane_go >"$LOGS/lane-go.out" 2>&1 &

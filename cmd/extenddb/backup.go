@@ -18,8 +18,10 @@ import (
 
 // backupCommand is `extenddb backup`: a thin client of the wire API
 // (signed with the configuration's first access key, if any), plus an
-// offline verify of a backup in the store. It is long because it is a
-// declaration: every subcommand's flags and usage, each action a call.
+// offline verify of a backup in the store.
+//
+// Long: a declaration: every subcommand's flags and usage, each action a
+// call.
 func backupCommand() *cli.Command {
 	common := []cli.Flag{
 		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file (region, access key, backup store)", EnvVars: []string{"EXTENDDB_CONFIG"}},
@@ -208,6 +210,18 @@ func backupCommand() *cli.Command {
 					return server.SyncBackups(c.Context, cfg, server.SyncOptions{AdoptStore: c.Bool("adopt-store"), Force: c.Bool("force"),
 						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing"), MoveStore: c.String("move-store"),
 						ForgetStore: c.String("forget-store"), ForgetBackups: c.StringSlice("forget-backup")}, os.Stdout, os.Stderr)
+				},
+			},
+			{
+				Name: "pitr-tables", Usage: "list every point-in-time recovery history in the configured store with its restorable window " +
+					"(restore one with restore-pitr and its TABLE ARN, even on a server whose catalog does not hold the table); reads the store only",
+				ArgsUsage: " ", Flags: common[:1],
+				Action: func(c *cli.Context) error {
+					cfg, err := server.LoadConfig(c.String("config"))
+					if err != nil {
+						return err
+					}
+					return server.ListPITRTables(c.Context, cfg, os.Stdout)
 				},
 			},
 			{

@@ -35,6 +35,7 @@ func main() {
 			serveCommand(build),
 			initCommand(),
 			migrateCommand(),
+			recountCommand(),
 			statusCommand(),
 			healthcheckCommand(),
 			backupCommand(),
@@ -156,6 +157,31 @@ func migrateCommand() *cli.Command {
 				fmt.Printf("%s schema migrated: %d migration(s) applied\n", cfg.Storage.Backend, len(applied))
 			}
 			return nil
+		},
+	}
+}
+
+func recountCommand() *cli.Command {
+	return &cli.Command{
+		Name: "recount-stats",
+		Usage: "repair: recount the table statistics (ItemCount, TableSizeBytes, index figures) that the backend keeps " +
+			"with every write, with a full read of each table; writes may go on (with SQLite, stop the server first: " +
+			"it holds the database)",
+		ArgsUsage: "[TABLE...]",
+		Flags: append(storageFlags(),
+			&cli.StringFlag{Name: "account", Value: "000000000000", Usage: "the tables' account"}),
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(c)
+			if err != nil {
+				return err
+			}
+			return server.RecountStats(c.Context, cfg, c.String("account"), c.Args().Slice(), func(r server.RecountResult) {
+				if !r.Counted {
+					fmt.Printf("%s: changed during the recount, run it again\n", r.Table)
+					return
+				}
+				fmt.Printf("%s: %d items, %d bytes\n", r.Table, r.ItemCount, r.SizeBytes)
+			})
 		},
 	}
 }

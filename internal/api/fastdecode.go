@@ -17,123 +17,148 @@ import (
 func fastDecode(body []byte, v any) bool {
 	switch in := v.(type) {
 	case *engine.PutItemInput:
-		return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
-			switch name {
-			case "TableName":
-				return strPtr(r, &in.TableName)
-			case "Item":
-				return item(r, &in.Item)
-			case "ConditionExpression":
-				return strPtr(r, &in.ConditionExpression)
-			case "ExpressionAttributeNames":
-				return names(r, &in.ExpressionAttributeNames)
-			case "ExpressionAttributeValues":
-				return values(r, &in.ExpressionAttributeValues)
-			case "ReturnValues":
-				return str(r, &in.ReturnValues)
-			case "ReturnConsumedCapacity":
-				return str(r, &in.ReturnConsumedCapacity)
-			case "ReturnItemCollectionMetrics":
-				return str(r, &in.ReturnItemCollectionMetrics)
-			case "ReturnValuesOnConditionCheckFailure":
-				return str(r, &in.ReturnValuesOnConditionCheckFailure)
-			}
-			return false
-		})
+		return decodePutItem(body, in)
 	case *engine.ExecuteStatementInput:
-		return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
-			switch name {
-			case "Statement":
-				return strPtr(r, &in.Statement)
-			case "Parameters":
-				l, ok := r.ValueList()
-				in.Parameters = l
-				return ok
-			case "ConsistentRead":
-				b, ok := r.Bool()
-				in.ConsistentRead = &b
-				return ok
-			case "NextToken":
-				return strPtr(r, &in.NextToken)
-			case "ReturnConsumedCapacity":
-				return str(r, &in.ReturnConsumedCapacity)
-			case "ReturnValuesOnConditionCheckFailure":
-				return str(r, &in.ReturnValuesOnConditionCheckFailure)
-			}
-			return false
-		})
+		return decodeExecuteStatement(body, in)
 	case *engine.GetItemInput:
-		return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
-			switch name {
-			case "TableName":
-				return strPtr(r, &in.TableName)
-			case "Key":
-				return item(r, &in.Key)
-			case "ProjectionExpression":
-				return strPtr(r, &in.ProjectionExpression)
-			case "ExpressionAttributeNames":
-				return names(r, &in.ExpressionAttributeNames)
-			case "ConsistentRead":
-				b, ok := r.Bool()
-				in.ConsistentRead = &b
-				return ok
-			case "ReturnConsumedCapacity":
-				return str(r, &in.ReturnConsumedCapacity)
-			}
-			return false
-		})
+		return decodeGetItem(body, in)
 	case *engine.UpdateItemInput:
-		return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
-			switch name {
-			case "TableName":
-				return strPtr(r, &in.TableName)
-			case "Key":
-				return item(r, &in.Key)
-			case "UpdateExpression":
-				return strPtr(r, &in.UpdateExpression)
-			case "ConditionExpression":
-				return strPtr(r, &in.ConditionExpression)
-			case "ExpressionAttributeNames":
-				return names(r, &in.ExpressionAttributeNames)
-			case "ExpressionAttributeValues":
-				return values(r, &in.ExpressionAttributeValues)
-			case "ReturnValues":
-				return str(r, &in.ReturnValues)
-			case "ReturnConsumedCapacity":
-				return str(r, &in.ReturnConsumedCapacity)
-			case "ReturnItemCollectionMetrics":
-				return str(r, &in.ReturnItemCollectionMetrics)
-			case "ReturnValuesOnConditionCheckFailure":
-				return str(r, &in.ReturnValuesOnConditionCheckFailure)
-			}
-			return false
-		})
+		return decodeUpdateItem(body, in)
 	case *engine.DeleteItemInput:
-		return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
-			switch name {
-			case "TableName":
-				return strPtr(r, &in.TableName)
-			case "Key":
-				return item(r, &in.Key)
-			case "ConditionExpression":
-				return strPtr(r, &in.ConditionExpression)
-			case "ExpressionAttributeNames":
-				return names(r, &in.ExpressionAttributeNames)
-			case "ExpressionAttributeValues":
-				return values(r, &in.ExpressionAttributeValues)
-			case "ReturnValues":
-				return str(r, &in.ReturnValues)
-			case "ReturnConsumedCapacity":
-				return str(r, &in.ReturnConsumedCapacity)
-			case "ReturnItemCollectionMetrics":
-				return str(r, &in.ReturnItemCollectionMetrics)
-			case "ReturnValuesOnConditionCheckFailure":
-				return str(r, &in.ReturnValuesOnConditionCheckFailure)
-			}
-			return false
-		})
+		return decodeDeleteItem(body, in)
 	}
 	return false
+}
+
+// decodePutItem decodes a PutItem request's members.
+func decodePutItem(body []byte, in *engine.PutItemInput) bool {
+	return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
+		switch name {
+		case "TableName":
+			return strPtr(r, &in.TableName)
+		case "Item":
+			return item(r, &in.Item)
+		case "ConditionExpression":
+			return strPtr(r, &in.ConditionExpression)
+		case "ExpressionAttributeNames":
+			return names(r, &in.ExpressionAttributeNames)
+		case "ExpressionAttributeValues":
+			return values(r, &in.ExpressionAttributeValues)
+		case "ReturnValues":
+			return str(r, &in.ReturnValues)
+		case "ReturnConsumedCapacity":
+			return str(r, &in.ReturnConsumedCapacity)
+		case "ReturnItemCollectionMetrics":
+			return str(r, &in.ReturnItemCollectionMetrics)
+		case "ReturnValuesOnConditionCheckFailure":
+			return str(r, &in.ReturnValuesOnConditionCheckFailure)
+		}
+		return false
+	})
+}
+
+// decodeExecuteStatement decodes an ExecuteStatement request's members.
+func decodeExecuteStatement(body []byte, in *engine.ExecuteStatementInput) bool {
+	return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
+		switch name {
+		case "Statement":
+			return strPtr(r, &in.Statement)
+		case "Parameters":
+			l, ok := r.ValueList()
+			in.Parameters = l
+			return ok
+		case "ConsistentRead":
+			b, ok := r.Bool()
+			in.ConsistentRead = &b
+			return ok
+		case "NextToken":
+			return strPtr(r, &in.NextToken)
+		case "ReturnConsumedCapacity":
+			return str(r, &in.ReturnConsumedCapacity)
+		case "ReturnValuesOnConditionCheckFailure":
+			return str(r, &in.ReturnValuesOnConditionCheckFailure)
+		}
+		return false
+	})
+}
+
+// decodeGetItem decodes a GetItem request's members.
+func decodeGetItem(body []byte, in *engine.GetItemInput) bool {
+	return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
+		switch name {
+		case "TableName":
+			return strPtr(r, &in.TableName)
+		case "Key":
+			return item(r, &in.Key)
+		case "ProjectionExpression":
+			return strPtr(r, &in.ProjectionExpression)
+		case "ExpressionAttributeNames":
+			return names(r, &in.ExpressionAttributeNames)
+		case "ConsistentRead":
+			b, ok := r.Bool()
+			in.ConsistentRead = &b
+			return ok
+		case "ReturnConsumedCapacity":
+			return str(r, &in.ReturnConsumedCapacity)
+		}
+		return false
+	})
+}
+
+// decodeUpdateItem decodes an UpdateItem request's members.
+func decodeUpdateItem(body []byte, in *engine.UpdateItemInput) bool {
+	return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
+		switch name {
+		case "TableName":
+			return strPtr(r, &in.TableName)
+		case "Key":
+			return item(r, &in.Key)
+		case "UpdateExpression":
+			return strPtr(r, &in.UpdateExpression)
+		case "ConditionExpression":
+			return strPtr(r, &in.ConditionExpression)
+		case "ExpressionAttributeNames":
+			return names(r, &in.ExpressionAttributeNames)
+		case "ExpressionAttributeValues":
+			return values(r, &in.ExpressionAttributeValues)
+		case "ReturnValues":
+			return str(r, &in.ReturnValues)
+		case "ReturnConsumedCapacity":
+			return str(r, &in.ReturnConsumedCapacity)
+		case "ReturnItemCollectionMetrics":
+			return str(r, &in.ReturnItemCollectionMetrics)
+		case "ReturnValuesOnConditionCheckFailure":
+			return str(r, &in.ReturnValuesOnConditionCheckFailure)
+		}
+		return false
+	})
+}
+
+// decodeDeleteItem decodes a DeleteItem request's members.
+func decodeDeleteItem(body []byte, in *engine.DeleteItemInput) bool {
+	return decodeFields(body, func(r *attr.ObjectReader, name string) bool {
+		switch name {
+		case "TableName":
+			return strPtr(r, &in.TableName)
+		case "Key":
+			return item(r, &in.Key)
+		case "ConditionExpression":
+			return strPtr(r, &in.ConditionExpression)
+		case "ExpressionAttributeNames":
+			return names(r, &in.ExpressionAttributeNames)
+		case "ExpressionAttributeValues":
+			return values(r, &in.ExpressionAttributeValues)
+		case "ReturnValues":
+			return str(r, &in.ReturnValues)
+		case "ReturnConsumedCapacity":
+			return str(r, &in.ReturnConsumedCapacity)
+		case "ReturnItemCollectionMetrics":
+			return str(r, &in.ReturnItemCollectionMetrics)
+		case "ReturnValuesOnConditionCheckFailure":
+			return str(r, &in.ReturnValuesOnConditionCheckFailure)
+		}
+		return false
+	})
 }
 
 // maxFastMembers bounds the members a fast-path body may have (each

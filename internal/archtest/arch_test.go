@@ -22,7 +22,7 @@ const mod = "github.com/extenddb/extenddb/"
 var allowed = map[string][]string{
 	"cmd/benchfloor":  {},
 	"cmd/extenddb":    {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
-	"internal/server": {"internal/api", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/server": {"internal/api", "internal/attr", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
 	"internal/api":    {"internal/attr", "internal/engine"},
 	// The web console: embedded static files, a client of the API like any
 	// SDK, so it imports nothing of ours.

@@ -106,7 +106,7 @@ func TestDecodeErrors(t *testing.T) {
 		`{"a":{"NS":["1","1.0"]}}`: "contains duplicates",
 		`{"a":{"S":5}}`:            "cannot be converted to String",
 		`{"a":{"NULL":false}}`:     "Null attribute value",
-		`{"a":{"N":"x"}}`:          "cannot be converted into a number",
+		`{"a":{"N":"x"}}`:          "The parameter cannot be converted to a numeric value: x",
 		`{"a":{"B":"!!!!"}}`:       "Base64",
 		`{"a":{"S":"x"}`:           "Malformed",
 		`[1]`:                      "cannot be converted to Map",

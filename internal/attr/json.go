@@ -337,10 +337,11 @@ func decodeB64(s string) ([]byte, error) {
 	return b, nil
 }
 
-// value parses one AttributeValue object. It is long on purpose: one
-// case per type descriptor, each checking its own value form in the
-// order DynamoDB reports errors, so the whole grammar (and the order of
-// its errors) reads in one place.
+// value parses one AttributeValue object.
+//
+// Long: one case per type descriptor, each checking its own value form in
+// the order DynamoDB reports errors, so the whole grammar (and the order
+// of its errors) reads in one place.
 func (p *parser) value(depth int) (Value, error) {
 	if depth >= MaxDepth+1 {
 		return Value{}, errNestingAV
@@ -577,6 +578,13 @@ func checkSet(v *Value) error {
 			dup = v.Strs[i] == v.Strs[i-1]
 		}
 		if dup {
+			// The service words this differently per set type.
+			switch v.Type {
+			case NS:
+				return Validation("Input collection contains duplicates")
+			case BS:
+				return Validation("One or more parameter values were invalid: Input collection " + setText(v) + "of type BS contains duplicates.")
+			}
 			return Validation("One or more parameter values were invalid: Input collection " + setText(v) + " contains duplicates.")
 		}
 	}

@@ -138,6 +138,15 @@ func ParseNumber(s string) (string, error) {
 	return d.String(), nil
 }
 
+// notNumeric is the service's answer to a number that does not parse: it
+// quotes the text, unless it is empty.
+func notNumeric(s string) error {
+	if s == "" {
+		return Validation("The parameter cannot be converted to a numeric value")
+	}
+	return Validation("The parameter cannot be converted to a numeric value: " + s)
+}
+
 func parseNumberDecimal(s string) (decimal, error) {
 	return parseNumberDecimalInto(s, make([]byte, 0, len(s)))
 }
@@ -145,7 +154,7 @@ func parseNumberDecimal(s string) (decimal, error) {
 func parseNumberDecimalInto(s string, buf []byte) (decimal, error) {
 	d, ok := parseDecimalInto(s, buf)
 	if !ok {
-		return d, Validation("A value provided cannot be converted into a number")
+		return d, notNumeric(s)
 	}
 	if len(d.digits) > 0 {
 		if d.exp > maxExp {
@@ -254,11 +263,11 @@ var arith = func() *apd.Context {
 func AddNumbers(a, b string, sub bool) (string, error) {
 	x, _, err := apd.NewFromString(a)
 	if err != nil {
-		return "", Validation("A value provided cannot be converted into a number")
+		return "", notNumeric(a)
 	}
 	y, _, err := apd.NewFromString(b)
 	if err != nil {
-		return "", Validation("A value provided cannot be converted into a number")
+		return "", notNumeric(b)
 	}
 	var z apd.Decimal
 	if sub {

@@ -211,7 +211,7 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 	if err := x.waitShipped(ctx, job, at); err != nil {
 		return nil, err
 	}
-	plan, err := PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
+	plan, err := planPITRExport(ctx, x.m.st, job.HistoryPrefix, at)
 	if errors.Is(err, ErrRestoreTime) && job.TimeDefault {
 		// Asked for within the first ship interval after point-in-time
 		// recovery was turned on, before the history's first base: the
@@ -219,7 +219,7 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 		// and ExportTime says so.
 		if first, ferr := firstBaseTime(ctx, x.m.st, job.HistoryPrefix); ferr == nil && !first.IsZero() {
 			at = first
-			plan, err = PlanPITRRestore(ctx, x.m.st, job.HistoryPrefix, at)
+			plan, err = planPITRExport(ctx, x.m.st, job.HistoryPrefix, at)
 		}
 	}
 	if err != nil {
@@ -424,16 +424,7 @@ func writeImage(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook f
 			final[ks] = nil
 		}
 	}
-	n := 0
-	if err := plan.Backup.Items(ctx, func(rec *format.Record) error {
-		if _, touched := final[imageKey(rec.Key)]; touched {
-			return nil
-		}
-		if n++; n == 1 {
-			hook(PointExportMidData)
-		}
-		return w.Add(ctx, rec.Item)
-	}); err != nil {
+	if err := writeBase(ctx, plan, w, hook, final); err != nil {
 		return err
 	}
 	for _, ks := range order {
@@ -444,6 +435,84 @@ func writeImage(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook f
 		}
 	}
 	return nil
+}
+
+// exportBatch is how many of the base's items travel together from
+// the base's reader to the export's encoder.
+const exportBatch = 256
+
+// writeBase writes the base's items that no replayed record touches.
+// The base is read (zstd, line checks, hashes) on a goroutine of its own
+// while this one encodes (DynamoDB JSON or Ion, gzip), so that the two
+// halves use two cores; at most a few batches are in flight.
+func writeBase(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook func(string), final map[string][]byte) error {
+	// The reader's context ends with this function; the writer's is the
+	// job's (a data file it opens streams on after this returns).
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan [][]byte, 4)
+	free := make(chan [][]byte, 6)
+	var rerr error
+	go func() {
+		defer close(batches)
+		var buf []byte
+		var batch [][]byte
+		rerr = plan.Backup.Items(rctx, func(rec *format.Record) error {
+			if _, touched := final[imageKey(rec.Key)]; touched {
+				return nil
+			}
+			if batch == nil {
+				select {
+				case batch = <-free:
+					batch, buf = batch[:0], nil
+				default:
+					batch = make([][]byte, 0, exportBatch)
+				}
+			}
+			// The record's bytes are the reader's: copy them, many
+			// items to one allocation.
+			if cap(buf)-len(buf) < len(rec.Item) {
+				buf = make([]byte, 0, max(64<<10, len(rec.Item)))
+			}
+			start := len(buf)
+			buf = append(buf, rec.Item...)
+			batch = append(batch, buf[start:len(buf):len(buf)])
+			if len(batch) == exportBatch {
+				select {
+				case batches <- batch:
+				case <-rctx.Done():
+					return rctx.Err()
+				}
+				batch = nil
+			}
+			return nil
+		})
+		if rerr == nil && len(batch) > 0 {
+			select {
+			case batches <- batch:
+			case <-rctx.Done():
+			}
+		}
+	}()
+	n := 0
+	for batch := range batches {
+		for _, it := range batch {
+			if n++; n == 1 {
+				hook(PointExportMidData)
+			}
+			if err := w.Add(ctx, it); err != nil {
+				cancel()
+				for range batches {
+				}
+				return err
+			}
+		}
+		select {
+		case free <- batch:
+		default:
+		}
+	}
+	return rerr
 }
 
 // finish writes the job's outcome to its row under its claim.

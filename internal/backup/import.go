@@ -1,16 +1,19 @@
 package backup
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/format"
@@ -89,8 +92,21 @@ type ImportRequest struct {
 	Create         func(ctx context.Context, importID string) (*storage.Table, error)
 }
 
-// importBatch is the number of items an import writes per batch.
-const importBatch = 100
+// DefaultImportMaxErrors is Config.ImportMaxErrors's default.
+const DefaultImportMaxErrors = 1000
+
+// tooManyErrors is the failure of an import that met more bad items than
+// Config.ImportMaxErrors.
+func tooManyErrors(max int) *exportFailure {
+	return &exportFailure{"ItemValidationError", fmt.Sprintf("More than %d items failed validation checks and were not imported (backup.import_max_errors); the import stopped and its table was removed. Please check the server log for the object and line of each.", max)}
+}
+
+func (m *Manager) importMaxErrors() int {
+	if m.cfg.ImportMaxErrors > 0 {
+		return m.cfg.ImportMaxErrors
+	}
+	return DefaultImportMaxErrors
+}
 
 // validationFailure is the FailureMessage of an import with bad items,
 // as the service words it.
@@ -134,17 +150,23 @@ func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDe
 			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &d.FailureMessage})
 		return nil, err
 	}
+	m.startImportJob(jobs, target, row, d, req.KeyTypes)
+	return &d, nil
+}
+
+// startImportJob runs an import whose row this server claims, in the
+// background, once a job slot is free.
+func (m *Manager) startImportJob(jobs storage.JobCatalog, target *storage.Table, row storage.JobRecord, d ImportDescription, keyTypes map[string]string) {
 	m.met.running.WithLabelValues(kindImport).Inc()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		if !m.waitSlot() {
-			return // shutting down: the reconciler of a server fails the import
+			return // shutting down: the reconciler of a server takes the import over
 		}
 		defer m.releaseSlot()
-		m.runImport(jobs, target, row, d, req.KeyTypes)
+		m.runImport(jobs, target, row, d, keyTypes)
 	}()
-	return &d, nil
 }
 
 // runImport loads the target and records the import's end.
@@ -246,7 +268,8 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 		} `json:"Csv"`
 	}
 	_ = json.Unmarshal(d.InputFormatOptions, &opts)
-	w := &importWriter{m: m, ref: target.Ref(), prog: prog}
+	w := newImportWriter(ctx, m, target.Ref(), prog)
+	defer w.close()
 	for _, o := range objects {
 		if err := ctx.Err(); err != nil {
 			return counts, context.Cause(ctx)
@@ -255,17 +278,28 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 		if err != nil && ctx.Err() != nil {
 			return counts, context.Cause(ctx)
 		}
+		var f *exportFailure
+		if errors.As(err, &f) {
+			return counts, err // past backup.import_max_errors
+		}
+		if err != nil && w.wctx.Err() != nil {
+			// A batch could not be written: the target's backend
+			// failed, not the object.
+			return counts, context.Cause(w.wctx)
+		}
 		if err != nil {
 			// An object that cannot be read whole (a bad compression
 			// stream, cut short): counted and logged like a bad item.
-			counts.errors.Add(1)
+			if counts.errors.Add(1) > int64(m.importMaxErrors()) {
+				return counts, tooManyErrors(m.importMaxErrors())
+			}
 			log.Warn("import: an object could not be read", "object", o.Key, "err", err)
 		}
 	}
 	if err := w.flush(ctx); err != nil {
 		return counts, err
 	}
-	counts.imported.Store(w.written)
+	counts.imported.Store(w.written.Load())
 	return counts, nil
 }
 
@@ -297,13 +331,17 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		defer zr.Close()
 		r = zr
 	}
+	maxErrors := m.importMaxErrors()
 	each := func(line int, it attr.Item, perr error) error {
 		counts.processed.Add(1)
 		var raw []byte
 		if perr == nil {
-			raw = attr.AppendItem(nil, it)
-			if len(raw) > 400<<10 {
+			// The limit is DynamoDB's item size (names and values as
+			// the service counts them), not the stored encoding's.
+			if attr.ItemSize(it) > attr.MaxItemSize {
 				perr = errors.New("the item is larger than 400 KB")
+			} else {
+				raw = attr.AppendItem(nil, it)
 			}
 		}
 		var pk, sk []byte
@@ -312,9 +350,12 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 			pk, sk, ch, perr = load(raw)
 		}
 		if perr != nil {
-			counts.errors.Add(1)
-			log.Warn("import: an item was not imported", "object", o.Key, "line", line, "err", perr)
-			return nil
+			n := counts.errors.Add(1)
+			if n <= int64(maxErrors) {
+				log.Warn("import: an item was not imported", "object", o.Key, "line", line, "err", perr)
+				return nil
+			}
+			return tooManyErrors(maxErrors)
 		}
 		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
 	}
@@ -343,17 +384,49 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // importWriter writes an import's items in batches, as restores do: the
-// backend's bulk loader, item by item on a backend whose only atomic
-// write is one item's, else a transaction of blind puts. A key seen
-// twice keeps its last item.
+// backend's bulk loader (batches of restoreBatchFor items), item by item
+// on a backend whose only atomic write is one item's, else a transaction
+// of blind puts; restoreWriters batches are written at once while the
+// objects are read and parsed. A key seen twice keeps its last item: a
+// batch holds each key once, and an item whose key is in a batch still
+// being written waits for that batch.
 type importWriter struct {
-	m       *Manager
-	ref     storage.TableRef
-	prog    *jobProgress
-	batch   []storage.BulkItem
-	bytes   int64
-	written int64
+	m     *Manager
+	ref   storage.TableRef
+	prog  *jobProgress
+	size  int
+	batch []storage.BulkItem
+	bytes int64
+
+	written atomic.Int64
+	wctx    context.Context
+	stop    context.CancelCauseFunc
+	work    chan importWork
+	writers errgroup.Group
+	started bool
+	closed  bool
+
+	// inflight counts the keys of the batches sent to the writers and
+	// not yet written; cond signals a batch's end.
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight map[string]int
 }
+
+type importWork struct {
+	items []storage.BulkItem
+	bytes int64
+}
+
+func newImportWriter(ctx context.Context, m *Manager, ref storage.TableRef, prog *jobProgress) *importWriter {
+	w := &importWriter{m: m, ref: ref, prog: prog, size: restoreBatchFor(m.cfg.Backend),
+		work: make(chan importWork), inflight: map[string]int{}}
+	w.cond = sync.NewCond(&w.mu)
+	w.wctx, w.stop = context.WithCancelCause(ctx)
+	return w
+}
+
+func importKey(pk, sk []byte) string { return string(pk) + "\x00" + string(sk) }
 
 func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64) error {
 	for i := range w.batch {
@@ -363,28 +436,106 @@ func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64)
 			return nil
 		}
 	}
+	if w.started {
+		k := importKey(it.PK, it.SK)
+		w.mu.Lock()
+		for w.inflight[k] > 0 && w.wctx.Err() == nil {
+			w.cond.Wait()
+		}
+		w.mu.Unlock()
+		if err := w.wctx.Err(); err != nil {
+			return context.Cause(w.wctx)
+		}
+	}
 	w.batch = append(w.batch, it)
 	w.bytes += size
-	if len(w.batch) >= importBatch {
-		return w.flush(ctx)
+	if len(w.batch) >= w.size {
+		return w.send(ctx)
 	}
 	return nil
 }
 
-func (w *importWriter) flush(ctx context.Context) error {
+// send hands the batch to the writers, starting them at the first.
+func (w *importWriter) send(ctx context.Context) error {
 	if len(w.batch) == 0 {
 		return nil
 	}
+	if !w.started {
+		w.started = true
+		for range restoreWriters {
+			w.writers.Go(func() error {
+				for b := range w.work {
+					err := w.write(w.wctx, b)
+					w.mu.Lock()
+					for _, it := range b.items {
+						k := importKey(it.PK, it.SK)
+						if w.inflight[k]--; w.inflight[k] <= 0 {
+							delete(w.inflight, k)
+						}
+					}
+					w.cond.Broadcast()
+					w.mu.Unlock()
+					if err != nil {
+						w.stop(err)
+						w.mu.Lock()
+						w.cond.Broadcast()
+						w.mu.Unlock()
+						return err
+					}
+				}
+				return nil
+			})
+		}
+	}
+	b := importWork{items: w.batch, bytes: w.bytes}
+	w.mu.Lock()
+	for _, it := range b.items {
+		w.inflight[importKey(it.PK, it.SK)]++
+	}
+	w.mu.Unlock()
+	w.batch, w.bytes = make([]storage.BulkItem, 0, w.size), 0
+	select {
+	case w.work <- b:
+		return nil
+	case <-w.wctx.Done():
+		return context.Cause(w.wctx)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// flush sends the last batch and waits for the writers.
+func (w *importWriter) flush(ctx context.Context) error {
+	err := w.send(ctx)
+	if werr := w.close(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// close ends the writers (once) and answers their first error.
+func (w *importWriter) close() error {
+	if !w.closed {
+		w.closed = true
+		close(w.work)
+	}
+	err := w.writers.Wait()
+	w.stop(nil)
+	return err
+}
+
+// write writes one batch, again after a transient backend error.
+func (w *importWriter) write(ctx context.Context, b importWork) error {
 	caps := w.m.cfg.Backend.Capabilities()
 	var err error
 	for attempt := 0; ; attempt++ {
 		switch {
 		case caps.PerItemAtomic:
-			err = w.m.writeEach(ctx, blindPuts(w.ref, w.batch))
+			err = w.m.writeEach(ctx, blindPuts(w.ref, b.items))
 		case caps.Bulk != nil:
-			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: w.batch})
+			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: b.items})
 		default:
-			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, w.batch)})
+			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, b.items)})
 		}
 		if err == nil || !storage.IsKind(err, storage.KindUnavailable) || attempt >= restoreRetries || ctx.Err() != nil {
 			break
@@ -394,9 +545,8 @@ func (w *importWriter) flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.written += int64(len(w.batch))
-	w.prog.add(int64(len(w.batch)), w.bytes)
-	w.batch, w.bytes = w.batch[:0:0], 0
+	w.written.Add(int64(len(b.items)))
+	w.prog.add(int64(len(b.items)), b.bytes)
 	return nil
 }
 
@@ -412,9 +562,12 @@ func (m *Manager) finishImport(ctx context.Context, target *storage.Table) error
 	return err
 }
 
-// reconcileImports fails IN_PROGRESS imports whose claim is stale (their
-// server stopped) and removes their target while it is still theirs and
-// CREATING.
+// reconcileImports takes over IN_PROGRESS imports whose claim is stale
+// (their server stopped) and runs them again from the start: the partial
+// target is replaced by an empty one of the same description (CREATING,
+// marked with the import), which also fences the dead attempt's writes
+// (they name the old table), and the objects are read again. An import
+// whose target is gone or no longer its own ends FAILED.
 func (m *Manager) reconcileImports(ctx context.Context) error {
 	jobs := m.cfg.Backend.Capabilities().Jobs
 	if jobs == nil || m.cfg.Importer == nil {
@@ -441,14 +594,24 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		var d ImportDescription
 		_ = json.Unmarshal(res.Record.Payload, &d)
 		name := d.TableArn[strings.LastIndexByte(d.TableArn, '/')+1:]
+		msg := "the server running the import stopped, and its table is gone"
 		if t, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: name}); err == nil &&
 			m.cfg.Importer.IsImportTarget(t.Table, r.ID) {
+			target, err := m.emptyTarget(ctx, t.Table)
+			if err == nil {
+				d.ProcessedItemCount, d.ImportedItemCount, d.ErrorCount, d.ProcessedSizeBytes = 0, 0, 0, nil
+				m.met.reconciled.WithLabelValues("restarted_import").Inc()
+				m.log.Warn("backup reconciler: an import's owner stopped; importing again into an empty table",
+					"import", r.ID, "owner", r.Owner, "table", name)
+				m.startImportJob(jobs, target, *res.Record, d, importKeyTypes(d.TableCreation))
+				continue
+			}
+			msg = "the server running the import stopped, and its table could not be emptied: " + err.Error()
 			m.dropTarget(ctx, t.Table)
 		}
 		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
-		d.FailureCode, d.FailureMessage = "UNKNOWN", "the server running the import stopped"
+		d.FailureCode, d.FailureMessage = "UNKNOWN", msg
 		raw, _ := json.Marshal(d)
-		msg := d.FailureMessage
 		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: r.ID, Generation: res.Record.Generation,
 			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &msg}); err != nil {
 			errs = append(errs, err)
@@ -456,4 +619,31 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		m.met.reconciled.WithLabelValues("failed_stale_import").Inc()
 	}
 	return errors.Join(errs...)
+}
+
+// emptyTarget replaces an import's partial target by an empty table of
+// the same description (a new table id: writes naming the old one fail).
+func (m *Manager) emptyTarget(ctx context.Context, t *storage.Table) (*storage.Table, error) {
+	if _, err := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: t.Account, Name: t.Name}); err != nil {
+		return nil, err
+	}
+	res, err := m.cfg.Backend.CreateTable(ctx, storage.CreateTableParams{Account: t.Account, Name: t.Name, Desc: t.Desc})
+	if err != nil {
+		return nil, err
+	}
+	return res.Table, nil
+}
+
+// importKeyTypes reads the key attributes' types (for CSV) from an
+// import's TableCreationParameters.
+func importKeyTypes(raw json.RawMessage) map[string]string {
+	var p struct {
+		AttributeDefinitions []struct{ AttributeName, AttributeType string }
+	}
+	_ = json.Unmarshal(raw, &p)
+	out := map[string]string{}
+	for _, ad := range p.AttributeDefinitions {
+		out[ad.AttributeName] = ad.AttributeType
+	}
+	return out
 }

@@ -82,6 +82,10 @@ type Config struct {
 	Buckets store.BucketConfig
 	// Importer finishes imported tables (nil: no imports).
 	Importer Importer
+	// ImportMaxErrors is how many items an import may fail to import
+	// before it stops FAILED and removes its table (0:
+	// DefaultImportMaxErrors).
+	ImportMaxErrors int
 	// Now is the clock that decides when a backup has expired (default
 	// time.Now; tests inject one).
 	Now func() time.Time
@@ -146,6 +150,9 @@ type Manager struct {
 	// exports, when set (NewExports), has its stale jobs taken over by
 	// the reconciler.
 	exports *Exports
+	// pitr, when set (NewShipper), has the reconciler prune the
+	// point-in-time recovery histories of the store.
+	pitr atomic.Pointer[Shipper]
 }
 
 // New checks the configuration. Start must be called before use.

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		snapshotOpen: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "extenddb_backup_snapshot_open_seconds",
 			Help: "How long backups kept their table snapshot open.", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}),
 		reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "extenddb_backup_reconciler_actions_total",
-			Help: "Reconciler actions: failed_stale_backup, finished_delete, removed_orphans, resumed_restore, removed_spool, expired, resumed_export, failed_stale_import."}, []string{"action"}),
+			Help: "Reconciler actions: failed_stale_backup, finished_delete, removed_orphans, resumed_restore, removed_spool, expired, resumed_export, restarted_import, failed_stale_import."}, []string{"action"}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "extenddb_backup_restore_skipped_items_total",
 			Help: "Items a resumed restore did not load again because its recorded progress covered them."}),
 		progressRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "extenddb_backup_restore_progress_records_total",

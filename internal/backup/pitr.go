@@ -105,6 +105,8 @@ type Shipper struct {
 	// ShipOnce only, which runs on one goroutine at a time.
 	list   []PITRTable
 	listed time.Time
+	// prunedAt is when the reconciler last pruned (maybePrune).
+	prunedAt time.Time
 
 	lag      *prometheus.GaugeVec
 	records  prometheus.Counter
@@ -123,6 +125,8 @@ type shipState struct {
 	last int64
 	// prev is the hash of the last segment's sidecar ("" before any).
 	prev string
+	// lastFirst names the last segment with its sidecar (its first Seq).
+	lastFirst int64
 	// lastAt is the log time of the last shipped record.
 	lastAt time.Time
 	// checkedAt: every record acknowledged before it is shipped.
@@ -163,6 +167,7 @@ func NewShipper(m *Manager, src PITRSource, cfg PITRConfig, reg prometheus.Regis
 	if reg != nil {
 		reg.MustRegister(lagCollector{s}, s.records, s.segments, s.bases, s.errs)
 	}
+	m.pitr.Store(s) // the reconciler prunes through it
 	return s, nil
 }
 
@@ -342,6 +347,7 @@ func (s *Shipper) publish(ctx context.Context, st *shipState, recs []storage.Log
 	}
 	s.mu.Lock()
 	st.last, st.prev, st.lastAt = seg.Side.Last, seg.Side.Hash(), seg.Side.LastAt
+	st.lastFirst = seg.Side.First
 	st.sinceBase += int64(size)
 	s.mu.Unlock()
 	s.records.Add(float64(len(recs)))
@@ -402,7 +408,7 @@ func (s *Shipper) load(ctx context.Context, st *shipState) error {
 			firsts = append(firsts, f)
 		}
 	}
-	last, prev, lastAt := head.Start, "", time.Time{}
+	last, prev, lastAt, lastFirst := head.Start, "", time.Time{}, int64(0)
 	if n := len(firsts); n > 0 {
 		key := format.SegmentKey(st.prefix, firsts[n-1])
 		if !sidecars[firsts[n-1]] {
@@ -438,7 +444,7 @@ func (s *Shipper) load(ctx context.Context, st *shipState) error {
 		if err != nil {
 			return err
 		}
-		last, prev, lastAt = side.Last, side.Hash(), side.LastAt
+		last, prev, lastAt, lastFirst = side.Last, side.Hash(), side.LastAt, firsts[n-1]
 	}
 	bases, err := s.listBases(ctx, st.prefix)
 	if err != nil {
@@ -446,7 +452,7 @@ func (s *Shipper) load(ctx context.Context, st *shipState) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st.last, st.prev, st.lastAt = last, prev, lastAt
+	st.last, st.prev, st.lastAt, st.lastFirst = last, prev, lastAt, lastFirst
 	st.firstBase, st.lastBase = time.Time{}, time.Time{}
 	for _, b := range bases {
 		at, _ := format.ParsePITRTime(b.SnapshotAt)
@@ -639,81 +645,29 @@ func (s *Shipper) Window(ref storage.TableRef, days int64) (earliest, latest, sh
 	return earliest, latest, st.lastAt
 }
 
+// LastSegment names the newest segment this server knows shipped (with
+// its sidecar) of the history under prefix, by its first Seq (0: none
+// known): a restore must find it in the store (RestorePITRUpTo).
+func (s *Shipper) LastSegment(prefix string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.tables {
+		if st.prefix == prefix && st.loaded {
+			return st.lastFirst
+		}
+	}
+	return 0
+}
+
 // ReadHistory reads and verifies every segment of a history in order:
 // each against its sidecar (hash, records, range) and the sidecars as a
 // chain (each names the hash of the one before, the first the zero
-// hash), so a missing, reordered, replaced or damaged segment fails,
+// hash; after pruning, the hash its prune mark names), so a missing,
+// reordered, replaced or damaged segment fails,
 // naming the object. fn receives each segment's records in Seq order.
 func ReadHistory(ctx context.Context, st store.Store, prefix string, fn func([]format.PITRRecord) error) error {
-	objs, err := st.List(ctx, format.SegmentsPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	var firsts []int64
-	sidecars := map[int64]bool{}
-	for _, o := range objs {
-		f, sc, ok := format.SegmentFirst(o.Key)
-		if !ok {
-			return fmt.Errorf("%w: %s: not a segment", format.ErrSegment, o.Key)
-		}
-		if sc {
-			sidecars[f] = true
-		} else {
-			firsts = append(firsts, f)
-		}
-	}
-	prev := strings.Repeat("0", 64)
-	var last int64
-	for i, f := range firsts {
-		key := format.SegmentKey(prefix, f)
-		if !sidecars[f] {
-			if i == len(firsts)-1 {
-				break // being published: not part of the history yet
-			}
-			return fmt.Errorf("%w: %s: missing", format.ErrSegment, format.SegmentSidecarKey(key))
-		}
-		sb, err := readObject(ctx, st, format.SegmentSidecarKey(key))
-		if err != nil {
-			return err
-		}
-		side, err := format.ParseSegmentSidecar(format.SegmentSidecarKey(key), sb)
-		if err != nil {
-			return err
-		}
-		if side.Prev != prev {
-			return fmt.Errorf("%w: %s: does not follow the segment before it (a segment is missing, reordered or replaced)", format.ErrSegment, key)
-		}
-		if side.First != f || side.First <= last {
-			return fmt.Errorf("%w: %s: range %d-%d overlaps or does not match its name", format.ErrSegment, key, side.First, side.Last)
-		}
-		data, err := readObject(ctx, st, key)
-		if err != nil {
-			return err
-		}
-		recs, err := format.VerifySegment(key, data, side)
-		if err != nil {
-			return err
-		}
-		if err := fn(recs); err != nil {
-			return err
-		}
-		prev, last = side.Hash(), side.Last
-	}
-	for f := range sidecars {
-		if _, _, ok := findFirst(firsts, f); !ok {
-			return fmt.Errorf("%w: %s: missing", format.ErrSegment, format.SegmentKey(prefix, f))
-		}
-	}
-	return nil
-}
-
-func findFirst(firsts []int64, f int64) (int, int64, bool) {
-	for i, x := range firsts {
-		if x == f {
-			return i, x, true
-		}
-	}
-	return 0, 0, false
+	_, err := readHistory(ctx, st, prefix, -1, fn)
+	return err
 }
 
 func readObject(ctx context.Context, st store.Store, key string) ([]byte, error) {

@@ -54,16 +54,58 @@ func (s mappedSource) Open(ctx context.Context, key string) (io.ReadCloser, erro
 	return s.src.Open(ctx, s.key(key))
 }
 
+// named makes a format error name the object's key in the store.
+func (s mappedSource) named(err error) error {
+	var fe *format.FileError
+	if errors.As(err, &fe) {
+		fe.Key = s.key(fe.Key)
+	}
+	return err
+}
+
 func (s mappedSource) Size(ctx context.Context, key string) (int64, error) {
 	return s.src.Size(ctx, s.key(key))
 }
 
-// PlanPITRRestore picks the newest base taken at or before at, verifies
-// it and every segment of the history (hash, chain, ranges: a damaged or
-// missing object fails naming it, before anything is written), and cuts
-// the log: the records with At <= at, shortened so that every
-// transaction in it is whole.
+// PlanPITRRestore picks the newest base taken at or before at and the
+// newest segment of the history (pinPITR), then plans the restore from
+// them (planPITR).
 func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+	pin, err := pinPITR(ctx, st, prefix, at)
+	if err != nil {
+		return nil, err
+	}
+	return planPITR(ctx, st, prefix, at, pin)
+}
+
+// planPITRExport is PlanPITRRestore without the base's upfront read:
+// an export checks each data file of the base as it streams it
+// (format.Backup.Items) and, failing, removes what it wrote, and its
+// manifest-summary.json is written last, so a damaged base leaves no
+// export that looks whole. The base is read once instead of twice.
+func planPITRExport(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+	pin, err := pinPITR(ctx, st, prefix, at)
+	if err != nil {
+		return nil, err
+	}
+	return planPITRVerify(ctx, st, prefix, at, pin, false)
+}
+
+// planPITR plans a restore of the history to at from the pinned base and
+// the segments up to the pinned tail, and verifies everything it uses
+// before anything is written: the base's position object, manifest and
+// every data file (hashes, sizes; with verifyBase false only the sizes,
+// for a reader that checks each file as it streams it), and every
+// segment from the history's start (or its prune mark) on (hash, chain,
+// ranges, the tail present). A damaged or missing object fails the plan
+// naming its key in the store. The log is cut at the records with a
+// write time at or before at, shortened so that every transaction in it
+// is whole.
+func planPITR(ctx context.Context, st store.Store, prefix string, at time.Time, pin pitrPin) (*PITRPlan, error) {
+	return planPITRVerify(ctx, st, prefix, at, pin, true)
+}
+
+func planPITRVerify(ctx context.Context, st store.Store, prefix string, at time.Time, pin pitrPin, verifyBase bool) (*PITRPlan, error) {
 	hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
 	if err != nil {
 		return nil, err
@@ -72,32 +114,30 @@ func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time
 	if err := json.Unmarshal(hb, &head); err != nil {
 		return nil, fmt.Errorf("%s: %w", format.PITRHeadKey(prefix), err)
 	}
-	bases, err := listBases(ctx, st, prefix)
+	baseKey := format.BaseKey(prefix, pin.Base)
+	bb, err := readObject(ctx, st, baseKey)
 	if err != nil {
 		return nil, err
 	}
-	var base *format.PITRBase
-	var baseAt time.Time
-	for i := range bases {
-		t, err := format.ParsePITRTime(bases[i].SnapshotAt)
-		if err != nil {
-			return nil, fmt.Errorf("%s: bad snapshot_at", format.BaseKey(prefix, bases[i].BackupID))
-		}
-		if !t.After(at) && (base == nil || t.After(baseAt)) {
-			base, baseAt = &bases[i], t
-		}
+	var base format.PITRBase
+	if err := json.Unmarshal(bb, &base); err != nil || base.BackupID != pin.Base {
+		return nil, fmt.Errorf("%w: %s: not the position object of base %s", format.ErrSegment, baseKey, pin.Base)
 	}
-	if base == nil {
-		return nil, fmt.Errorf("%w: no base of %s at or before %s", ErrRestoreTime, prefix, format.PITRTime(at))
+	if baseAt, err := format.ParsePITRTime(base.SnapshotAt); err != nil || baseAt.After(at) {
+		return nil, fmt.Errorf("%w: %s: bad snapshot_at %q", format.ErrSegment, baseKey, base.SnapshotAt)
 	}
 	src := mappedSource{src: StoreSource{st}, from: format.Prefix(head.Account, head.TableName, base.BackupID),
 		to: format.BasesPrefix(prefix) + "/" + base.BackupID + "/"}
 	b, err := format.Open(ctx, src, src.from)
 	if err != nil {
-		return nil, err
+		return nil, src.named(err)
 	}
-	if err := b.Verify(ctx); err != nil {
-		return nil, err
+	if verifyBase {
+		if err := b.Verify(ctx); err != nil {
+			return nil, src.named(err)
+		}
+	} else if err := b.CheckSizes(ctx); err != nil {
+		return nil, src.named(err)
 	}
 	// Every record up to the instant, for the transaction counts (a
 	// transaction may straddle the base's position): the longest prefix
@@ -105,7 +145,7 @@ func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time
 	// backend may make records readable later than their commit, so the
 	// log's At would cut late).
 	var upto []format.PITRRecord
-	if err := ReadHistory(ctx, st, prefix, func(recs []format.PITRRecord) error {
+	mark, err := readHistory(ctx, st, prefix, pin.Tail, func(recs []format.PITRRecord) error {
 		for _, r := range recs {
 			ts := r.Time
 			if ts == "" {
@@ -121,11 +161,21 @@ func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time
 			upto = append(upto, r)
 		}
 		return nil
-	}); err != nil && !errors.Is(err, errStopHistory) {
+	})
+	if err != nil && !errors.Is(err, errStopHistory) {
 		return nil, err
 	}
-	upto = cutWhole(upto)
-	plan := &PITRPlan{Prefix: prefix, Head: head.PITRHead, Base: *base, Backup: b, Cut: max(base.Position, head.Start)}
+	var pruned map[string]int
+	if mark != nil {
+		if mark.After > base.Position {
+			// The records between the base and the prune are gone.
+			return nil, fmt.Errorf("%w: %s: the history was pruned past this base (records up to %d are gone, the base covers %d)",
+				format.ErrSegment, baseKey, mark.After, base.Position)
+		}
+		pruned = mark.Open
+	}
+	upto = cutWhole(upto, pruned)
+	plan := &PITRPlan{Prefix: prefix, Head: head.PITRHead, Base: base, Backup: b, Cut: max(base.Position, head.Start)}
 	for _, r := range upto {
 		plan.Cut = max(plan.Cut, r.Seq)
 		if r.Seq > base.Position && !r.Hidden {
@@ -141,10 +191,17 @@ var errStopHistory = errors.New("stop")
 // its records: the cut moves back to before the first record of a
 // transaction found incomplete, which may make another incomplete, so it
 // repeats until none is.
-func cutWhole(recs []format.PITRRecord) []format.PITRRecord {
+//
+// pruned counts, per transaction, its records in segments pruned away:
+// those count as seen, and the first record of such a transaction is
+// taken to be the log's first (a cut before it keeps none of the log).
+func cutWhole(recs []format.PITRRecord, pruned map[string]int) []format.PITRRecord {
 	for {
 		count := map[string]int{}
 		first := map[string]int{}
+		for txn, n := range pruned {
+			count[txn], first[txn] = n, 0
+		}
 		for i, r := range recs {
 			if r.Txn == "" {
 				continue
@@ -169,38 +226,63 @@ func cutWhole(recs []format.PITRRecord) []format.PITRRecord {
 
 // pitrJobScheme starts the key of a point-in-time restore job, which the
 // job row keeps where a restore from a backup keeps the backup's ARN:
-// "pitr:<history prefix>@<instant, unix ms>". A job taken over by the
-// reconciler plans the same restore again from it.
+// "pitr:<history prefix>@<instant, unix ms>#<base id>#<tail>", the base
+// and the last segment (pitrPin) fixed when the job started. A job taken
+// over by the reconciler plans the same restore again from it. (A key
+// without the pin, "pitr:<prefix>@<ms>", plans from what the store holds
+// when the job runs.)
 const pitrJobScheme = "pitr:"
 
 // PITRJobKey is the job key of a restore of the history under prefix to
-// the instant at.
-func PITRJobKey(prefix string, at time.Time) string {
-	return pitrJobScheme + prefix + "@" + strconv.FormatInt(at.UnixMilli(), 10)
+// the instant at from the base and up to the segment tail (0: none).
+func PITRJobKey(prefix string, at time.Time, base string, tail int64) string {
+	return pitrJobScheme + prefix + "@" + strconv.FormatInt(at.UnixMilli(), 10) + "#" + base + "#" + strconv.FormatInt(tail, 10)
 }
 
-// parsePITRJob reads a job key made by PITRJobKey.
-func parsePITRJob(key string) (prefix string, at time.Time, ok bool) {
+// parsePITRJob reads a job key made by PITRJobKey (pin nil: an unpinned
+// key).
+func parsePITRJob(key string) (prefix string, at time.Time, pin *pitrPin, ok bool) {
 	rest, ok := strings.CutPrefix(key, pitrJobScheme)
 	if !ok {
-		return "", time.Time{}, false
+		return "", time.Time{}, nil, false
 	}
 	i := strings.LastIndexByte(rest, '@')
 	if i <= 0 {
-		return "", time.Time{}, false
+		return "", time.Time{}, nil, false
 	}
-	ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	prefix, rest = rest[:i], rest[i+1:]
+	if ms, pinned, has := strings.Cut(rest, "#"); has {
+		base, tail, ok := strings.Cut(pinned, "#")
+		n, err := strconv.ParseInt(tail, 10, 64)
+		if !ok || err != nil || n < 0 || base == "" || strings.ContainsAny(base, "/#") {
+			return "", time.Time{}, nil, false
+		}
+		pin, rest = &pitrPin{Base: base, Tail: n}, ms
+	}
+	ms, err := strconv.ParseInt(rest, 10, 64)
 	if err != nil {
-		return "", time.Time{}, false
+		return "", time.Time{}, nil, false
 	}
-	return rest[:i], time.UnixMilli(ms), true
+	return prefix, time.UnixMilli(ms), pin, true
+}
+
+// planJob plans the restore a job key names.
+func planJob(ctx context.Context, st store.Store, key string) (*PITRPlan, error) {
+	prefix, at, pin, ok := parsePITRJob(key)
+	if !ok {
+		return nil, fmt.Errorf("restore: %q is not a point-in-time restore job", key)
+	}
+	if pin == nil {
+		return PlanPITRRestore(ctx, st, prefix, at)
+	}
+	return planPITR(ctx, st, prefix, at, *pin)
 }
 
 // pitrJobRecord is the backup record a point-in-time restore job runs
 // under (RestoreTable, reconcileRestores): its ARN is the job key, its
 // prefix the history's.
 func pitrJobRecord(key string) (storage.BackupRecord, bool) {
-	prefix, at, ok := parsePITRJob(key)
+	prefix, at, _, ok := parsePITRJob(key)
 	if !ok {
 		return storage.BackupRecord{}, false
 	}
@@ -211,12 +293,31 @@ func pitrJobRecord(key string) (storage.BackupRecord, bool) {
 // RestorePITR starts restoring the history under prefix, as it was at
 // the instant at, into the table account/name: a restore job like
 // RestoreTable's (claims, fencing, progress, the reconciler), whose load
-// is the plan's base then its replay (PlanPITRRestore verifies both
-// before the first item is written). create receives the job key, which
-// the target's description must keep (Restorer.IsRestoreTarget).
+// is the plan's base then its replay (planPITR verifies both before the
+// first item is written). The base and the last segment are pinned
+// first, into the job key, which create receives and the target's
+// description must keep (Restorer.IsRestoreTarget).
 func (m *Manager) RestorePITR(ctx context.Context, prefix string, at time.Time, account, name string,
 	create func(ctx context.Context, job string) (*storage.Table, error)) error {
-	key := PITRJobKey(prefix, at)
+	return m.RestorePITRUpTo(ctx, prefix, at, 0, account, name, create)
+}
+
+// RestorePITRUpTo is RestorePITR when the segment whose first Seq is
+// shipped is known to be in the history (Shipper.LastSegment): the job
+// reads up to it at least, so a restore fails, naming it, when the
+// newest segments are gone from the store rather than restoring without
+// them.
+func (m *Manager) RestorePITRUpTo(ctx context.Context, prefix string, at time.Time, shipped int64, account, name string,
+	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	if err := m.Healthy(ctx); err != nil {
+		return unavailable(err)
+	}
+	pin, err := pinPITR(ctx, m.st, prefix, at)
+	if err != nil {
+		return storage.Errorf(storage.KindUnavailable, "point-in-time recovery: reading the history in the backup store: %v", err)
+	}
+	pin.Tail = max(pin.Tail, shipped)
+	key := PITRJobKey(prefix, at, pin.Base, pin.Tail)
 	b, _ := pitrJobRecord(key)
 	return m.RestoreTable(ctx, b, account, name, func(ctx context.Context) (*storage.Table, error) { return create(ctx, key) })
 }
@@ -330,9 +431,20 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 	if best == nil {
 		return nil, nil
 	}
-	bases, err := listBases(ctx, m.st, best.Prefix)
-	if err != nil {
+	if err := historyWindow(ctx, m.st, best, m.now()); err != nil {
 		return nil, err
+	}
+	return best, nil
+}
+
+// historyWindow sets a history's restorable window from the store: from
+// the later of its oldest base and now minus its recovery period, to the
+// later of its last sidecar's last record and its newest base (both
+// zero while it has no base).
+func historyWindow(ctx context.Context, st store.Store, best *StoreHistory, now time.Time) error {
+	bases, err := listBases(ctx, st, best.Prefix)
+	if err != nil {
+		return err
 	}
 	var first, last time.Time
 	for _, b := range bases {
@@ -348,11 +460,11 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 		}
 	}
 	if first.IsZero() {
-		return best, nil
+		return nil
 	}
-	segs, err := m.st.List(ctx, format.SegmentsPrefix(best.Prefix))
+	segs, err := st.List(ctx, format.SegmentsPrefix(best.Prefix))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+		return err
 	}
 	top := int64(-1)
 	for _, o := range segs {
@@ -362,13 +474,13 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 	}
 	if top >= 0 {
 		key := format.SegmentSidecarKey(format.SegmentKey(best.Prefix, top))
-		b, err := readObject(ctx, m.st, key)
+		b, err := readObject(ctx, st, key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		side, err := format.ParseSegmentSidecar(key, b)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if side.LastAt.After(last) {
 			last = side.LastAt
@@ -376,11 +488,42 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 	}
 	best.Latest = last.Truncate(time.Millisecond)
 	best.Earliest = first
-	if w := time.Now().Add(-time.Duration(best.Head.RecoveryPeriodInDays) * 24 * time.Hour); w.After(best.Earliest) {
+	if w := now.Add(-time.Duration(best.Head.RecoveryPeriodInDays) * 24 * time.Hour); w.After(best.Earliest) {
 		best.Earliest = w
 	}
 	if best.Earliest.After(best.Latest) {
 		best.Earliest = best.Latest
 	}
-	return best, nil
+	return nil
+}
+
+// ListHistories lists every point-in-time recovery history in the store
+// with its restorable window, by account, table and start: what a server
+// can restore with RestoreTableToPointInTime by the table's ARN, although
+// its catalog does not hold the table (a history no longer shipped keeps
+// its window until the reconciler prunes it).
+func ListHistories(ctx context.Context, st store.Store) ([]StoreHistory, error) {
+	var out []StoreHistory
+	err := histories(ctx, st, func(prefix string) error {
+		hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
+		if err != nil {
+			return err
+		}
+		var h format.PITRHead
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return fmt.Errorf("%s: %w", format.PITRHeadKey(prefix), err)
+		}
+		out = append(out, StoreHistory{Prefix: prefix, Head: h})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	for i := range out {
+		if err := historyWindow(ctx, st, &out[i], now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -147,7 +147,7 @@ func TestPITRPlanCutsAtTheInstant(t *testing.T) {
 		data[len(data)/2] ^= 1
 		st.Put(ctx, key, strings.NewReader(string(data)))
 		_, err = PlanPITRRestore(ctx, st, prefix, t4)
-		if err == nil || !strings.Contains(err.Error(), "data/000001.json.zst") {
+		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Fatalf("damaged base: %v", err)
 		}
 	})
@@ -167,11 +167,21 @@ func TestCutWhole(t *testing.T) {
 	// B is complete only with its record after A's first: cutting A
 	// makes B incomplete too.
 	in := []format.PITRRecord{r(1, "", 0), r(2, "A", 2), r(3, "B", 2), r(4, "B", 2)}
-	if got := seqs(cutWhole(in)); got != "1" {
+	if got := seqs(cutWhole(in, nil)); got != "1" {
 		t.Fatalf("got %s", got)
 	}
 	in = []format.PITRRecord{r(1, "A", 2), r(2, "A", 2), r(3, "", 0), r(4, "C", 3), r(5, "C", 3)}
-	if got := seqs(cutWhole(in)); got != "1,2,3" {
+	if got := seqs(cutWhole(in, nil)); got != "1,2,3" {
+		t.Fatalf("got %s", got)
+	}
+	// D has one record in a pruned segment: it is whole with it, and a
+	// cut of D goes back to the log's start.
+	in = []format.PITRRecord{r(5, "D", 2), r(6, "", 0)}
+	if got := seqs(cutWhole(in, map[string]int{"D": 1})); got != "5,6" {
+		t.Fatalf("got %s", got)
+	}
+	in = []format.PITRRecord{r(5, "", 0), r(6, "E", 3)}
+	if got := seqs(cutWhole(in, map[string]int{"E": 1})); got != "" {
 		t.Fatalf("got %s", got)
 	}
 }
@@ -379,7 +389,9 @@ func TestPITRRestoreTakenOver(t *testing.T) {
 		logWrite(t, b, ref, 0, "late", "", 0)
 		s.ShipOnce(ctx)
 		prefix := format.PITRPrefix(account, "take1", pitrTable(ref).Incarnation())
-		if err := m.RestorePITR(ctx, prefix, at, account, "dst", func(ctx context.Context, key string) (*storage.Table, error) {
+		var key string
+		if err := m.RestorePITR(ctx, prefix, at, account, "dst", func(ctx context.Context, k string) (*storage.Table, error) {
+			key = k
 			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
 			if err != nil {
 				return nil, err
@@ -402,7 +414,6 @@ func TestPITRRestoreTakenOver(t *testing.T) {
 			t.Fatalf("the other server took the stale job over %v times, want 1", n)
 		}
 		opened()
-		key := PITRJobKey(prefix, at)
 		deadline := time.Now().Add(30 * time.Second)
 		for m.RestoringFrom(key) || other.RestoringFrom(key) || finished(t, other, "ok") < 1 {
 			if time.Now().After(deadline) {

@@ -25,7 +25,9 @@ import (
 //  3. DELETED and FAILED rows whose prefix still holds objects (a job
 //     fenced after its owner was declared dead may upload late): removed.
 //
-// Restore duties (4-6) come with the restore job.
+// Restore duties (4-6) come with the restore job; duty 7, at most every
+// ten minutes, prunes point-in-time recovery histories past their
+// recovery window (pitr_prune.go).
 //
 // Duty 3 looks at every DELETED and FAILED row on the first pass of a
 // process and afterwards only at rows whose last status write is recent
@@ -112,6 +114,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	m.mu.Unlock()
 	if x != nil {
 		errs = append(errs, x.reconcile(ctx))
+	}
+	if s := m.pitr.Load(); s != nil {
+		errs = append(errs, s.maybePrune(ctx))
 	}
 	return errors.Join(errs...)
 }

@@ -449,13 +449,14 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 // items it skipped because the job's recorded progress covered them.
 func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
 	// A point-in-time restore (its job key names a history and an
-	// instant) loads the plan's base, read from the store as
-	// PlanPITRRestore verified it, then the plan's replay.
+	// instant, and its pinned base and last segment) loads the plan's
+	// base, read from the store as planPITR verified it, then the plan's
+	// replay.
 	var bk *format.Backup
 	var plan *PITRPlan
-	if prefix, at, ok := parsePITRJob(b.ARN); ok {
+	if _, _, _, ok := parsePITRJob(b.ARN); ok {
 		prog.setPhase("verify")
-		if plan, err = PlanPITRRestore(ctx, m.st, prefix, at); err != nil {
+		if plan, err = planJob(ctx, m.st, b.ARN); err != nil {
 			return 0, 0, err
 		}
 		bk = plan.Backup

@@ -399,7 +399,6 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	}
 
 	workers := make([]*worker, opt.Concurrency)
-	stats := make([]*workerStats, opt.Concurrency)
 	for i := range workers {
 		seed := mrand.Uint64()
 		rng := mrand.New(mrand.NewPCG(seed, uint64(i)))
@@ -407,6 +406,22 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 			id: i, client: r.newClient(1), table: aws.String(table), rng: rng, ks: ks,
 			payload: randomPayload(rng, plen),
 		}
+	}
+	if err := r.measureWindow(ctx, wl, workers, &res); err != nil {
+		return res, err
+	}
+	r.logf("%s: %.0f ops/s, p99 %s, %d errors", wl.name, res.OpsPerSec, fmtMicros(res.P99Micros), res.Errors)
+	return res, nil
+}
+
+// measureWindow runs wl's op on every worker in a closed loop: the
+// warm-up, then the measured window, whose tallies, latencies and CPU
+// samples (the server's with opt.ServerPID, the backend processes' with
+// opt.BackendProcs) it writes into res.
+func (r *runner) measureWindow(ctx context.Context, wl workload, workers []*worker, res *Result) error {
+	opt := r.opt
+	stats := make([]*workerStats, len(workers))
+	for i := range stats {
 		stats[i] = &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
 	}
 
@@ -422,7 +437,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		}(workers[i], stats[i])
 	}
 
-	r.logf("%s: %d workers, warm-up %v, measuring %v", wl.name, opt.Concurrency, opt.Warmup, opt.Duration)
+	r.logf("%s: %d workers, warm-up %v, measuring %v", wl.name, len(workers), opt.Warmup, opt.Duration)
 	sleepCtx(ctx, opt.Warmup)
 
 	var be0 time.Duration
@@ -430,11 +445,12 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 		be0, _ = SumProcCPU(opt.BackendProcs)
 	}
 	var srv0 ProcSample
+	var err error
 	if opt.ServerPID != 0 {
 		if srv0, err = ReadProc(opt.ServerPID); err != nil {
 			phase.Store(phaseStop)
 			wg.Wait()
-			return res, err
+			return err
 		}
 	}
 	cli0 := selfCPU()
@@ -456,9 +472,34 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return ctx.Err()
 	}
 
+	total := mergeStats(stats)
+	window := t1.Sub(t0)
+	res.fill(total, window, opt.Warmup)
+	if cli1 > cli0 && total.ops > 0 {
+		res.ClientCPUMicrosPerOp = micros(cli1-cli0) / float64(total.ops)
+	}
+	if opt.ServerPID != 0 {
+		if srvErr != nil {
+			return srvErr
+		}
+		res.Server = serverStats(opt.ServerPID, srv0, srv1, window, total.ops, total.items)
+	}
+	if opt.BackendProcs != "" {
+		bs := &BackendStats{Match: opt.BackendProcs, Procs: beProcs, CPUSec: max(be1-be0, 0).Seconds()}
+		if total.ops > 0 {
+			bs.CPUMicrosPerOp = bs.CPUSec * 1e6 / float64(total.ops)
+		}
+		res.Backend = bs
+	}
+	return nil
+}
+
+// mergeStats sums the workers' statistics; an error code's sample is the
+// first worker's that has one.
+func mergeStats(stats []*workerStats) *workerStats {
 	total := &workerStats{hist: NewHistogram(), errs: map[string]int64{}, samples: map[string]string{}}
 	for _, st := range stats {
 		total.hist.Merge(st.hist)
@@ -472,26 +513,7 @@ func (r *runner) runWorkload(ctx context.Context, wl workload) (res Result, err 
 			}
 		}
 	}
-	window := t1.Sub(t0)
-	res.fill(total, window, opt.Warmup)
-	if cli1 > cli0 && total.ops > 0 {
-		res.ClientCPUMicrosPerOp = micros(cli1-cli0) / float64(total.ops)
-	}
-	if opt.ServerPID != 0 {
-		if srvErr != nil {
-			return res, srvErr
-		}
-		res.Server = serverStats(opt.ServerPID, srv0, srv1, window, total.ops, total.items)
-	}
-	if opt.BackendProcs != "" {
-		bs := &BackendStats{Match: opt.BackendProcs, Procs: beProcs, CPUSec: max(be1-be0, 0).Seconds()}
-		if total.ops > 0 {
-			bs.CPUMicrosPerOp = bs.CPUSec * 1e6 / float64(total.ops)
-		}
-		res.Backend = bs
-	}
-	r.logf("%s: %.0f ops/s, p99 %s, %d errors", wl.name, res.OpsPerSec, fmtMicros(res.P99Micros), res.Errors)
-	return res, nil
+	return total
 }
 
 func (res *Result) fill(t *workerStats, window, warmup time.Duration) {

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -38,6 +41,7 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "stream", Usage: "enable a DynamoDB stream of this view type (KEYS_ONLY, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES) on the tables"},
 			&cli.BoolFlag{Name: "pitr", Usage: "turn point-in-time recovery on for the tables (the server needs a backup store)"},
 		},
+		Subcommands: []*cli.Command{scaleCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("bench takes no arguments, got %q", c.Args().Slice())
@@ -85,4 +89,105 @@ func workloadHelp() string {
 		fmt.Fprintf(&b, "   %-16s %s\n", name, workloads[name].description)
 	}
 	return b.String()
+}
+
+// scaleCommand returns `bench scale`.
+func scaleCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "scale",
+		Usage: "measure request costs as a table grows and as a server holds many tables (starts its own servers)",
+		Description: "Starts `extenddb serve` (this binary, or --bin) on SQLite in a data directory of its own or on a new\n" +
+			"PostgreSQL database (created beside --dsn, dropped after), grows one table of ~1 KiB items through --sizes\n" +
+			"with BatchWriteItem and measures at each size: server CPU per request and p99 of getitem, putitem\n" +
+			"(replacing an item), updateitem (random keys over the whole table), query (Limit 25), one scan page\n" +
+			"(Limit 100 from a random key) and DescribeTable; start to /ready; the first DescribeTable after it;\n" +
+			"CreateBackup to AVAILABLE and RestoreTableFromBackup to ACTIVE (items/s); disk bytes per item. Then, on a\n" +
+			"second server, --tables small tables: start to /ready, ListTables paged through all of them (Limit 100),\n" +
+			"DescribeTable of one. Writes scale-BACKEND.json and scale-BACKEND.md to --out, and prints the markdown\n" +
+			"with each target's pass or fail. With --loose F every check is enforced with the ratio limit F and the\n" +
+			"absolute limits times F (the CI run); without it the strict targets are printed, never enforced.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "backend", Value: "sqlite", Usage: "sqlite or postgres"},
+			&cli.StringFlag{Name: "dsn", Usage: "postgres: DSN of a user who may CREATE DATABASE", EnvVars: []string{"EXTENDDB_BENCH_POSTGRES_DSN"}},
+			&cli.StringFlag{Name: "sizes", Value: "10000,1000000,10000000", Usage: "table sizes in items, ascending, multiples of 100 (empty for none)"},
+			&cli.IntFlag{Name: "tables", Value: 10000, Usage: "small tables of the many-tables case (0 to leave it out)"},
+			&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 16, Usage: "closed-loop workers of each measured window"},
+			&cli.IntFlag{Name: "build-workers", Value: 32, Usage: "BatchWriteItem workers growing the table"},
+			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Value: defaultDuration, Usage: "measured window per workload and size"},
+			&cli.DurationFlag{Name: "warmup", Value: defaultWarmup, Usage: "warm-up before each window"},
+			&cli.IntFlag{Name: "item-size", Value: 1024, Usage: "approximate item size in bytes"},
+			&cli.StringFlag{Name: "bin", Usage: "extenddb binary to serve with (default: this one)"},
+			&cli.StringFlag{Name: "work-dir", Usage: "where data directories, backup stores and server logs go (default: a temporary directory, removed after)"},
+			&cli.StringFlag{Name: "out", Value: ".", Usage: "directory of scale-BACKEND.json and scale-BACKEND.md"},
+			&cli.Float64Flag{Name: "loose", Usage: "enforce every check with this ratio limit and the absolute limits times it (e.g. 2 in CI)"},
+			&cli.BoolFlag{Name: "import", Usage: "build each size with ImportTable (DYNAMODB_JSON files in a filesystem bucket) instead of BatchWriteItem"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the report"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("bench scale takes no arguments, got %q", c.Args().Slice())
+			}
+			var sizes []int
+			for _, f := range strings.Split(c.String("sizes"), ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				n, err := parseCount(f)
+				if err != nil {
+					return fmt.Errorf("--sizes: %w", err)
+				}
+				sizes = append(sizes, n)
+			}
+			o := ScaleOptions{
+				Backend: c.String("backend"), DSN: c.String("dsn"), Bin: c.String("bin"), Sizes: sizes,
+				Tables: c.Int("tables"), Concurrency: c.Int("concurrency"), BuildWorkers: c.Int("build-workers"),
+				Duration: c.Duration("duration"), Warmup: c.Duration("warmup"), ItemSize: c.Int("item-size"),
+				WorkDir: c.String("work-dir"), Loose: c.Float64("loose"), Quiet: c.Bool("quiet"), Import: c.Bool("import"),
+			}
+			rep, err := RunScale(c.Context, o, c.App.Writer)
+			if err != nil {
+				return err
+			}
+			out := c.String("out")
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			base := filepath.Join(out, "scale-"+rep.Backend)
+			if err := WriteScaleJSON(base+".json", rep); err != nil {
+				return err
+			}
+			f, err := os.Create(base + ".md")
+			if err != nil {
+				return err
+			}
+			WriteScaleMarkdown(f, rep)
+			if err := f.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer)
+			WriteScaleMarkdown(c.App.Writer, rep)
+			fmt.Fprintf(c.App.Writer, "\nwrote %s.json and %s.md\n", base, base)
+			if failed := rep.Failed(); len(failed) > 0 {
+				return fmt.Errorf("%d checks missed their limit (first: %s: %s > %s)", len(failed), failed[0].Name,
+					fmtCheck(failed[0].Value, failed[0].Unit), fmtCheck(failed[0].Limit, failed[0].Unit))
+			}
+			return nil
+		},
+	}
+}
+
+// parseCount reads 10000, 10k or 1M.
+func parseCount(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "K"):
+		mult, s = 1000, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
+		mult, s = 1000000, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive count (10000, 10k, 1M)", s)
+	}
+	return n * mult, nil
 }

@@ -178,6 +178,7 @@ type worker struct {
 	ks      keyspace
 	payload []byte
 	seq     uint64
+	n       int // the scale benchmark: items in the table, keys drawn from [0, n)
 }
 
 // nextPayload returns the worker's payload stamped with a fresh sequence

@@ -57,6 +57,9 @@ type Backup struct {
 	// MaxConcurrentJobs bounds backups and restores running at once on
 	// this server (0: 4); over it, LimitExceededException.
 	MaxConcurrentJobs int `toml:"max_concurrent_jobs"`
+	// ImportMaxErrors is how many items an ImportTable may fail to import
+	// before it stops, FAILED, and removes its table (0: 1000).
+	ImportMaxErrors int `toml:"import_max_errors"`
 	// HeartbeatInterval is how often a job renews its claim (0: 15s);
 	// StaleAfter is when a claim without heartbeat may be taken over
 	// (0: 300s); ReconcileInterval paces the reconciler (0: 60s).
@@ -442,6 +445,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Backup.MaxConcurrentJobs < 0 {
 		return errors.New("config: backup.max_concurrent_jobs must not be negative")
+	}
+	if c.Backup.ImportMaxErrors < 0 {
+		return errors.New("config: backup.import_max_errors must not be negative")
 	}
 	for _, d := range []struct {
 		key string

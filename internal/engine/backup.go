@@ -240,6 +240,9 @@ func (e *Engine) CreateBackup(ctx context.Context, account string, in *CreateBac
 		}
 		return nil, err
 	}
+	if beingRestored(&t.stored) {
+		return nil, newErr(CodeTableNotFound, "Table not found: %s", name)
+	}
 	if s := t.stored.Desc.TableStatus; s == "CREATING" || s == "DELETING" {
 		return nil, newErr(CodeTableInUse, "Table is being %s: %s", map[bool]string{true: "created", false: "deleted"}[s == "CREATING"], name)
 	}
@@ -519,6 +522,9 @@ func (e *Engine) continuousBackupsTable(ctx context.Context, account string, c *
 		}
 		return nil, err
 	}
+	if beingRestored(&t.stored) {
+		return nil, newErr(CodeTableNotFound, "Table not found: %s", n)
+	}
 	return t, nil
 }
 
@@ -624,6 +630,30 @@ type RestoreTableFromBackupInput struct {
 
 type RestoreTableFromBackupOutput struct {
 	TableDescription *TableDescription `json:"TableDescription"`
+}
+
+// beingRestored reports whether a stored table is the CREATING target of
+// a restore. The service answers the operations on such a table's
+// settings (tags, TTL, UpdateTable, backups, point-in-time recovery) as
+// if it did not exist yet, while DescribeTable shows it; so does extenddb.
+func beingRestored(st *storedTable) bool {
+	rs := st.Desc.RestoreSummary
+	return rs != nil && rs.RestoreInProgress && st.Desc.TableStatus == "CREATING"
+}
+
+// refuseRestoreTarget answers ResourceNotFoundException for a table that
+// is the CREATING target of a restore (see beingRestored).
+func (e *Engine) refuseRestoreTarget(ctx context.Context, account, name string) error {
+	t, err := e.loadTable(ctx, account, name)
+	if err == nil && beingRestored(&t.stored) {
+		// The cache may not have seen the restore finish: ask again.
+		e.tables.drop(account, name)
+		if t, err = e.loadTable(ctx, account, name); err == nil && beingRestored(&t.stored) {
+			return tableNotFound(name)
+		}
+	}
+	// Any other error is UpdateTable's own to answer.
+	return nil
 }
 
 // restoringTable refuses to delete a table that a restore is loading.
@@ -845,7 +875,7 @@ func (e *Engine) IsRestoreTarget(st *storage.Table, backupARN string) bool {
 }
 
 // FinishRestore is the description of a restored table once loaded
-// (ACTIVE, RestoreInProgress false); the restore job writes it with a
+// (ACTIVE, without RestoreSummary); the restore job writes it with a
 // conditional UpdateTable (backup.Restorer).
 func (e *Engine) FinishRestore(st *storage.Table) ([]byte, error) {
 	var s storedTable
@@ -856,9 +886,9 @@ func (e *Engine) FinishRestore(st *storage.Table) ([]byte, error) {
 	if rs == nil || !rs.RestoreInProgress || s.Desc.TableStatus != "CREATING" {
 		return nil, fmt.Errorf("table %s is not a restore in progress", st.Name)
 	}
-	done := *rs
-	done.RestoreInProgress = false
-	s.Desc.RestoreSummary = &done
+	// The service's RestoreSummary lives only while the table is
+	// CREATING: an ACTIVE restored table does not show where it came from.
+	s.Desc.RestoreSummary = nil
 	s.Desc.TableStatus = "ACTIVE"
 	s.RestoreJob = ""
 	return json.Marshal(&s)

@@ -222,6 +222,12 @@ func readUnits(size int, consistent bool) float64 {
 	return u
 }
 
+// ItemSize is the DynamoDB size of a stored item or index entry, the
+// measure of the table statistics: the server opens its backend with it
+// (storage.DriverEnv.ItemSize), so the figures a backend keeps with its
+// writes are the ones DescribeTable reports.
+func ItemSize(raw []byte) int64 { return statsSize(raw) }
+
 // statsSize is what one stored item or index entry counts: its DynamoDB
 // item size.
 func statsSize(raw []byte) int64 {

@@ -21,7 +21,7 @@ const coreAccount = "000000000000"
 // storage contract checker), with its background work running.
 func memEngine(t *testing.T) *Engine {
 	t.Helper()
-	b := memory.New(memory.Options{})
+	b := memory.New(memory.Options{ItemSize: ItemSize})
 	t.Cleanup(func() { b.Close() })
 	e := New(checked(t, b), Options{})
 	ctx, cancel := context.WithCancel(context.Background())

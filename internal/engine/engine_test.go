@@ -15,7 +15,7 @@ import (
 // memSQLite opens an in-memory SQLite backend, closed when the test ends.
 func memSQLite(t *testing.T) *sqlite.Backend {
 	t.Helper()
-	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true})
+	b, err := sqlite.Open(context.Background(), sqlite.Options{Memory: true, ItemSize: ItemSize})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,6 @@ const (
 	ExportFailed     = "FAILED"
 )
 
-// ClientTokenTTL is how long a ClientToken names its export.
-const ClientTokenTTL = 8 * time.Hour
-
 // ExportService runs export jobs; internal/backup provides it through the
 // server (SetExports).
 type ExportService interface {
@@ -308,13 +305,6 @@ func exportParamsHash(in *ExportTableToPointInTimeInput) string {
 	return hex.EncodeToString(s[:])
 }
 
-// exportTokenPayload is an export-token row's payload.
-type exportTokenPayload struct {
-	ExportArn  string            `json:"ExportArn"`
-	ParamsHash string            `json:"ParamsHash"`
-	Initial    ExportDescription `json:"Initial"`
-}
-
 // ExportTableToPointInTime starts an export of the table's image at
 // ExportTime (default: the newest restorable instant) to the bucket, in
 // the background; DescribeExport follows it.
@@ -429,8 +419,7 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 		d.ExportFormat = *in.ExportFormat
 	}
 	if in.ClientToken != nil {
-		prev, err := e.claimExportToken(ctx, jobs, account, *in.ClientToken, exportTokenPayload{
-			ExportArn: arn, ParamsHash: exportParamsHash(in), Initial: d}, now)
+		prev, err := e.claimExportToken(ctx, jobs, account, *in.ClientToken, exportParamsHash(in), &d, now)
 		if err != nil || prev != nil {
 			if prev != nil {
 				return &ExportTableToPointInTimeOutput{ExportDescription: prev}, nil
@@ -462,53 +451,36 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	return &ExportTableToPointInTimeOutput{ExportDescription: &d}, nil
 }
 
-// claimExportToken records a ClientToken for a new export. When the
-// token already names an export (within ClientTokenTTL), it answers that
-// export's description if the parameters are the same, and
-// ExportConflictException if not.
-func (e *Engine) claimExportToken(ctx context.Context, jobs storage.JobCatalog, account, token string, tp exportTokenPayload, now time.Time) (*ExportDescription, error) {
-	raw, err := json.Marshal(&tp)
+// claimExportToken records a ClientToken for the new export d (its ARN
+// minted). When the token already names an export (within
+// ClientTokenTTL), it answers that export's description if the
+// parameters are the same, and ExportConflictException if not.
+func (e *Engine) claimExportToken(ctx context.Context, jobs storage.JobCatalog, account, token, hash string, d *ExportDescription, now time.Time) (*ExportDescription, error) {
+	initial, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
-	id := account + "/" + token
-	for attempt := 0; ; attempt++ {
-		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: JobKindExportToken, ID: id, Account: account, Status: "ACTIVE",
-			CreatedAt: now, Payload: raw, Owner: e.exports.Owner()})
-		if err != nil {
-			return nil, err
-		}
-		if res.Matched {
-			return nil, nil
-		}
-		old := res.Record
-		if now.Sub(old.CreatedAt) >= ClientTokenTTL && attempt == 0 {
-			// An expired token: it may name a new export.
-			if _, err := jobs.RemoveJob(ctx, storage.RemoveJobParams{Kind: JobKindExportToken, ID: id,
-				Generation: old.Generation, Status: old.Status}); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		var prev exportTokenPayload
-		if err := json.Unmarshal(old.Payload, &prev); err != nil {
-			return nil, fmt.Errorf("export token %s: %w", id, err)
-		}
-		if prev.ParamsHash != tp.ParamsHash {
-			return nil, newErr(CodeExportConflict, "Export conflict: Duplicate request detected with conflicting parameters")
-		}
-		rec, err := jobs.GetJob(ctx, JobKindExport, prev.ExportArn)
-		if err != nil {
-			return nil, err
-		}
-		if rec == nil {
-			// The request that took the token has not written its
-			// export yet.
-			d := prev.Initial
-			return &d, nil
-		}
-		return exportDescriptionOf(rec)
+	_, prev, err := claimClientToken(ctx, jobs, JobKindExportToken, e.exports.Owner(), account, token,
+		tokenRow{ParamsHash: hash, Target: d.ExportArn, Initial: initial}, now, func() error {
+			return newErr(CodeExportConflict, "Export conflict: Duplicate request detected with conflicting parameters")
+		})
+	if err != nil || prev == nil {
+		return nil, err
 	}
+	rec, err := jobs.GetJob(ctx, JobKindExport, prev.Target)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		// The request that took the token has not written its export
+		// yet.
+		var d ExportDescription
+		if err := json.Unmarshal(prev.Initial, &d); err != nil {
+			return nil, fmt.Errorf("export token %s/%s: %w", account, token, err)
+		}
+		return &d, nil
+	}
+	return exportDescriptionOf(rec)
 }
 
 // exportDescriptionOf reads an export row as DescribeExport shows it.

@@ -209,33 +209,28 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		req.S3BucketSource = &src
 	}
 	jobs := e.backend.Capabilities().Jobs
-	var token *storage.JobRecord
+	var token *clientToken
 	if req.ClientToken != "" {
 		raw, _ := json.Marshal(in)
 		h := sha256.Sum256(raw)
-		sum := hex.EncodeToString(h[:])
-		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: kindImportToken, ID: account + "/" + req.ClientToken, Account: account,
-			Status: "PENDING", Payload: []byte(`{"hash":"` + sum + `"}`), Owner: "engine"})
+		tok, prev, err := claimClientToken(ctx, jobs, kindImportToken, "engine", account, req.ClientToken,
+			tokenRow{ParamsHash: hex.EncodeToString(h[:])}, e.now(), func() error {
+				return newErr(CodeImportConflict, "Import conflict: Duplicate request detected with conflicting parameters")
+			})
 		if err != nil {
 			return nil, err
 		}
-		if !res.Matched {
-			var tok struct{ Hash, Import string }
-			_ = json.Unmarshal(res.Record.Payload, &tok)
-			if tok.Hash != sum {
-				return nil, newErr(CodeImportConflict, "Import conflict: Duplicate request detected with conflicting parameters")
-			}
-			if tok.Import == "" {
+		if prev != nil {
+			if prev.Target == "" {
 				return nil, newErr(CodeLimitExceeded, "Import with ClientToken %s is being started; retry", req.ClientToken)
 			}
-			return e.describeImportID(ctx, account, tok.Import)
+			return e.describeImportID(ctx, account, prev.Target)
 		}
-		token = res.Record
+		token = tok
 	}
 	if _, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil || !storage.IsKind(err, storage.KindTableNotFound) {
 		if token != nil {
-			_, _ = jobs.RemoveJob(context.WithoutCancel(ctx), storage.RemoveJobParams{Kind: kindImportToken, ID: token.ID,
-				Generation: token.Generation, Status: token.Status})
+			token.release(ctx)
 		}
 		if err != nil {
 			return nil, err
@@ -263,8 +258,7 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 	e.tables.drop(account, name)
 	if err != nil {
 		if token != nil {
-			_, _ = jobs.RemoveJob(context.WithoutCancel(ctx), storage.RemoveJobParams{Kind: kindImportToken, ID: token.ID,
-				Generation: token.Generation, Status: token.Status})
+			token.release(ctx)
 		}
 		if storage.IsKind(err, storage.KindTableExists) {
 			return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
@@ -276,13 +270,7 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		return nil, err
 	}
 	if token != nil {
-		id := desc.ImportArn[strings.LastIndexByte(desc.ImportArn, '/')+1:]
-		var tok map[string]string
-		_ = json.Unmarshal(token.Payload, &tok)
-		tok["import"] = id
-		raw, _ := json.Marshal(tok)
-		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: kindImportToken, ID: token.ID, Generation: token.Generation,
-			Status: token.Status, NewStatus: "STARTED", Payload: raw}); err != nil {
+		if err := token.bind(ctx, desc.ImportArn[strings.LastIndexByte(desc.ImportArn, '/')+1:]); err != nil {
 			return nil, err
 		}
 	}

@@ -149,8 +149,8 @@ func (e *Engine) writeCondition(condExpr *string, expected map[string]ExpectedAt
 	if expected != nil {
 		return legacyExpected(expected, condOp)
 	}
-	if condOp != "" {
-		return nil, validationf("ConditionalOperator can only be used when Expected is specified")
+	if err := checkCondOp(condOp, 0); err != nil {
+		return nil, err
 	}
 	env, err := expr.NewEnv(names, values)
 	if err != nil {

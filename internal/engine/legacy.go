@@ -185,27 +185,61 @@ func joinOp(op string) (string, error) {
 // legacyExpected translates Expected/ConditionalOperator.
 func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr.Condition, error) {
 	return legacyJoin(exp, condOp, expr.KindCondition, func(b *legacyBuilder, n string, x ExpectedAttributeValue) (string, error) {
+		if err := checkExpected(n, x); err != nil {
+			return "", err
+		}
 		switch {
 		case x.ComparisonOperator != "":
-			if x.Value != nil {
-				return "", invalidParam("Value and ComparisonOperator cannot be used together for Attribute: %s", n)
-			}
-			if x.Exists != nil {
-				return "", invalidParam("Exists and ComparisonOperator cannot be used together for Attribute: %s", n)
-			}
 			return b.cond(n, x.ComparisonOperator, x.AttributeValueList)
 		case x.Exists != nil && !*x.Exists:
-			if x.Value != nil {
-				return "", invalidParam("Cannot expect an attribute to have a specified value while expecting it to not exist")
-			}
 			return "attribute_not_exists(" + b.name(n) + ")", nil
-		default:
-			if x.Value == nil {
-				return "", invalidParam("Value must be provided when Exists is %s for Attribute: %s", map[bool]string{true: "true", false: "null"}[x.Exists != nil], n)
-			}
-			return b.name(n) + " = " + b.value(*x.Value), nil
 		}
+		return b.name(n) + " = " + b.value(*x.Value), nil
 	})
+}
+
+// checkExpected refuses an Expected entry whose members do not go
+// together, in the service's order and words.
+func checkExpected(n string, x ExpectedAttributeValue) error {
+	op, list := x.ComparisonOperator, x.AttributeValueList != nil
+	switch {
+	case x.Exists != nil && op != "":
+		return invalidParam("Exists and ComparisonOperator cannot be used together for Attribute: %s", n)
+	case x.Value != nil && list:
+		return invalidParam("Value and AttributeValueList cannot be used together for Attribute: %s", n)
+	case op == "" && list:
+		return invalidParam("AttributeValueList can only be used with a ComparisonOperator for Attribute: %s", n)
+	case x.Exists != nil && !*x.Exists && x.Value != nil:
+		return invalidParam("Value cannot be used when Exists is false for Attribute: %s", n)
+	case op != "" && x.Value != nil:
+		// The API reference: Value and Exists do not go with
+		// AttributeValueList and ComparisonOperator.
+		return invalidParam("Value and ComparisonOperator cannot be used together for Attribute: %s", n)
+	case op != "" && !list && op != "NULL" && op != "NOT_NULL":
+		return invalidParam("Value or AttributeValueList must be used with ComparisonOperator: %s for Attribute: %s", op, n)
+	case op == "" && x.Value == nil && (x.Exists == nil || *x.Exists):
+		return invalidParam("Value must be provided when Exists is %s for Attribute: %s", map[bool]string{true: "true", false: "null"}[x.Exists != nil], n)
+	}
+	return nil
+}
+
+// checkCondOp applies the service's rule for ConditionalOperator: it
+// goes with a legacy filter (QueryFilter, ScanFilter) or Expected of two
+// or more conditions; n is their number.
+func checkCondOp(condOp string, n int) error {
+	if condOp == "" {
+		return nil
+	}
+	if _, err := joinOp(condOp); err != nil {
+		return err
+	}
+	switch n {
+	case 0:
+		return validationf("ConditionalOperator cannot be used without Filter or Expected")
+	case 1:
+		return validationf("ConditionalOperator can only be used when Filter or Expected has two or more elements")
+	}
+	return nil
 }
 
 // legacyJoin translates a legacy condition map (Expected, QueryFilter,
@@ -214,9 +248,12 @@ func legacyExpected(exp map[string]ExpectedAttributeValue, condOp string) (*expr
 // joined with the operator and parsed as a condition of kind.
 func legacyJoin[V any](m map[string]V, condOp string, kind expr.Kind, term func(b *legacyBuilder, n string, x V) (string, error)) (*expr.Condition, error) {
 	if len(m) == 0 {
-		return nil, nil
+		return nil, checkCondOp(condOp, 0)
 	}
 	if err := checkNames(m); err != nil {
+		return nil, err
+	}
+	if err := checkCondOp(condOp, len(m)); err != nil {
 		return nil, err
 	}
 	join, err := joinOp(condOp)

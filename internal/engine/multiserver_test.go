@@ -91,7 +91,7 @@ func openServer(t *testing.T, dsn string, opt Options) (*Engine, storage.Backend
 // openPool opens a backend (a connection pool of its own) on the database.
 func openPool(t *testing.T, dsn string, conns int32) storage.Backend {
 	t.Helper()
-	b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: conns})
+	b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: conns, ItemSize: ItemSize})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -261,6 +261,9 @@ func (l *lowering) cond(x partiql.Expr) (string, error) {
 			}
 			return "attribute_not_exists(" + ps + ")", nil
 		}
+		// IS [NOT] NULL tests the value's type, as the service's IS does
+		// ("the operand is a given data type"): a missing attribute is
+		// not NULL (IS NOT NULL is true for it); IS MISSING tests absence.
 		s := "attribute_type(" + ps + ", " + l.value(attr.StrValue("NULL")) + ")"
 		if n.Not {
 			s = "(NOT " + s + ")"
@@ -703,30 +706,16 @@ func (e *Engine) planSelect(ctx context.Context, account string, st *partiql.Sta
 		p.hash, p.rng = ix.Hash, ix.Range
 	}
 	conj := partiql.Conjuncts(st.Where)
-	// The partition key: one equality or IN of values.
+	// The partition key: one equality, IN or OR of equalities of values.
 	hashAt := -1
 	for i, c := range conj {
-		if n, v, ok := keyEquality(c); ok && n == p.hash.Name {
-			val, err := partiql.Value(v, params)
-			if err != nil {
-				return nil, err
-			}
-			p.hashValues, hashAt = []attr.Value{val}, i
-			break
+		vals, ok, err := partitionValues(c, p.hash, params)
+		if err != nil {
+			return nil, err
 		}
-		if in, ok := c.(partiql.In); ok {
-			if px, ok := in.X.(partiql.PathExpr); ok && px.Path.IsTop() && px.Path.Name == p.hash.Name && allValues(in.List) {
-				vals := make([]attr.Value, 0, len(in.List))
-				for _, x := range in.List {
-					val, err := partiql.Value(x, params)
-					if err != nil {
-						return nil, err
-					}
-					vals = append(vals, val)
-				}
-				p.hashValues, hashAt = vals, i
-				break
-			}
+		if ok {
+			p.hashValues, hashAt = vals, i
+			break
 		}
 	}
 	if hashAt >= 0 {
@@ -770,6 +759,63 @@ func allValues(xs []partiql.Expr) bool {
 		}
 	}
 	return true
+}
+
+// partitionValues returns the partition key values a conjunct pins the
+// key to: name = value, name IN (values), or an OR whose every branch is
+// one of these (planned as one Query per value, as the service does). An
+// OR with a value of another type than the key's stays a filter, so that
+// it matches nothing rather than failing. A value named twice is read once.
+func partitionValues(c partiql.Expr, hash keyAttr, params []attr.Value) ([]attr.Value, bool, error) {
+	isKey := func(x partiql.Expr) bool {
+		px, ok := x.(partiql.PathExpr)
+		return ok && px.Path.IsTop() && px.Path.Name == hash.Name
+	}
+	var exprs []partiql.Expr
+	or := false
+	stack := []partiql.Expr{c}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch n := x.(type) {
+		case partiql.Binary:
+			if n.Op == "OR" {
+				or = true
+				stack = append(stack, n.R, n.L)
+				continue
+			}
+			if name, v, ok := keyEquality(n); ok && name == hash.Name {
+				exprs = append(exprs, v)
+				continue
+			}
+		case partiql.In:
+			if isKey(n.X) && allValues(n.List) {
+				exprs = append(exprs, n.List...)
+				continue
+			}
+		}
+		return nil, false, nil
+	}
+	vals := make([]attr.Value, 0, len(exprs))
+	seen := make(map[string]bool, len(exprs))
+	for _, x := range exprs {
+		v, err := partiql.Value(x, params)
+		if err != nil {
+			return nil, false, err
+		}
+		if or && v.Type != hash.Type {
+			return nil, false, nil
+		}
+		if k, ok := attr.KeyBytes(v); ok {
+			id := string(rune(v.Type)) + string(k)
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+		}
+		vals = append(vals, v)
+	}
+	return vals, true, nil
 }
 
 // isRangeCond reports whether c is a condition a Query's sort key
@@ -895,6 +941,8 @@ func decodeToken(s string, want uint64) (pageToken, attr.Item, error) {
 	return tok, key, nil
 }
 
+// execSelect runs a SELECT as the GetItem, Scan or Queries planSelect
+// chose.
 func (e *Engine) execSelect(ctx context.Context, account string, st *partiql.Statement, in *ExecuteStatementInput) (*ExecuteStatementOutput, error) {
 	p, err := e.planSelect(ctx, account, st, in.Parameters)
 	if err != nil {
@@ -905,84 +953,92 @@ func (e *Engine) execSelect(ctx context.Context, account string, st *partiql.Sta
 			return nil, err
 		}
 	}
-	out := &ExecuteStatementOutput{Items: []RawJSON{}}
-	if p.getKey != nil {
+	rh := requestHash(*in.Statement, in.Parameters)
+	var tok pageToken
+	var startKey attr.Item
+	if in.NextToken != nil {
+		if tok, startKey, err = decodeToken(*in.NextToken, rh); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case p.getKey != nil:
 		if in.NextToken != nil {
 			// A single item has no second page.
-			if _, _, err := decodeToken(*in.NextToken, requestHash(*in.Statement, in.Parameters)); err != nil {
-				return nil, err
-			}
-			return out, nil
+			return &ExecuteStatementOutput{Items: []RawJSON{}}, nil
 		}
-		gin := &GetItemInput{TableName: &st.Table, Key: p.getKey, ConsistentRead: in.ConsistentRead, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
-		if st.Projection != nil {
-			l := newLowering(nil)
-			pe := l.projection(st.Projection)
-			gin.ProjectionExpression, gin.ExpressionAttributeNames = &pe, l.names
-		}
-		g, err := e.GetItem(ctx, account, gin)
+		return e.selectItem(ctx, account, st, in, p)
+	case len(p.hashValues) == 0:
+		return e.selectScan(ctx, account, st, in, p, rh, startKey)
+	}
+	return e.selectQueries(ctx, account, st, in, p, rh, tok.I, startKey)
+}
+
+// selectItem reads the one item a SELECT names by its full primary key.
+func (e *Engine) selectItem(ctx context.Context, account string, st *partiql.Statement, in *ExecuteStatementInput, p *selectPlan) (*ExecuteStatementOutput, error) {
+	gin := &GetItemInput{TableName: &st.Table, Key: p.getKey, ConsistentRead: in.ConsistentRead, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
+	if st.Projection != nil {
+		l := newLowering(nil)
+		pe := l.projection(st.Projection)
+		gin.ProjectionExpression, gin.ExpressionAttributeNames = &pe, l.names
+	}
+	g, err := e.GetItem(ctx, account, gin)
+	if err != nil {
+		return nil, err
+	}
+	out := &ExecuteStatementOutput{Items: []RawJSON{}, ConsumedCapacity: g.ConsumedCapacity}
+	if g.Item != nil {
+		out.Items = append(out.Items, g.Item)
+	}
+	return out, nil
+}
+
+// selectScan reads one page of a SELECT without a partition key condition.
+func (e *Engine) selectScan(ctx context.Context, account string, st *partiql.Statement, in *ExecuteStatementInput, p *selectPlan, rh uint64, startKey attr.Item) (*ExecuteStatementOutput, error) {
+	l := newLowering(in.Parameters)
+	sin := &ScanInput{TableName: &st.Table, IndexName: optString(st.Index), ConsistentRead: in.ConsistentRead,
+		Limit: in.Limit, ExclusiveStartKey: startKey, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
+	if len(p.rest) > 0 {
+		f, err := l.conds(p.rest)
 		if err != nil {
 			return nil, err
 		}
-		if g.Item != nil {
-			out.Items = append(out.Items, g.Item)
-		}
-		out.ConsumedCapacity = g.ConsumedCapacity
-		return out, nil
+		sin.FilterExpression = &f
 	}
-	rh := requestHash(*in.Statement, in.Parameters)
-	start, startKey := 0, attr.Item(nil)
-	if in.NextToken != nil {
-		tok, key, err := decodeToken(*in.NextToken, rh)
-		if err != nil {
-			return nil, err
-		}
-		start, startKey = tok.I, key
+	if st.Projection != nil {
+		pe := l.projection(st.Projection)
+		sin.ProjectionExpression = &pe
 	}
-	if len(p.hashValues) == 0 {
-		l := newLowering(in.Parameters)
-		sin := &ScanInput{TableName: &st.Table, IndexName: optString(st.Index), ConsistentRead: in.ConsistentRead,
-			Limit: in.Limit, ExclusiveStartKey: startKey, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
-		if len(p.rest) > 0 {
-			f, err := l.conds(p.rest)
-			if err != nil {
-				return nil, err
-			}
-			sin.FilterExpression = &f
-		}
-		if st.Projection != nil {
-			pe := l.projection(st.Projection)
-			sin.ProjectionExpression = &pe
-		}
-		sin.ExpressionAttributeNames, sin.ExpressionAttributeValues = l.names, l.values
-		q, err := e.Scan(ctx, account, sin)
-		if err != nil {
-			return nil, err
-		}
-		appendPage(out, q)
-		if q.LastEvaluatedKey != nil {
-			out.LastEvaluatedKey = q.LastEvaluatedKey
-			out.NextToken = encodeToken(pageToken{Hash: rh, Key: attr.AppendItem(nil, q.LastEvaluatedKey)})
-		}
-		return out, nil
+	sin.ExpressionAttributeNames, sin.ExpressionAttributeValues = l.names, l.values
+	q, err := e.Scan(ctx, account, sin)
+	if err != nil {
+		return nil, err
 	}
+	out := &ExecuteStatementOutput{Items: []RawJSON{}}
+	appendPage(out, q)
+	if q.LastEvaluatedKey != nil {
+		out.LastEvaluatedKey = q.LastEvaluatedKey
+		out.NextToken = encodeToken(pageToken{Hash: rh, Key: attr.AppendItem(nil, q.LastEvaluatedKey)})
+	}
+	return out, nil
+}
+
+// selectQueries reads one page of a SELECT with partition key values: a
+// Query per value, from value start (after startKey), until the values
+// are done or the page is full. Limit and the 1 MB bound count what every
+// Query of the page read.
+func (e *Engine) selectQueries(ctx context.Context, account string, st *partiql.Statement, in *ExecuteStatementInput, p *selectPlan, rh uint64, start int, startKey attr.Item) (*ExecuteStatementOutput, error) {
+	out := &ExecuteStatementOutput{Items: []RawJSON{}}
 	remaining := int64(-1)
 	if in.Limit != nil {
 		remaining = *in.Limit
 	}
+	budget := maxPageBytes
 	for i := start; i < len(p.hashValues); i++ {
-		l := newLowering(in.Parameters)
-		kc := l.name(p.hash.Name) + " = " + l.value(p.hashValues[i])
-		if p.rangeCond != nil {
-			c, err := l.cond(p.rangeCond)
-			if err != nil {
-				return nil, err
-			}
-			kc += " AND " + c
+		qin, err := p.queryInput(st, in, i)
+		if err != nil {
+			return nil, err
 		}
-		forward := !p.desc
-		qin := &QueryInput{TableName: &st.Table, IndexName: optString(st.Index), KeyConditionExpression: &kc,
-			ConsistentRead: in.ConsistentRead, ScanIndexForward: &forward, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
 		if i == start {
 			qin.ExclusiveStartKey = startKey
 		}
@@ -990,18 +1046,7 @@ func (e *Engine) execSelect(ctx context.Context, account string, st *partiql.Sta
 			lim := remaining
 			qin.Limit = &lim
 		}
-		if len(p.rest) > 0 {
-			f, err := l.conds(p.rest)
-			if err != nil {
-				return nil, err
-			}
-			qin.FilterExpression = &f
-		}
-		if st.Projection != nil {
-			pe := l.projection(st.Projection)
-			qin.ProjectionExpression = &pe
-		}
-		qin.ExpressionAttributeNames, qin.ExpressionAttributeValues = l.names, l.values
+		qin.pageBytes = budget
 		q, err := e.Query(ctx, account, qin)
 		if err != nil {
 			return nil, err
@@ -1012,15 +1057,45 @@ func (e *Engine) execSelect(ctx context.Context, account string, st *partiql.Sta
 			out.NextToken = encodeToken(pageToken{Hash: rh, I: i, Key: attr.AppendItem(nil, q.LastEvaluatedKey)})
 			return out, nil
 		}
+		budget -= q.scannedBytes
 		if remaining >= 0 {
 			remaining -= int64(q.ScannedCount)
-			if remaining <= 0 && i+1 < len(p.hashValues) {
-				out.NextToken = encodeToken(pageToken{Hash: rh, I: i + 1})
-				return out, nil
-			}
+		}
+		if (remaining == 0 || budget <= 0) && i+1 < len(p.hashValues) {
+			out.NextToken = encodeToken(pageToken{Hash: rh, I: i + 1})
+			return out, nil
 		}
 	}
 	return out, nil
+}
+
+// queryInput writes the Query of the i-th partition key value.
+func (p *selectPlan) queryInput(st *partiql.Statement, in *ExecuteStatementInput, i int) (*QueryInput, error) {
+	l := newLowering(in.Parameters)
+	kc := l.name(p.hash.Name) + " = " + l.value(p.hashValues[i])
+	if p.rangeCond != nil {
+		c, err := l.cond(p.rangeCond)
+		if err != nil {
+			return nil, err
+		}
+		kc += " AND " + c
+	}
+	forward := !p.desc
+	qin := &QueryInput{TableName: &st.Table, IndexName: optString(st.Index), KeyConditionExpression: &kc,
+		ConsistentRead: in.ConsistentRead, ScanIndexForward: &forward, ReturnConsumedCapacity: in.ReturnConsumedCapacity}
+	if len(p.rest) > 0 {
+		f, err := l.conds(p.rest)
+		if err != nil {
+			return nil, err
+		}
+		qin.FilterExpression = &f
+	}
+	if st.Projection != nil {
+		pe := l.projection(st.Projection)
+		qin.ProjectionExpression = &pe
+	}
+	qin.ExpressionAttributeNames, qin.ExpressionAttributeValues = l.names, l.values
+	return qin, nil
 }
 
 func appendPage(out *ExecuteStatementOutput, q *QueryOutput) {

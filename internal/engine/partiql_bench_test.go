@@ -15,7 +15,7 @@ import (
 // database (no HTTP, no JSON): the CPU the statement layer adds.
 func BenchmarkPartiQL(b *testing.B) {
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Options{Memory: true})
+	db, err := sqlite.Open(ctx, sqlite.Options{Memory: true, ItemSize: ItemSize})
 	if err != nil {
 		b.Fatal(err)
 	}

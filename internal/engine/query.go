@@ -26,6 +26,7 @@ type readSpec struct {
 	after      *storage.Cursor
 	consistent bool
 	rcc        string
+	pageBytes  int // the page's size bound; 0 = maxPageBytes
 }
 
 func (s *readSpec) keyNames() []keyAttr {
@@ -97,6 +98,8 @@ func (e *Engine) prepareRead(ctx context.Context, account string, tableName, ind
 		if s.filter, err = legacyFilter(legacyFilterMap, condOp); err != nil {
 			return nil, err
 		}
+	} else if err := checkCondOp(condOp, 0); err != nil {
+		return nil, err
 	}
 	if s.proj, err = e.projection(projExpr, toGet, nil, env); err != nil {
 		return nil, err
@@ -229,6 +232,10 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	// Without a filter or projection an item is returned as stored, and
 	// its size is read off its canonical bytes without decoding it.
 	needDecode := s.filter != nil || s.proj != nil || s.fetchBase
+	pageBytes := s.pageBytes
+	if pageBytes <= 0 {
+		pageBytes = maxPageBytes
+	}
 	var lastRaw []byte
 	for !stopped {
 		// A client that went away cancels ctx: stop between pages.
@@ -296,7 +303,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 					}
 				}
 			}
-			if (s.limit > 0 && out.ScannedCount >= s.limit) || scannedBytes >= maxPageBytes {
+			if (s.limit > 0 && out.ScannedCount >= s.limit) || scannedBytes >= pageBytes {
 				// Like the service, a page that stops at Limit or at the
 				// size bound carries LastEvaluatedKey without looking ahead.
 				stopped = true
@@ -316,6 +323,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 	if !s.count {
 		out.Items = &items
 	}
+	out.scannedBytes = scannedBytes
 	if wantsCapacity(s.rcc) {
 		var c consumed
 		if s.ix == nil {
@@ -361,6 +369,9 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 		if _, err := requireTableName(in.TableName); err != nil {
 			return nil, err
 		}
+		if err := checkCondOp(in.ConditionalOperator, len(in.QueryFilter)); err != nil {
+			return nil, err
+		}
 		return nil, validationf("Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.")
 	}
 	s, err := e.prepareRead(ctx, account, in.TableName, in.IndexName, in.Select, in.Limit, in.FilterExpression,
@@ -371,6 +382,7 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 	if err := env.CheckUnused(); err != nil {
 		return nil, err
 	}
+	s.pageBytes = in.pageBytes
 	hash, rng := s.t.Hash, s.t.Range
 	if s.ix != nil {
 		hash, rng = s.ix.Hash, s.ix.Range

@@ -10,13 +10,20 @@ import (
 
 // Table statistics: DescribeTable's ItemCount and TableSizeBytes and each
 // index's ItemCount and IndexSizeBytes. DynamoDB refreshes them about every
-// six hours; the engine recomputes them (storage.Backend.TableStats, a
-// read of the whole table off the request path) when a description asks
-// for them and the last computation is older than the refresh interval,
-// stretched to 20 times that computation's duration, so that a large
-// table costs at most about 5% of one reader. The request that finds them
-// stale answers the previous figures and starts the recomputation; the
-// first request for a table waits up to statsFirstWait for it.
+// six hours.
+//
+// A backend that keeps them with every write (storage.TableCounter, ADR
+// 0053) answers them at each description, at a cost that does not depend
+// on the table's size, as fresh as the last committed write. While its
+// figures for a table are unknown (a database from before it counted, a
+// table loaded in bulk), and on a backend without the capability, the
+// engine computes them (Recount, or storage.Backend.TableStats: a read of
+// the whole table off the request path) when a description asks for them
+// and the last computation is older than the refresh interval, stretched
+// to 20 times that computation's duration, so that a large table costs at
+// most about 5% of one reader. The request that finds them stale answers
+// the previous figures and starts the computation; the first request for
+// a table waits up to statsFirstWait for it.
 
 const (
 	defaultStatsInterval = time.Second
@@ -59,10 +66,14 @@ func (e *Engine) forgetStats(id int64) {
 	e.stats.mu.Unlock()
 }
 
-// tableStats returns a table's statistics, starting a recomputation when
-// they are stale; nil when none were computed yet (the first request for
-// a table waits up to statsFirstWait).
+// tableStats returns a table's statistics: the maintained figures when
+// the backend keeps them and knows them; else the last computed ones,
+// starting a computation when they are stale; nil when none were computed
+// yet (the first request for a table waits up to statsFirstWait).
 func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsResult {
+	if res := e.countedStats(ctx, t.ref); res != nil {
+		return res
+	}
 	s, res, running := e.refreshStats(t.ref)
 	if res != nil || running == nil {
 		return res
@@ -76,6 +87,41 @@ func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsRe
 	}
 	e.stats.mu.Lock()
 	defer e.stats.mu.Unlock()
+	return s.res
+}
+
+// countedStats reads the figures a backend keeps with its writes (nil
+// when it does not, or does not know them now) and remembers them as the
+// table's last figures (what DeleteTable reports).
+func (e *Engine) countedStats(ctx context.Context, ref storage.TableRef) *storage.TableStatsResult {
+	tc := e.backend.Capabilities().Counts
+	if tc == nil {
+		return nil
+	}
+	res, err := tc.Counts(ctx, storage.CountsParams{Table: ref})
+	if err != nil {
+		if !storage.IsKind(err, storage.KindTableNotFound) && ctx.Err() == nil {
+			e.log.Warn("table statistics", "table", ref.Name, "err", err)
+		}
+		return nil
+	}
+	if !res.Counted {
+		return nil
+	}
+	c := &e.stats
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[int64]*statsEntry{}
+	}
+	s := c.m[ref.ID]
+	if s == nil {
+		s = &statsEntry{}
+		c.m[ref.ID] = s
+	}
+	// Only the figures: at stays the last computation's start, so figures
+	// that become unknown (a bulk load) are recounted at once.
+	s.res = &res.Stats
 	return s.res
 }
 
@@ -133,7 +179,11 @@ func (e *Engine) TableMetrics(ctx context.Context, accounts []string, limit int)
 			if err != nil || !countsStats(t) {
 				continue // deleted meanwhile, or being restored
 			}
-			if _, st, _ := e.refreshStats(t.ref); st != nil {
+			st := e.countedStats(ctx, t.ref)
+			if st == nil {
+				_, st, _ = e.refreshStats(t.ref)
+			}
+			if st != nil {
 				out = append(out, TableMetric{Account: a, Table: name, ItemCount: st.ItemCount, SizeBytes: st.SizeBytes})
 			}
 		}
@@ -153,12 +203,23 @@ func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan str
 	ctx, cancel := context.WithTimeout(base, statsTimeout)
 	defer cancel()
 	start := time.Now()
-	res, err := e.backend.TableStats(ctx, storage.TableStatsParams{Table: ref, Size: statsSize})
+	var res *storage.TableStatsResult
+	var err error
+	if tc := e.backend.Capabilities().Counts; tc != nil {
+		// The repair of unknown figures: counted with the backend's item
+		// size function (the server's is ItemSize) and kept from now on.
+		var rc *storage.CountsResult
+		if rc, err = tc.Recount(ctx, storage.CountsParams{Table: ref}); err == nil && rc.Counted {
+			res = &rc.Stats
+		}
+	} else {
+		res, err = e.backend.TableStats(ctx, storage.TableStatsParams{Table: ref, Size: statsSize})
+	}
 	if err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
 		e.log.Warn("table statistics", "table", ref.Name, "err", err)
 	}
 	e.stats.mu.Lock()
-	if err == nil {
+	if res != nil {
 		s.res = res
 	}
 	s.cost = time.Since(start)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -133,5 +134,77 @@ func TestStatsSkipCreating(t *testing.T) {
 	e.stats.mu.Unlock()
 	if !started {
 		t.Fatal("no statistics for the ACTIVE table")
+	}
+}
+
+// TestDescribeStatsMaintained: on a backend that keeps the figures with
+// its writes, DescribeTable answers them at once after each write (no
+// background computation), and a table loaded in bulk (figures unknown)
+// is recounted in the background and then answered exactly.
+func TestDescribeStatsMaintained(t *testing.T) {
+	ctx := context.Background()
+	sb := memSQLite(t)
+	e := New(checked(t, sb), Options{})
+	const acct = "000000000000"
+	_, err := e.CreateTable(ctx, acct, &CreateTableInput{
+		TableName:            ptr("kept"),
+		KeySchema:            []KeySchemaElement{{AttributeName: "pk", KeyType: "HASH"}},
+		AttributeDefinitions: []AttributeDefinition{{AttributeName: "pk", AttributeType: "S"}},
+		BillingMode:          "PAY_PER_REQUEST",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func() *TableDescription {
+		t.Helper()
+		out, err := e.DescribeTable(ctx, acct, &TableNameInput{TableName: ptr("kept")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Table
+	}
+	for i, k := range []string{"a", "b", "c"} {
+		if _, err := e.PutItem(ctx, acct, &PutItemInput{TableName: ptr("kept"), Item: attr.Item{"pk": attr.StrValue(k)}}); err != nil {
+			t.Fatal(err)
+		}
+		// pk(2) + the key (1): 3 bytes an item, seen by the next describe.
+		if d := describe(); d.ItemCount != int64(i+1) || d.TableSizeBytes != 3*int64(i+1) {
+			t.Fatalf("after put %d: %d items, %d bytes", i+1, d.ItemCount, d.TableSizeBytes)
+		}
+	}
+	e.stats.mu.Lock()
+	running := false
+	for _, s := range e.stats.m {
+		running = running || s.running != nil || !s.at.IsZero()
+	}
+	e.stats.mu.Unlock()
+	if running {
+		t.Fatal("a background computation ran for maintained figures")
+	}
+
+	tab, err := e.loadTable(ctx, acct, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []storage.BulkItem
+	for i := range 50 {
+		k := fmt.Sprintf("bulk%02d", i)
+		key, _ := attr.KeyBytes(attr.StrValue(k))
+		items = append(items, storage.BulkItem{PK: key, Change: storage.Change{Op: storage.Put, Item: attr.EncodeItem(attr.Item{"pk": attr.StrValue(k)})}})
+	}
+	if err := sb.BulkLoad(ctx, storage.BulkLoadParams{Table: tab.ref, Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	var d *TableDescription
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if d = describe(); d.ItemCount == 53 {
+			break
+		}
+	}
+	if d.ItemCount != 53 || d.TableSizeBytes != 9+50*8 {
+		t.Fatalf("after a bulk load: %d items, %d bytes", d.ItemCount, d.TableSizeBytes)
+	}
+	if res, err := sb.Counts(ctx, storage.CountsParams{Table: tab.ref}); err != nil || !res.Counted {
+		t.Fatalf("figures not known again after the recount: %+v %v", res, err)
 	}
 }

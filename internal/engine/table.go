@@ -103,21 +103,8 @@ func checkKeySchemaMembers(c *constraintErrors, prefix string, ks []KeySchemaEle
 // writes nothing.
 func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (*storedTable, error) {
 	name := *in.TableName
-
-	// Attribute definitions: the table's key schema's shape first, then
-	// the definitions against every key schema of the request.
-	used := map[string]bool{}
-	if err := checkKeySchemaShape(in.KeySchema); err != nil {
-		return nil, err
-	}
-	if err := checkAttributeDefinitions(in); err != nil {
-		return nil, err
-	}
-	defs := map[string]string{}
-	for _, ad := range in.AttributeDefinitions {
-		defs[ad.AttributeName] = ad.AttributeType
-	}
-	if err := checkKeySchema(in.KeySchema, defs, used, ""); err != nil {
+	defs, used, err := tableKeyDefinitions(in)
+	if err != nil {
 		return nil, err
 	}
 	billing := in.BillingMode
@@ -141,86 +128,11 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 	if billing == "PAY_PER_REQUEST" {
 		desc.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
 	}
-
-	// Indexes.
-	hashName := ""
-	for _, k := range in.KeySchema {
-		if k.KeyType == "HASH" {
-			hashName = k.AttributeName
-		}
+	if err := e.addCreatedIndexes(&desc, in, defs, used, billing); err != nil {
+		return nil, err
 	}
-	rangeName := ""
-	for _, k := range in.KeySchema {
-		if k.KeyType == "RANGE" {
-			rangeName = k.AttributeName
-		}
-	}
-	indexNames := map[string]bool{}
-	if in.LocalSecondaryIndexes != nil && len(in.LocalSecondaryIndexes) == 0 {
-		return nil, invalidParam("List of LocalSecondaryIndexes is empty")
-	}
-	if in.GlobalSecondaryIndexes != nil && len(in.GlobalSecondaryIndexes) == 0 {
-		return nil, invalidParam("List of GlobalSecondaryIndexes is empty")
-	}
-	if len(in.LocalSecondaryIndexes) > 5 {
-		return nil, invalidParam("Number of LocalSecondaryIndexes exceeds per-table limit of 5")
-	}
-	if len(in.GlobalSecondaryIndexes) > 20 {
-		return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
-	}
-	for _, l := range in.LocalSecondaryIndexes {
-		if err := checkIndexName(l.IndexName, indexNames); err != nil {
-			return nil, err
-		}
-		if rangeName == "" {
-			return nil, invalidParam("Table KeySchema does not have a range key, which is required when specifying a LocalSecondaryIndex")
-		}
-		if err := checkKeySchema(l.KeySchema, defs, used, l.IndexName); err != nil {
-			return nil, err
-		}
-		if len(l.KeySchema) != 2 {
-			return nil, invalidParam("Index KeySchema does not have a range key for index: %s", l.IndexName)
-		}
-		if l.KeySchema[0].AttributeName != hashName {
-			return nil, invalidParam("Index KeySchema does not have the same leading hash key as table KeySchema for index: %s. index hash key: %s, table hash key: %s", l.IndexName, l.KeySchema[0].AttributeName, hashName)
-		}
-		p, err := checkProjection(l.Projection, l.IndexName)
-		if err != nil {
-			return nil, err
-		}
-		desc.LocalSecondaryIndexes = append(desc.LocalSecondaryIndexes, LocalSecondaryIndexDescription{
-			IndexName: l.IndexName, KeySchema: l.KeySchema, Projection: p,
-			IndexArn: desc.TableArn + "/index/" + l.IndexName,
-		})
-	}
-	for _, g := range in.GlobalSecondaryIndexes {
-		if billing == "PROVISIONED" && g.ProvisionedThroughput == nil {
-			return nil, invalidParam("ProvisionedThroughput is not specified for index: %s", g.IndexName)
-		}
-		gd, err := e.newGSI(g, defs, used, indexNames, billing, desc.TableArn)
-		if err != nil {
-			return nil, err
-		}
-		desc.GlobalSecondaryIndexes = append(desc.GlobalSecondaryIndexes, *gd)
-	}
-	if in.StreamSpecification != nil {
-		ss := in.StreamSpecification
-		if ss.StreamEnabled == nil {
-			return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
-		}
-		if *ss.StreamEnabled {
-			switch ss.StreamViewType {
-			case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
-			default:
-				return nil, invalidParam("Table is being created with a stream enabled, UpdateViewType is required")
-			}
-			if _, ok := e.changeLog(); !ok {
-				return nil, e.errNoStreams()
-			}
-			desc.StreamSpecification = ss
-		} else if ss.StreamViewType != "" {
-			return nil, invalidParam("Table is being created with a stream disabled, UpdateViewType should not be specified")
-		}
+	if desc.StreamSpecification, err = e.createdStream(in.StreamSpecification); err != nil {
+		return nil, err
 	}
 	sse, err := checkSSE(in.SSESpecification)
 	if err != nil {
@@ -247,6 +159,129 @@ func (e *Engine) newTable(account string, in *CreateTableInput, now time.Time) (
 		st.Tags = in.Tags
 	}
 	return &st, nil
+}
+
+// tableKeyDefinitions checks the table's key schema's shape first, then
+// the attribute definitions against it. It returns the definitions by
+// name and the set of attributes key schemas use so far (the indexes add
+// theirs).
+func tableKeyDefinitions(in *CreateTableInput) (defs map[string]string, used map[string]bool, err error) {
+	used = map[string]bool{}
+	if err := checkKeySchemaShape(in.KeySchema); err != nil {
+		return nil, nil, err
+	}
+	if err := checkAttributeDefinitions(in); err != nil {
+		return nil, nil, err
+	}
+	defs = map[string]string{}
+	for _, ad := range in.AttributeDefinitions {
+		defs[ad.AttributeName] = ad.AttributeType
+	}
+	if err := checkKeySchema(in.KeySchema, defs, used, ""); err != nil {
+		return nil, nil, err
+	}
+	return defs, used, nil
+}
+
+// addCreatedIndexes checks the request's local and global secondary
+// indexes (counts, names, key schemas, projections, throughput) and adds
+// their descriptions to desc.
+func (e *Engine) addCreatedIndexes(desc *TableDescription, in *CreateTableInput, defs map[string]string, used map[string]bool, billing string) error {
+	indexNames := map[string]bool{}
+	if in.LocalSecondaryIndexes != nil && len(in.LocalSecondaryIndexes) == 0 {
+		return invalidParam("List of LocalSecondaryIndexes is empty")
+	}
+	if in.GlobalSecondaryIndexes != nil && len(in.GlobalSecondaryIndexes) == 0 {
+		return invalidParam("List of GlobalSecondaryIndexes is empty")
+	}
+	if len(in.LocalSecondaryIndexes) > 5 {
+		return invalidParam("Number of LocalSecondaryIndexes exceeds per-table limit of 5")
+	}
+	if len(in.GlobalSecondaryIndexes) > 20 {
+		return newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
+	}
+	for _, l := range in.LocalSecondaryIndexes {
+		ld, err := newLSI(l, in.KeySchema, defs, used, indexNames, desc.TableArn)
+		if err != nil {
+			return err
+		}
+		desc.LocalSecondaryIndexes = append(desc.LocalSecondaryIndexes, *ld)
+	}
+	for _, g := range in.GlobalSecondaryIndexes {
+		if billing == "PROVISIONED" && g.ProvisionedThroughput == nil {
+			return invalidParam("ProvisionedThroughput is not specified for index: %s", g.IndexName)
+		}
+		gd, err := e.newGSI(g, defs, used, indexNames, billing, desc.TableArn)
+		if err != nil {
+			return err
+		}
+		desc.GlobalSecondaryIndexes = append(desc.GlobalSecondaryIndexes, *gd)
+	}
+	return nil
+}
+
+// newLSI checks one local secondary index of a CreateTable request
+// against the table's key schema and describes it.
+func newLSI(l LocalSecondaryIndex, tableKeys []KeySchemaElement, defs map[string]string, used, indexNames map[string]bool, tableArn string) (*LocalSecondaryIndexDescription, error) {
+	hashName, rangeName := "", ""
+	for _, k := range tableKeys {
+		switch k.KeyType {
+		case "HASH":
+			hashName = k.AttributeName
+		case "RANGE":
+			rangeName = k.AttributeName
+		}
+	}
+	if err := checkIndexName(l.IndexName, indexNames); err != nil {
+		return nil, err
+	}
+	if rangeName == "" {
+		return nil, invalidParam("Table KeySchema does not have a range key, which is required when specifying a LocalSecondaryIndex")
+	}
+	if err := checkKeySchema(l.KeySchema, defs, used, l.IndexName); err != nil {
+		return nil, err
+	}
+	if len(l.KeySchema) != 2 {
+		return nil, invalidParam("Index KeySchema does not have a range key for index: %s", l.IndexName)
+	}
+	if l.KeySchema[0].AttributeName != hashName {
+		return nil, invalidParam("Index KeySchema does not have the same leading hash key as table KeySchema for index: %s. index hash key: %s, table hash key: %s", l.IndexName, l.KeySchema[0].AttributeName, hashName)
+	}
+	p, err := checkProjection(l.Projection, l.IndexName)
+	if err != nil {
+		return nil, err
+	}
+	return &LocalSecondaryIndexDescription{
+		IndexName: l.IndexName, KeySchema: l.KeySchema, Projection: p,
+		IndexArn: tableArn + "/index/" + l.IndexName,
+	}, nil
+}
+
+// createdStream checks a CreateTable request's StreamSpecification and
+// returns the specification the table keeps: nil when no stream is
+// enabled.
+func (e *Engine) createdStream(ss *StreamSpecification) (*StreamSpecification, error) {
+	if ss == nil {
+		return nil, nil
+	}
+	if ss.StreamEnabled == nil {
+		return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
+	}
+	if !*ss.StreamEnabled {
+		if ss.StreamViewType != "" {
+			return nil, invalidParam("Table is being created with a stream disabled, UpdateViewType should not be specified")
+		}
+		return nil, nil
+	}
+	switch ss.StreamViewType {
+	case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
+	default:
+		return nil, invalidParam("Table is being created with a stream enabled, UpdateViewType is required")
+	}
+	if _, ok := e.changeLog(); !ok {
+		return nil, e.errNoStreams()
+	}
+	return ss, nil
 }
 
 func ptrFloat(f float64) *float64 { return &f }
@@ -302,6 +337,11 @@ func checkIndexName(name string, seen map[string]bool) error {
 // checkKeySchema validates a table or index key schema against the
 // attribute definitions and records the attributes it uses.
 func checkKeySchema(ks []KeySchemaElement, defs map[string]string, used map[string]bool, indexName string) error {
+	if indexName != "" {
+		if err := checkIndexKeyTypes(ks); err != nil {
+			return err
+		}
+	}
 	if err := checkKeySchemaShape(ks); err != nil {
 		return err
 	}
@@ -335,6 +375,25 @@ func checkKeySchemaShape(ks []KeySchemaElement) error {
 		if ks[0].AttributeName == ks[1].AttributeName {
 			return validationf("Both the Hash Key and the Range Key element in the KeySchema have the same name")
 		}
+	}
+	return nil
+}
+
+// checkIndexKeyTypes answers an index key schema with two keys of one
+// type, the RANGE key first or one attribute twice in the service's
+// words for indexes (a table's key schema has its own, in
+// checkKeySchemaShape).
+func checkIndexKeyTypes(ks []KeySchemaElement) error {
+	if len(ks) != 2 {
+		return nil
+	}
+	switch {
+	case ks[0].KeyType == ks[1].KeyType && (ks[0].KeyType == "HASH" || ks[0].KeyType == "RANGE"):
+		return invalidParam("The KeySchema exceeds the maximum allowed number of %s key attributes", ks[0].KeyType)
+	case ks[0].KeyType == "RANGE" && ks[1].KeyType == "HASH":
+		return invalidParam("All HASH key attributes must precede RANGE key attributes in the KeySchema")
+	case ks[0].AttributeName == ks[1].AttributeName:
+		return validationf("The KeySchema contains multiple key attributes with the same name")
 	}
 	return nil
 }

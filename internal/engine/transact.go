@@ -221,94 +221,46 @@ func (e *Engine) TransactWriteItems(ctx context.Context, account string, in *Tra
 }
 
 func (e *Engine) transactWrite(ctx context.Context, account string, in *TransactWriteItemsInput) (*TransactWriteItemsOutput, error) {
-	ops := make([]*txOp, len(in.TransactItems))
+	ops, err := e.prepareTxOps(ctx, account, in.TransactItems)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]storage.WriteItemParams, len(ops))
+	marks := txnMarks(ops)
+	for i, op := range ops {
+		params[i] = e.txWriteParams(op, marks)
+	}
+	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	if err != nil {
+		return nil, e.txWriteError(err, account, ops)
+	}
+	e.countLogged(res.Results...)
+	out := &TransactWriteItemsOutput{}
+	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
+		if out.ConsumedCapacity, err = txConsumed(in.ReturnConsumedCapacity, ops, res.Results); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// prepareTxOps checks each of a transaction's items and binds it to its
+// table and key; no two may name one item, and the items put may total
+// at most 4 MB.
+func (e *Engine) prepareTxOps(ctx context.Context, account string, items []TransactWriteItem) ([]*txOp, error) {
+	ops := make([]*txOp, len(items))
 	seen := keySet{}
 	totalSize := 0
-	for i, ti := range in.TransactItems {
-		n := 0
-		for _, set := range []bool{ti.ConditionCheck != nil, ti.Put != nil, ti.Delete != nil, ti.Update != nil} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return nil, validationf("TransactItems can only contain one of Check, Put, Update or Delete")
-		}
-		op := &txOp{}
-		var tableName *string
-		var err error
-		var retCCF string
-		switch {
-		case ti.ConditionCheck != nil:
-			x := ti.ConditionCheck
-			op.kind, tableName, op.key, retCCF = "check", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
-			if x.ConditionExpression == nil {
-				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.conditionCheck.conditionExpression' failed to satisfy constraint: Member must not be null", i+1)
-			}
-			op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
-		case ti.Put != nil:
-			x := ti.Put
-			op.kind, tableName, op.item, retCCF = "put", x.TableName, x.Item, x.ReturnValuesOnConditionCheckFailure
-			if x.Item == nil {
-				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.put.item' failed to satisfy constraint: Member must not be null", i+1)
-			}
-			op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
-		case ti.Delete != nil:
-			x := ti.Delete
-			op.kind, tableName, op.key, retCCF = "delete", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
-			op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
-		case ti.Update != nil:
-			x := ti.Update
-			op.kind, tableName, op.key, retCCF = "update", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
-			if x.UpdateExpression == nil {
-				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.update.updateExpression' failed to satisfy constraint: Member must not be null", i+1)
-			}
-			op.cond, op.upd, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, x.UpdateExpression)
-		}
+	for i, ti := range items {
+		op, tableName, err := parseTxItem(i, ti)
 		if err != nil {
 			return nil, err
 		}
-		if op.retOld, err = checkReturnValuesOnCCF(retCCF); err != nil {
-			return nil, err
-		}
-		name, err := requireTableName(tableName)
+		size, err := e.bindTxOp(ctx, account, i, op, tableName)
 		if err != nil {
 			return nil, err
 		}
-		if op.t, err = e.loadTable(ctx, account, name); err != nil {
-			if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
-				return nil, newErr(CodeResourceNotFound, "Requested resource not found")
-			}
-			return nil, err
-		}
-		if op.kind == "put" {
-			if op.pk, op.sk, err = op.t.itemKey(op.item); err != nil {
-				return nil, err
-			}
-			size := attr.ItemSize(op.item)
-			if size > attr.MaxItemSize {
-				return nil, errItemTooLarge
-			}
-			totalSize += size
-			op.raw = attr.EncodeItem(op.item)
-			if _, err := op.t.indexEntries(op.item, op.raw); err != nil {
-				return nil, err
-			}
-		} else {
-			if op.key == nil {
-				return nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.key' failed to satisfy constraint: Member must not be null", i+1)
-			}
-			if op.pk, op.sk, err = op.t.keyParam(op.key); err != nil {
-				return nil, err
-			}
-		}
-		if op.upd != nil {
-			for _, p := range op.upd.UpdatedPaths() {
-				if len(p) > 0 && op.t.isKeyAttr(p[0].Name) {
-					return nil, invalidParam("Cannot update attribute %s. This attribute is part of the key", p[0].Name)
-				}
-			}
-		}
+		totalSize += size
 		if !seen.add(op.t, op.pk, op.sk) {
 			return nil, validationf("Transaction request cannot include multiple operations on one item")
 		}
@@ -317,108 +269,215 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	if totalSize > maxTransactBytes {
 		return nil, validationf("Transaction request size exceeded the maximum allowed size of 4 MB")
 	}
-	params := make([]storage.WriteItemParams, len(ops))
-	marks := txnMarks(ops)
-	for i, op := range ops {
-		op := op
-		var keys []byte
-		if op.t.logs() && op.kind != "check" {
-			if op.kind == "put" {
-				keys = op.t.keysJSON(op.item)
-			} else {
-				keys = attr.EncodeItem(op.key)
-			}
+	return ops, nil
+}
+
+// parseTxItem reads the i-th (from 0) transaction item: exactly one of
+// check, put, delete or update, with its expressions parsed. It returns
+// the table name the item gives.
+func parseTxItem(i int, ti TransactWriteItem) (*txOp, *string, error) {
+	n := 0
+	for _, set := range []bool{ti.ConditionCheck != nil, ti.Put != nil, ti.Delete != nil, ti.Update != nil} {
+		if set {
+			n++
 		}
-		mark := marks[op.t.ref.ID]
-		if op.kind == "check" {
-			mark = nil
-		}
-		params[i] = e.logged(op.t, storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: func(oldRaw []byte) (storage.Change, error) {
-			old, err := decodeStored(oldRaw)
-			if err != nil {
-				return storage.Change{}, err
-			}
-			if op.cond != nil && !op.cond.Eval(old) {
-				return storage.Change{}, ccfError(old, op.retOld)
-			}
-			switch op.kind {
-			case "check":
-				return storage.Change{Op: storage.Keep}, nil
-			case "put":
-				return op.t.putChange(old, op.item, op.raw)
-			case "delete":
-				if old == nil {
-					return storage.Change{Op: storage.Keep}, nil
-				}
-				return op.t.deleteChange(old), nil
-			default:
-				base := old
-				if base == nil {
-					base = op.key.Clone()
-				}
-				n, err := op.upd.Apply(base)
-				if err != nil {
-					return storage.Change{}, err
-				}
-				if old == nil && removesOnly(op.upd) {
-					return storage.Change{Op: storage.Keep}, nil
-				}
-				if attr.ItemSize(n) > attr.MaxItemSize {
-					return storage.Change{}, errItemTooLarge
-				}
-				return op.t.putChange(old, n, attr.EncodeItem(n))
-			}
-		}}, keys, false, mark)
 	}
-	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	if n != 1 {
+		return nil, nil, validationf("TransactItems can only contain one of Check, Put, Update or Delete")
+	}
+	op := &txOp{}
+	var tableName *string
+	var err error
+	var retCCF string
+	switch {
+	case ti.ConditionCheck != nil:
+		x := ti.ConditionCheck
+		op.kind, tableName, op.key, retCCF = "check", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
+		if x.ConditionExpression == nil {
+			return nil, nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.conditionCheck.conditionExpression' failed to satisfy constraint: Member must not be null", i+1)
+		}
+		op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
+	case ti.Put != nil:
+		x := ti.Put
+		op.kind, tableName, op.item, retCCF = "put", x.TableName, x.Item, x.ReturnValuesOnConditionCheckFailure
+		if x.Item == nil {
+			return nil, nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.put.item' failed to satisfy constraint: Member must not be null", i+1)
+		}
+		op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
+	case ti.Delete != nil:
+		x := ti.Delete
+		op.kind, tableName, op.key, retCCF = "delete", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
+		op.cond, _, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, nil)
+	case ti.Update != nil:
+		x := ti.Update
+		op.kind, tableName, op.key, retCCF = "update", x.TableName, x.Key, x.ReturnValuesOnConditionCheckFailure
+		if x.UpdateExpression == nil {
+			return nil, nil, validationf("1 validation error detected: Value null at 'transactItems.%d.member.update.updateExpression' failed to satisfy constraint: Member must not be null", i+1)
+		}
+		op.cond, op.upd, err = parseEnvCond(expr.KindCondition, x.ConditionExpression, x.ExpressionAttributeNames, x.ExpressionAttributeValues, x.UpdateExpression)
+	}
 	if err != nil {
-		names := make([]string, len(ops))
-		for i, op := range ops {
-			names[i] = op.t.ref.Name
-		}
-		if e.missing(err, account, names...) {
-			return nil, notFound("")
-		}
-		var se *storage.Error
-		if errors.As(err, &se) {
-			switch se.Kind {
-			case storage.KindTransactionCanceled:
-				return nil, cancellation(se.Reasons)
-			case storage.KindTransactionConflict:
-				return nil, conflictCancellation(len(ops), se.Reasons)
-			}
-		}
-		return nil, err
+		return nil, nil, err
 	}
-	e.countLogged(res.Results...)
-	out := &TransactWriteItemsOutput{}
-	if in.ReturnConsumedCapacity != "" && in.ReturnConsumedCapacity != "NONE" {
-		// A transactional write costs twice a plain one, on the table and
-		// on each index it changes.
-		units := map[string]*consumed{}
-		for i, op := range ops {
-			c := units[op.t.ref.Name]
-			if c == nil {
-				c = &consumed{}
-				units[op.t.ref.Name] = c
-			}
-			size := attr.ItemSize(op.item)
-			if i < len(res.Results) && op.kind != "check" {
-				// the larger of the item before and after the write
-				r := &res.Results[i]
-				if r.Change.Op == storage.Put {
-					size = max(size, int(statsSize(r.Change.Item)))
-				}
-				size = max(size, oldSize(r))
-				if err := c.addWrite(op.t, r, 2); err != nil {
-					return nil, err
-				}
-			}
-			c.table += 2 * writeUnits(size)
+	if op.retOld, err = checkReturnValuesOnCCF(retCCF); err != nil {
+		return nil, nil, err
+	}
+	return op, tableName, nil
+}
+
+// bindTxOp loads the i-th op's table and computes its key (and, for a
+// put, the encoded item and its index entries). It returns the size of
+// the item put, 0 for the other kinds.
+func (e *Engine) bindTxOp(ctx context.Context, account string, i int, op *txOp, tableName *string) (int, error) {
+	name, err := requireTableName(tableName)
+	if err != nil {
+		return 0, err
+	}
+	if op.t, err = e.loadTable(ctx, account, name); err != nil {
+		if ee, ok := err.(*Error); ok && ee.Code == CodeResourceNotFound {
+			return 0, newErr(CodeResourceNotFound, "Requested resource not found")
 		}
-		for _, n := range sortedNames(units) {
-			out.ConsumedCapacity = append(out.ConsumedCapacity, *units[n].report(in.ReturnConsumedCapacity, n, splitWrite))
+		return 0, err
+	}
+	size := 0
+	if op.kind == "put" {
+		if op.pk, op.sk, err = op.t.itemKey(op.item); err != nil {
+			return 0, err
 		}
+		size = attr.ItemSize(op.item)
+		if size > attr.MaxItemSize {
+			return 0, errItemTooLarge
+		}
+		op.raw = attr.EncodeItem(op.item)
+		if _, err := op.t.indexEntries(op.item, op.raw); err != nil {
+			return 0, err
+		}
+	} else {
+		if op.key == nil {
+			return 0, validationf("1 validation error detected: Value null at 'transactItems.%d.member.key' failed to satisfy constraint: Member must not be null", i+1)
+		}
+		if op.pk, op.sk, err = op.t.keyParam(op.key); err != nil {
+			return 0, err
+		}
+	}
+	if op.upd != nil {
+		for _, p := range op.upd.UpdatedPaths() {
+			if len(p) > 0 && op.t.isKeyAttr(p[0].Name) {
+				return 0, invalidParam("Cannot update attribute %s. This attribute is part of the key", p[0].Name)
+			}
+		}
+	}
+	return size, nil
+}
+
+// txWriteParams is the storage write of one transaction op, logged to
+// the table's change log (a check is not) under the transaction's mark.
+func (e *Engine) txWriteParams(op *txOp, marks map[int64]*txnMark) storage.WriteItemParams {
+	var keys []byte
+	if op.t.logs() && op.kind != "check" {
+		if op.kind == "put" {
+			keys = op.t.keysJSON(op.item)
+		} else {
+			keys = attr.EncodeItem(op.key)
+		}
+	}
+	mark := marks[op.t.ref.ID]
+	if op.kind == "check" {
+		mark = nil
+	}
+	return e.logged(op.t, storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: op.change}, keys, false, mark)
+}
+
+// change is the op's pure function from the stored item to the change
+// it makes: the condition first, then the check, put, delete or update.
+func (op *txOp) change(oldRaw []byte) (storage.Change, error) {
+	old, err := decodeStored(oldRaw)
+	if err != nil {
+		return storage.Change{}, err
+	}
+	if op.cond != nil && !op.cond.Eval(old) {
+		return storage.Change{}, ccfError(old, op.retOld)
+	}
+	switch op.kind {
+	case "check":
+		return storage.Change{Op: storage.Keep}, nil
+	case "put":
+		return op.t.putChange(old, op.item, op.raw)
+	case "delete":
+		if old == nil {
+			return storage.Change{Op: storage.Keep}, nil
+		}
+		return op.t.deleteChange(old), nil
+	default:
+		base := old
+		if base == nil {
+			base = op.key.Clone()
+		}
+		n, err := op.upd.Apply(base)
+		if err != nil {
+			return storage.Change{}, err
+		}
+		if old == nil && removesOnly(op.upd) {
+			return storage.Change{Op: storage.Keep}, nil
+		}
+		if attr.ItemSize(n) > attr.MaxItemSize {
+			return storage.Change{}, errItemTooLarge
+		}
+		return op.t.putChange(old, n, attr.EncodeItem(n))
+	}
+}
+
+// txWriteError is the answer to a transaction the backend refused: a
+// table gone, a cancellation with its reasons, or a conflict with
+// another transaction.
+func (e *Engine) txWriteError(err error, account string, ops []*txOp) error {
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = op.t.ref.Name
+	}
+	if e.missing(err, account, names...) {
+		return notFound("")
+	}
+	var se *storage.Error
+	if errors.As(err, &se) {
+		switch se.Kind {
+		case storage.KindTransactionCanceled:
+			return cancellation(se.Reasons)
+		case storage.KindTransactionConflict:
+			return conflictCancellation(len(ops), se.Reasons)
+		}
+	}
+	return err
+}
+
+// txConsumed is a committed transaction's consumed capacity per table. A
+// transactional write costs twice a plain one, on the table and on each
+// index it changes.
+func txConsumed(mode string, ops []*txOp, results []storage.WriteItemResult) ([]ConsumedCapacity, error) {
+	units := map[string]*consumed{}
+	for i, op := range ops {
+		c := units[op.t.ref.Name]
+		if c == nil {
+			c = &consumed{}
+			units[op.t.ref.Name] = c
+		}
+		size := attr.ItemSize(op.item)
+		if i < len(results) && op.kind != "check" {
+			// the larger of the item before and after the write
+			r := &results[i]
+			if r.Change.Op == storage.Put {
+				size = max(size, int(statsSize(r.Change.Item)))
+			}
+			size = max(size, oldSize(r))
+			if err := c.addWrite(op.t, r, 2); err != nil {
+				return nil, err
+			}
+		}
+		c.table += 2 * writeUnits(size)
+	}
+	var out []ConsumedCapacity
+	for _, n := range sortedNames(units) {
+		out = append(out, *units[n].report(mode, n, splitWrite))
 	}
 	return out, nil
 }

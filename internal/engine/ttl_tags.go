@@ -76,6 +76,9 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 			if err := json.Unmarshal(old.Desc, &st); err != nil {
 				return nil, err
 			}
+			if beingRestored(&st) {
+				return nil, tableNotFound(name)
+			}
 			// TTL on one attribute refuses any change naming another,
 			// enabling or disabling, in the service's words.
 			if st.TTL != nil && st.TTL.AttributeName != attrName {
@@ -122,6 +125,9 @@ func (e *Engine) DescribeTimeToLive(ctx context.Context, account string, in *Tab
 	t, err := e.freshTable(ctx, account, in.TableName)
 	if err != nil {
 		return nil, err
+	}
+	if beingRestored(&t.stored) {
+		return nil, tableNotFound(t.name())
 	}
 	out := &DescribeTimeToLiveOutput{TimeToLiveDescription: TimeToLiveDescription{TimeToLiveStatus: "DISABLED"}}
 	if tt := t.stored.TTL; tt != nil {
@@ -206,6 +212,9 @@ func (e *Engine) updateTags(ctx context.Context, account string, arn *string, fn
 		var st storedTable
 		if err := json.Unmarshal(old.Desc, &st); err != nil {
 			return nil, err
+		}
+		if beingRestored(&st) {
+			return nil, tableNotFound(name)
 		}
 		tags, err := fn(st.Tags)
 		if err != nil {
@@ -377,6 +386,9 @@ func (e *Engine) ListTagsOfResource(ctx context.Context, account string, in *Lis
 			return nil, newErr(CodeResourceNotFound, "Requested resource not found: ResourcArn: %s not found", *in.ResourceArn)
 		}
 		return nil, err
+	}
+	if beingRestored(&t.stored) {
+		return nil, tableNotFound(name)
 	}
 	tags := t.stored.Tags
 	if tags == nil {

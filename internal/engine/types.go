@@ -304,6 +304,10 @@ type QueryInput struct {
 	KeyConditions             map[string]Condition  `json:"KeyConditions"`
 	QueryFilter               map[string]Condition  `json:"QueryFilter"`
 	ConditionalOperator       string                `json:"ConditionalOperator"`
+
+	// pageBytes bounds the page below 1 MB when a PartiQL SELECT reads
+	// several partitions into one page; 0 = 1 MB.
+	pageBytes int
 }
 
 type ScanInput struct {
@@ -331,6 +335,8 @@ type QueryOutput struct {
 	ScannedCount     int               `json:"ScannedCount"`
 	LastEvaluatedKey attr.Item         `json:"LastEvaluatedKey,omitempty"`
 	ConsumedCapacity *ConsumedCapacity `json:"ConsumedCapacity,omitempty"`
+
+	scannedBytes int // the bytes read, for a PartiQL page spanning partitions
 }
 
 // RawJSON is pre-encoded JSON written to the wire as it is.

@@ -39,46 +39,9 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 	if err != nil {
 		return nil, err
 	}
-	var cond *expr.Condition
-	var upd *expr.Update
-	if err := checkExprParams(
-		[]param{{"UpdateExpression", in.UpdateExpression != nil}, {"ConditionExpression", in.ConditionExpression != nil}},
-		[]param{{"AttributeUpdates", in.AttributeUpdates != nil}, {"Expected", in.Expected != nil}},
-		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+	cond, upd, err := parseUpdateItemExprs(in)
+	if err != nil {
 		return nil, err
-	}
-	if in.AttributeUpdates != nil || in.Expected != nil {
-		if in.Expected != nil {
-			if cond, err = legacyExpected(in.Expected, in.ConditionalOperator); err != nil {
-				return nil, err
-			}
-		}
-		if in.AttributeUpdates != nil {
-			if upd, err = legacyUpdates(in.AttributeUpdates); err != nil {
-				return nil, err
-			}
-		}
-	} else {
-		if in.ConditionalOperator != "" {
-			return nil, validationf("ConditionalOperator can only be used when Expected is specified")
-		}
-		env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-		if err != nil {
-			return nil, err
-		}
-		if in.UpdateExpression != nil {
-			if upd, err = expr.ParseUpdate(*in.UpdateExpression, env); err != nil {
-				return nil, err
-			}
-		}
-		if in.ConditionExpression != nil {
-			if cond, err = expr.ParseCondition(expr.KindCondition, *in.ConditionExpression, env); err != nil {
-				return nil, err
-			}
-		}
-		if err := env.CheckUnused(); err != nil {
-			return nil, err
-		}
 	}
 	t, pk, sk, keys, err := e.keyTarget(ctx, account, name, in.Key)
 	if err != nil {
@@ -91,8 +54,67 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 			}
 		}
 	}
-	keyItem := attr.Item(in.Key)
-	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk,
+		Fn: updateChange(t, attr.Item(in.Key), cond, upd, returnOldOnCCF)})
+	if err != nil {
+		return nil, err
+	}
+	return updateItemOutput(in, t, upd, res)
+}
+
+// parseUpdateItemExprs reads an UpdateItem's condition and update, from
+// either the expressions or the legacy Expected and AttributeUpdates
+// (never both).
+func parseUpdateItemExprs(in *UpdateItemInput) (cond *expr.Condition, upd *expr.Update, err error) {
+	if err := checkExprParams(
+		[]param{{"UpdateExpression", in.UpdateExpression != nil}, {"ConditionExpression", in.ConditionExpression != nil}},
+		[]param{{"AttributeUpdates", in.AttributeUpdates != nil}, {"Expected", in.Expected != nil}},
+		in.ExpressionAttributeNames != nil, in.ExpressionAttributeValues != nil); err != nil {
+		return nil, nil, err
+	}
+	if in.Expected == nil {
+		if err := checkCondOp(in.ConditionalOperator, 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	if in.AttributeUpdates != nil || in.Expected != nil {
+		if in.Expected != nil {
+			if cond, err = legacyExpected(in.Expected, in.ConditionalOperator); err != nil {
+				return nil, nil, err
+			}
+		}
+		if in.AttributeUpdates != nil {
+			if upd, err = legacyUpdates(in.AttributeUpdates); err != nil {
+				return nil, nil, err
+			}
+		}
+		return cond, upd, nil
+	}
+	env, err := expr.NewEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.UpdateExpression != nil {
+		if upd, err = expr.ParseUpdate(*in.UpdateExpression, env); err != nil {
+			return nil, nil, err
+		}
+	}
+	if in.ConditionExpression != nil {
+		if cond, err = expr.ParseCondition(expr.KindCondition, *in.ConditionExpression, env); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := env.CheckUnused(); err != nil {
+		return nil, nil, err
+	}
+	return cond, upd, nil
+}
+
+// updateChange is an UpdateItem's pure write function: the condition on
+// the stored item, then the update applied to it (or to the key alone
+// when there is none).
+func updateChange(t *table, keyItem attr.Item, cond *expr.Condition, upd *expr.Update, returnOldOnCCF bool) func([]byte) (storage.Change, error) {
+	return func(oldRaw []byte) (storage.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {
 			return storage.Change{}, err
@@ -120,13 +142,16 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 		}
 		raw := attr.EncodeItem(n)
 		return t.putChange(old, n, raw)
-	}})
-	if err != nil {
-		return nil, err
 	}
+}
+
+// updateItemOutput is an applied UpdateItem's answer: consumed capacity
+// and the ReturnValues asked for.
+func updateItemOutput(in *UpdateItemInput, t *table, upd *expr.Update, res *storage.WriteItemResult) (*ItemOutput, error) {
 	// The write function returns what it decided; the new item is read
 	// back from the applied Change, decoded only when the answer needs it.
 	var newItem attr.Item
+	var err error
 	newSize := 0
 	if res.Change.Op == storage.Put {
 		if in.ReturnValues == "ALL_NEW" || in.ReturnValues == "UPDATED_NEW" {

@@ -54,6 +54,33 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 	if err != nil {
 		return nil, err
 	}
+	if err := checkUpdateTableRequest(in); err != nil {
+		return nil, err
+	}
+	if err := e.refuseRestoreTarget(ctx, account, name); err != nil {
+		return nil, err
+	}
+	res, err := e.commitTableUpdate(ctx, account, name, in)
+	if err != nil {
+		if e.missing(err, account, name) {
+			return nil, tableNotFound(name)
+		}
+		return nil, err
+	}
+	e.tables.drop(account, name)
+	t, err := parseTable(res.Table)
+	if err != nil {
+		return nil, err
+	}
+	e.applyTableUpdateEffects(ctx, t, name, in)
+	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
+}
+
+// checkUpdateTableRequest checks what an UpdateTable request says on its
+// own, before any table is read: enums, throughput, that it asks for
+// something, and one index action per update with at most one index
+// created or deleted.
+func checkUpdateTableRequest(in *UpdateTableInput) error {
 	var c constraintErrors
 	if in.BillingMode != "" && in.BillingMode != "PROVISIONED" && in.BillingMode != "PAY_PER_REQUEST" {
 		c.add(in.BillingMode, "billingMode", "Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]")
@@ -67,14 +94,14 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		}
 	}
 	if err := c.err(); err != nil {
-		return nil, err
+		return err
 	}
 	if in.BillingMode == "" && in.ProvisionedThroughput == nil && in.GlobalSecondaryIndexUpdates == nil &&
 		in.StreamSpecification == nil && in.SSESpecification == nil && in.TableClass == "" && in.DeletionProtectionEnabled == nil {
-		return nil, validationf("At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, MultiAccountReplicaReady, ReplicaTransitRoleArn, MultiRegionConsistency, DeletionProtectionEnabled, OnDemandThroughput, WarmThroughput or TableClass is required")
+		return validationf("At least one of ProvisionedThroughput, BillingMode, UpdateStreamEnabled, GlobalSecondaryIndexUpdates, SSESpecification, ReplicaUpdates, MultiAccountReplicaReady, ReplicaTransitRoleArn, MultiRegionConsistency, DeletionProtectionEnabled, OnDemandThroughput, WarmThroughput or TableClass is required")
 	}
 	if err := checkUpdateConcerns(in); err != nil {
-		return nil, err
+		return err
 	}
 	creates, deletes := 0, 0
 	for _, u := range in.GlobalSecondaryIndexUpdates {
@@ -92,18 +119,27 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 		}
 		switch {
 		case n == 0:
-			return nil, invalidParam("One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, GlobalSecondaryIndexUpdate.Delete must not be null")
+			return invalidParam("One of GlobalSecondaryIndexUpdate.Update, GlobalSecondaryIndexUpdate.Create, GlobalSecondaryIndexUpdate.Delete must not be null")
 		case n > 1:
-			return nil, invalidParam("Only one global secondary index action is allowed per GlobalSecondaryIndexUpdate object")
+			return invalidParam("Only one global secondary index action is allowed per GlobalSecondaryIndexUpdate object")
 		}
 	}
 	if creates+deletes > 1 {
-		return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: Only 1 online index can be created or deleted simultaneously per table")
+		return newErr(CodeLimitExceeded, "Subscriber limit exceeded: Only 1 online index can be created or deleted simultaneously per table")
 	}
+	return nil
+}
+
+// commitTableUpdate writes the updated description through the backend,
+// preparing again while the description it was prepared against moves:
+// an index being created is cleared of entries first, a stream being
+// enabled starts after its log's current end.
+func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in *UpdateTableInput) (*storage.UpdateTableResult, error) {
 	now := e.now()
-	createName, deleteName := in.indexChanges()
+	createName, _ := in.indexChanges()
 	var createVersion int64
 	var res *storage.UpdateTableResult
+	var err error
 	// A stream being enabled starts after the log's current end: every
 	// record it will hold is written after the UpdateTable commits.
 	// It is read from the incarnation the update then applies to.
@@ -146,25 +182,20 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			return json.Marshal(st)
 		}})
 		if err != errDescriptionMoved {
-			break
+			return res, err
 		}
 		if attempt >= maxVersionAttempts {
 			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while it was prepared (index %q, stream %v)", name, createName, enabling)
 		}
 	}
-	if err != nil {
-		if e.missing(err, account, name) {
-			return nil, tableNotFound(name)
-		}
-		return nil, err
-	}
-	e.tables.drop(account, name)
-	t, err := parseTable(res.Table)
-	if err != nil {
-		return nil, err
-	}
-	// The effects of the committed update: a committed update applied every
-	// requested change, so they follow from the request alone.
+}
+
+// applyTableUpdateEffects starts what a committed update implies: a
+// committed update applied every requested change, so they follow from
+// the request alone. A deleted index's entries go, a created one is
+// backfilled, a disabled stream's shards are closed.
+func (e *Engine) applyTableUpdateEffects(ctx context.Context, t *table, name string, in *UpdateTableInput) {
+	createName, deleteName := in.indexChanges()
 	if deleteName != "" {
 		if err := e.dropIndexEntries(ctx, t.ref, deleteName); err != nil {
 			e.log.Error("dropping index entries", "table", name, "index", deleteName, "err", err)
@@ -178,7 +209,6 @@ func (e *Engine) UpdateTable(ctx context.Context, account string, in *UpdateTabl
 			e.log.Warn("settling stream shards", "table", name, "err", err)
 		}
 	}
-	return &UpdateTableOutput{TableDescription: withStats(t.describe(), e.peekStats(t.ref.ID))}, nil
 }
 
 // indexChanges names the GSI the request creates and the one it deletes
@@ -197,7 +227,8 @@ func (in *UpdateTableInput) indexChanges() (create, del string) {
 
 // updatedTable is the pure part of UpdateTable: the stored table as the
 // request leaves it, or the error the request answers. It reads and
-// writes nothing, so the backend may run it more than once.
+// writes nothing, so the backend may run it more than once. The steps
+// run in DynamoDB's order of checks, so the first failing one answers.
 func (e *Engine) updatedTable(old *storage.Table, account, name string, in *UpdateTableInput, now time.Time, streamFrom int64) (*storedTable, error) {
 	t, err := parseTable(old)
 	if err != nil {
@@ -206,74 +237,134 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 	st := t.stored
 	d := &st.Desc
 	d.GlobalSecondaryIndexes = append([]GlobalSecondaryIndexDescription(nil), d.GlobalSecondaryIndexes...)
+	if err := checkTableIdle(d, in, name); err != nil {
+		return nil, err
+	}
+	billing, err := updateBilling(d, in, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := updateThroughput(d, in, billing, now); err != nil {
+		return nil, err
+	}
+	defs, err := mergeAttributeDefinitions(d, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.applyIndexUpdates(d, in, defs, billing); err != nil {
+		return nil, err
+	}
+	if err := keepUsedAttributeDefinitions(d, in, defs); err != nil {
+		return nil, err
+	}
+	if err := e.updateStream(&st, in, now, streamFrom); err != nil {
+		return nil, err
+	}
+	if err := e.updateSSE(d, in, account); err != nil {
+		return nil, err
+	}
+	if in.TableClass != "" {
+		if in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
+			return nil, validationf("1 validation error detected: Value '%s' at 'tableClass' failed to satisfy constraint: Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]", in.TableClass)
+		}
+		d.TableClassSummary = &TableClassSummary{TableClass: in.TableClass}
+	}
+	if in.DeletionProtectionEnabled != nil {
+		d.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
+	}
+	return &st, nil
+}
+
+// checkTableIdle refuses an update while the table, or (for index
+// updates) one of its indexes, is still changing.
+func checkTableIdle(d *TableDescription, in *UpdateTableInput, name string) error {
 	if d.TableStatus != "ACTIVE" {
-		return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
+		return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
 	}
 	for _, g := range d.GlobalSecondaryIndexes {
 		if g.IndexStatus != "ACTIVE" && len(in.GlobalSecondaryIndexUpdates) > 0 {
-			return nil, newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
+			return newErr(CodeResourceInUse, "Attempt to change a resource which is still in use: Table is being updated: %s", name)
 		}
 	}
+	return nil
+}
+
+// updateBilling applies a change of billing mode to d and returns the
+// billing mode the table has after the request.
+func updateBilling(d *TableDescription, in *UpdateTableInput, now time.Time) (string, error) {
 	billing := "PROVISIONED"
 	if d.BillingModeSummary != nil {
 		billing = d.BillingModeSummary.BillingMode
 	}
-	if in.BillingMode != "" && in.BillingMode != billing {
-		billing = in.BillingMode
-		if billing == "PAY_PER_REQUEST" {
-			if in.ProvisionedThroughput != nil {
-				return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+	if in.BillingMode == "" || in.BillingMode == billing {
+		return billing, nil
+	}
+	billing = in.BillingMode
+	if billing == "PAY_PER_REQUEST" {
+		if in.ProvisionedThroughput != nil {
+			return "", invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+		}
+		d.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
+		d.ProvisionedThroughput = &ProvisionedThroughputDescription{}
+		for i := range d.GlobalSecondaryIndexes {
+			d.GlobalSecondaryIndexes[i].ProvisionedThroughput = &ProvisionedThroughputDescription{}
+		}
+		return billing, nil
+	}
+	if in.ProvisionedThroughput == nil {
+		return "", invalidParam("ProvisionedThroughput must be specified when BillingMode is PROVISIONED")
+	}
+	d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
+	for i := range d.GlobalSecondaryIndexes {
+		g := &d.GlobalSecondaryIndexes[i]
+		found := false
+		for _, u := range in.GlobalSecondaryIndexUpdates {
+			if u.Update != nil && u.Update.IndexName == g.IndexName {
+				found = true
 			}
-			d.BillingModeSummary = &BillingModeSummary{BillingMode: billing, LastUpdateToPayPerRequestDateTime: ptrFloat(epochSeconds(now))}
-			d.ProvisionedThroughput = &ProvisionedThroughputDescription{}
-			for i := range d.GlobalSecondaryIndexes {
-				d.GlobalSecondaryIndexes[i].ProvisionedThroughput = &ProvisionedThroughputDescription{}
-			}
-		} else {
-			if in.ProvisionedThroughput == nil {
-				return nil, invalidParam("ProvisionedThroughput must be specified when BillingMode is PROVISIONED")
-			}
-			d.BillingModeSummary = &BillingModeSummary{BillingMode: billing}
-			for i := range d.GlobalSecondaryIndexes {
-				g := &d.GlobalSecondaryIndexes[i]
-				found := false
-				for _, u := range in.GlobalSecondaryIndexUpdates {
-					if u.Update != nil && u.Update.IndexName == g.IndexName {
-						found = true
-					}
-				}
-				if !found {
-					return nil, invalidParam("ProvisionedThroughput must be specified for index: %s", g.IndexName)
-				}
-			}
+		}
+		if !found {
+			return "", invalidParam("ProvisionedThroughput must be specified for index: %s", g.IndexName)
 		}
 	}
-	if in.ProvisionedThroughput != nil {
-		if billing == "PAY_PER_REQUEST" {
-			return nil, invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
-		}
-		pt, err := billingThroughput(billing, in.ProvisionedThroughput, "")
-		if err != nil {
-			return nil, err
-		}
-		if old := d.ProvisionedThroughput; old != nil && in.BillingMode == "" &&
-			old.ReadCapacityUnits == pt.ReadCapacityUnits && old.WriteCapacityUnits == pt.WriteCapacityUnits {
-			return nil, validationf("The provisioned throughput for the table will not change. The requested value equals the current value. Current ReadCapacityUnits provisioned for the table: %d. Requested ReadCapacityUnits: %d. Current WriteCapacityUnits provisioned for the table: %d. Requested WriteCapacityUnits: %d. Refer to the Amazon DynamoDB Developer Guide for current limits and how to request higher limits.",
-				old.ReadCapacityUnits, pt.ReadCapacityUnits, old.WriteCapacityUnits, pt.WriteCapacityUnits)
-		}
-		if old := d.ProvisionedThroughput; old != nil {
-			pt.NumberOfDecreasesToday = old.NumberOfDecreasesToday
-			if pt.ReadCapacityUnits > old.ReadCapacityUnits || pt.WriteCapacityUnits > old.WriteCapacityUnits {
-				pt.LastIncreaseDateTime = ptrFloat(epochSeconds(now))
-			}
-			if pt.ReadCapacityUnits < old.ReadCapacityUnits || pt.WriteCapacityUnits < old.WriteCapacityUnits {
-				pt.LastDecreaseDateTime = ptrFloat(epochSeconds(now))
-				pt.NumberOfDecreasesToday++
-			}
-		}
-		d.ProvisionedThroughput = pt
+	return billing, nil
+}
+
+// updateThroughput applies the table's new provisioned throughput, with
+// the increase and decrease bookkeeping DynamoDB reports.
+func updateThroughput(d *TableDescription, in *UpdateTableInput, billing string, now time.Time) error {
+	if in.ProvisionedThroughput == nil {
+		return nil
 	}
-	// Attribute definitions: merge, then every definition must be used.
+	if billing == "PAY_PER_REQUEST" {
+		return invalidParam("Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST")
+	}
+	pt, err := billingThroughput(billing, in.ProvisionedThroughput, "")
+	if err != nil {
+		return err
+	}
+	if old := d.ProvisionedThroughput; old != nil && in.BillingMode == "" &&
+		old.ReadCapacityUnits == pt.ReadCapacityUnits && old.WriteCapacityUnits == pt.WriteCapacityUnits {
+		return validationf("The provisioned throughput for the table will not change. The requested value equals the current value. Current ReadCapacityUnits provisioned for the table: %d. Requested ReadCapacityUnits: %d. Current WriteCapacityUnits provisioned for the table: %d. Requested WriteCapacityUnits: %d. Refer to the Amazon DynamoDB Developer Guide for current limits and how to request higher limits.",
+			old.ReadCapacityUnits, pt.ReadCapacityUnits, old.WriteCapacityUnits, pt.WriteCapacityUnits)
+	}
+	if old := d.ProvisionedThroughput; old != nil {
+		pt.NumberOfDecreasesToday = old.NumberOfDecreasesToday
+		if pt.ReadCapacityUnits > old.ReadCapacityUnits || pt.WriteCapacityUnits > old.WriteCapacityUnits {
+			pt.LastIncreaseDateTime = ptrFloat(epochSeconds(now))
+		}
+		if pt.ReadCapacityUnits < old.ReadCapacityUnits || pt.WriteCapacityUnits < old.WriteCapacityUnits {
+			pt.LastDecreaseDateTime = ptrFloat(epochSeconds(now))
+			pt.NumberOfDecreasesToday++
+		}
+	}
+	d.ProvisionedThroughput = pt
+	return nil
+}
+
+// mergeAttributeDefinitions merges the request's attribute definitions
+// into the table's, by name; a key attribute keeps its type.
+func mergeAttributeDefinitions(d *TableDescription, in *UpdateTableInput) (map[string]string, error) {
 	defs := map[string]string{}
 	for _, ad := range d.AttributeDefinitions {
 		defs[ad.AttributeName] = ad.AttributeType
@@ -284,69 +375,105 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 		}
 		defs[ad.AttributeName] = ad.AttributeType
 	}
+	return defs, nil
+}
+
+// applyIndexUpdates applies the GlobalSecondaryIndexUpdates in order:
+// a created index starts CREATING with a backfill, a deleted one goes, an
+// updated one takes its new throughput.
+func (e *Engine) applyIndexUpdates(d *TableDescription, in *UpdateTableInput, defs map[string]string, billing string) error {
 	for _, u := range in.GlobalSecondaryIndexUpdates {
+		var err error
 		switch {
 		case u.Create != nil:
-			names := map[string]bool{}
-			for _, g := range d.GlobalSecondaryIndexes {
-				names[g.IndexName] = true
-			}
-			for _, l := range d.LocalSecondaryIndexes {
-				names[l.IndexName] = true
-			}
-			if names[u.Create.IndexName] {
-				return nil, validationf("Attempting to create an index which already exists")
-			}
-			if len(in.AttributeDefinitions) == 0 {
-				return nil, invalidParam("AttributeDefinitions is not specified for index: %s", u.Create.IndexName)
-			}
-			if len(d.GlobalSecondaryIndexes) >= 20 {
-				return nil, newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
-			}
-			used := map[string]bool{}
-			gd, err := e.newGSI(GlobalSecondaryIndex{IndexName: u.Create.IndexName, KeySchema: u.Create.KeySchema,
-				Projection: u.Create.Projection, ProvisionedThroughput: u.Create.ProvisionedThroughput}, defs, used, names, billing, d.TableArn)
-			if err != nil {
-				return nil, err
-			}
-			gd.IndexStatus = "CREATING"
-			gd.Backfilling = ptrBool(true)
-			d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, *gd)
-			d.TableStatus = "UPDATING"
+			err = e.createIndex(d, u.Create, len(in.AttributeDefinitions) > 0, defs, billing)
 		case u.Delete != nil:
-			idx := -1
-			for i, g := range d.GlobalSecondaryIndexes {
-				if g.IndexName == u.Delete.IndexName {
-					idx = i
-				}
-			}
-			if idx < 0 {
-				return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Delete.IndexName)
-			}
-			d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes[:idx], d.GlobalSecondaryIndexes[idx+1:]...)
+			err = deleteIndex(d, u.Delete.IndexName)
 		case u.Update != nil:
-			found := false
-			for i := range d.GlobalSecondaryIndexes {
-				g := &d.GlobalSecondaryIndexes[i]
-				if g.IndexName != u.Update.IndexName {
-					continue
-				}
-				found = true
-				if billing == "PAY_PER_REQUEST" {
-					return nil, invalidParam("ProvisionedThroughput should not be specified for index: %s when BillingMode is PAY_PER_REQUEST", g.IndexName)
-				}
-				pt, err := billingThroughput(billing, u.Update.ProvisionedThroughput, g.IndexName)
-				if err != nil {
-					return nil, err
-				}
-				g.ProvisionedThroughput = pt
-			}
-			if !found {
-				return nil, newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.Update.IndexName)
-			}
+			err = updateIndexThroughput(d, u.Update, billing)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	// Keep only the attribute definitions that some key schema uses.
+	return nil
+}
+
+// createIndex adds a new global secondary index, CREATING, to d.
+func (e *Engine) createIndex(d *TableDescription, c *CreateGSIAction, hasDefs bool, defs map[string]string, billing string) error {
+	names := map[string]bool{}
+	for _, g := range d.GlobalSecondaryIndexes {
+		names[g.IndexName] = true
+	}
+	for _, l := range d.LocalSecondaryIndexes {
+		names[l.IndexName] = true
+	}
+	if names[c.IndexName] {
+		return validationf("Attempting to create an index which already exists")
+	}
+	if !hasDefs {
+		return invalidParam("AttributeDefinitions is not specified for index: %s", c.IndexName)
+	}
+	if len(d.GlobalSecondaryIndexes) >= 20 {
+		return newErr(CodeLimitExceeded, "Subscriber limit exceeded: The number of global secondary indexes exceeds the per-table limit of 20")
+	}
+	used := map[string]bool{}
+	gd, err := e.newGSI(GlobalSecondaryIndex{IndexName: c.IndexName, KeySchema: c.KeySchema,
+		Projection: c.Projection, ProvisionedThroughput: c.ProvisionedThroughput}, defs, used, names, billing, d.TableArn)
+	if err != nil {
+		return err
+	}
+	gd.IndexStatus = "CREATING"
+	gd.Backfilling = ptrBool(true)
+	d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, *gd)
+	d.TableStatus = "UPDATING"
+	return nil
+}
+
+// deleteIndex removes the named global secondary index from d.
+func deleteIndex(d *TableDescription, name string) error {
+	idx := -1
+	for i, g := range d.GlobalSecondaryIndexes {
+		if g.IndexName == name {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", name)
+	}
+	d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes[:idx], d.GlobalSecondaryIndexes[idx+1:]...)
+	return nil
+}
+
+// updateIndexThroughput sets a global secondary index's provisioned
+// throughput.
+func updateIndexThroughput(d *TableDescription, u *UpdateGSIAction, billing string) error {
+	found := false
+	for i := range d.GlobalSecondaryIndexes {
+		g := &d.GlobalSecondaryIndexes[i]
+		if g.IndexName != u.IndexName {
+			continue
+		}
+		found = true
+		if billing == "PAY_PER_REQUEST" {
+			return invalidParam("ProvisionedThroughput should not be specified for index: %s when BillingMode is PAY_PER_REQUEST", g.IndexName)
+		}
+		pt, err := billingThroughput(billing, u.ProvisionedThroughput, g.IndexName)
+		if err != nil {
+			return err
+		}
+		g.ProvisionedThroughput = pt
+	}
+	if !found {
+		return newErr(CodeResourceNotFound, "Requested resource not found: Index: %s not found", u.IndexName)
+	}
+	return nil
+}
+
+// keepUsedAttributeDefinitions sets d's attribute definitions to those
+// some key schema uses; a definition in the request that none uses is an
+// error.
+func keepUsedAttributeDefinitions(d *TableDescription, in *UpdateTableInput, defs map[string]string) error {
 	used := map[string]bool{}
 	for _, k := range d.KeySchema {
 		used[k.AttributeName] = true
@@ -363,7 +490,7 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 	}
 	for _, ad := range in.AttributeDefinitions {
 		if !used[ad.AttributeName] {
-			return nil, invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+			return invalidParam("Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
 		}
 	}
 	var newDefs []AttributeDefinition
@@ -373,61 +500,67 @@ func (e *Engine) updatedTable(old *storage.Table, account, name string, in *Upda
 		}
 	}
 	d.AttributeDefinitions = newDefs
-	if in.StreamSpecification != nil {
-		ss := in.StreamSpecification
-		if ss.StreamEnabled == nil {
-			return nil, validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
-		}
-		enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
-		if *ss.StreamEnabled {
-			if enabled {
-				return nil, validationf("Table already has an enabled stream: TableName: %s", d.TableName)
-			}
-			switch ss.StreamViewType {
-			case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
-			default:
-				return nil, invalidParam("If stream is being enabled then UpdateViewType is required")
-			}
-			if _, ok := e.changeLog(); !ok {
-				return nil, e.errNoStreams()
-			}
-			d.StreamSpecification = ss
-			st.Streams = append([]streamState(nil), st.Streams...)
-			st.enableStream(ss.StreamViewType, now, streamFrom)
-		} else {
-			if ss.StreamViewType != "" {
-				return nil, invalidParam("If stream is being disabled, then UpdateViewType must not be specified")
-			}
-			if !enabled {
-				return nil, validationf("Table has no stream to disable: TableName: %s", d.TableName)
-			}
-			d.StreamSpecification = nil
-			st.Streams = cloneStreams(st.Streams)
-			st.disableStream(now)
-		}
+	return nil
+}
+
+// updateStream enables or disables the table's stream as the request's
+// StreamSpecification says.
+func (e *Engine) updateStream(st *storedTable, in *UpdateTableInput, now time.Time, streamFrom int64) error {
+	ss := in.StreamSpecification
+	if ss == nil {
+		return nil
 	}
-	if in.SSESpecification != nil {
-		sse, err := checkSSE(in.SSESpecification)
-		if err != nil {
-			return nil, err
-		}
-		if sse {
-			d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: "KMS",
-				KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
-		} else if in.SSESpecification.Enabled != nil {
-			d.SSEDescription = nil
-		}
+	d := &st.Desc
+	if ss.StreamEnabled == nil {
+		return validationf("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
 	}
-	if in.TableClass != "" {
-		if in.TableClass != "STANDARD" && in.TableClass != "STANDARD_INFREQUENT_ACCESS" {
-			return nil, validationf("1 validation error detected: Value '%s' at 'tableClass' failed to satisfy constraint: Member must satisfy enum value set: [STANDARD, STANDARD_INFREQUENT_ACCESS]", in.TableClass)
+	enabled := d.StreamSpecification != nil && d.StreamSpecification.StreamEnabled != nil && *d.StreamSpecification.StreamEnabled
+	if !*ss.StreamEnabled {
+		if ss.StreamViewType != "" {
+			return invalidParam("If stream is being disabled, then UpdateViewType must not be specified")
 		}
-		d.TableClassSummary = &TableClassSummary{TableClass: in.TableClass}
+		if !enabled {
+			return validationf("Table has no stream to disable: TableName: %s", d.TableName)
+		}
+		d.StreamSpecification = nil
+		st.Streams = cloneStreams(st.Streams)
+		st.disableStream(now)
+		return nil
 	}
-	if in.DeletionProtectionEnabled != nil {
-		d.DeletionProtectionEnabled = *in.DeletionProtectionEnabled
+	if enabled {
+		return validationf("Table already has an enabled stream: TableName: %s", d.TableName)
 	}
-	return &st, nil
+	switch ss.StreamViewType {
+	case "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES", "KEYS_ONLY":
+	default:
+		return invalidParam("If stream is being enabled then UpdateViewType is required")
+	}
+	if _, ok := e.changeLog(); !ok {
+		return e.errNoStreams()
+	}
+	d.StreamSpecification = ss
+	st.Streams = append([]streamState(nil), st.Streams...)
+	st.enableStream(ss.StreamViewType, now, streamFrom)
+	return nil
+}
+
+// updateSSE applies the request's SSESpecification: enabled names the
+// account's managed key, disabled removes the description.
+func (e *Engine) updateSSE(d *TableDescription, in *UpdateTableInput, account string) error {
+	if in.SSESpecification == nil {
+		return nil
+	}
+	sse, err := checkSSE(in.SSESpecification)
+	if err != nil {
+		return err
+	}
+	if sse {
+		d.SSEDescription = &SSEDescription{Status: "ENABLED", SSEType: "KMS",
+			KMSMasterKeyArn: "arn:aws:kms:" + e.region + ":" + account + ":key/extenddb-managed"}
+	} else if in.SSESpecification.Enabled != nil {
+		d.SSEDescription = nil
+	}
+	return nil
 }
 
 func ptrBool(b bool) *bool { return &b }

@@ -176,10 +176,11 @@ func skipString(p []byte, i int) (end int, done, esc bool) {
 }
 
 // feed scans the next bytes of the line (which holds no newline). The
-// caller enforces MaxLineBytes. It is one state machine over the
-// scanner's fields, resumable at any byte: split into functions, each
-// state would reload and store the same fields on the hot path of every
-// backup and restore line.
+// caller enforces MaxLineBytes.
+//
+// Long: one state machine over the scanner's fields, resumable at any
+// byte: split into functions, each state would reload and store the same
+// fields on the hot path of every backup and restore line.
 func (s *lineScanner) feed(p []byte) error {
 	if s.err != nil {
 		return s.err

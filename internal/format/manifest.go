@@ -196,72 +196,15 @@ type encRange struct {
 // (with source_table and the creation time), data file keys under the
 // ARN's prefix and numbered in sequence, totals, and key ranges (ascending
 // and disjoint when item_order is key). Errors are *FileError naming
-// ManifestName. It stays one function so that the order of the checks
-// (and so which error a bad manifest reports) is the order read here.
+// ManifestName. The steps run in that order (which decides the error a
+// bad manifest reports): manifestShape, the values, checkARN,
+// addDataFiles, the totals.
 func ParseManifest(data []byte) (*Parsed, error) {
 	bad := func(format string, args ...any) error { return fileErr(ManifestName, ErrManifest, format, args...) }
-	top, err := members(data, nil)
+	top, jm, err := manifestShape(data)
 	if err != nil {
-		return nil, bad("%v", err)
+		return nil, err
 	}
-	// Version gate first: a newer manifest may have any shape.
-	vraw, ok := top["format_version"]
-	if !ok {
-		return nil, bad("missing member format_version")
-	}
-	v, err := strconv.ParseInt(string(vraw), 10, 64)
-	if err != nil {
-		return nil, bad("format_version %s is not an integer", vraw)
-	}
-	if v > FormatVersion {
-		return nil, fileErr(ManifestName, ErrVersionTooNew, "backup has format version %d, this reader reads versions 1 to %d", v, FormatVersion)
-	}
-	if v < 1 {
-		return nil, bad("format_version %d is not a version", v)
-	}
-	if _, err := members(data, manifestMembers); err != nil {
-		return nil, bad("%v", err)
-	}
-	if err := notNull(top, manifestMembers...); err != nil {
-		return nil, bad("%v", err)
-	}
-	var jm jsonManifest
-	if err := strictUnmarshal(data, &jm); err != nil {
-		return nil, bad("%v", err)
-	}
-	if sm, err := members(top["source"], sourceMembers); err != nil {
-		return nil, bad("source: %v", err)
-	} else if err := notNull(sm, sourceMembers...); err != nil {
-		return nil, bad("source: %v", err)
-	}
-	if sm, err := members(top["snapshot"], snapshotMembers); err != nil {
-		return nil, bad("snapshot: %v", err)
-	} else if err := notNull(sm, "kind"); err != nil {
-		return nil, bad("snapshot: %v", err)
-	}
-	var rawFiles []json.RawMessage
-	if err := json.Unmarshal(top["data_files"], &rawFiles); err != nil || rawFiles == nil {
-		return nil, bad("data_files is not an array")
-	}
-	for i, rf := range rawFiles {
-		fm, err := members(rf, fileMembers)
-		if err != nil {
-			return nil, bad("data_files[%d]: %v", i, err)
-		}
-		if err := notNull(fm, fileMembers[:6]...); err != nil {
-			return nil, bad("data_files[%d]: %v", i, err)
-		}
-		if kr := fm["key_range"]; string(kr) != "null" {
-			rm, err := members(kr, rangeMembers)
-			if err == nil {
-				err = notNull(rm, rangeMembers...)
-			}
-			if err != nil {
-				return nil, bad("data_files[%d].key_range: %v", i, err)
-			}
-		}
-	}
-
 	p := &Parsed{}
 	m := &p.Manifest
 	m.FormatVersion = jm.FormatVersion
@@ -292,77 +235,13 @@ func ParseManifest(data []byte) (*Parsed, error) {
 	if m.ItemCount < 0 || m.UncompressedBytes < 0 || m.CompressedBytes < 0 {
 		return nil, bad("negative total")
 	}
-
-	// ARN consistency.
-	if p.ARN, err = ParseARN(m.BackupARN); err != nil {
-		return nil, fileErrCause(ManifestName, ErrARNMismatch, err, "backup_arn")
+	if err := p.checkARN(); err != nil {
+		return nil, err
 	}
-	idTime, _, _ := ParseBackupID(p.ARN.BackupID)
-	if !idTime.Equal(m.BackupCreationDateTime) {
-		return nil, fileErr(ManifestName, ErrARNMismatch, "backup id %s encodes %s but backup_creation_date_time is %s",
-			p.ARN.BackupID, FormatTime(idTime), FormatTime(m.BackupCreationDateTime))
+	if err := p.addDataFiles(jm.DataFiles); err != nil {
+		return nil, err
 	}
-	if p.Table, err = ParseTableDescription(m.SourceTable); err != nil {
-		return nil, bad("%v", err)
-	}
-	if p.Table.TableName != p.ARN.Table {
-		return nil, fileErr(ManifestName, ErrARNMismatch, "backup_arn names table %q but source_table is %q", p.ARN.Table, p.Table.TableName)
-	}
-	if p.Table.TableArn != "" && p.Table.TableArn != p.ARN.TableARN() {
-		return nil, fileErr(ManifestName, ErrARNMismatch, "source_table.TableArn %q is not %q", p.Table.TableArn, p.ARN.TableARN())
-	}
-	p.Schema, _ = p.Table.Schema()
-
-	// Data files.
-	prefix := PrefixOf(p.ARN)
-	var items, ub, cb int64
-	p.ranges = make([]*encRange, len(jm.DataFiles))
-	var prev *encRange
-	for i, jf := range jm.DataFiles {
-		f := DataFile{Key: jf.Key, ItemCount: jf.ItemCount, UncompressedBytes: jf.UncompressedBytes,
-			CompressedBytes: jf.CompressedBytes, SHA256: jf.SHA256, MD5: jf.MD5, ETag: jf.ETag}
-		if want := DataFileKey(prefix, i+1); f.Key != want {
-			return nil, fileErr(ManifestName, ErrPrefixMismatch, "data_files[%d].key is %q, want %q", i, f.Key, want)
-		}
-		if f.ItemCount < 0 || f.UncompressedBytes < 0 || f.CompressedBytes < 0 {
-			return nil, bad("data file %s: negative size or count", f.Key)
-		}
-		if (f.ItemCount == 0) != (f.UncompressedBytes == 0) {
-			return nil, bad("data file %s: %d items in %d bytes", f.Key, f.ItemCount, f.UncompressedBytes)
-		}
-		if !isLowerHex(f.SHA256, 64) {
-			return nil, bad("data file %s: sha256 %q is not 64 lowercase hex digits", f.Key, f.SHA256)
-		}
-		if md5, err := base64.StdEncoding.Strict().DecodeString(f.MD5); err != nil || len(md5) != 16 {
-			return nil, bad("data file %s: md5 %q is not base64 of 16 bytes", f.Key, f.MD5)
-		}
-		ordered := m.ItemOrder == OrderKey && f.ItemCount > 0
-		switch {
-		case jf.KeyRange == nil && ordered:
-			return nil, bad("data file %s: key_range is null but item_order is key", f.Key)
-		case jf.KeyRange != nil && !ordered:
-			return nil, bad("data file %s: key_range must be null (unordered or empty file)", f.Key)
-		case jf.KeyRange != nil:
-			kr, er, err := parseRange(jf.KeyRange, p.Schema)
-			if err != nil {
-				return nil, fileErrCause(ManifestName, ErrKeyRange, err, "data file %s", f.Key)
-			}
-			c := er.first.compare(&er.last)
-			if c > 0 || (c == 0) != (f.ItemCount == 1) {
-				return nil, fileErr(ManifestName, ErrKeyRange, "data file %s: key_range first and last are out of order for %d items", f.Key, f.ItemCount)
-			}
-			if prev != nil && prev.last.compare(&er.first) >= 0 {
-				return nil, fileErr(ManifestName, ErrKeyRange, "data file %s: key_range overlaps or precedes the previous file's", f.Key)
-			}
-			prev = er
-			f.KeyRange = kr
-			p.ranges[i] = er
-		}
-		items += f.ItemCount
-		ub += f.UncompressedBytes
-		cb += f.CompressedBytes
-		m.DataFiles = append(m.DataFiles, f)
-	}
+	items, ub, cb := p.sums()
 	if items != m.ItemCount || ub != m.UncompressedBytes || cb != m.CompressedBytes {
 		return nil, bad("totals (items %d, uncompressed %d, compressed %d) differ from the data files' sums (%d, %d, %d)",
 			m.ItemCount, m.UncompressedBytes, m.CompressedBytes, items, ub, cb)
@@ -371,6 +250,165 @@ func ParseManifest(data []byte) (*Parsed, error) {
 		m.DataFiles = []DataFile{}
 	}
 	return p, nil
+}
+
+// manifestShape checks a manifest's syntax, its version (first: a newer
+// manifest may have any shape), then that every member is present
+// (optional ones as explicit null) and none unknown, at every level. It
+// returns the top-level members and the decoded manifest.
+func manifestShape(data []byte) (map[string]json.RawMessage, *jsonManifest, error) {
+	bad := func(format string, args ...any) error { return fileErr(ManifestName, ErrManifest, format, args...) }
+	top, err := members(data, nil)
+	if err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	vraw, ok := top["format_version"]
+	if !ok {
+		return nil, nil, bad("missing member format_version")
+	}
+	v, err := strconv.ParseInt(string(vraw), 10, 64)
+	if err != nil {
+		return nil, nil, bad("format_version %s is not an integer", vraw)
+	}
+	if v > FormatVersion {
+		return nil, nil, fileErr(ManifestName, ErrVersionTooNew, "backup has format version %d, this reader reads versions 1 to %d", v, FormatVersion)
+	}
+	if v < 1 {
+		return nil, nil, bad("format_version %d is not a version", v)
+	}
+	if _, err := members(data, manifestMembers); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if err := notNull(top, manifestMembers...); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	var jm jsonManifest
+	if err := strictUnmarshal(data, &jm); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if sm, err := members(top["source"], sourceMembers); err != nil {
+		return nil, nil, bad("source: %v", err)
+	} else if err := notNull(sm, sourceMembers...); err != nil {
+		return nil, nil, bad("source: %v", err)
+	}
+	if sm, err := members(top["snapshot"], snapshotMembers); err != nil {
+		return nil, nil, bad("snapshot: %v", err)
+	} else if err := notNull(sm, "kind"); err != nil {
+		return nil, nil, bad("snapshot: %v", err)
+	}
+	var rawFiles []json.RawMessage
+	if err := json.Unmarshal(top["data_files"], &rawFiles); err != nil || rawFiles == nil {
+		return nil, nil, bad("data_files is not an array")
+	}
+	for i, rf := range rawFiles {
+		fm, err := members(rf, fileMembers)
+		if err != nil {
+			return nil, nil, bad("data_files[%d]: %v", i, err)
+		}
+		if err := notNull(fm, fileMembers[:6]...); err != nil {
+			return nil, nil, bad("data_files[%d]: %v", i, err)
+		}
+		if kr := fm["key_range"]; string(kr) != "null" {
+			rm, err := members(kr, rangeMembers)
+			if err == nil {
+				err = notNull(rm, rangeMembers...)
+			}
+			if err != nil {
+				return nil, nil, bad("data_files[%d].key_range: %v", i, err)
+			}
+		}
+	}
+	return top, &jm, nil
+}
+
+// checkARN checks that the backup ARN agrees with the creation time and
+// the source table's name and ARN, and reads the table's key schema.
+func (p *Parsed) checkARN() error {
+	m := &p.Manifest
+	var err error
+	if p.ARN, err = ParseARN(m.BackupARN); err != nil {
+		return fileErrCause(ManifestName, ErrARNMismatch, err, "backup_arn")
+	}
+	idTime, _, _ := ParseBackupID(p.ARN.BackupID)
+	if !idTime.Equal(m.BackupCreationDateTime) {
+		return fileErr(ManifestName, ErrARNMismatch, "backup id %s encodes %s but backup_creation_date_time is %s",
+			p.ARN.BackupID, FormatTime(idTime), FormatTime(m.BackupCreationDateTime))
+	}
+	if p.Table, err = ParseTableDescription(m.SourceTable); err != nil {
+		return fileErr(ManifestName, ErrManifest, "%v", err)
+	}
+	if p.Table.TableName != p.ARN.Table {
+		return fileErr(ManifestName, ErrARNMismatch, "backup_arn names table %q but source_table is %q", p.ARN.Table, p.Table.TableName)
+	}
+	if p.Table.TableArn != "" && p.Table.TableArn != p.ARN.TableARN() {
+		return fileErr(ManifestName, ErrARNMismatch, "source_table.TableArn %q is not %q", p.Table.TableArn, p.ARN.TableARN())
+	}
+	p.Schema, _ = p.Table.Schema()
+	return nil
+}
+
+// addDataFiles checks each data file (its key numbered in sequence under
+// the ARN's prefix, sizes, digests, and key ranges ascending and disjoint
+// when item_order is key) and adds it to the manifest.
+func (p *Parsed) addDataFiles(files []jsonFile) error {
+	bad := func(format string, args ...any) error { return fileErr(ManifestName, ErrManifest, format, args...) }
+	m := &p.Manifest
+	prefix := PrefixOf(p.ARN)
+	p.ranges = make([]*encRange, len(files))
+	var prev *encRange
+	for i, jf := range files {
+		f := DataFile{Key: jf.Key, ItemCount: jf.ItemCount, UncompressedBytes: jf.UncompressedBytes,
+			CompressedBytes: jf.CompressedBytes, SHA256: jf.SHA256, MD5: jf.MD5, ETag: jf.ETag}
+		if want := DataFileKey(prefix, i+1); f.Key != want {
+			return fileErr(ManifestName, ErrPrefixMismatch, "data_files[%d].key is %q, want %q", i, f.Key, want)
+		}
+		if f.ItemCount < 0 || f.UncompressedBytes < 0 || f.CompressedBytes < 0 {
+			return bad("data file %s: negative size or count", f.Key)
+		}
+		if (f.ItemCount == 0) != (f.UncompressedBytes == 0) {
+			return bad("data file %s: %d items in %d bytes", f.Key, f.ItemCount, f.UncompressedBytes)
+		}
+		if !isLowerHex(f.SHA256, 64) {
+			return bad("data file %s: sha256 %q is not 64 lowercase hex digits", f.Key, f.SHA256)
+		}
+		if md5, err := base64.StdEncoding.Strict().DecodeString(f.MD5); err != nil || len(md5) != 16 {
+			return bad("data file %s: md5 %q is not base64 of 16 bytes", f.Key, f.MD5)
+		}
+		ordered := m.ItemOrder == OrderKey && f.ItemCount > 0
+		switch {
+		case jf.KeyRange == nil && ordered:
+			return bad("data file %s: key_range is null but item_order is key", f.Key)
+		case jf.KeyRange != nil && !ordered:
+			return bad("data file %s: key_range must be null (unordered or empty file)", f.Key)
+		case jf.KeyRange != nil:
+			kr, er, err := parseRange(jf.KeyRange, p.Schema)
+			if err != nil {
+				return fileErrCause(ManifestName, ErrKeyRange, err, "data file %s", f.Key)
+			}
+			c := er.first.compare(&er.last)
+			if c > 0 || (c == 0) != (f.ItemCount == 1) {
+				return fileErr(ManifestName, ErrKeyRange, "data file %s: key_range first and last are out of order for %d items", f.Key, f.ItemCount)
+			}
+			if prev != nil && prev.last.compare(&er.first) >= 0 {
+				return fileErr(ManifestName, ErrKeyRange, "data file %s: key_range overlaps or precedes the previous file's", f.Key)
+			}
+			prev = er
+			f.KeyRange = kr
+			p.ranges[i] = er
+		}
+		m.DataFiles = append(m.DataFiles, f)
+	}
+	return nil
+}
+
+// sums are the item count and byte totals of the manifest's data files.
+func (p *Parsed) sums() (items, uncompressed, compressed int64) {
+	for _, f := range p.Manifest.DataFiles {
+		items += f.ItemCount
+		uncompressed += f.UncompressedBytes
+		compressed += f.CompressedBytes
+	}
+	return items, uncompressed, compressed
 }
 
 func parseRange(jr *jsonRange, s KeySchema) (*KeyRange, *encRange, error) {

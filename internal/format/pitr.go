@@ -451,3 +451,35 @@ func BasesPrefix(prefix string) string { return prefix + "/bases" }
 func BaseKey(prefix, backupID string) string {
 	return prefix + "/bases/" + backupID + "/extenddb-base.json"
 }
+
+// PrunedPrefix holds a history's prune marks: each names the segment the
+// history starts at after the reconciler pruned what came before it.
+func PrunedPrefix(prefix string) string { return prefix + "/pruned" }
+
+// PrunedKey is the prune mark whose history starts at the segment first.
+func PrunedKey(prefix string, first int64) string {
+	return fmt.Sprintf("%s/pruned/%020d.json", prefix, first)
+}
+
+// PrunedFirst parses the first Seq from a prune mark's key.
+func PrunedFirst(key string) (int64, bool) {
+	s, ok := strings.CutSuffix(path.Base(key), ".json")
+	if !ok || len(s) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// PITRPruned is a prune mark: the history's first kept segment, the hash
+// its sidecar names as the one before it (the chain's new start), the
+// last Seq of the pruned segments (no restore may start from a base
+// whose position is below it) and, for the transactions whose records
+// straddle the cut, how many of their records were pruned.
+type PITRPruned struct {
+	First int64          `json:"first"`
+	Prev  string         `json:"prev"`
+	After int64          `json:"after"`
+	Open  map[string]int `json:"open,omitempty"`
+	At    string         `json:"at"`
+}

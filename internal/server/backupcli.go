@@ -46,6 +46,38 @@ func VerifyBackup(ctx context.Context, cfg config.Config, arn string, w io.Write
 	return nil
 }
 
+// ListPITRTables prints every point-in-time recovery history in the
+// configured store with its restorable window (`extenddb backup
+// pitr-tables`): the tables a server of this store can restore with
+// RestoreTableToPointInTime by ARN, whether or not its catalog holds them.
+// It reads the store only.
+func ListPITRTables(ctx context.Context, cfg config.Config, w io.Writer) error {
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+		return errors.New("no backup store is configured: set [backup.store] in the configuration (or EXTENDDB__BACKUP__STORE__KIND and ..._ROOT)")
+	}
+	st, err := store.Open(ctx, cfg.Backup.Store)
+	if err != nil {
+		return fmt.Errorf("backup.store: %w", err)
+	}
+	hs, err := backup.ListHistories(ctx, st)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tEARLIEST\tLATEST\tDAYS\tTABLE ARN\tHISTORY")
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	for _, h := range hs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", h.Head.TableName, ts(h.Earliest), ts(h.Latest), h.Head.RecoveryPeriodInDays,
+			h.Head.TableArn, h.Prefix)
+	}
+	return tw.Flush()
+}
+
 // Client is a minimal DynamoDB JSON client for the CLI: it signs requests
 // with SigV4 when it has a key (the configuration's first auth.keys entry).
 type Client struct {

@@ -16,7 +16,7 @@ import (
 // is refused with the server's answer.
 func TestClientSigns(t *testing.T) {
 	key := config.AccessKey{AccessKeyID: "AKIDCLIENTSIGNS0001", SecretAccessKey: "client-signs-secret"}
-	eng := engine.New(memory.New(memory.Options{}), engine.Options{})
+	eng := engine.New(memory.New(memory.Options{ItemSize: engine.ItemSize}), engine.Options{})
 	h := api.New(eng, api.Options{Auth: api.NewAuthenticator([]api.AccessKey{{AccessKeyID: key.AccessKeyID, SecretAccessKey: key.SecretAccessKey}})})
 	srv := httptest.NewServer(h)
 	defer srv.Close()

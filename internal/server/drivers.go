@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/extenddb/extenddb/internal/config"
+	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
 	"github.com/extenddb/extenddb/internal/storage/cassandra"
 	"github.com/extenddb/extenddb/internal/storage/memory"
@@ -81,7 +82,8 @@ func driverEnv(cfg config.Config, log *slog.Logger) (storage.Driver, storage.Dri
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return d, storage.DriverEnv{Config: sec, DataDir: cfg.Storage.DataDir, Memory: cfg.Storage.Memory, Logger: log}, nil
+	return d, storage.DriverEnv{Config: sec, DataDir: cfg.Storage.DataDir, Memory: cfg.Storage.Memory, Logger: log,
+		ItemSize: engine.ItemSize}, nil
 }
 
 // OpenBackend opens the configured storage backend through its driver,
@@ -177,4 +179,51 @@ func BackendNames() string {
 		names = append(names, d.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// RecountResult is one table recounted by RecountStats.
+type RecountResult struct {
+	Account, Table string
+	// Counted: the figures are known after the recount (false when the
+	// table changed its description or was loaded in bulk meanwhile: run
+	// it again).
+	Counted   bool
+	ItemCount int64
+	SizeBytes int64
+}
+
+// RecountStats is the repair of the table statistics a backend keeps with
+// its writes (storage.TableCounter): it recounts the named tables of an
+// account (all of them when tables is empty) with a full read of each,
+// writes going on, and reports each through done. A backend without the
+// capability has nothing to repair.
+func RecountStats(ctx context.Context, cfg config.Config, account string, tables []string, done func(RecountResult)) error {
+	b, err := OpenBackend(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	tc := b.Capabilities().Counts
+	if tc == nil {
+		return fmt.Errorf("storage.backend %q does not keep table statistics with its writes: DescribeTable computes them", b.Name())
+	}
+	if len(tables) == 0 {
+		res, err := b.ListTables(ctx, storage.ListTablesParams{Account: account})
+		if err != nil {
+			return err
+		}
+		tables = res.Names
+	}
+	for _, name := range tables {
+		t, err := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+		if err != nil {
+			return fmt.Errorf("table %s: %w", name, err)
+		}
+		rc, err := tc.Recount(ctx, storage.CountsParams{Table: t.Table.Ref()})
+		if err != nil {
+			return fmt.Errorf("table %s: %w", name, err)
+		}
+		done(RecountResult{Account: account, Table: name, Counted: rc.Counted, ItemCount: rc.Stats.ItemCount, SizeBytes: rc.Stats.SizeBytes})
+	}
+	return nil
 }

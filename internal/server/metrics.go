@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/backup/plan"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/storage"
@@ -205,4 +207,76 @@ func uniqueStrings(in []string) []string {
 		}
 	}
 	return out
+}
+
+// registerServerInfo adds extenddb_server_info{backend,backup_store} = 1
+// (every backend, the memory one included, which exports no storage
+// metrics) and, with a backup store, extenddb_backup_store_up: 1 while
+// the store answers and holds this catalog's identity, read on each
+// scrape through the jobs' readiness check (a positive answer is reused
+// for backup.DefaultReadyCache, so a scrape rarely costs a store call).
+// The web console's server page reads both.
+func registerServerInfo(reg prometheus.Registerer, backend storage.Backend, bk backupStore) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "extenddb_server_info",
+		Help:        "The running server: always 1, labelled with its storage backend and its backup store (disabled when none).",
+		ConstLabels: prometheus.Labels{"backend": backend.Name(), "backup_store": bk.desc},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+	if bk.jobs == nil {
+		return
+	}
+	jobs := bk.jobs
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "extenddb_backup_store_up",
+		Help: "1 while the backup store is reachable and its identity is this catalog's, else 0 (/ready says why)."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if jobs.Ready(ctx) != nil {
+				return 0
+			}
+			return 1
+		}))
+}
+
+// planInfoCollector exports each configured backup plan's definition,
+// extenddb_backup_plan_info{plan,account,tables,schedule,retention} = 1,
+// and its next slot, extenddb_backup_plan_next_run_timestamp_seconds:
+// with the runner's extenddb_backup_plan_* series (last run, result, last
+// success, failures), what `extenddb backup plans` prints.
+type planInfoCollector struct {
+	plans []*plan.Plan
+	now   func() time.Time
+	info  *prometheus.Desc
+	next  *prometheus.Desc
+}
+
+func newPlanInfoCollector(plans []*plan.Plan) *planInfoCollector {
+	return &planInfoCollector{plans: plans, now: time.Now,
+		info: prometheus.NewDesc("extenddb_backup_plan_info", "A configured backup plan ([[backup.plans]]): always 1, labelled with its account, tables, schedule and retention.",
+			[]string{"plan", "account", "tables", "schedule", "retention"}, nil),
+		next: prometheus.NewDesc("extenddb_backup_plan_next_run_timestamp_seconds", "The plan's next scheduled slot.", []string{"plan"}, nil)}
+}
+
+func (c *planInfoCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.info; ch <- c.next }
+
+func (c *planInfoCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	for _, p := range c.plans {
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, p.Name, p.Account, strings.Join(p.Tables, ","), planSchedule(p), p.Retention())
+		ch <- prometheus.MustNewConstMetric(c.next, prometheus.GaugeValue, float64(p.Next(now).Unix()), p.Name)
+	}
+}
+
+// planSchedule is a plan's schedule as written: its cron line and zone,
+// or "every" and its interval.
+func planSchedule(p *plan.Plan) string {
+	if p.Every > 0 {
+		return "every " + p.Every.String()
+	}
+	if p.TimeZone != "" {
+		return p.Cron + " " + p.TimeZone
+	}
+	return p.Cron
 }

@@ -146,6 +146,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{
 		`extenddb_build_info{commit="abc",go="go1.26.8",version="v1.2.3"} 1`,
+		`extenddb_server_info{backend="sqlite",backup_store="disabled"} 1`,
 		`extenddb_storage_pool_max_connections{backend="sqlite"}`,
 		`extenddb_storage_pool_in_use_connections{backend="sqlite"}`,
 		`extenddb_storage_pool_waits_total{backend="sqlite"}`,

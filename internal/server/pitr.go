@@ -60,7 +60,7 @@ func (w pitrWindow) RestoreToPointInTime(ctx context.Context, src engine.PITRHis
 	if prefix == "" {
 		prefix = format.PITRPrefix(src.Ref.Account, src.Ref.Name, backup.PITRTable{TableID: src.TableID, Since: src.Since}.Incarnation())
 	}
-	return w.m.RestorePITR(ctx, prefix, at, account, name, create)
+	return w.m.RestorePITRUpTo(ctx, prefix, at, w.s.LastSegment(prefix), account, name, create)
 }
 
 func (w pitrWindow) StoredHistory(ctx context.Context, account, name, arn string) (*engine.StoredPITRHistory, error) {

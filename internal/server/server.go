@@ -86,6 +86,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) error {
 	if bk.jobs != nil {
 		defer bk.jobs.Close()
 	}
+	registerServerInfo(reg, backend, bk)
 	auth := api.NewAuthenticator(keys)
 	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: bk.ready, Auth: auth,
 		Limits: api.Limits{
@@ -294,6 +295,7 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 	m, err := backup.New(backup.Config{
 		Backend: backend, Store: st, Describer: eng, Restorer: eng, Region: eng.Region(), Version: version,
 		MaxConcurrentJobs: cfg.Backup.MaxConcurrentJobs,
+		ImportMaxErrors:   cfg.Backup.ImportMaxErrors,
 		HeartbeatInterval: cfg.Backup.HeartbeatInterval.Duration,
 		StaleAfter:        cfg.Backup.StaleAfter.Duration,
 		ReconcileInterval: cfg.Backup.ReconcileInterval.Duration,
@@ -358,6 +360,7 @@ func startPlans(cfg config.Config, backend storage.Backend, eng *engine.Engine, 
 	for i, p := range plans {
 		names[i] = p.Name
 	}
+	reg.MustRegister(newPlanInfoCollector(plans))
 	log.Info("backup plans", "plans", strings.Join(names, ","))
 	m.Go(runner.Run)
 	return nil

@@ -43,6 +43,9 @@ type Capabilities struct {
 	PerItemAtomic bool
 	// Stats reports operational statistics for the metrics endpoint.
 	Stats StatsReporter
+	// Counts keeps every table's statistics with its writes (ADR 0053);
+	// without it the engine computes them with TableStats.
+	Counts TableCounter
 }
 
 // checkedCapabilities wraps each member of caps in its contract checks,
@@ -76,6 +79,9 @@ func (c *checked) checkedCapabilities(caps Capabilities) Capabilities {
 	}
 	if caps.Stats != nil {
 		out.Stats = checkedStats{c: c, sr: caps.Stats}
+	}
+	if caps.Counts != nil {
+		out.Counts = checkedCounts{c: c, tc: caps.Counts}
 	}
 	return out
 }

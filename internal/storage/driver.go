@@ -55,6 +55,9 @@ type DriverEnv struct {
 	// Memory is storage.memory: keep nothing after exit.
 	Memory bool
 	Logger *slog.Logger
+	// ItemSize measures items and index entries for the table statistics
+	// a backend keeps with its writes (TableCounter); nil: their length.
+	ItemSize ItemSizeFunc
 }
 
 // Flag is a command-line flag (a string value) setting one key of a

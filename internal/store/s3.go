@@ -228,6 +228,35 @@ func (s *S3) putMultipart(ctx context.Context, key string, src io.Reader, exclus
 		}
 	}()
 
+	parts, err := s.uploadParts(ctx, key, uploadID, src)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
+	in := &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(s.bucket),
+		Key:             aws.String(full),
+		UploadId:        uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	}
+	if exclusive {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if _, err := s.client.CompleteMultipartUpload(ctx, in); err != nil {
+		if exclusive && isExists(err) {
+			return fmt.Errorf("%w: %q", ErrExists, key)
+		}
+		return fmt.Errorf("s3store: put %q: complete multipart upload: %w", key, err)
+	}
+	return nil
+}
+
+// uploadParts reads src in parts of partSize and uploads them to the
+// multipart upload, at most concurrency at once (which bounds the
+// buffers in memory). The first failure cancels the others. It returns
+// the completed parts in no particular order.
+func (s *S3) uploadParts(ctx context.Context, key string, uploadID *string, src io.Reader) ([]types.CompletedPart, error) {
+	full := s.full(key)
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -289,31 +318,15 @@ func (s *S3) putMultipart(ctx context.Context, key string, src io.Reader, exclus
 	}
 	wg.Wait()
 	if readErr != nil {
-		return fmt.Errorf("s3store: put %q: %w", key, readErr)
+		return nil, fmt.Errorf("s3store: put %q: %w", key, readErr)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if cause := context.Cause(pctx); cause != nil {
-		return fmt.Errorf("s3store: put %q: %w", key, cause)
+		return nil, fmt.Errorf("s3store: put %q: %w", key, cause)
 	}
-	slices.SortFunc(parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
-	in := &s3.CompleteMultipartUploadInput{
-		Bucket:          aws.String(s.bucket),
-		Key:             aws.String(full),
-		UploadId:        uploadID,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-	}
-	if exclusive {
-		in.IfNoneMatch = aws.String("*")
-	}
-	if _, err := s.client.CompleteMultipartUpload(ctx, in); err != nil {
-		if exclusive && isExists(err) {
-			return fmt.Errorf("%w: %q", ErrExists, key)
-		}
-		return fmt.Errorf("s3store: put %q: complete multipart upload: %w", key, err)
-	}
-	return nil
+	return parts, nil
 }
 
 func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {

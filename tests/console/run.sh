@@ -7,12 +7,13 @@
 # checks the modules that need no browser. Needs only node (20+:
 # its WebSocket drives the DevTools protocol; no npm packages).
 # Screenshots of each page are written to tests/console/screenshots/.
-#   EXTENDDB_BIN   the server binary (default: bin/extenddb, built if missing)
+#   EXTENDDB_BIN   the server binary (default: bin/extenddb, built first so
+#                  that it embeds the console's current files)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 bin="${EXTENDDB_BIN:-$REPO/bin/extenddb}"
-if [ ! -x "$bin" ]; then (cd "$REPO" && make -s build); fi
+if [ -z "${EXTENDDB_BIN:-}" ]; then (cd "$REPO" && make -s build); fi
 chromium=$("$REPO/scripts/chromium.sh")
 node "$HERE/unit_test.mjs"
 exec node --experimental-websocket --no-warnings "$HERE/console_test.mjs" "$bin" "$chromium" "$HERE/screenshots"

@@ -314,7 +314,7 @@ def test_restore_round_trip(ddb, make_table, table_name):
         assert rs["SourceBackupArn"] == arn and rs["RestoreInProgress"] is True
         assert rs["SourceTableArn"] == ddb.describe_table(TableName=src)["Table"]["TableArn"]
         t = wait_table(ddb, table_name)
-        assert t["RestoreSummary"]["RestoreInProgress"] is False
+        assert "RestoreSummary" not in t
         assert t["KeySchema"] == ddb.describe_table(TableName=src)["Table"]["KeySchema"]
         assert [g["IndexName"] for g in t["GlobalSecondaryIndexes"]] == ["byv"]
         assert t["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
@@ -463,9 +463,41 @@ def test_restore_in_progress(tmp_path):
         # A backup feeds one restore at a time.
         expect_error(c.restore_table_from_backup, "BackupInUseException", TargetTableName="dst2", BackupArn=arn,
                      message=f"Backup is being restored: {arn}")
+        # The target's settings answer as if it did not exist yet, while
+        # DescribeTable shows it with its RestoreSummary.
+        t = c.describe_table(TableName="dst1")["Table"]
+        assert t["RestoreSummary"]["RestoreInProgress"] is True and t["RestoreSummary"]["SourceBackupArn"] == arn
+        dst_arn = t["TableArn"]
+        gone = "Requested resource not found: Table: dst1 not found"
+        expect_error(c.tag_resource, "ResourceNotFoundException", gone, ResourceArn=dst_arn, Tags=[{"Key": "k", "Value": "v"}])
+        expect_error(c.untag_resource, "ResourceNotFoundException", gone, ResourceArn=dst_arn, TagKeys=["k"])
+        expect_error(c.list_tags_of_resource, "ResourceNotFoundException", gone, ResourceArn=dst_arn)
+        expect_error(c.update_time_to_live, "ResourceNotFoundException", gone, TableName="dst1",
+                     TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
+        expect_error(c.describe_time_to_live, "ResourceNotFoundException", gone, TableName="dst1")
+        expect_error(c.update_table, "ResourceNotFoundException", gone, TableName="dst1", DeletionProtectionEnabled=True)
+        expect_error(c.update_table, "ResourceNotFoundException", gone, TableName="dst1",
+                     StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+        expect_error(c.create_backup, "TableNotFoundException", "Table not found: dst1", TableName="dst1", BackupName="early")
+        expect_error(c.describe_continuous_backups, "TableNotFoundException", "Table not found: dst1", TableName="dst1")
+        expect_error(c.update_continuous_backups, "TableNotFoundException", "Table not found: dst1", TableName="dst1",
+                     PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": False})
+        expect_error(c.create_table, "ResourceInUseException", TableName="dst1",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
         os.remove(hold)
         t = wait_table(c, "dst1")
-        assert t["RestoreSummary"]["RestoreInProgress"] is False
+        # Once ACTIVE the table keeps no RestoreSummary, as on the service,
+        # and its settings can be changed.
+        assert "RestoreSummary" not in t
+        assert "RestoreSummary" not in c.describe_table(TableName="dst1")["Table"]
+        c.tag_resource(ResourceArn=dst_arn, Tags=[{"Key": "k", "Value": "v"}])
+        assert c.list_tags_of_resource(ResourceArn=dst_arn)["Tags"] == [{"Key": "k", "Value": "v"}]
+        c.untag_resource(ResourceArn=dst_arn, TagKeys=["k"])
+        c.update_time_to_live(TableName="dst1", TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
+        assert c.describe_time_to_live(TableName="dst1")["TimeToLiveDescription"]["AttributeName"] == "ttl"
+        c.describe_continuous_backups(TableName="dst1")
+        assert c.update_table(TableName="dst1", DeletionProtectionEnabled=False)["TableDescription"]["TableName"] == "dst1"
         assert c.get_item(TableName="dst1", Key={"pk": S("a")})["Item"] == {"pk": S("a")}
         c.delete_table(TableName="dst1")
         c.delete_backup(BackupArn=arn)
@@ -703,7 +735,7 @@ def test_restore_crash_then_resume(tmp_path, catalog, point):
             expect_error(c.describe_table, "ResourceNotFoundException", TableName="rdst")
             return
         t = wait_table(c, "rdst", timeout=60)
-        assert t["RestoreSummary"]["RestoreInProgress"] is False
+        assert "RestoreSummary" not in t
         assert scan_all(c, "rdst") == scan_all(c, "rsrc")
         # Items the killed run had recorded are skipped, the others loaded
         # once (metrics of the restarted server: the resumed run only).

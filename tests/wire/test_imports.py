@@ -132,6 +132,10 @@ def test_import_counts_bad_items(ddb, bucket, table_name, imported):
     lines[3] = json.dumps({"Item": {"other": {"S": "no key"}}})
     lines[7] = "not json at all"
     lines[11] = json.dumps({"Item": {"pk": {"N": "5"}}})  # the key's type is wrong
+    # DynamoDB's item size (names and values): 400 KB exactly is imported,
+    # one byte more is not.
+    lines.append(json.dumps({"Item": {"pk": {"S": "k20"}, "pad": {"S": "z" * (400 * 1024 - 8)}}}))
+    lines.append(json.dumps({"Item": {"pk": {"S": "k21"}, "pad": {"S": "z" * (400 * 1024 - 7)}}}))
     put(bucket, "bad/data.json", ("\n".join(lines) + "\n").encode())
     imported.append(table_name)
     out = ddb.import_table(S3BucketSource={"S3Bucket": bucket.name, "S3KeyPrefix": "bad/"}, InputFormat="DYNAMODB_JSON",
@@ -141,9 +145,9 @@ def test_import_counts_bad_items(ddb, bucket, table_name, imported):
     d = wait_import(ddb, out["ImportArn"])
     # As on the service: FAILED, with the good items in an ACTIVE table.
     assert d["ImportStatus"] == "FAILED" and d["FailureCode"] == "ItemValidationError" and d["FailureMessage"], d
-    assert (d["ProcessedItemCount"], d["ImportedItemCount"], d["ErrorCount"]) == (20, 17, 3)
+    assert (d["ProcessedItemCount"], d["ImportedItemCount"], d["ErrorCount"]) == (22, 18, 4)
     assert ddb.describe_table(TableName=table_name)["Table"]["TableStatus"] == "ACTIVE"
-    assert len(scan_all(ddb, table_name)) == 17
+    assert len(scan_all(ddb, table_name)) == 18
 
 
 def test_export_then_import_round_trip(ddb, make_table, bucket, table_name, imported):

@@ -175,7 +175,12 @@ def test_number_limits_rejected(ddb, table, n, message):
 
 @pytest.mark.parametrize("n", ["abc", "", "1..2", "0x10", "1e", "--1", "Infinity", "NaN"])
 def test_number_not_numeric(ddb, table, n):
-    validation(ddb.put_item, TableName=table, Item=dict(K, n={"N": n}))
+    # The service quotes the text it could not read, unless it is empty.
+    message = "The parameter cannot be converted to a numeric value" + (f": {n}" if n else "")
+    validation(ddb.put_item, message=message, TableName=table, Item=dict(K, n={"N": n}))
+    validation(ddb.put_item, message=message, TableName=table, Item=dict(K, n={"NS": ["1", n]}))
+    validation(ddb.get_item, message=message, TableName=table, Key=dict(K, x={"N": n}))
+    assert get(ddb, table, K) is None
 
 
 def test_number_limit_in_set_and_key(ddb, make_table):
@@ -294,6 +299,16 @@ def test_empty_set_rejected(ddb, table, set_value):
 ])
 def test_duplicate_set_members_rejected(ddb, table, set_value):
     validation(ddb.put_item, match="contains duplicates", TableName=table, Item=dict(K, s=set_value))
+
+
+@pytest.mark.parametrize("set_value,message", [
+    ({"SS": ["a", "a"]}, INVALID + "Input collection [a, a] contains duplicates."),
+    ({"NS": ["1", "1"]}, "Input collection contains duplicates"),
+    ({"BS": [b"b", b"b"]}, INVALID + "Input collection [Yg==, Yg==]of type BS contains duplicates."),
+])
+def test_duplicate_set_members_message(ddb, table, set_value, message):
+    # Each set type has the service's own wording.
+    validation(ddb.put_item, message=message, TableName=table, Item=dict(K, s=set_value))
 
 
 def test_null_false_rejected(ddb_raw, table):

@@ -373,3 +373,64 @@ def test_attribute_updates_delete_value_from_non_set_rejected(ddb, base):
     validation(au, ddb=ddb, table=base, updates={"s": {"Action": "DELETE", "Value": S("hello")}})
     assert get(ddb, base) == BASE
 
+
+
+# ------------------------------------------------- ConditionalOperator rules
+
+WITHOUT = "ConditionalOperator cannot be used without Filter or Expected"
+TWO = "ConditionalOperator can only be used when Filter or Expected has two or more elements"
+
+
+def test_conditional_operator_needs_two_conditions(ddb, qtable):
+    key = {"pk": S("p"), "sk": S("s0")}
+    one = {"v": cond("EQ", N(0))}
+    for kw, message in [
+        (dict(), WITHOUT),
+        (dict(Expected={}), WITHOUT),
+        (dict(Expected=one), TWO),
+    ]:
+        validation(ddb.put_item, message=message, TableName=qtable, Item=dict(key, v=N(1)), ConditionalOperator="AND", **kw)
+        validation(ddb.delete_item, message=message, TableName=qtable, Key=key, ConditionalOperator="OR", **kw)
+        validation(ddb.update_item, message=message, TableName=qtable, Key=key, ConditionalOperator="AND", **kw)
+        validation(ddb.update_item, message=message, TableName=qtable, Key=key, ConditionalOperator="AND",
+                   AttributeUpdates={"w": {"Action": "PUT", "Value": N(1)}}, **kw)
+    for kw, message in [(dict(), WITHOUT), (dict(ScanFilter={}), WITHOUT), (dict(AttributesToGet=["v"]), WITHOUT),
+                        (dict(ScanFilter=one), TWO)]:
+        validation(ddb.scan, message=message, TableName=qtable, ConditionalOperator="AND", **kw)
+    kc = {"pk": cond("EQ", S("p"))}
+    validation(ddb.query, message=WITHOUT, TableName=qtable, ConditionalOperator="AND", KeyConditions=kc)
+    validation(ddb.query, message=TWO, TableName=qtable, ConditionalOperator="AND", KeyConditions=kc, QueryFilter=one)
+    # Before the missing key condition.
+    validation(ddb.query, message=WITHOUT, TableName=qtable, ConditionalOperator="AND")
+    # Nothing was written.
+    assert ddb.get_item(TableName=qtable, Key=key, ConsistentRead=True)["Item"].get("w") is None
+
+
+@pytest.mark.parametrize("expected,message", [
+    ({"a": {}}, "Value must be provided when Exists is null for Attribute: a"),
+    ({"a": {"Exists": True}}, "Value must be provided when Exists is true for Attribute: a"),
+    ({"a": {"Exists": False, "Value": S("x")}}, "Value cannot be used when Exists is false for Attribute: a"),
+    ({"a": {"Value": S("x"), "ComparisonOperator": "EQ", "AttributeValueList": [S("x")]}},
+     "Value and AttributeValueList cannot be used together for Attribute: a"),
+    ({"a": {"ComparisonOperator": "EQ"}}, "Value or AttributeValueList must be used with ComparisonOperator: EQ for Attribute: a"),
+    ({"a": {"AttributeValueList": [S("x")]}}, "AttributeValueList can only be used with a ComparisonOperator for Attribute: a"),
+    ({"a": {"Exists": True, "AttributeValueList": [S("x")]}},
+     "AttributeValueList can only be used with a ComparisonOperator for Attribute: a"),
+    ({"a": {"Exists": True, "ComparisonOperator": "EQ"}}, "Exists and ComparisonOperator cannot be used together for Attribute: a"),
+    ({"a": {"ComparisonOperator": "BETWEEN", "AttributeValueList": [S("x")]}},
+     "Invalid number of argument(s) for the BETWEEN ComparisonOperator"),
+])
+def test_malformed_expected_condition(ddb, qtable, expected, message):
+    key = {"pk": S("p"), "sk": S("s0")}
+    validation(ddb.delete_item, message="One or more parameter values were invalid: " + message,
+               TableName=qtable, Key=key, Expected=expected)
+    validation(ddb.put_item, message="One or more parameter values were invalid: " + message,
+               TableName=qtable, Item=dict(key, v=N(1)), Expected=expected)
+    assert ddb.get_item(TableName=qtable, Key=key, ConsistentRead=True)["Item"]["v"] == N(0)
+
+
+def test_expected_comparison_operators_without_values(ddb, qtable):
+    # NULL and NOT_NULL take no value.
+    key = {"pk": S("p"), "sk": S("s0")}
+    ddb.put_item(TableName=qtable, Item=dict(key, v=N(0)), Expected={"v": {"ComparisonOperator": "NOT_NULL"},
+                                                                      "nope": {"ComparisonOperator": "NULL"}})

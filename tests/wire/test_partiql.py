@@ -98,6 +98,72 @@ def test_select_is_null(ddb, table):
     assert r["Items"] == [{"pk": S("s")}]
 
 
+def test_select_is_null_of_a_missing_attribute(ddb, table):
+    # IS NULL tests the type of a value: an item without the attribute is
+    # not NULL (IS NOT NULL holds for it); IS MISSING tests absence.
+    ddb.put_item(TableName=table, Item={"pk": S("n"), "v": {"NULL": True}})
+    ddb.put_item(TableName=table, Item={"pk": S("s"), "v": S("x")})
+    ddb.put_item(TableName=table, Item={"pk": S("m")})
+
+    def pks(where):
+        return sorted(i["pk"]["S"] for i in ex(ddb, f'SELECT pk FROM "{table}" WHERE {where}')["Items"])
+    assert pks("v IS NULL") == ["n"]
+    assert pks("v IS NOT NULL") == ["m", "s"]
+    assert pks("v IS MISSING") == ["m"]
+    assert pks("v IS NOT MISSING") == ["n", "s"]
+    assert pks("v IS MISSING OR v IS NULL") == ["m", "n"]
+    assert pks("NOT (v IS NULL)") == ["m", "s"]
+    # The same tests as a write's condition.
+    ex(ddb, f"UPDATE \"{table}\" SET w = 1 WHERE pk = 'm' AND v IS NOT NULL")
+    expect_error(ddb.execute_statement, "ConditionalCheckFailedException", None,
+                 Statement=f"UPDATE \"{table}\" SET w = 1 WHERE pk = 'm' AND v IS NULL")
+    assert get(ddb, table, {"pk": S("m")}) == {"pk": S("m"), "w": N(1)}
+
+
+def test_select_or_of_partition_keys_is_queries(ddb, make_table):
+    t = make_table(hash_key=("pk", "S"), range_key=("sk", "N"))
+    for p in ("a", "b", "c"):
+        for i in range(3):
+            ddb.put_item(TableName=t, Item={"pk": S(p), "sk": N(i)})
+    # Bulk the table outside the partitions read: a Scan would pay for it.
+    filler = "f" * 8000
+    for i in range(20):
+        ddb.put_item(TableName=t, Item={"pk": S(f"z{i}"), "sk": N(0), "v": S(filler)})
+
+    def rows(r):
+        return [(i["pk"]["S"], int(i["sk"]["N"])) for i in r["Items"]]
+    stmt = f"SELECT pk, sk FROM \"{t}\" WHERE pk = 'b' OR pk = 'a'"
+    r = ex(ddb, stmt, ReturnConsumedCapacity="TOTAL")
+    assert sorted(rows(r)) == [(p, i) for p in ("a", "b") for i in range(3)]
+    # Two small partitions read by Queries, not 20 items of 8 KB by a Scan.
+    assert r["ConsumedCapacity"]["CapacityUnits"] <= 1.0
+    # ORDER BY needs a partition key condition: the OR is one.
+    r = ex(ddb, stmt + " ORDER BY pk DESC, sk DESC")
+    assert rows(r) == [("b", 2), ("b", 1), ("b", 0), ("a", 2), ("a", 1), ("a", 0)]
+    r = ex(ddb, f"SELECT pk, sk FROM \"{t}\" WHERE (pk = ? OR pk IN ('c', 'a') OR pk = 'a') AND sk > 0 ORDER BY pk",
+           [S("b")])
+    assert rows(r) == [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1), ("c", 2)]
+    # Paged with Limit, the pages continue across the partitions.
+    seen, token = [], None
+    while True:
+        kw = {"Limit": 2}
+        if token:
+            kw["NextToken"] = token
+        r = ex(ddb, stmt + " ORDER BY pk", **kw)
+        assert len(r["Items"]) <= 2
+        seen += rows(r)
+        token = r.get("NextToken")
+        if not token:
+            break
+    assert seen == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)]
+    # An OR that is not only partition key equalities is a filter of a Scan.
+    r = ex(ddb, f"SELECT pk, sk FROM \"{t}\" WHERE pk = 'a' OR sk = 2", ReturnConsumedCapacity="TOTAL")
+    assert sorted(rows(r)) == [("a", 0), ("a", 1), ("a", 2), ("b", 2), ("c", 2)]
+    assert r["ConsumedCapacity"]["CapacityUnits"] > 10
+    validation(ddb.execute_statement, match="non-optional hash key condition",
+               Statement=f"SELECT pk FROM \"{t}\" WHERE pk = 'a' OR sk = 2 ORDER BY pk")
+
+
 def test_select_on_index(ddb, make_table):
     t = make_table(AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "g", "AttributeType": "S"}],
                    GlobalSecondaryIndexes=[{"IndexName": "byg", "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
@@ -157,6 +223,28 @@ def test_select_one_megabyte_page(ddb, table):
     assert 0 < len(r["Items"]) < 5 and "NextToken" in r
     r2 = ex(ddb, f'SELECT pk FROM "{table}"', NextToken=r["NextToken"])
     assert len(r["Items"]) + len(r2["Items"]) <= 5
+
+
+def test_select_one_megabyte_page_across_partition_keys(ddb, make_table):
+    # The 1 MB bound is the page's, whatever number of partitions it reads.
+    t = make_table(hash_key=("pk", "S"), range_key=("sk", "N"))
+    big = "x" * 100_000
+    for p in ("a", "b"):
+        for i in range(7):
+            ddb.put_item(TableName=t, Item={"pk": S(p), "sk": N(i), "v": S(big)})
+    for stmt in (f"SELECT pk, sk FROM \"{t}\" WHERE pk IN ('a', 'b')",
+                 f"SELECT pk, sk FROM \"{t}\" WHERE pk = 'a' OR pk = 'b'"):
+        seen, token, pages = [], None, []
+        while True:
+            r = ex(ddb, stmt, **({"NextToken": token} if token else {}))
+            pages.append(len(r["Items"]))
+            seen += [(i["pk"]["S"], int(i["sk"]["N"])) for i in r["Items"]]
+            token = r.get("NextToken")
+            if not token:
+                break
+        # 14 items of 100 KB: no page holds more than 1 MB of them.
+        assert max(pages) <= 11 and len(pages) >= 2, pages
+        assert sorted(seen) == [(p, i) for p in ("a", "b") for i in range(7)]
 
 
 def test_select_consumed_capacity(ddb, music):

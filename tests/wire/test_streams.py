@@ -327,6 +327,35 @@ def test_rollover_and_retention(tmp_path):
         assert len(recs) < len(written)
 
 
+def test_sequence_number_of_another_shard(tmp_path):
+    """AT_SEQUENCE_NUMBER and AFTER_SEQUENCE_NUMBER take a sequence number
+    of the shard named: one of its parent or of its child is refused."""
+    with own_server(tmp_path, EXTENDDB__STREAMS__SHARD_ROLLOVER="1s") as (ddb, streams, raw):
+        t, arn = own_stream_table(ddb, "othershard")
+        deadline = time.monotonic() + 30
+        while True:
+            ddb.put_item(TableName=t, Item={"pk": S(f"k{time.monotonic()}")})
+            shards = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+            if len(shards) >= 3:
+                break
+            assert time.monotonic() < deadline, f"no rollover: {shards}"
+            time.sleep(0.2)
+        seqs = {}
+        for sh in shards[:2]:
+            it = streams.get_shard_iterator(StreamArn=arn, ShardId=sh["ShardId"], ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            recs = streams.get_records(ShardIterator=it)["Records"]
+            assert recs, sh
+            seqs[sh["ShardId"]] = recs[0]["dynamodb"]["SequenceNumber"]
+        first, second = shards[0]["ShardId"], shards[1]["ShardId"]
+        for typ in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+            for shard, seq in ((first, seqs[second]), (second, seqs[first])):
+                expect_error(raw.get_shard_iterator, "ValidationException", f"Invalid SequenceNumber for the shard: {seq}",
+                             StreamArn=arn, ShardId=shard, ShardIteratorType=typ, SequenceNumber=seq)
+            # Its own shard's numbers are taken.
+            for shard in (first, second):
+                streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType=typ, SequenceNumber=seqs[shard])
+
+
 def test_stream_metrics(ddb, streams, make_table, endpoint):
     import urllib.request
 

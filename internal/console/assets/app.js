@@ -113,7 +113,7 @@ function route() {
     else a.removeAttribute("aria-current");
   }
   status("");
-  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, exports: exportsView, imports: importsView, server: serverView };
+  const views = { tables: tablesView, table: tableView, items: itemsView, partiql: partiqlView, backups: backupsView, plans: plansView, exports: exportsView, imports: importsView, server: serverView };
   (views[name] || tablesView)(parts.slice(1));
   main.focus({ preventScroll: true });
 }
@@ -223,88 +223,45 @@ function confirmDelete(name, row) {
   input.focus();
 }
 
-function createTableForm() {
-  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
-  const name = h("input", { name: "TableName", required: true, pattern: "[a-zA-Z0-9_.\\-]{3,255}", spellcheck: "false" });
-  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
-  const pkType = select(types, "S", { name: "pkType" });
-  const sk = h("input", { name: "sk", spellcheck: "false" });
-  const skType = select(types, "S", { name: "skType" });
-  const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
-  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
-  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
-  // Index blocks: one of each kind to start with, more on request.
+const KEY_TYPES = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+
+// projectionField is an index's projection: all attributes, keys only, or
+// keys and the listed attributes.
+function projectionField(kind) {
+  const type = select([["ALL", "All attributes"], ["KEYS_ONLY", "Keys only"], ["INCLUDE", "Keys and listed attributes"]], "ALL", { name: kind + "Projection" });
+  const attrs = h("input", { name: kind + "NonKey", spellcheck: "false", placeholder: "a, b" });
+  const attrsField = field("Projected attributes", attrs, "comma-separated");
+  attrsField.hidden = true;
+  type.addEventListener("change", () => { attrsField.hidden = type.value !== "INCLUDE"; });
+  return { el: [field("Projection", type), attrsField], value: () => type.value === "INCLUDE"
+    ? { ProjectionType: "INCLUDE", NonKeyAttributes: attrs.value.split(",").map((x) => x.trim()).filter(Boolean) } : { ProjectionType: type.value } };
+}
+
+// gsiEditor is the global secondary index blocks of a new table's form
+// (one to start with, more on "Add global index"). value(def, throughput)
+// is the GlobalSecondaryIndexes member (undefined when none is named):
+// def records an attribute's type, throughput is given to each index
+// when the table is provisioned.
+function gsiEditor() {
   const gsis = [];
-  const lsis = [];
-  const gsiList = h("div");
-  const lsiList = h("div");
-  const projection = (kind) => {
-    const type = select([["ALL", "All attributes"], ["KEYS_ONLY", "Keys only"], ["INCLUDE", "Keys and listed attributes"]], "ALL", { name: kind + "Projection" });
-    const attrs = h("input", { name: kind + "NonKey", spellcheck: "false", placeholder: "a, b" });
-    const attrsField = field("Projected attributes", attrs, "comma-separated");
-    attrsField.hidden = true;
-    type.addEventListener("change", () => { attrsField.hidden = type.value !== "INCLUDE"; });
-    return { el: [field("Projection", type), attrsField], value: () => type.value === "INCLUDE"
-      ? { ProjectionType: "INCLUDE", NonKeyAttributes: attrs.value.split(",").map((x) => x.trim()).filter(Boolean) } : { ProjectionType: type.value } };
-  };
-  const addGsi = () => {
+  const list = h("div");
+  const add = () => {
     const b = { name: h("input", { name: "gsi", spellcheck: "false" }), pk: h("input", { name: "gsiPk", spellcheck: "false" }),
-      pkType: select(types, "S", { name: "gsiPkType" }), sk: h("input", { name: "gsiSk", spellcheck: "false" }),
-      skType: select(types, "S", { name: "gsiSkType" }), proj: projection("gsi") };
+      pkType: select(KEY_TYPES, "S", { name: "gsiPkType" }), sk: h("input", { name: "gsiSk", spellcheck: "false" }),
+      skType: select(KEY_TYPES, "S", { name: "gsiSkType" }), proj: projectionField("gsi") };
     gsis.push(b);
-    gsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Global secondary index ${gsis.length} (optional)`),
+    list.append(h("fieldset", { class: "index" }, h("legend", null, `Global secondary index ${gsis.length} (optional)`),
       field("Index name", b.name),
       h("div", { class: "row" }, field("Partition key", b.pk), field("Type", b.pkType)),
       h("div", { class: "row" }, field("Sort key (optional)", b.sk), field("Type", b.skType)),
       h("div", { class: "row" }, b.proj.el)));
     return b;
   };
-  const addLsi = () => {
-    const b = { name: h("input", { name: "lsi", spellcheck: "false" }), sk: h("input", { name: "lsiSk", spellcheck: "false" }),
-      skType: select(types, "S", { name: "lsiSkType" }), proj: projection("lsi") };
-    lsis.push(b);
-    lsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Local secondary index ${lsis.length} (optional; needs the table's sort key)`),
-      h("div", { class: "row" }, field("LSI name", b.name), field("LSI sort key", b.sk), field("Type", b.skType)),
-      h("div", { class: "row" }, b.proj.el)));
-    return b;
-  };
-  addGsi();
-  addLsi();
-  const ttl = h("input", { name: "ttl", spellcheck: "false" });
-  const pitr = h("input", { type: "checkbox", name: "pitr" });
-  const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
-  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
-  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
-  const msg = h("div");
-  const f = h("form", { class: "card", id: "create-table", hidden: true },
-    h("h2", null, "Create table"),
-    field("Table name", name, "3–255 of a–z A–Z 0–9 _ . -"),
-    h("fieldset", null, h("legend", null, "Primary key"),
-      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
-      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
-    gsiList,
-    h("button", { type: "button", onclick: () => addGsi().name.focus() }, "Add global index"),
-    lsiList,
-    h("button", { type: "button", onclick: () => addLsi().name.focus() }, "Add local index"),
-    h("div", { class: "row" }, field("Billing mode", billing), field("Stream", stream),
-      field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
-      h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), prov,
-    h("button", { type: "submit", class: "primary" }, "Create"), msg);
-  f.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    clear(msg);
-    const defs = new Map();
-    const def = (n, t) => {
-      if (defs.has(n) && defs.get(n) !== t) throw new Error(`attribute ${n} is given two types`);
-      defs.set(n, t);
-    };
-    const input = { TableName: name.value.trim(), BillingMode: billing.value };
-    try {
-      input.KeySchema = [{ AttributeName: pk.value, KeyType: "HASH" }];
-      def(pk.value, pkType.value);
-      if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
-      const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
-      if (billing.value === "PROVISIONED") input.ProvisionedThroughput = throughput;
+  add();
+  return {
+    el: [list, h("button", { type: "button", onclick: () => add().name.focus() }, "Add global index")],
+    value(def, throughput) {
+      const out = [];
       // A block without a name is left out.
       for (const b of gsis.filter((b) => b.name.value.trim())) {
         if (!b.pk.value) throw new Error(`the index ${b.name.value} needs a partition key`);
@@ -312,9 +269,115 @@ function createTableForm() {
         def(b.pk.value, b.pkType.value);
         if (b.sk.value) { ks.push({ AttributeName: b.sk.value, KeyType: "RANGE" }); def(b.sk.value, b.skType.value); }
         const g = { IndexName: b.name.value.trim(), KeySchema: ks, Projection: b.proj.value() };
-        if (billing.value === "PROVISIONED") g.ProvisionedThroughput = throughput;
-        (input.GlobalSecondaryIndexes ||= []).push(g);
+        if (throughput) g.ProvisionedThroughput = throughput;
+        out.push(g);
       }
+      return out.length ? out : undefined;
+    },
+  };
+}
+
+// billingEditor is a new table's billing mode, with the capacities shown
+// when provisioned. value() is {BillingMode, ProvisionedThroughput?};
+// throughput() the capacity when provisioned, else undefined.
+function billingEditor() {
+  const billing = select([["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "PAY_PER_REQUEST", { name: "billing" });
+  const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
+  const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
+  const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
+  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  const throughput = () => billing.value === "PROVISIONED" ? { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) } : undefined;
+  return {
+    field: field("Billing mode", billing), prov, throughput,
+    value: () => (throughput() ? { BillingMode: billing.value, ProvisionedThroughput: throughput() } : { BillingMode: billing.value }),
+  };
+}
+
+// sseEditor is a table's encryption: the AWS owned key, the AWS managed
+// KMS key or a customer managed key by id (and, for a restore, "as the
+// source"). value() is the SSESpecification, undefined for the default.
+function sseEditor(asSource, hint) {
+  const options = [["OWNED", "AWS owned key"], ["KMS", "AWS managed KMS key"], ["CMK", "Customer managed KMS key"]];
+  const sse = select(asSource ? [["", "As the source"], ...options] : options, asSource ? "" : "OWNED", { name: "SSESpecification" });
+  const kmsKey = h("input", { name: "KMSMasterKeyId", spellcheck: "false", placeholder: "key id, ARN or alias" });
+  const kmsField = field("KMS key", kmsKey);
+  kmsField.hidden = true;
+  sse.addEventListener("change", () => { kmsField.hidden = sse.value !== "CMK"; });
+  return {
+    el: h("div", { class: "row" }, field("Encryption", sse, hint), kmsField),
+    value() {
+      if (sse.value === "OWNED") return asSource ? { Enabled: false } : undefined;
+      if (sse.value === "KMS") return { Enabled: true, SSEType: "KMS" };
+      if (sse.value === "CMK") return { Enabled: true, SSEType: "KMS", KMSMasterKeyId: kmsKey.value.trim() };
+      return undefined;
+    },
+  };
+}
+
+// attributeTypes collects a new table's AttributeDefinitions: def(name,
+// type) refuses one attribute given two types; list() is the member.
+function attributeTypes() {
+  const defs = new Map();
+  return {
+    def(n, t) {
+      if (defs.has(n) && defs.get(n) !== t) throw new Error(`attribute ${n} is given two types`);
+      defs.set(n, t);
+    },
+    list: () => [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t })),
+  };
+}
+
+function createTableForm() {
+  const types = KEY_TYPES;
+  const name = h("input", { name: "TableName", required: true, pattern: "[a-zA-Z0-9_.\\-]{3,255}", spellcheck: "false" });
+  const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
+  const pkType = select(types, "S", { name: "pkType" });
+  const sk = h("input", { name: "sk", spellcheck: "false" });
+  const skType = select(types, "S", { name: "skType" });
+  const bill = billingEditor();
+  const gsi = gsiEditor();
+  // Local index blocks: one to start with, more on request.
+  const lsis = [];
+  const lsiList = h("div");
+  const addLsi = () => {
+    const b = { name: h("input", { name: "lsi", spellcheck: "false" }), sk: h("input", { name: "lsiSk", spellcheck: "false" }),
+      skType: select(types, "S", { name: "lsiSkType" }), proj: projectionField("lsi") };
+    lsis.push(b);
+    lsiList.append(h("fieldset", { class: "index" }, h("legend", null, `Local secondary index ${lsis.length} (optional; needs the table's sort key)`),
+      h("div", { class: "row" }, field("LSI name", b.name), field("LSI sort key", b.sk), field("Type", b.skType)),
+      h("div", { class: "row" }, b.proj.el)));
+    return b;
+  };
+  addLsi();
+  const ttl = h("input", { name: "ttl", spellcheck: "false" });
+  const pitr = h("input", { type: "checkbox", name: "pitr" });
+  const stream = select([["", "Off"], ["NEW_AND_OLD_IMAGES", "New and old images"], ["NEW_IMAGE", "New image"], ["OLD_IMAGE", "Old image"], ["KEYS_ONLY", "Keys only"]], "", { name: "stream" });
+  const msg = h("div");
+  const f = h("form", { class: "card", id: "create-table", hidden: true },
+    h("h2", null, "Create table"),
+    field("Table name", name, "3–255 of a–z A–Z 0–9 _ . -"),
+    h("fieldset", null, h("legend", null, "Primary key"),
+      h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+    gsi.el,
+    lsiList,
+    h("button", { type: "button", onclick: () => addLsi().name.focus() }, "Add local index"),
+    h("div", { class: "row" }, bill.field, field("Stream", stream),
+      field("TTL attribute (optional)", ttl, "epoch seconds; expired items are deleted"),
+      h("div", { class: "field check" }, pitr, h("label", { for: pitr.id = "pitr" }, "Point-in-time recovery"))), bill.prov,
+    h("button", { type: "submit", class: "primary" }, "Create"), msg);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clear(msg);
+    const types = attributeTypes();
+    const def = types.def;
+    const input = { TableName: name.value.trim(), ...bill.value() };
+    try {
+      input.KeySchema = [{ AttributeName: pk.value, KeyType: "HASH" }];
+      def(pk.value, pkType.value);
+      if (sk.value) { input.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); def(sk.value, skType.value); }
+      const g = gsi.value(def, bill.throughput());
+      if (g) input.GlobalSecondaryIndexes = g;
       for (const b of lsis.filter((b) => b.name.value.trim())) {
         if (!b.sk.value || !sk.value) throw new Error(`the local index ${b.name.value} needs its own sort key and the table's sort key`);
         def(b.sk.value, b.skType.value);
@@ -322,7 +385,7 @@ function createTableForm() {
           KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }, { AttributeName: b.sk.value, KeyType: "RANGE" }] });
       }
       if (stream.value) input.StreamSpecification = { StreamEnabled: true, StreamViewType: stream.value };
-      input.AttributeDefinitions = [...defs].map(([n, t]) => ({ AttributeName: n, AttributeType: t }));
+      input.AttributeDefinitions = types.list();
     } catch (e) {
       msg.append(errorBox(e));
       return;
@@ -451,7 +514,7 @@ function pitrRestoreForm(t, p, box) {
   const instant = h("input", { type: "datetime-local", name: "RestoreDateTime", step: "1", disabled: true,
     value: utc(p.LatestRestorableDateTime).slice(0, 19) });
   latest.addEventListener("change", () => { instant.disabled = latest.checked; });
-  const over = restoreOverrides(t);
+  const over = restoreOverrides(t, t.BillingModeSummary?.BillingMode || "PROVISIONED");
   const msg = h("div");
   const f = h("form", { id: "pitr-restore-form" },
     h("h2", null, "Restore to a point in time"),
@@ -478,15 +541,27 @@ function pitrRestoreForm(t, p, box) {
 
 // restoreOverrides is the overrides part of a restore form for a source
 // table described by src (a TableDescription, or a backup's source
-// details): the billing mode, the provisioned capacity, and which
-// secondary indexes to keep. value() is the request's override members;
-// an index list is sent only when an index is dropped.
-function restoreOverrides(src) {
+// feature details) billed as srcBilling: the billing mode, the
+// provisioned capacity or the on-demand maximum throughput, the
+// encryption, and which secondary indexes to keep. value() is the
+// request's override members; an index list is sent only when an index
+// is dropped, and nothing for a choice left as the source's.
+function restoreOverrides(src, srcBilling) {
   const billing = select([["", "As the source"], ["PAY_PER_REQUEST", "On demand"], ["PROVISIONED", "Provisioned"]], "", { name: "BillingModeOverride" });
   const rcu = h("input", { name: "rcu", type: "number", min: "1", value: "5" });
   const wcu = h("input", { name: "wcu", type: "number", min: "1", value: "5" });
   const prov = h("div", { class: "row", hidden: true }, field("Read capacity units", rcu), field("Write capacity units", wcu));
-  billing.addEventListener("change", () => { prov.hidden = billing.value !== "PROVISIONED"; });
+  // OnDemandThroughputOverride: the on-demand table's maximum request
+  // units (empty: no maximum given).
+  const mrru = h("input", { name: "MaxReadRequestUnits", type: "number", min: "1" });
+  const mwru = h("input", { name: "MaxWriteRequestUnits", type: "number", min: "1" });
+  const onDemand = h("div", { class: "row" }, field("Maximum read request units (optional)", mrru), field("Maximum write request units (optional)", mwru));
+  const isOnDemand = () => billing.value === "PAY_PER_REQUEST" || (!billing.value && srcBilling === "PAY_PER_REQUEST");
+  const layout = () => { prov.hidden = billing.value !== "PROVISIONED"; onDemand.hidden = !isOnDemand(); };
+  billing.addEventListener("change", layout);
+  layout();
+  const sse = sseEditor(true, "the source's: " + (src.SSEDescription?.Status === "ENABLED"
+    ? `KMS${src.SSEDescription.KMSMasterKeyArn ? " (" + src.SSEDescription.KMSMasterKeyArn + ")" : ""}` : "AWS owned key"));
   const boxes = [];
   const idx = h("div", { class: "row" });
   for (const [kind, list] of [["GSI", src.GlobalSecondaryIndexes || []], ["LSI", src.LocalSecondaryIndexes || []]]) {
@@ -497,7 +572,8 @@ function restoreOverrides(src) {
     }
   }
   const el = h("fieldset", { class: "overrides" }, h("legend", null, "Overrides"),
-    h("div", { class: "row" }, field("Billing mode", billing)), prov,
+    h("div", { class: "row" }, field("Billing mode", billing)), prov, onDemand,
+    sse.el,
     boxes.length ? idx : h("p", { class: "hint" }, "No secondary indexes to keep or drop."));
   return {
     el,
@@ -506,6 +582,13 @@ function restoreOverrides(src) {
       const throughput = { ReadCapacityUnits: Number(rcu.value), WriteCapacityUnits: Number(wcu.value) };
       if (billing.value) o.BillingModeOverride = billing.value;
       if (billing.value === "PROVISIONED") o.ProvisionedThroughputOverride = throughput;
+      if (isOnDemand() && (mrru.value || mwru.value)) {
+        o.OnDemandThroughputOverride = {};
+        if (mrru.value) o.OnDemandThroughputOverride.MaxReadRequestUnits = Number(mrru.value);
+        if (mwru.value) o.OnDemandThroughputOverride.MaxWriteRequestUnits = Number(mwru.value);
+      }
+      const spec = sse.value();
+      if (spec) o.SSESpecificationOverride = spec;
       const dropped = (kind) => boxes.some((b) => b.kind === kind && !b.c.checked);
       const kept = (kind) => boxes.filter((b) => b.kind === kind && b.c.checked).map((b) => b.i);
       if (dropped("GSI")) {
@@ -1055,7 +1138,7 @@ function backupsView() {
     const d = await guard(() => client.call("DescribeBackup", { BackupArn: b.BackupArn }), cell);
     if (!d) return;
     const src = d.BackupDescription.SourceTableFeatureDetails || {};
-    const over = restoreOverrides(src);
+    const over = restoreOverrides(src, d.BackupDescription.SourceTableDetails?.BillingMode || "PROVISIONED");
     const target = h("input", { name: "TargetTableName", required: true, spellcheck: "false" });
     const msg = h("div");
     const f = h("form", { class: "restore", "aria-label": "Restore backup" },
@@ -1097,6 +1180,77 @@ function backupsView() {
     }
   });
   load();
+}
+
+// ---------- backup plans ----------
+
+const PLAN_SERIES = ["extenddb_backup_plan_info", "extenddb_backup_plan_next_run_timestamp_seconds", "extenddb_backup_plan_last_run_timestamp_seconds",
+  "extenddb_backup_plan_last_run_succeeded", "extenddb_backup_plan_last_success_timestamp_seconds", "extenddb_backup_plan_failures_total"];
+
+// plansView shows the configured backup plans ([[backup.plans]]) as
+// /metrics exports them (definition, next slot, last run and its result,
+// last success, this server's failures) and the backups each keeps: the
+// AWS_BACKUP backups named after it (ListBackups, every page), as
+// `extenddb backup plans` prints them.
+async function plansView() {
+  const out = h("div");
+  const body = h("tbody");
+  const kept = h("div", { id: "plan-backups" });
+  clear(main, h("div", { class: "titlebar" }, h("h1", null, "Backup plans"), h("button", { type: "button", onclick: () => plansView() }, "Refresh")),
+    h("p", { class: "hint" }, "The server's ", h("code", null, "[[backup.plans]]"), " (docs/backup.md): a plan backs up the tables it covers at each slot of its schedule as ",
+      h("code", null, "<plan>-<table>-<slot>"), " and keeps what its retention says. Times are UTC."), out,
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "plans" },
+      h("thead", null, h("tr", null, ["Plan", "Account", "Tables", "Schedule", "Retention", "Last run", "Result", "Last success", "Failures", "Next run", "Kept"]
+        .map((x) => h("th", { scope: "col" }, x)))), body)), kept);
+  let text = "";
+  try {
+    const r = await fetch("/metrics", { cache: "no-store", credentials: "omit" });
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    text = await r.text();
+  } catch (e) {
+    out.append(errorBox("Metrics unavailable: " + e.message));
+    return;
+  }
+  const plans = new Map();
+  for (const x of parseMetrics(text, new Set(PLAN_SERIES))) {
+    const p = plans.get(x.labels.plan) || plans.set(x.labels.plan, { name: x.labels.plan }).get(x.labels.plan);
+    if (x.name === "extenddb_backup_plan_info") p.info = x.labels;
+    else p[x.name.replace(/^extenddb_backup_plan_/, "")] = x.value;
+  }
+  const list = [...plans.values()].filter((p) => p.info).sort((a, b) => a.name.localeCompare(b.name));
+  if (!list.length) {
+    body.append(h("tr", null, h("td", { colspan: 11 }, "No backup plans are configured on this server ([[backup.plans]] in its configuration).")));
+    return;
+  }
+  // The backups the plans keep: AWS_BACKUP type, named "<plan>-...".
+  const backups = [];
+  let start;
+  do {
+    const r = await guard(() => client.call("ListBackups", start ? { BackupType: "AWS_BACKUP", ExclusiveStartBackupArn: start } : { BackupType: "AWS_BACKUP" }), out);
+    if (!r) break;
+    backups.push(...(r.BackupSummaries || []));
+    start = r.LastEvaluatedBackupArn;
+  } while (start && main.contains(body));
+  // An instant to the second, as the schedule's slots are.
+  const at = (v) => utc(v).replace(/\.\d{3}Z$/, "Z");
+  const stamp = (v) => (v ? at(v) : "never");
+  for (const p of list) {
+    const mine = backups.filter((b) => b.BackupName.startsWith(p.name + "-"))
+      .sort((a, b) => (b.BackupCreationDateTime || 0) - (a.BackupCreationDateTime || 0));
+    const result = p.last_run_succeeded == null || !p.last_run_timestamp_seconds ? "" : p.last_run_succeeded === 1 ? "succeeded" : "FAILED";
+    body.append(h("tr", { "data-plan": p.name }, h("th", { scope: "row" }, p.name), h("td", null, p.info.account), h("td", null, p.info.tables.split(",").join(", ")),
+      h("td", null, p.info.schedule), h("td", null, p.info.retention),
+      h("td", { class: "when" }, stamp(p.last_run_timestamp_seconds)), h("td", { class: result === "FAILED" ? "bad" : result ? "ok" : "" }, result),
+      h("td", { class: "when" }, stamp(p.last_success_timestamp_seconds)), h("td", null, String(p.failures_total ?? 0)),
+      h("td", { class: "when" }, p.next_run_timestamp_seconds ? at(p.next_run_timestamp_seconds) : ""), h("td", null, String(mine.length))));
+    kept.append(h("section", { class: "card", "data-plan": p.name }, h("h2", null, `${p.name} keeps ${mine.length} backup${mine.length === 1 ? "" : "s"}`),
+      mine.length ? h("div", { class: "scroll" }, h("table", { class: "grid" },
+        h("thead", null, h("tr", null, ["Backup", "Table", "Status", "Created", "Expires", "Size"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", null, mine.map((b) => h("tr", { "data-backup": b.BackupArn }, h("td", null, b.BackupName), h("td", null, b.TableName), h("td", null, b.BackupStatus),
+          h("td", { class: "when" }, at(b.BackupCreationDateTime)), h("td", { class: "when" }, b.BackupExpiryDateTime ? at(b.BackupExpiryDateTime) : ""),
+          h("td", null, formatBytes(b.BackupSizeBytes))))))) : h("p", null, "None in this account yet."),
+      mine.length ? h("p", { class: "hint" }, "Restore or delete them on ", link("#/backups", "Backups"), ".") : null));
+  }
 }
 
 // ---------- exports ----------
@@ -1177,24 +1331,35 @@ function exportsView() {
 
 function importsView() {
   const out = h("div");
-  const types = [["S", "String"], ["N", "Number"], ["B", "Binary"]];
+  const types = KEY_TYPES;
   const bucket = h("input", { name: "S3Bucket", required: true, spellcheck: "false" });
   const prefix = h("input", { name: "S3KeyPrefix", spellcheck: "false" });
   const fmt = select([["DYNAMODB_JSON", "DynamoDB JSON"], ["ION", "Amazon Ion"], ["CSV", "CSV"]], "DYNAMODB_JSON", { name: "InputFormat" });
   const comp = select([["GZIP", "GZIP"], ["ZSTD", "ZSTD"], ["NONE", "None"]], "GZIP", { name: "InputCompressionType" });
+  // CSV's options: the service's delimiters, and the column names when
+  // the files have no header line.
+  const delim = select([[",", "Comma (,)"], [";", "Semicolon (;)"], [":", "Colon (:)"], ["|", "Pipe (|)"], ["\t", "Tab"], [" ", "Space"]], ",", { name: "Delimiter" });
+  const header = h("input", { name: "HeaderList", spellcheck: "false", placeholder: "pk, sk, color" });
+  const csv = h("div", { class: "row", hidden: true }, field("CSV delimiter", delim),
+    field("CSV header list (optional)", header, "comma-separated column names; empty: each file's first line is its header"));
+  fmt.addEventListener("change", () => { csv.hidden = fmt.value !== "CSV"; });
   const name = h("input", { name: "TableName", required: true, spellcheck: "false" });
   const pk = h("input", { name: "pk", required: true, spellcheck: "false" });
   const pkType = select(types, "S", { name: "pkType" });
   const sk = h("input", { name: "sk", spellcheck: "false" });
   const skType = select(types, "S", { name: "skType" });
+  const bill = billingEditor();
+  const gsi = gsiEditor();
+  const sse = sseEditor(false);
   const f = h("form", { class: "card", id: "start-import" }, h("h2", null, "Import from S3 into a new table"),
     h("p", { class: "hint" }, "Reads every object under the prefix of a bucket of the server's ", h("code", null, "[s3]"),
-      " section (an AWS export's data/ directory, for one) into a new on-demand table (docs/exports.md)."),
+      " section (an AWS export's data/ directory, for one) into a new table (docs/exports.md)."),
     h("div", { class: "row" }, field("S3 bucket", bucket), field("Key prefix", prefix)),
-    h("div", { class: "row" }, field("Input format", fmt), field("Compression", comp)),
+    h("div", { class: "row" }, field("Input format", fmt), field("Compression", comp)), csv,
     h("fieldset", null, h("legend", null, "New table"), field("Table name", name),
       h("div", { class: "row" }, field("Partition key", pk), field("Type", pkType)),
-      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType))),
+      h("div", { class: "row" }, field("Sort key (optional)", sk), field("Type", skType)),
+      gsi.el, h("div", { class: "row" }, bill.field), bill.prov, sse.el),
     h("button", { type: "submit", class: "primary" }, "Start import"));
   const jobBody = h("tbody");
   const body = h("tbody");
@@ -1235,12 +1400,29 @@ function importsView() {
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     clear(out);
-    const defs = [{ AttributeName: pk.value, AttributeType: pkType.value }];
-    const ks = [{ AttributeName: pk.value, KeyType: "HASH" }];
-    if (sk.value) { defs.push({ AttributeName: sk.value, AttributeType: skType.value }); ks.push({ AttributeName: sk.value, KeyType: "RANGE" }); }
+    const defs = attributeTypes();
+    const params = { TableName: name.value.trim(), KeySchema: [{ AttributeName: pk.value, KeyType: "HASH" }], ...bill.value() };
     const input = { S3BucketSource: { S3Bucket: bucket.value.trim() }, InputFormat: fmt.value, InputCompressionType: comp.value,
-      TableCreationParameters: { TableName: name.value.trim(), KeySchema: ks, AttributeDefinitions: defs, BillingMode: "PAY_PER_REQUEST" } };
+      TableCreationParameters: params };
+    try {
+      defs.def(pk.value, pkType.value);
+      if (sk.value) { defs.def(sk.value, skType.value); params.KeySchema.push({ AttributeName: sk.value, KeyType: "RANGE" }); }
+      const g = gsi.value(defs.def, bill.throughput());
+      if (g) params.GlobalSecondaryIndexes = g;
+      params.AttributeDefinitions = defs.list();
+      const spec = sse.value();
+      if (spec) params.SSESpecification = spec;
+    } catch (e) {
+      out.append(errorBox(e));
+      return;
+    }
     if (prefix.value.trim()) input.S3BucketSource.S3KeyPrefix = prefix.value.trim();
+    if (fmt.value === "CSV") {
+      const o = { Delimiter: delim.value };
+      const cols = header.value.split(",").map((x) => x.trim()).filter(Boolean);
+      if (cols.length) o.HeaderList = cols;
+      input.InputFormatOptions = { Csv: o };
+    }
     const r = await guard(() => client.call("ImportTable", input), out);
     if (!r) return;
     const d = r.ImportTableDescription;
@@ -1270,7 +1452,7 @@ const BACKGROUND = [
   ["Index backfill progress", "extenddb_index_backfill_progress_ratio", (v) => (100 * v).toFixed(0) + " %"],
   ["TTL backlog (items)", "extenddb_ttl_backlog_items"],
   ["TTL deleted items", "extenddb_ttl_deleted_items_total"],
-  ["Point-in-time shipping lag", "extenddb_pitr_lag_seconds", (v) => v.toFixed(1) + " s"],
+  ["Point-in-time records shipped", "extenddb_pitr_shipped_records_total"],
   ["Point-in-time shipping errors", "extenddb_pitr_ship_errors_total"],
   ["Stream records written", "extenddb_stream_records_written_total"],
 ];
@@ -1284,12 +1466,20 @@ async function serverView() {
   const facts = h("dl", { class: "facts" });
   const ops = h("tbody");
   const bg = h("dl", { class: "facts", id: "background" });
+  const lag = h("tbody");
+  const running = h("tbody");
   const rate = h("span", { id: "rate" });
   clear(main, h("h1", null, "Server"), facts,
     h("h2", null, "Requests by operation ", rate),
     h("div", { class: "scroll" }, h("table", { class: "grid", id: "ops" },
       h("thead", null, h("tr", null, ["Operation", "Requests", "Errors", "Error types", "p50", "p99", "Mean"].map((x) => h("th", { scope: "col" }, x)))), ops)),
     h("h2", null, "Background work"), bg,
+    h("h3", null, "Backup, restore, export and import jobs running"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "running-jobs" },
+      h("thead", null, h("tr", null, ["Kind", "Account", "Table", "Job", "Phase", "Items", "Bytes"].map((x) => h("th", { scope: "col" }, x)))), running)),
+    h("h3", null, "Point-in-time recovery: shipping lag per table"),
+    h("div", { class: "scroll" }, h("table", { class: "grid", id: "pitr-lag" },
+      h("thead", null, h("tr", null, ["Account", "Table", "Lag"].map((x) => h("th", { scope: "col" }, x)))), lag)),
     h("p", { class: "hint" }, "From ", link("/metrics", "/metrics"), " since the server started; refreshed every 5 seconds."));
   const get = async (path) => {
     try {
@@ -1306,13 +1496,21 @@ async function serverView() {
     ops.append(h("tr", null, h("td", { colspan: 7 }, "Metrics unavailable (HTTP " + mm.status + ").")));
     return;
   }
-  const wanted = new Set(["extenddb_build_info", "extenddb_tables", "extenddb_requests_total", "extenddb_request_duration_seconds_sum",
+  const wanted = new Set(["extenddb_build_info", "extenddb_server_info", "extenddb_backup_store_up", "extenddb_pitr_lag_seconds", ...JOB_SERIES, "extenddb_tables", "extenddb_requests_total", "extenddb_request_duration_seconds_sum",
     "extenddb_request_duration_seconds_count", "extenddb_request_duration_seconds_bucket", ...BACKGROUND.map((b) => b[1])]);
   const all = parseMetrics(mm.text, wanted);
   const build = all.find((x) => x.name === "extenddb_build_info");
   if (build) fact("Version", `${build.labels.version} (commit ${build.labels.commit}, ${build.labels.go})`);
-  const backends = new Set(parseMetrics(mm.text, { has: () => true }).map((x) => x.labels.backend).filter(Boolean));
+  // The backend and the backup store: extenddb_server_info (every
+  // backend), else the label of the storage metrics of an older server.
+  const info = all.find((x) => x.name === "extenddb_server_info");
+  const backends = info ? new Set([info.labels.backend]) : new Set(parseMetrics(mm.text, { has: () => true }).map((x) => x.labels.backend).filter(Boolean));
   if (backends.size) fact("Backend", [...backends].join(", "));
+  if (info) {
+    const up = all.find((x) => x.name === "extenddb_backup_store_up");
+    fact("Backup store", h("span", { id: "backup-store" }, info.labels.backup_store,
+      up ? h("span", { class: up.value === 1 ? "ok" : "bad" }, up.value === 1 ? " (reachable)" : " (unreachable or not this catalog's: see readiness)") : null));
+  }
   const tables = all.filter((x) => x.name === "extenddb_tables");
   if (tables.length) fact("Tables", String(tables.reduce((a, x) => a + x.value, 0)));
 
@@ -1349,6 +1547,24 @@ async function serverView() {
     bg.append(h("dt", null, label), h("dd", null, fmt ? fmt(v) : String(v)));
   }
   if (!bg.childElementCount) bg.append(h("dd", null, "None reported."));
+  const jobsNow = new Map();
+  for (const x of all.filter((x) => JOB_SERIES.includes(x.name))) {
+    const k = [x.labels.kind, x.labels.account, x.labels.table, x.labels.job].join("\u0000");
+    const j = jobsNow.get(k) || jobsNow.set(k, { labels: x.labels }).get(k);
+    j[x.name.slice("extenddb_backup_job_".length)] = x.value;
+  }
+  for (const j of jobsNow.values()) {
+    const l = j.labels;
+    running.append(h("tr", null, h("td", null, l.kind), h("td", null, l.account || ""), h("td", null, l.table), h("td", null, l.job), h("td", null, l.phase || ""),
+      h("td", null, `${j.items ?? 0}${j.total_items ? " of " + j.total_items : ""}`), h("td", null, formatBytes(j.bytes ?? 0))));
+  }
+  if (!jobsNow.size) running.append(h("tr", null, h("td", { colspan: 7 }, "None running.")));
+  const lags = all.filter((x) => x.name === "extenddb_pitr_lag_seconds").sort((a, b) => b.value - a.value);
+  for (const x of lags) {
+    lag.append(h("tr", { "data-table": x.labels.table }, h("td", null, x.labels.account), h("th", { scope: "row" }, link("#/table/" + encodeURIComponent(x.labels.table), x.labels.table)),
+      h("td", null, x.value.toFixed(1) + " s")));
+  }
+  if (!lags.length) lag.append(h("tr", null, h("td", { colspan: 3 }, "No table with point-in-time recovery on this server.")));
   // Refreshed in place unless the reader is on a control of the page (a
   // rebuild would take their focus away).
   const again = () => {

@@ -3,7 +3,6 @@ package awsexport
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/amazon-ion/ion-go/ion"
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/extenddb/extenddb/internal/attr"
 )

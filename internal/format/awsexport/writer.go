@@ -18,7 +18,6 @@ package awsexport
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/amazon-ion/ion-go/ion"
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/format"

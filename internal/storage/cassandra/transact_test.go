@@ -384,6 +384,13 @@ func TestSIGKILLMidTransactions(t *testing.T) {
 		t.Fatal("the child acknowledged no transfer")
 	}
 	counterKey := storage.GetItemParams{Table: refs[0], PK: []byte("counter")}
+	// Statements the child sent before it died still run on the node (an
+	// LWT already in Paxos completes), so a transfer may go on committing
+	// for a while: the GetItem sum is checked once the stored state is
+	// quiet. GetItems of several items are not a snapshot, so a transfer
+	// committing between two of them would be seen in part, as DynamoDB
+	// allows; TransactGet must never see that.
+	waitQuiet(t, b, append(gets, counterKey))
 	check := func(when string) {
 		t.Helper()
 		sum := 0
@@ -475,4 +482,43 @@ func TestSIGKILLChild(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// waitQuiet waits until the records of keys (their versions, locks and
+// the states of the transactions holding them) have not changed for a
+// second, or fails after a minute.
+func waitQuiet(t *testing.T, b *Backend, keys []storage.GetItemParams) {
+	t.Helper()
+	ctx := t.Context()
+	state := func() string {
+		var sb strings.Builder
+		for _, g := range keys {
+			rec, err := txStore{b}.ReadItem(ctx, txledger.Key{Table: g.Table, PK: g.PK})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&sb, "%d:", rec.Version)
+			if rec.Lock != nil {
+				tx, err := txStore{b}.ReadTx(ctx, rec.Lock.Tx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tx != nil {
+					fmt.Fprintf(&sb, "%v", tx.State)
+				}
+			}
+			sb.WriteByte(' ')
+		}
+		return sb.String()
+	}
+	last, since := state(), time.Now()
+	for deadline := time.Now().Add(time.Minute); time.Since(since) < time.Second; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the records still change a minute after the kill: %s", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if cur := state(); cur != last {
+			last, since = cur, time.Now()
+		}
+	}
 }

@@ -17,7 +17,7 @@ func Driver() storage.Driver {
 		Name:    DriverName,
 		Summary: "native in-memory backend (nothing kept after exit; what storage.memory runs)",
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
-			return New(Options{}), nil
+			return New(Options{ItemSize: env.ItemSize}), nil
 		},
 		Describe: func(env storage.DriverEnv) []any { return []any{"backend", DriverName, "memory", true} },
 	}

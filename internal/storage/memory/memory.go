@@ -47,6 +47,9 @@ type Options struct {
 	// MaxSnapshots bounds the table snapshots open at once (default
 	// storage.DefaultMaxSnapshots).
 	MaxSnapshots int
+	// ItemSize measures items and index entries for the table statistics
+	// kept with every write (storage.TableCounter); nil: their length.
+	ItemSize storage.ItemSizeFunc
 }
 
 // Backend is the in-memory storage backend. It is safe for concurrent use.
@@ -64,6 +67,7 @@ type Backend struct {
 	stripes [nStripes]stripe
 
 	snaps *storage.SnapshotLimiter
+	size  storage.ItemSizeFunc
 
 	// jobs holds the backup and restore job catalogs (backups.go).
 	jobsOnce sync.Once
@@ -89,9 +93,10 @@ type table struct {
 	dropped bool
 	items   *btree.BTreeG[ent]
 	indexes map[string]*index
-	// itemCount and itemBytes count the table's items and the bytes of
-	// their canonical encoding (for table statistics).
+	// itemCount and itemBytes count the table's items and their sizes
+	// (size, the backend's Options.ItemSize) for the table statistics.
 	itemCount, itemBytes int64
+	size                 storage.ItemSizeFunc
 	// log is the table's change log (changelog.go), in Seq order;
 	// lastSeq is the highest Seq ever assigned and lastAt the At of the
 	// latest record.
@@ -111,8 +116,9 @@ type index struct {
 // shift a node's entries) and copy-on-write node copies cheap.
 const degree = 32
 
-func newTable(meta *storage.Table) *table {
+func newTable(meta *storage.Table, size storage.ItemSizeFunc) *table {
 	return &table{
+		size:    size,
 		id:      meta.ID,
 		meta:    meta,
 		items:   btree.NewBTreeGOptions(entLess, btree.Options{Degree: degree, NoLocks: true}),
@@ -163,7 +169,7 @@ func ixLess(a, b ixEnt) bool {
 
 // New returns an empty backend.
 func New(opts Options) *Backend {
-	b := &Backend{byName: map[tableKey]*table{}, snaps: storage.NewSnapshotLimiter(opts.MaxSnapshots)}
+	b := &Backend{byName: map[tableKey]*table{}, snaps: storage.NewSnapshotLimiter(opts.MaxSnapshots), size: opts.ItemSize}
 	m := map[int64]*table{}
 	b.byID.Store(&m)
 	return b
@@ -172,10 +178,10 @@ func New(opts Options) *Backend {
 // Name implements storage.Backend.
 func (b *Backend) Name() string { return "memory" }
 
-// Capabilities implements storage.Backend: snapshots, the job catalogs
-// and a change log.
+// Capabilities implements storage.Backend: snapshots, the job catalogs,
+// a change log and table statistics kept with every write.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b}
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, Counts: b}
 }
 
 var errClosed = storage.Errorf(storage.KindUnavailable, "memory: backend is closed")
@@ -260,7 +266,7 @@ func (b *Backend) CreateTable(ctx context.Context, p storage.CreateTableParams) 
 	b.nextID++
 	meta := &storage.Table{Account: p.Account, Name: p.Name, ID: b.nextID, Desc: bytes.Clone(nz(p.Desc)), Version: 1,
 		CreatedAt: time.Now().UTC()}
-	b.byName[k] = newTable(meta)
+	b.byName[k] = newTable(meta, b.size)
 	b.publishLocked()
 	return &storage.CreateTableResult{Table: metaCopy(meta)}, nil
 }

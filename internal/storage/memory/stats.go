@@ -8,29 +8,18 @@ import (
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
-// TableStats implements storage.Backend. Without a Size function the
-// answer is the counts the apply function keeps (O(1)); with one, the
-// item and index trees are copied (copy-on-write, O(1)) under the table's
-// write lock, one instant, and walked without a lock.
+// TableStats implements storage.Backend: the item and index trees are
+// copied (copy-on-write, O(1)) under the table's write lock, one instant,
+// and walked without a lock.
 func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*storage.TableStatsResult, error) {
 	t, err := b.liveTable(p.Table)
 	if err != nil {
 		return nil, err
 	}
 	res := &storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}
-	if p.Size == nil {
-		t.mu.RLock()
-		defer t.mu.RUnlock()
-		if t.dropped {
-			return nil, tableNotFound(p.Table)
-		}
-		res.ItemCount, res.SizeBytes = t.itemCount, t.itemBytes
-		for name, ix := range t.indexes {
-			if ix.count > 0 {
-				res.Indexes[name] = storage.IndexStats{ItemCount: ix.count, SizeBytes: ix.bytes}
-			}
-		}
-		return res, nil
+	size := p.Size
+	if size == nil {
+		size = func(item []byte) int64 { return int64(len(item)) }
 	}
 	t.mu.Lock()
 	if t.dropped {
@@ -45,14 +34,14 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 	t.mu.Unlock()
 	items.Scan(func(e ent) bool {
 		res.ItemCount++
-		res.SizeBytes += p.Size(e.item)
+		res.SizeBytes += size(e.item)
 		return true
 	})
 	for name, tr := range indexes {
 		var st storage.IndexStats
 		tr.Scan(func(e ixEnt) bool {
 			st.ItemCount++
-			st.SizeBytes += p.Size(e.item)
+			st.SizeBytes += size(e.item)
 			return true
 		})
 		if st.ItemCount > 0 {
@@ -60,4 +49,58 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 		}
 	}
 	return res, nil
+}
+
+// Counts implements storage.TableCounter: the figures the apply function
+// keeps under the table's write lock (memory has no crash to recover
+// from, and no bulk load).
+func (b *Backend) Counts(ctx context.Context, p storage.CountsParams) (*storage.CountsResult, error) {
+	t, err := b.liveTable(p.Table)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.dropped {
+		return nil, tableNotFound(p.Table)
+	}
+	res := &storage.CountsResult{Counted: true, Stats: storage.TableStatsResult{
+		ItemCount: t.itemCount, SizeBytes: t.itemBytes, Indexes: map[string]storage.IndexStats{}}}
+	for name, ix := range t.indexes {
+		if ix.count > 0 {
+			res.Stats.Indexes[name] = storage.IndexStats{ItemCount: ix.count, SizeBytes: ix.bytes}
+		}
+	}
+	return res, nil
+}
+
+// Recount implements storage.TableCounter: the trees are counted under
+// the table's write lock (no write runs meanwhile, so the count is the
+// figures themselves).
+func (b *Backend) Recount(ctx context.Context, p storage.CountsParams) (*storage.CountsResult, error) {
+	t, err := b.liveTable(p.Table)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.dropped {
+		t.mu.Unlock()
+		return nil, tableNotFound(p.Table)
+	}
+	t.itemCount, t.itemBytes = 0, 0
+	t.items.Scan(func(e ent) bool {
+		t.itemCount++
+		t.itemBytes += t.size.SizeOf(e.item)
+		return true
+	})
+	for _, ix := range t.indexes {
+		ix.count, ix.bytes = 0, 0
+		ix.tr.Scan(func(e ixEnt) bool {
+			ix.count++
+			ix.bytes += t.size.SizeOf(e.item)
+			return true
+		})
+	}
+	t.mu.Unlock()
+	return b.Counts(ctx, p)
 }

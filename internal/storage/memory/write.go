@@ -117,6 +117,40 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 			}
 		}
 	}
+	if err := decide(ops, st, tx); err != nil {
+		return err
+	}
+
+	// Apply under the tables' write locks: all of them, or nothing when
+	// one was deleted meanwhile.
+	if len(ops) == 1 {
+		t := st[0].t
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.fence(ops[0].Table); err != nil {
+			return err
+		}
+		t.apply(&ops[0], &st[0])
+		return nil
+	}
+	defer lockTables(len(st), func(i int) *table { return st[i].t }, true)()
+	for i := range st {
+		if err := st[i].t.fence(ops[i].Table); err != nil {
+			return err
+		}
+	}
+	for i := range ops {
+		st[i].t.apply(&ops[i], &st[i])
+	}
+	return nil
+}
+
+// decide runs each operation's write function on the item it reads
+// (for an item an earlier operation of the batch wrote, that operation's
+// result) and keeps its change in st; the caller holds the stripe locks.
+// In a transaction every function runs, and any that fail cancel it with
+// their reasons; otherwise the first failure is returned.
+func decide(ops []storage.WriteItemParams, st []opState, tx bool) error {
 	var reasons []error
 	for i := range ops {
 		op, s := &ops[i], &st[i]
@@ -172,28 +206,6 @@ func (b *Backend) write(ctx context.Context, ops []storage.WriteItemParams, st [
 		}
 		return &storage.Error{Kind: storage.KindTransactionCanceled,
 			Message: fmt.Sprintf("%d of %d operations failed", n, len(ops)), Reasons: reasons}
-	}
-
-	// Apply under the tables' write locks: all of them, or nothing when
-	// one was deleted meanwhile.
-	if len(ops) == 1 {
-		t := st[0].t
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err := t.fence(ops[0].Table); err != nil {
-			return err
-		}
-		t.apply(&ops[0], &st[0])
-		return nil
-	}
-	defer lockTables(len(st), func(i int) *table { return st[i].t }, true)()
-	for i := range st {
-		if err := st[i].t.fence(ops[i].Table); err != nil {
-			return err
-		}
-	}
-	for i := range ops {
-		st[i].t.apply(&ops[i], &st[i])
 	}
 	return nil
 }
@@ -256,22 +268,22 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 		copy(buf[pl+sl:], ch.Item)
 		e := ent{h: s.h, pk: buf[:pl:pl], sk: buf[pl : pl+sl : pl+sl], item: buf[pl+sl:]}
 		if prev, ok := t.items.Set(e); ok {
-			t.itemBytes -= int64(len(prev.item))
+			t.itemBytes -= t.size.SizeOf(prev.item)
 		} else {
 			t.itemCount++
 		}
-		t.itemBytes += int64(len(e.item))
+		t.itemBytes += t.size.SizeOf(e.item)
 	case storage.Delete:
 		if prev, ok := t.items.Delete(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
 			t.itemCount--
-			t.itemBytes -= int64(len(prev.item))
+			t.itemBytes -= t.size.SizeOf(prev.item)
 		}
 	}
 	for _, k := range ch.DeleteIndex {
 		if ix := t.indexes[k.Index]; ix != nil {
 			if prev, ok := ix.tr.Delete(ixEnt{h: storage.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK}); ok {
 				ix.count--
-				ix.bytes -= int64(len(prev.item))
+				ix.bytes -= t.size.SizeOf(prev.item)
 			}
 		}
 	}
@@ -293,10 +305,10 @@ func (t *table) apply(op *storage.WriteItemParams, s *opState) {
 		copy(buf[c:], op.SK)
 		copy(buf[d:], x.Item)
 		if prev, ok := ix.tr.Set(ixEnt{h: storage.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]}); ok {
-			ix.bytes -= int64(len(prev.item))
+			ix.bytes -= t.size.SizeOf(prev.item)
 		} else {
 			ix.count++
 		}
-		ix.bytes += int64(len(x.Item))
+		ix.bytes += t.size.SizeOf(x.Item)
 	}
 }

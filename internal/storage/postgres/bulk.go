@@ -102,6 +102,9 @@ func (b *Backend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error 
 	batch := func() *pgx.Batch {
 		bt := &pgx.Batch{}
 		bt.Queue(sqlSpecFence, ref.ID, ref.Version)
+		// Written without reading what it replaces: the table's
+		// statistics are unknown until a recount (counts.go).
+		bt.Queue(sqlStatBulk, ref.ID)
 		if len(rows) > 0 {
 			hs, pks, sks, items := make([]int64, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
 			for i, r := range rows {

@@ -14,8 +14,11 @@ import (
 const (
 	sqlGetTable   = `SELECT id, descr, version, created_at FROM tables WHERE account = $1 AND name = $2`
 	sqlListTables = `SELECT name FROM tables WHERE account = $1 AND name > $2 ORDER BY name LIMIT $3`
-	sqlInsTable   = `INSERT INTO tables(account, name, descr, version) VALUES ($1, $2, $3, 1)
-		ON CONFLICT (account, name) DO NOTHING RETURNING id, created_at`
+	// A new table starts with known (zero) statistics (counts.go).
+	sqlInsTable = `WITH n AS (INSERT INTO tables(account, name, descr, version) VALUES ($1, $2, $3, 1)
+			ON CONFLICT (account, name) DO NOTHING RETURNING id, created_at),
+		s AS (INSERT INTO table_stats_state(t, counted) SELECT id, true FROM n)
+		SELECT id, created_at FROM n`
 	sqlLockTable = `SELECT id, descr, version, created_at FROM tables WHERE account = $1 AND name = $2 FOR NO KEY UPDATE`
 	sqlUpdTable  = `UPDATE tables SET descr = $1, version = version + 1 WHERE id = $2`
 	sqlDelTable  = `DELETE FROM tables WHERE account = $1 AND name = $2 RETURNING id, descr, version, created_at`
@@ -197,6 +200,11 @@ func (b *Backend) DeleteTable(ctx context.Context, p storage.DeleteTableParams) 
 		bt.Queue(sqlDelLog, res.ID)
 		bt.Queue(sqlDelLogPending, res.ID)
 		bt.Queue(sqlDelLogLast, res.ID)
+		// Deltas before the folded rows: a fold running now commits
+		// before the second delete looks (counts.go).
+		bt.Queue(sqlStatDelDeltas, res.ID)
+		bt.Queue(sqlStatDel, res.ID)
+		bt.Queue(sqlStatDelState, res.ID)
 		bt.Queue("COMMIT")
 		x.commitSent = true
 		return x.send(bt)
@@ -235,6 +243,8 @@ func (b *Backend) DropIndex(ctx context.Context, p storage.DropIndexParams) (*st
 		}
 		bt = &pgx.Batch{}
 		bt.Queue(sqlDropIdx, p.Table.ID, p.Index)
+		bt.Queue(sqlStatDropDeltas, p.Table.ID, p.Index)
+		bt.Queue(sqlStatDropIx, p.Table.ID, p.Index)
 		bt.Queue("COMMIT")
 		x.commitSent = true
 		return x.send(bt)

@@ -81,7 +81,8 @@ func Driver() storage.Driver {
 		},
 		Open: func(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 			c := configOf(env)
-			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), ReadLanes: c.ReadLanes, WriteLanes: c.WriteLanes, ReadCacheBytes: c.readCacheBytes(), RequireMigrated: true})
+			b, err := Open(ctx, Options{DSN: c.DSN, MaxConns: int32(c.MaxConns), ReadLanes: c.ReadLanes, WriteLanes: c.WriteLanes, ReadCacheBytes: c.readCacheBytes(), RequireMigrated: true,
+				ItemSize: env.ItemSize})
 			if storage.IsKind(err, storage.KindUnavailable) {
 				return nil, fmt.Errorf("storage backend unreachable: postgres at %s: %w", RedactDSN(c.DSN), err)
 			}

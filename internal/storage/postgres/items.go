@@ -14,15 +14,22 @@ import (
 )
 
 const (
-	sqlLockKey    = `SELECT pg_advisory_xact_lock($1)`
-	sqlFenceTabs  = `SELECT id, version FROM tables WHERE id = ANY($1) FOR SHARE`
-	sqlLiveTabs   = `SELECT id FROM tables WHERE id = ANY($1)`
-	sqlReadItem   = `SELECT item FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
-	sqlInsItem    = `INSERT INTO items(t, h, pk, sk, item) VALUES ($1, $2, $3, $4, $5)`
-	sqlUpdItem    = `UPDATE items SET item = $5 WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
-	sqlDelItem    = `DELETE FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
-	sqlDelIdx     = `DELETE FROM idx WHERE t = $1 AND ix = $2 AND h = $3 AND ipk = $4 AND isk = $5 AND pk = $6 AND sk = $7`
-	sqlPutIdx     = `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = EXCLUDED.item`
+	sqlLockKey   = `SELECT pg_advisory_xact_lock($1)`
+	sqlFenceTabs = `SELECT id, version FROM tables WHERE id = ANY($1) FOR SHARE`
+	sqlLiveTabs  = `SELECT id FROM tables WHERE id = ANY($1)`
+	sqlReadItem  = `SELECT item FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+	sqlInsItem   = `INSERT INTO items(t, h, pk, sk, item) VALUES ($1, $2, $3, $4, $5)`
+	sqlUpdItem   = `UPDATE items SET item = $5 WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+	sqlDelItem   = `DELETE FROM items WHERE t = $1 AND h = $2 AND pk = $3 AND sk = $4`
+	// An index entry's delete and put append their statistics deltas
+	// (counts.go) in the same statement: what was deleted or replaced is
+	// known only there.
+	sqlDelIdx = `WITH d AS (DELETE FROM idx WHERE t = $1 AND ix = $2 AND h = $3 AND ipk = $4 AND isk = $5 AND pk = $6 AND sk = $7 RETURNING sz)
+		INSERT INTO table_stats_delta(t, ix, items, bytes) SELECT $1, $2, -1, -coalesce(sz, 0) FROM d`
+	sqlPutIdx = `WITH o AS (SELECT sz FROM idx WHERE t = $1 AND ix = $2 AND h = $3 AND ipk = $4 AND isk = $5 AND pk = $6 AND sk = $7),
+		u AS (INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item, sz) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = EXCLUDED.item, sz = EXCLUDED.sz)
+		INSERT INTO table_stats_delta(t, ix, items, bytes) SELECT $1, $2, 1 - count(*), $9::bigint - coalesce(sum(o.sz), 0) FROM o`
 	sqlDropIdx    = `DELETE FROM idx WHERE t = $1 AND ix = $2`
 	sqlGetItem    = `SELECT i.item FROM tables tb LEFT JOIN items i ON i.t = tb.id AND i.h = $2 AND i.pk = $3 AND i.sk = $4 WHERE tb.id = $1`
 	sqlBeginSnap  = `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`
@@ -109,7 +116,7 @@ func (b *Backend) writeItems(ctx context.Context, ops []storage.WriteItemParams,
 		if err != nil {
 			return err
 		}
-		bt, res, rs, guessable := queueWrites(ops, olds)
+		bt, res, rs, guessable := queueWrites(ops, olds, b.opts.ItemSize)
 		if rs != nil {
 			reasons = rs
 			x.rollback()
@@ -221,7 +228,7 @@ func (b *Backend) lockAndRead(x *txn, ops []storage.WriteItemParams, locks, tabs
 // the error of the failing functions and nothing is to be written.
 // guessable is false when two operations write one key (the guess cache
 // keeps one value per key).
-func queueWrites(ops []storage.WriteItemParams, olds [][]byte) (bt *pgx.Batch, results []storage.WriteItemResult, reasons []error, guessable bool) {
+func queueWrites(ops []storage.WriteItemParams, olds [][]byte, size storage.ItemSizeFunc) (bt *pgx.Batch, results []storage.WriteItemResult, reasons []error, guessable bool) {
 	results = make([]storage.WriteItemResult, len(ops))
 	cur := make(map[opKey][]byte, len(ops))
 	guessable = true
@@ -271,7 +278,7 @@ func queueWrites(ops []storage.WriteItemParams, olds [][]byte) (bt *pgx.Batch, r
 			}
 			cur[k] = nil
 		}
-		queueIndexAndLog(batchQueue(bt), o.Table.ID, pk, sk, ch)
+		queueIndexAndLog(batchQueue(bt), o.Table.ID, pk, sk, old, ch, size)
 	}
 	if reasons != nil {
 		return nil, nil, reasons, false

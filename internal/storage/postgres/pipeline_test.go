@@ -41,7 +41,7 @@ func TestPipeStatements(t *testing.T) {
 		{sqlLockKey, []any{lockKey(ref.ID, pk("a"), empty)}},
 		{sqlSpecFence, []any{ref.ID, ref.Version}},
 		ins("a", "1"),
-		{sqlPutIdx, []any{ref.ID, "gsi", hashOf(pk("x")), pk("x"), empty, pk("a"), empty, []byte("1")}},
+		{sqlPutIdx, []any{ref.ID, "gsi", hashOf(pk("x")), pk("x"), empty, pk("a"), empty, []byte("1"), int64(1)}},
 	})
 	if err != nil || !last {
 		t.Fatalf("pipeline: lastDone %v err %v", last, err)

@@ -120,13 +120,19 @@ type Options struct {
 	// (readcache.go, presence.go, ADR 0037; default 16 MiB, negative:
 	// none, every GetItem reads the database).
 	ReadCacheBytes int
+	// ItemSize measures items and index entries for the table statistics
+	// kept with every write (storage.TableCounter); nil: their length.
+	ItemSize storage.ItemSizeFunc
 }
 
 // Backend is the PostgreSQL storage backend. It is safe for concurrent use.
 type Backend struct {
-	opts   Options
-	pool   *pgxpool.Pool
-	closed atomic.Bool
+	opts Options
+	// foldStop ends the fold of statistics deltas (counts.go); foldDone
+	// is closed when it has.
+	foldStop, foldDone chan struct{}
+	pool               *pgxpool.Pool
+	closed             atomic.Bool
 
 	// retries counts transparent re-runs (tests and metrics).
 	retries atomic.Int64
@@ -231,6 +237,8 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.WriteLanes > 0 && b.guess != nil {
 		b.wlanes = newWriteLanes(b, opts.WriteLanes)
 	}
+	b.foldStop, b.foldDone = make(chan struct{}), make(chan struct{})
+	go b.foldLoop(b.foldStop, b.foldDone)
 	return b, nil
 }
 
@@ -281,7 +289,7 @@ func (b *Backend) Name() string { return "postgres" }
 // Capabilities implements storage.Backend: snapshots, the job catalogs, a
 // change log, bulk loads (at the caller's batch size) and statistics.
 func (b *Backend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, Bulk: b, Stats: b}
+	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, Bulk: b, Stats: b, Counts: b}
 }
 
 // Ping implements storage.Backend.
@@ -301,6 +309,10 @@ func (b *Backend) Close() error {
 	}
 	if b.wlanes != nil {
 		b.wlanes.close()
+	}
+	if b.foldStop != nil {
+		close(b.foldStop)
+		<-b.foldDone
 	}
 	b.pool.Close()
 	if b.presence != nil {

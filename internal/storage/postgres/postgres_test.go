@@ -646,3 +646,19 @@ func TestSnapshotMarker(t *testing.T) {
 		t.Fatalf("importing the marker: %v", err)
 	}
 }
+
+// TestCountsHandles: two backends on one database write one table at
+// once (their deltas go to one log, folded by both); a third opened after
+// both closed reads exact figures.
+func TestCountsHandles(t *testing.T) {
+	need(t)
+	storagetest.CountsHandles(t, func(t *testing.T) storage.Backend { return openT(t, Options{DSN: testDSN}) })
+}
+
+// TestCountsRestart: the figures survive a close and reopen, deltas not
+// yet folded included.
+func TestCountsRestart(t *testing.T) {
+	need(t)
+	b := openT(t, Options{DSN: testDSN})
+	storagetest.CountsAfter(t, b, func() { b.Close() }, func() storage.Backend { return openT(t, Options{DSN: testDSN}) })
+}

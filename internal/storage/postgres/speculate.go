@@ -197,7 +197,7 @@ func (b *Backend) planSpeculative(ops []storage.WriteItemParams, keys []string, 
 		if ch.Op == storage.Keep {
 			continue // a Keep changes nothing, index entries included
 		}
-		queueIndexAndLog(queue, t, pk, sk, ch)
+		queueIndexAndLog(queue, t, pk, sk, old, ch, b.opts.ItemSize)
 	}
 	return plan
 }
@@ -352,16 +352,20 @@ func (b *Backend) remember(key string, r storage.WriteItemResult) {
 	}
 }
 
-// queueIndexAndLog queues a change's index entry deletes and puts and its
-// change-log pending row.
-func queueIndexAndLog(queue func(sql string, args ...any), t int64, pk, sk []byte, ch storage.Change) {
+// queueIndexAndLog queues a change's item statistics delta (from old, the
+// item the write replaces), its index entry deletes and puts (with their
+// deltas) and its change-log pending row.
+func queueIndexAndLog(queue func(sql string, args ...any), t int64, pk, sk, old []byte, ch storage.Change, size storage.ItemSizeFunc) {
+	if items, bytes := itemDelta(old, ch, size); items != 0 || bytes != 0 {
+		queue(sqlStatItem, t, items, bytes)
+	}
 	for _, d := range ch.DeleteIndex {
 		ipk := nz(d.PK)
 		queue(sqlDelIdx, t, d.Index, hashOf(ipk), ipk, nz(d.SK), pk, sk)
 	}
 	for _, e := range ch.PutIndex {
 		ipk := nz(e.PK)
-		queue(sqlPutIdx, t, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item))
+		queue(sqlPutIdx, t, e.Index, hashOf(ipk), ipk, nz(e.SK), pk, sk, nz(e.Item), size.SizeOf(e.Item))
 	}
 	if ch.Log != nil {
 		// Published to the readable log later (changelog.go).

@@ -20,21 +20,36 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 	}
 	var res *storage.TableStatsResult
 	err := b.read(ctx, "postgres: table stats", func(c *pgxpool.Conn) error {
-		res = &storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}
 		tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
+		var err2 error
+		if res, err2 = countIn(ctx, tx, p.Table, size); err2 != nil {
+			return err2
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// countIn counts a table's items and index entries in tx (one snapshot).
+func countIn(ctx context.Context, tx pgx.Tx, ref storage.TableRef, size func([]byte) int64) (*storage.TableStatsResult, error) {
+	res := &storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}
+	err := func() error {
 		var one int64
-		err = tx.QueryRow(ctx, `SELECT id FROM tables WHERE id = $1`, p.Table.ID).Scan(&one)
+		err := tx.QueryRow(ctx, `SELECT id FROM tables WHERE id = $1`, ref.ID).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return tableNotFound(p.Table)
+			return tableNotFound(ref)
 		}
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT item FROM items WHERE t = $1`, p.Table.ID)
+		rows, err := tx.Query(ctx, `SELECT item FROM items WHERE t = $1`, ref.ID)
 		if err != nil {
 			return err
 		}
@@ -47,7 +62,7 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT ix, item FROM idx WHERE t = $1`, p.Table.ID)
+		rows, err = tx.Query(ctx, `SELECT ix, item FROM idx WHERE t = $1`, ref.ID)
 		if err != nil {
 			return err
 		}
@@ -61,8 +76,8 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return tx.Commit(ctx)
-	})
+		return nil
+	}()
 	if err != nil {
 		return nil, err
 	}

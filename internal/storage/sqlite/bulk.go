@@ -37,6 +37,11 @@ func (w *writer) bulkLoad(p storage.BulkLoadParams) error {
 	if version != ref.Version {
 		return storage.VersionChanged(ref, version)
 	}
+	// The load writes without reading what it replaces: the table's
+	// statistics are unknown until a recount (counts.go).
+	if _, err := w.statBulk.ExecContext(bg, ref.ID); err != nil {
+		return fail(err, "sqlite: bulk load")
+	}
 	for i := range p.Items {
 		it := &p.Items[i]
 		pk, sk := nz(it.PK), nz(it.SK)

@@ -73,7 +73,7 @@ func Driver() storage.Driver {
 
 func openDriver(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 	c := configOf(env)
-	opt := Options{Memory: env.Memory, ItemCacheBytes: c.ItemCacheMB << 20, WALLimitBytes: int64(c.WALLimitMB) << 20,
+	opt := Options{Memory: env.Memory, ItemSize: env.ItemSize, ItemCacheBytes: c.ItemCacheMB << 20, WALLimitBytes: int64(c.WALLimitMB) << 20,
 		CommitWait: time.Duration(c.CommitWaitUS) * time.Microsecond}
 	if c.CommitWaitUS == 0 {
 		opt.CommitWait = -1

@@ -50,27 +50,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 		release()
 		return nil, mapErr(err, "sqlite: snapshot connection")
 	}
-	// mu serializes the connection's users: fetch, run by the stream's
-	// reader, and end, which may run beside it (Close from another
-	// goroutine).
-	var mu sync.Mutex
-	var items *rawStmt
-	closed := false
-	end := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if closed {
-			return nil
-		}
-		closed = true
-		if items != nil {
-			items.finalize()
-		}
-		err := c.exec("ROLLBACK")
-		c.close()
-		release()
-		return mapErr(err, "sqlite: snapshot end")
-	}
+	r := &snapshotReader{c: c, release: release}
 	if err := c.exec("BEGIN"); err != nil {
 		c.close()
 		release()
@@ -80,7 +60,7 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	// instant.
 	t, err := rawTable(c, p.Account, p.Name)
 	if err != nil {
-		end()
+		r.end()
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
 		}
@@ -90,66 +70,101 @@ func (b *Backend) OpenTableSnapshot(ctx context.Context, p storage.OpenSnapshotP
 	if p.AfterPin != nil {
 		p.AfterPin()
 	}
-	// One statement kept open from the first page to the last: pages are
-	// fetched in sequence, never from a cursor of the caller's. Scan
-	// order, not rowid order, although a pass over the table's B-tree
-	// would read less: a restore loads in the backup's order, and keys in
-	// Scan order append to the key index (ADR 0034).
-	id := t.ID
-	var pages sqlutil.SnapshotPages
-	done := false
-	fetch := func(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return nil, false, nil
-		}
-		if closed {
-			return nil, false, storage.Errorf(storage.KindInternal, "sqlite: snapshot read after close")
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
-		if items == nil {
-			s, err := c.prepare(sqlSnapshotItems)
-			if err == nil {
-				err = s.bindInt64(1, id)
-				if err != nil {
-					s.finalize()
-				}
-			}
-			if err != nil {
-				return nil, false, mapErr(err, "sqlite: snapshot read")
-			}
-			items = s
-		}
-		// In the previous page's memory (SnapshotPages).
-		rb := pages.Next()
-		for rb.Len() < limit {
-			row, err := items.step()
-			if err != nil {
-				return nil, false, mapErr(err, "sqlite: snapshot read")
-			}
-			if !row {
-				done = true
-				items.finalize()
-				items = nil
-				break
-			}
-			// Views of SQLite's memory until the next step: copied here.
-			rb.Add(items.blob(0))
-			rb.Add(items.blob(1))
-			rb.Add(items.blob(2))
-		}
-		return pages.Rows(rb), !done, nil
-	}
+	r.id = t.ID
 	return &storage.TableSnapshot{
 		Table:      t,
 		At:         at,
 		Descriptor: storage.SnapshotDescriptor{Kind: SnapshotKind},
 		KeyOrder:   false, // (KeyHash(pk), pk, sk) order, the order of Scan
-		Items:      storage.NewSnapshotStream(fetch, p.PageSize, end),
+		Items:      storage.NewSnapshotStream(r.fetch, p.PageSize, r.end),
 	}, nil
+}
+
+// snapshotReader reads a snapshot's items on its connection, inside the
+// read transaction that pins the snapshot's instant. One statement is
+// kept open from the first page to the last: pages are fetched in
+// sequence, never from a cursor of the caller's. Scan order, not rowid
+// order, although a pass over the table's B-tree would read less: a
+// restore loads in the backup's order, and keys in Scan order append to
+// the key index (ADR 0034).
+type snapshotReader struct {
+	c       *rawConn
+	release func()
+	id      int64 // the table's id
+
+	// mu serializes the connection's users: fetch, run by the stream's
+	// reader, and end, which may run beside it (Close from another
+	// goroutine).
+	mu     sync.Mutex
+	items  *rawStmt
+	pages  sqlutil.SnapshotPages
+	closed bool
+	done   bool
+}
+
+// end finalizes the statement, ends the read transaction and closes the
+// connection, once.
+func (r *snapshotReader) end() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.items != nil {
+		r.items.finalize()
+	}
+	err := r.c.exec("ROLLBACK")
+	r.c.close()
+	r.release()
+	return mapErr(err, "sqlite: snapshot end")
+}
+
+// fetch reads the next page of up to limit items.
+func (r *snapshotReader) fetch(ctx context.Context, _ *storage.Cursor, limit int) ([]storage.Row, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return nil, false, nil
+	}
+	if r.closed {
+		return nil, false, storage.Errorf(storage.KindInternal, "sqlite: snapshot read after close")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	if r.items == nil {
+		s, err := r.c.prepare(sqlSnapshotItems)
+		if err == nil {
+			err = s.bindInt64(1, r.id)
+			if err != nil {
+				s.finalize()
+			}
+		}
+		if err != nil {
+			return nil, false, mapErr(err, "sqlite: snapshot read")
+		}
+		r.items = s
+	}
+	// In the previous page's memory (SnapshotPages).
+	rb := r.pages.Next()
+	for rb.Len() < limit {
+		row, err := r.items.step()
+		if err != nil {
+			return nil, false, mapErr(err, "sqlite: snapshot read")
+		}
+		if !row {
+			r.done = true
+			r.items.finalize()
+			r.items = nil
+			break
+		}
+		// Views of SQLite's memory until the next step: copied here.
+		rb.Add(r.items.blob(0))
+		rb.Add(r.items.blob(1))
+		rb.Add(r.items.blob(2))
+	}
+	return r.pages.Rows(rb), !r.done, nil
 }
 
 // rawTable reads the catalog row of table (account, name) on c;

@@ -101,6 +101,9 @@ type Options struct {
 	// MaxSnapshots bounds the table snapshots open at once (default
 	// storage.DefaultMaxSnapshots); each holds a reader connection.
 	MaxSnapshots int
+	// ItemSize measures items and index entries for the table statistics
+	// kept with every write (storage.TableCounter); nil: their length.
+	ItemSize storage.ItemSizeFunc
 }
 
 // Backend is the SQLite storage backend. It is safe for concurrent use.
@@ -148,6 +151,7 @@ type Backend struct {
 	commitWaits, commitTimeouts atomic.Int64
 
 	getItem, getTable, listTables, tableByID *sql.Stmt
+	statRead                                 *sql.Stmt
 	readLog, logInfo                         *sql.Stmt
 	variants                                 sync.Map // int -> *sql.Stmt
 
@@ -298,7 +302,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	}
 	b.cache = itemcache.New(b.opts.ItemCacheBytes, cacheShards)
 	b.w = &writer{conn: conn, live: map[int64]int64{}, pend: map[int64]int64{}, cache: b.cache, pendIdx: map[string]int{},
-		logs: map[int64]logPos{}}
+		logs: map[int64]logPos{}, size: b.opts.ItemSize}
 	if err := b.w.prepare(ctx); err != nil {
 		return err
 	}
@@ -322,6 +326,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 		{&b.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
 		{&b.listTables, `SELECT name FROM tables WHERE account = ? AND name > ? ORDER BY name LIMIT ?`},
 		{&b.tableByID, `SELECT 1 FROM tables WHERE id = ?`},
+		{&b.statRead, sqlStatRead},
 		{&b.readLog, `SELECT seq, at, data FROM changelog WHERE t = ? AND seq > ? ORDER BY seq LIMIT ?`},
 		{&b.logInfo, `SELECT coalesce((SELECT min(seq) FROM changelog WHERE t = ?1), 0),
 			coalesce((SELECT max(seq) FROM changelog WHERE t = ?1), 0),
@@ -361,7 +366,7 @@ func (b *Backend) closeDBs() {
 	if b.w != nil {
 		b.w.close()
 	}
-	for _, s := range []*sql.Stmt{b.getItem, b.getTable, b.listTables, b.tableByID, b.readLog, b.logInfo} {
+	for _, s := range []*sql.Stmt{b.getItem, b.getTable, b.listTables, b.tableByID, b.statRead, b.readLog, b.logInfo} {
 		if s != nil {
 			s.Close()
 		}
@@ -382,7 +387,7 @@ func (b *Backend) Name() string { return "sqlite" }
 // change log, bulk loads and statistics.
 func (b *Backend) Capabilities() storage.Capabilities {
 	return storage.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b,
-		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b}
+		Bulk: b, BulkBatchItems: bulkBatchItems, Stats: b, Counts: b}
 }
 
 // Ping implements storage.Backend.

@@ -26,16 +26,22 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 		return nil, mapErr(err, "sqlite: begin read")
 	}
 	defer c.exec("ROLLBACK")
+	return countTable(ctx, c, p.Table, size)
+}
+
+// countTable counts a table's items and index entries inside c's read
+// transaction. KindTableNotFound when the table is not live.
+func countTable(ctx context.Context, c *rawConn, ref storage.TableRef, size func([]byte) int64) (*storage.TableStatsResult, error) {
 	res := &storage.TableStatsResult{Indexes: map[string]storage.IndexStats{}}
 	found := false
-	err = rawRows(ctx, c, `SELECT 1 FROM tables WHERE id = ?`, p.Table.ID, func(*rawStmt) { found = true })
+	err := rawRows(ctx, c, `SELECT 1 FROM tables WHERE id = ?`, ref.ID, func(*rawStmt) { found = true })
 	if err != nil {
 		return nil, mapErr(err, "sqlite: read catalog")
 	}
 	if !found {
-		return nil, tableNotFound(p.Table)
+		return nil, tableNotFound(ref)
 	}
-	err = rawRows(ctx, c, `SELECT item FROM items WHERE t = ?`, p.Table.ID, func(s *rawStmt) {
+	err = rawRows(ctx, c, `SELECT item FROM items WHERE t = ?`, ref.ID, func(s *rawStmt) {
 		res.ItemCount++
 		res.SizeBytes += size(s.blob(0))
 	})
@@ -44,7 +50,7 @@ func (b *Backend) TableStats(ctx context.Context, p storage.TableStatsParams) (*
 	}
 	var last string
 	var cur storage.IndexStats
-	err = rawRows(ctx, c, `SELECT ix, item FROM idx WHERE t = ?`, p.Table.ID, func(s *rawStmt) {
+	err = rawRows(ctx, c, `SELECT ix, item FROM idx WHERE t = ?`, ref.ID, func(s *rawStmt) {
 		// Entries come grouped by index (the idx_key index leads with t,
 		// ix); the name is compared in SQLite's memory, copied only when
 		// it changes.

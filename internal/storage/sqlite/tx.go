@@ -240,6 +240,12 @@ type writer struct {
 	delTableStmt, deleteItems, deleteIdx, allTables, dropIdx *sql.Stmt
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
 	dataVersion                                              *sql.Stmt
+	// Table statistics (counts.go).
+	getIdx, insIdx, statAdd, statCreate, statDrop, statDropIx, statBulk, statCounted, statBulkOf *sql.Stmt
+	// size measures items and index entries (Options.ItemSize); deltas
+	// are this transaction's changes to the figures (counts.go).
+	size   storage.ItemSizeFunc
+	deltas []statDelta
 	// The change log (changelog.go).
 	putLog, lastLog, lastTrimmed, deleteLog, deleteLogLast *sql.Stmt
 
@@ -316,7 +322,16 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.insItem, `INSERT INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?) ON CONFLICT (t, h, pk, sk) DO NOTHING`},
 		{&w.delItem, `DELETE FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
 		{&w.putIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = excluded.item`},
-		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
+		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ? RETURNING item`},
+		{&w.getIdx, `SELECT item FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
+		{&w.insIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO NOTHING`},
+		{&w.statAdd, sqlStatAdd},
+		{&w.statCreate, sqlStatCreate},
+		{&w.statDrop, sqlStatDrop},
+		{&w.statDropIx, sqlStatDropIx},
+		{&w.statBulk, sqlStatBulk},
+		{&w.statCounted, sqlStatCounted},
+		{&w.statBulkOf, sqlStatBulkOf},
 		{&w.getTable, `SELECT id, desc, version, created_at FROM tables WHERE account = ? AND name = ?`},
 		{&w.insertTable, `INSERT INTO tables(account, name, desc, version, created_at) VALUES (?, ?, ?, 1, ?) RETURNING id`},
 		{&w.updTableStmt, `UPDATE tables SET desc = ?, version = version + 1 WHERE id = ?`},
@@ -349,7 +364,8 @@ func (w *writer) prepare(ctx context.Context) error {
 func (w *writer) close() {
 	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.insItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
 		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
-		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast} {
+		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast,
+		w.getIdx, w.insIdx, w.statAdd, w.statCreate, w.statDrop, w.statDropIx, w.statBulk, w.statCounted, w.statBulkOf} {
 		if s != nil {
 			s.Close()
 		}
@@ -414,6 +430,14 @@ func (w *writer) begin() error {
 }
 
 func (w *writer) commit() error {
+	if err := w.flushStats(); err != nil {
+		w.rollback()
+		var f *fatal
+		if errors.As(err, &f) {
+			return f.err
+		}
+		return err
+	}
 	if _, err := w.commit_.ExecContext(bg); err != nil {
 		w.rollback()
 		return mapErr(err, "sqlite: commit")
@@ -445,6 +469,7 @@ func (w *writer) rollback() {
 	// SQLITE_FULL), and there is nothing more to undo.
 	w.rollback_.ExecContext(bg)
 	clear(w.pend)
+	w.deltas = w.deltas[:0]
 	w.forgetLogs()
 	if w.cache != nil {
 		w.clearPend()
@@ -491,6 +516,9 @@ func (w *writer) createTable(p storage.CreateTableParams) (*storage.Table, error
 	if err := w.insertTable.QueryRowContext(bg, p.Account, p.Name, t.Desc, now.UnixNano()).Scan(&t.ID); err != nil {
 		return nil, fail(err, "sqlite: create table")
 	}
+	if _, err := w.statCreate.ExecContext(bg, t.ID); err != nil {
+		return nil, fail(err, "sqlite: create table")
+	}
 	w.pend[t.ID] = t.Version
 	w.catalogChanged = true
 	return t, nil
@@ -531,7 +559,7 @@ func (w *writer) deleteTable(p storage.DeleteTableParams) (*storage.Table, error
 	if old == nil {
 		return nil, storage.Errorf(storage.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
 	}
-	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteItems, w.deleteIdx, w.deleteLog, w.deleteLogLast} {
+	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteItems, w.deleteIdx, w.deleteLog, w.deleteLogLast, w.statDrop} {
 		if _, err := s.ExecContext(bg, old.ID); err != nil {
 			return nil, fail(err, "sqlite: delete table")
 		}
@@ -555,20 +583,50 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 	}
 	pk, sk := nz(p.PK), nz(p.SK)
 	h := int64(storage.KeyHash(pk))
-	var old []byte
-	var key string
-	known := false
+	d, fnErr, err := w.decide(p, pk, sk, h)
+	if fnErr != nil || err != nil {
+		return fnErr, err
+	}
+	ch := d.ch
+	switch ch.Op {
+	case storage.Keep, storage.Delete:
+	case storage.Put:
+		if ch.Item == nil {
+			return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned Put without an item")
+		}
+	default:
+		return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned unknown op %d", ch.Op)
+	}
+	res.Old, res.Change = d.old, ch
+	if ch.Op == storage.Keep {
+		return nil, nil
+	}
+	return nil, w.apply(p.Table.ID, pk, sk, h, d)
+}
+
+// writeDecision is what a write found and decided: the item it replaces
+// (old, nil when absent), its item-cache key, the change Fn returned and
+// whether the speculative insert already wrote it.
+type writeDecision struct {
+	old      []byte
+	key      string
+	ch       storage.Change
+	inserted bool
+}
+
+// decide finds the current item (the batch's pending writes, the item
+// cache, a speculative insert or a read) and runs Fn on it.
+func (w *writer) decide(p *storage.WriteItemParams, pk, sk []byte, h int64) (d writeDecision, fnErr, err error) {
+	var known bool
 	if w.cache != nil {
-		key = itemcache.Key(p.Table.ID, pk, sk)
-		if i, ok := w.pendIdx[key]; ok {
-			old, known = w.pendItems[i].item, true
+		d.key = itemcache.Key(p.Table.ID, pk, sk)
+		if i, ok := w.pendIdx[d.key]; ok {
+			d.old, known = w.pendItems[i].item, true
 		} else {
-			old, known, _ = w.cache.Get(key)
+			d.old, known, _ = w.cache.Get(d.key)
 		}
 	}
-	inserted := false
-	var ch storage.Change
-	if !known && !p.Blind && w.specScore >= 0 {
+	if !known && w.specScore >= 0 {
 		// Speculation (ADR 0029): a write of a key that the item cache
 		// does not hold mostly creates the item (a PutItem of a new key).
 		// Fn is run on "absent" and, if it puts, the item is inserted
@@ -581,10 +639,10 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 		if sc, fnErr := p.Fn(nil); fnErr == nil && sc.Op == storage.Put && sc.Item != nil {
 			r, err := w.insItem.ExecContext(bg, p.Table.ID, h, pk, sk, sc.Item)
 			if err != nil {
-				return nil, fail(err, "sqlite: put item")
+				return d, nil, fail(err, "sqlite: put item")
 			}
 			if n, err := r.RowsAffected(); err == nil && n == 1 {
-				ch, inserted = sc, true
+				d.ch, d.inserted = sc, true
 				w.specScore = min(w.specScore+1, specScoreMax)
 				w.specHits++
 			} else {
@@ -593,57 +651,56 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 			}
 		}
 	}
-	if !known && !p.Blind && w.specScore < 0 {
+	if !known && w.specScore < 0 {
 		w.specScore++
 	}
-	if !inserted {
-		if !known && !p.Blind {
-			if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&old); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return nil, fail(err, "sqlite: read item")
+	if !d.inserted {
+		// A blind write reads the item too (and speculates like the
+		// others, above): its statistics delta depends on whether it
+		// replaces an item, and on the size of what it replaces.
+		if !known {
+			if err := w.getItem.QueryRowContext(bg, p.Table.ID, h, pk, sk).Scan(&d.old); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return d, nil, fail(err, "sqlite: read item")
 			}
-			if old != nil {
-				w.notePend(key, old)
+			if d.old != nil {
+				w.notePend(d.key, d.old)
 			}
 		}
 		var err error
-		if ch, err = p.Fn(old); err != nil {
-			return err, nil
+		if d.ch, err = p.Fn(d.old); err != nil {
+			return d, err, nil
 		}
 	}
-	switch ch.Op {
-	case storage.Keep, storage.Delete:
-	case storage.Put:
-		if ch.Item == nil {
-			return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned Put without an item")
-		}
-	default:
-		return nil, storage.Errorf(storage.KindInternal, "sqlite: write function returned unknown op %d", ch.Op)
-	}
-	res.Old, res.Change = old, ch
-	if ch.Op == storage.Keep {
-		return nil, nil
-	}
+	return d, nil, nil
+}
+
+// apply writes the decided change: its change-log record, the item, its
+// index entries, and their statistics deltas.
+func (w *writer) apply(t int64, pk, sk []byte, h int64, d writeDecision) error {
+	ch := d.ch
 	if ch.Log != nil {
-		if err := w.appendLog(p.Table.ID, ch.Log); err != nil {
-			return nil, err
+		if err := w.appendLog(t, ch.Log); err != nil {
+			return err
 		}
 	}
 	switch ch.Op {
 	case storage.Put:
-		if !inserted {
-			if _, err := w.putItem.ExecContext(bg, p.Table.ID, h, pk, sk, ch.Item); err != nil {
-				return nil, fail(err, "sqlite: put item")
+		if !d.inserted {
+			if _, err := w.putItem.ExecContext(bg, t, h, pk, sk, ch.Item); err != nil {
+				return fail(err, "sqlite: put item")
 			}
 		}
-		w.notePend(key, ch.Item)
+		w.notePend(d.key, ch.Item)
+		w.itemDelta(t, d.old, ch.Item)
 	case storage.Delete:
-		if old == nil {
+		if d.old == nil {
 			break
 		}
-		if _, err := w.delItem.ExecContext(bg, p.Table.ID, h, pk, sk); err != nil {
-			return nil, fail(err, "sqlite: delete item")
+		if _, err := w.delItem.ExecContext(bg, t, h, pk, sk); err != nil {
+			return fail(err, "sqlite: delete item")
 		}
-		w.notePend(key, nil)
+		w.notePend(d.key, nil)
+		w.itemDelta(t, d.old, nil)
 	}
 	for _, k := range ch.DeleteIndex {
 		if reput(k, ch.PutIndex) {
@@ -651,17 +708,55 @@ func (w *writer) writeItem(p *storage.WriteItemParams, res *storage.WriteItemRes
 			continue
 		}
 		ipk := nz(k.PK)
-		if _, err := w.delIdx.ExecContext(bg, p.Table.ID, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk); err != nil {
-			return nil, fail(err, "sqlite: delete index entry")
+		var gone []byte
+		err := w.delIdx.QueryRowContext(bg, t, k.Index, int64(storage.KeyHash(ipk)), ipk, nz(k.SK), pk, sk).Scan(&gone)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fail(err, "sqlite: delete index entry")
+		default:
+			w.addDelta(t, k.Index, -1, -w.size.SizeOf(gone))
 		}
 	}
-	for _, e := range ch.PutIndex {
-		ipk := nz(e.PK)
-		if _, err := w.putIdx.ExecContext(bg, p.Table.ID, e.Index, int64(storage.KeyHash(ipk)), ipk, nz(e.SK), pk, sk, nz(e.Item)); err != nil {
-			return nil, fail(err, "sqlite: put index entry")
+	for i := range ch.PutIndex {
+		if err := w.putIndexEntry(t, pk, sk, &ch.PutIndex[i], deletes(ch.DeleteIndex, ch.PutIndex[i].IndexKey)); err != nil {
+			return err
 		}
 	}
-	return nil, nil
+	return nil
+}
+
+// putIndexEntry writes one index entry and records its statistics delta:
+// an entry the change did not delete is mostly new (inserted in one
+// statement, read and replaced only when it exists after all); one it
+// deleted (an update that keeps the item's index key) is read and
+// replaced.
+func (w *writer) putIndexEntry(t int64, pk, sk []byte, e *storage.IndexEntry, replaces bool) error {
+	ipk, isk, item := nz(e.PK), nz(e.SK), nz(e.Item)
+	h := int64(storage.KeyHash(ipk))
+	if !replaces {
+		r, err := w.insIdx.ExecContext(bg, t, e.Index, h, ipk, isk, pk, sk, item)
+		if err != nil {
+			return fail(err, "sqlite: put index entry")
+		}
+		if n, err := r.RowsAffected(); err == nil && n == 1 {
+			w.addDelta(t, e.Index, 1, w.size.SizeOf(item))
+			return nil
+		}
+	}
+	var prev []byte
+	switch err := w.getIdx.QueryRowContext(bg, t, e.Index, h, ipk, isk, pk, sk).Scan(&prev); {
+	case errors.Is(err, sql.ErrNoRows):
+		w.addDelta(t, e.Index, 1, w.size.SizeOf(item))
+	case err != nil:
+		return fail(err, "sqlite: read index entry")
+	default:
+		w.addDelta(t, e.Index, 0, w.size.SizeOf(item)-w.size.SizeOf(prev))
+	}
+	if _, err := w.putIdx.ExecContext(bg, t, e.Index, h, ipk, isk, pk, sk, item); err != nil {
+		return fail(err, "sqlite: put index entry")
+	}
+	return nil
 }
 
 // reput reports whether an index key that a change deletes is put again
@@ -671,6 +766,18 @@ func reput(k storage.IndexKey, puts []storage.IndexEntry) bool {
 	for i := range puts {
 		e := &puts[i].IndexKey
 		if e.Index == k.Index && bytes.Equal(e.PK, k.PK) && bytes.Equal(e.SK, k.SK) {
+			return true
+		}
+	}
+	return false
+}
+
+// deletes reports whether a change deletes an index key (the entry a put
+// of that key replaces).
+func deletes(dels []storage.IndexKey, k storage.IndexKey) bool {
+	for i := range dels {
+		d := &dels[i]
+		if d.Index == k.Index && bytes.Equal(d.PK, k.PK) && bytes.Equal(d.SK, k.SK) {
 			return true
 		}
 	}
@@ -695,7 +802,7 @@ func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteIt
 	if _, err := w.savepoint.ExecContext(bg); err != nil {
 		return nil, fail(err, "sqlite: savepoint")
 	}
-	mark := len(w.pendItems)
+	mark, dmark := len(w.pendItems), len(w.deltas)
 	results := make([]storage.WriteItemResult, len(ops))
 	var reasons []error
 	for i := range ops {
@@ -707,6 +814,7 @@ func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteIt
 					return nil, uerr
 				}
 				w.truncatePend(mark)
+				w.deltas = w.deltas[:dmark]
 			}
 			return nil, err
 		}
@@ -722,6 +830,7 @@ func (w *writer) transactWrite(ops []storage.WriteItemParams) ([]storage.WriteIt
 			return nil, err
 		}
 		w.truncatePend(mark)
+		w.deltas = w.deltas[:dmark]
 		n := 0
 		for _, r := range reasons {
 			if r != nil {
@@ -756,7 +865,13 @@ func (w *writer) dropIndex(p storage.DropIndexParams) error {
 	if version != p.Table.Version {
 		return storage.VersionChanged(p.Table, version)
 	}
+	if err := w.flushStats(); err != nil {
+		return err
+	}
 	if _, err := w.dropIdx.ExecContext(bg, p.Table.ID, p.Index); err != nil {
+		return fail(err, "sqlite: drop index")
+	}
+	if _, err := w.statDropIx.ExecContext(bg, p.Table.ID, p.Index); err != nil {
 		return fail(err, "sqlite: drop index")
 	}
 	return nil

@@ -25,6 +25,10 @@ func (e *env) backupRecord(table string, i int, created time.Time) storage.Backu
 	}
 }
 
+// testBackupCatalog runs the backup catalog section on e's backend.
+//
+// Long: one scenario on one catalog, its cases in order: each step reads
+// the rows the steps before it wrote.
 func testBackupCatalog(e *env) {
 	bc := e.b.Capabilities().Backups
 	if bc == nil {

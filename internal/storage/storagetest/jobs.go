@@ -16,8 +16,8 @@ import (
 // generation and the expected status; heartbeats and stale takeovers on
 // the database's clock.
 //
-// One function of named subtests (e.Run), as the other sections: the
-// length is the list of the contract's cases.
+// Long: one scenario on one catalog, its cases in order: each step reads
+// the rows the steps before it wrote.
 func testJobCatalog(e *env) {
 	jc := e.b.Capabilities().Jobs
 	if jc == nil {

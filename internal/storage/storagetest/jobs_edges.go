@@ -16,6 +16,9 @@ import (
 // claimers, the payload kept); a claim without NewStatus keeping the
 // status; removal answering the row it refused and nothing after it, and
 // a removed key inserted anew at generation 1.
+//
+// Long: one scenario on one catalog, its cases in order: each step reads
+// the rows the steps before it wrote.
 func testJobCatalogEdges(e *env) {
 	jc := e.b.Capabilities().Jobs
 	if jc == nil {

@@ -608,35 +608,8 @@ func testConcurrentTransfers(t *testing.T, e Env) {
 		}()
 	}
 	rg.Add(2)
-	go func() {
-		defer rg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			err := e.Write(ctx, keys[i%accounts], add(0))
-			if err != nil && !storage.IsKind(err, storage.KindTransactionConflict) {
-				fail("plain write: %v", err)
-				return
-			}
-		}
-	}()
-	go func() {
-		defer rg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * lt):
-			}
-			if _, err := l.Sweep(ctx); err != nil {
-				fail("sweep: %v", err)
-				return
-			}
-		}
-	}()
+	go func() { defer rg.Done(); plainWrites(ctx, e, keys, stop, fail) }()
+	go func() { defer rg.Done(); sweeps(ctx, l, 5*lt, stop, fail) }()
 	wg.Wait()
 	close(stop)
 	rg.Wait()
@@ -644,6 +617,39 @@ func testConcurrentTransfers(t *testing.T, e Env) {
 		return
 	}
 	checkTransfers(t, e, keys, counter, accounts*initial, acked.Load(), crashed.Load(), canceled.Load(), reads.Load())
+}
+
+// plainWrites writes the keys in turn, one every millisecond, outside
+// any transaction, until stop is closed; a conflict with a transaction
+// is an answer, any other error fails the test.
+func plainWrites(ctx context.Context, e Env, keys []txledger.Key, stop <-chan struct{}, fail func(string, ...any)) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		err := e.Write(ctx, keys[i%len(keys)], add(0))
+		if err != nil && !storage.IsKind(err, storage.KindTransactionConflict) {
+			fail("plain write: %v", err)
+			return
+		}
+	}
+}
+
+// sweeps runs the ledger's sweep every interval until stop is closed.
+func sweeps(ctx context.Context, l *txledger.Ledger, every time.Duration, stop <-chan struct{}, fail func(string, ...any)) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(every):
+		}
+		if _, err := l.Sweep(ctx); err != nil {
+			fail("sweep: %v", err)
+			return
+		}
+	}
 }
 
 // checkTransfers: after a sweep that finishes every transaction, no lock

@@ -1,0 +1,207 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"time"
+
+	"github.com/extenddb/extenddb/internal/format"
+	"github.com/extenddb/extenddb/internal/store"
+)
+
+// zeroPrev is the chain's previous-sidecar hash of a history's first
+// segment.
+var zeroPrev = strings.Repeat("0", 64)
+
+// pruneMark reads a history's newest prune mark (nil: never pruned). The
+// reconciler writes a mark before it deletes anything below it, and
+// marks only move forward (each is a new object, named by the first
+// segment it keeps), so the newest names where the history starts.
+func pruneMark(ctx context.Context, st store.Store, prefix string) (*format.PITRPruned, string, error) {
+	objs, err := st.List(ctx, format.PrunedPrefix(prefix))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, "", err
+	}
+	best, key := int64(-1), ""
+	for _, o := range objs {
+		if f, ok := format.PrunedFirst(o.Key); ok && f > best {
+			best, key = f, o.Key
+		}
+	}
+	if key == "" {
+		return nil, "", nil
+	}
+	b, err := readObject(ctx, st, key)
+	if err != nil {
+		return nil, "", err
+	}
+	var m format.PITRPruned
+	if err := json.Unmarshal(b, &m); err != nil || m.First != best || len(m.Prev) != 64 {
+		return nil, "", fmt.Errorf("%w: %s: not a prune mark", format.ErrSegment, key)
+	}
+	return &m, key, nil
+}
+
+// readHistory reads and verifies a history's segments in order (see
+// ReadHistory), from its start or, once pruned, from the segment its
+// newest prune mark names (whose sidecar must name the mark's hash as
+// the one before it). tail pins the last segment to read: below zero,
+// every segment (a last one without its sidecar is being published and
+// left out); zero, none; above zero, every segment up to the one named
+// by it, which must be there with its sidecar unless fn stops earlier.
+// It answers the prune mark the read started from.
+func readHistory(ctx context.Context, st store.Store, prefix string, tail int64, fn func([]format.PITRRecord) error) (*format.PITRPruned, error) {
+	mark, markKey, err := pruneMark(ctx, st, prefix)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := st.List(ctx, format.SegmentsPrefix(prefix))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	var firsts []int64
+	sidecars := map[int64]bool{}
+	segs := map[int64]bool{}
+	for _, o := range objs {
+		f, sc, ok := format.SegmentFirst(o.Key)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: not a segment", format.ErrSegment, o.Key)
+		}
+		if mark != nil && f < mark.First {
+			continue // pruned (a prune that stopped midway leaves some)
+		}
+		if !sidecars[f] && !segs[f] {
+			firsts = append(firsts, f)
+		}
+		if sc {
+			sidecars[f] = true
+		} else {
+			segs[f] = true
+		}
+	}
+	slices.Sort(firsts)
+	prev, last, prevKey := zeroPrev, int64(0), ""
+	if mark != nil {
+		prev, last = mark.Prev, mark.After
+		if tail != 0 && (len(firsts) == 0 || firsts[0] != mark.First) {
+			return mark, fmt.Errorf("%w: %s: missing (the first segment kept by %s)", format.ErrSegment,
+				format.SegmentKey(prefix, mark.First), markKey)
+		}
+	}
+	reached := tail <= 0
+	for i, f := range firsts {
+		if tail >= 0 && f > tail {
+			break
+		}
+		key := format.SegmentKey(prefix, f)
+		if !sidecars[f] {
+			if tail < 0 && i == len(firsts)-1 {
+				break // being published: not part of the history yet
+			}
+			return mark, fmt.Errorf("%w: %s: missing", format.ErrSegment, format.SegmentSidecarKey(key))
+		}
+		if !segs[f] {
+			return mark, fmt.Errorf("%w: %s: missing (its sidecar is there)", format.ErrSegment, key)
+		}
+		sb, err := readObject(ctx, st, format.SegmentSidecarKey(key))
+		if err != nil {
+			return mark, err
+		}
+		side, err := format.ParseSegmentSidecar(format.SegmentSidecarKey(key), sb)
+		if err != nil {
+			return mark, err
+		}
+		if side.Prev != prev {
+			if prevKey == "" {
+				return mark, fmt.Errorf("%w: %s: does not start the history (a segment before it is missing, or it was replaced)", format.ErrSegment, key)
+			}
+			return mark, fmt.Errorf("%w: %s: does not follow %s (a segment between them is missing, or one was reordered or replaced)",
+				format.ErrSegment, key, prevKey)
+		}
+		if side.First != f || side.First <= last {
+			return mark, fmt.Errorf("%w: %s: range %d-%d overlaps or does not match its name", format.ErrSegment, key, side.First, side.Last)
+		}
+		data, err := readObject(ctx, st, key)
+		if err != nil {
+			return mark, err
+		}
+		recs, err := format.VerifySegment(key, data, side)
+		if err != nil {
+			return mark, err
+		}
+		if err := fn(recs); err != nil {
+			return mark, err
+		}
+		prev, last, prevKey = side.Hash(), side.Last, key
+		if f == tail {
+			reached = true
+		}
+	}
+	if !reached {
+		key := format.SegmentKey(prefix, tail)
+		if segs[tail] {
+			key = format.SegmentSidecarKey(key)
+		}
+		return mark, fmt.Errorf("%w: %s: missing (the restore was planned with it)", format.ErrSegment, key)
+	}
+	return mark, nil
+}
+
+// pitrPin is what a point-in-time restore job reads, fixed when the job
+// starts and kept in its job key: the base it loads and the last segment
+// it may read (0: none). A job taken over by another server reads the
+// same objects, whatever was shipped, based or pruned since, so it
+// restores the same state (or fails, naming the object it misses).
+type pitrPin struct {
+	Base string
+	Tail int64
+}
+
+// pinPITR picks a restore's base (the newest at or before at) and its
+// tail (the newest segment with its sidecar).
+func pinPITR(ctx context.Context, st store.Store, prefix string, at time.Time) (pitrPin, error) {
+	bases, err := listBases(ctx, st, prefix)
+	if err != nil {
+		return pitrPin{}, err
+	}
+	var pin pitrPin
+	var best int64 = -1
+	for _, b := range bases {
+		t, err := format.ParsePITRTime(b.SnapshotAt)
+		if err != nil {
+			return pitrPin{}, fmt.Errorf("%w: %s: bad snapshot_at", format.ErrSegment, format.BaseKey(prefix, b.BackupID))
+		}
+		if ms := t.UnixMilli(); ms <= at.UnixMilli() && ms > best {
+			best, pin.Base = ms, b.BackupID
+		}
+	}
+	if pin.Base == "" {
+		return pitrPin{}, fmt.Errorf("%w: no base of %s at or before %s", ErrRestoreTime, prefix, strconv.FormatInt(at.UnixMilli(), 10))
+	}
+	objs, err := st.List(ctx, format.SegmentsPrefix(prefix))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return pitrPin{}, err
+	}
+	segs, sides := map[int64]bool{}, map[int64]bool{}
+	for _, o := range objs {
+		if f, sc, ok := format.SegmentFirst(o.Key); ok {
+			if sc {
+				sides[f] = true
+			} else {
+				segs[f] = true
+			}
+		}
+	}
+	for f := range sides {
+		if segs[f] && f > pin.Tail {
+			pin.Tail = f
+		}
+	}
+	return pin, nil
+}

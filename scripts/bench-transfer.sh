@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# scripts/bench-transfer.sh — an export in AWS's format and its import
+# against BatchWriteItem, on a real `extenddb serve` (SQLite in a data
+# directory, or PostgreSQL), with a filesystem backup store and a bucket
+# directory ([s3] filesystem_root):
+#
+#   1. load a table with `extenddb bench -w batchwrite` (BatchWriteItem of
+#      25 items of ~1 KiB, --concurrency workers, through the wire) until it
+#      holds at least --items items: the load rate is BatchWriteItem's;
+#   2. turn point-in-time recovery on and wait for the first base (not
+#      timed: an export reads the history, ADR 0049);
+#   3. ExportTableToPointInTime (DYNAMODB_JSON) until COMPLETED;
+#   4. ImportTable (GZIP) of the export's data/ into a new table until
+#      COMPLETED;
+#
+# and prints items/s of each, import/BatchWriteItem, the server's CPU time
+# and its peak RSS during each job (VmHWM, reset through
+# /proc/PID/clear_refs before each job).
+#
+#   scripts/bench-transfer.sh [--backend sqlite|postgres] [--dsn DSN] [--items N] [-c N]
+#
+# --dsn is required with postgres: a freshly created and migrated database
+# of your own for every run (its catalog binds the run's temporary store;
+# its tables are left behind). EXTENDDB_BIN uses that binary instead of
+# building bin/extenddb.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BACKEND=sqlite
+DSN=""
+ITEMS=100000
+CONCURRENCY=16
+
+log() { echo "bench-transfer: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	--backend) BACKEND="$2"; shift 2 ;;
+	--dsn) DSN="$2"; shift 2 ;;
+	--items) ITEMS="$2"; shift 2 ;;
+	-c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
+	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	*) die "unknown argument $1" ;;
+	esac
+done
+[[ "$BACKEND" == postgres && -z "$DSN" ]] && die "--dsn is required with --backend postgres"
+
+BIN="${EXTENDDB_BIN:-}"
+if [[ -z "$BIN" ]]; then
+	(cd "$ROOT" && go build -o bin/extenddb ./cmd/extenddb)
+	BIN="$ROOT/bin/extenddb"
+fi
+
+WORK="$(mktemp -d -t extenddb-bench-transfer-XXXXXX)"
+mkdir -m 0700 "$WORK/store" "$WORK/data" "$WORK/spool" "$WORK/buckets" "$WORK/buckets/bkt"
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+EP="http://127.0.0.1:$PORT"
+ARGS=(--data-dir "$WORK/data")
+[[ "$BACKEND" == postgres ]] && ARGS=(--backend postgres --dsn "$DSN")
+
+EXTENDDB__BACKUP__STORE__KIND=filesystem EXTENDDB__BACKUP__STORE__ROOT="$WORK/store" \
+	EXTENDDB__BACKUP__SPOOL_DIR="$WORK/spool" EXTENDDB__LOG__LEVEL=warn EXTENDDB__S3__FILESYSTEM_ROOT="$WORK/buckets" \
+	"$BIN" serve --listen "127.0.0.1:$PORT" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
+PID=$!
+cleanup() {
+	kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+	curl -fs "$EP/health" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -fs "$EP/health" >/dev/null || die "server did not start: $(cat "$WORK/server.log")"
+
+cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+hwm() { awk '/VmHWM/ {print $2}' "/proc/$PID/status"; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
+now() { date +%s.%N; }
+# pgcpu: the CPU ticks of the PostgreSQL backend processes serving the
+# --dsn database (their process titles name it; the shared background
+# processes, WAL writer and checkpointer, are not counted), 0 on SQLite.
+PGDB=""
+[[ "$BACKEND" == postgres ]] && PGDB="$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).path.lstrip("/"))' "$DSN")"
+pgcpu() {
+	[[ -z "$PGDB" ]] && { echo 0; return; }
+	local sum=0 p
+	for p in /proc/[0-9]*; do
+		[[ "$(cat "$p/comm" 2>/dev/null)" == postgres ]] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q " $PGDB " || continue
+		sum=$((sum + $(awk '{print $14 + $15}' "$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$sum"
+}
+TICK="$(getconf CLK_TCK)"
+
+# 1. Load: a 3 s BatchWriteItem window of the load tool (its table deleted
+# at its end) gives the rate; then a window long enough for ITEMS into the
+# table that is backed up. The server then holds one table in every run,
+# whatever ITEMS: a probe table left beside a large one had its statistics
+# computed during the backup (DescribeTable, /metrics), which a small run
+# did not pay.
+export AWS_ACCESS_KEY_ID=extenddb-bench AWS_SECRET_ACCESS_KEY=extenddb-bench
+load() {
+	"$BIN" bench --endpoint "$EP" -w batchwrite -c "$CONCURRENCY" -d "$1" --warmup 0 "${@:2}" -q \
+		--table-prefix "bb" --server-pid "$PID" --json "$WORK/load.json" >/dev/null
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["table"], r["items"], r["duration_s"], (r.get("server") or {}).get("cpu_us_per_item", 0))' "$WORK/load.json"
+}
+read -r table loaded load_s load_cpu < <(load 3s)
+# The rate falls as the table grows (the 3 s window's table is small): a
+# margin of 1.6 over the first window's rate for a large table, 1.15 for a
+# small one (so that --items 100000 loads about 100k items).
+secs=$(python3 -c "import math; print(max(1, math.ceil($load_s * $ITEMS / max($loaded, 1) * (1.6 if $ITEMS >= 500000 else 1.15))))")
+log "3 s loaded $loaded items (table deleted); loading a table for ${secs}s"
+read -r table loaded load_s load_cpu < <(load "${secs}s" --keep)
+((loaded >= ITEMS)) || log "WARNING: the table holds $loaded items, fewer than --items $ITEMS (the load slowed down)"
+load_rate=$(python3 -c "print($loaded / $load_s)")
+log "loaded $loaded items into $table at $(printf %.0f "$load_rate") items/s (BatchWriteItem, concurrency $CONCURRENCY)"
+
+# call OP JSON: one DynamoDB call through the wire (no signature: the
+# server runs without authentication).
+call() {
+	local out
+	out=$(curl -sS "$EP/" -H "X-Amz-Target: DynamoDB_20120810.$1" -H 'Content-Type: application/x-amz-json-1.0' -d "$2" -w '\n%{http_code}')
+	[[ "${out##*$'\n'}" == 200 ]] || die "$1: HTTP ${out##*$'\n'}: ${out%$'\n'*}"
+	printf '%s\n' "${out%$'\n'*}"
+}
+field() { python3 -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d=d.get(k, {}) if isinstance(d, dict) else {}
+print(d if d != {} else "")' "$1"; }
+
+# 2. Point-in-time recovery and its first base.
+call UpdateContinuousBackups "{\"TableName\":\"$table\",\"PointInTimeRecoverySpecification\":{\"PointInTimeRecoveryEnabled\":true}}" >/dev/null
+tb0=$(now)
+until [[ -n "$(call DescribeContinuousBackups "{\"TableName\":\"$table\"}" | field ContinuousBackupsDescription.PointInTimeRecoveryDescription.LatestRestorableDateTime)" ]]; do
+	sleep 0.5
+done
+log "first base shipped after $(python3 -c "print(round($(now) - $tb0, 1))")s"
+tarn=$(call DescribeTable "{\"TableName\":\"$table\"}" | field Table.TableArn)
+
+# 3. Export.
+echo 5 >"/proc/$PID/clear_refs"
+rss0=$(rss) c0=$(cpu) t0=$(now)
+earn=$(call ExportTableToPointInTime "{\"TableArn\":\"$tarn\",\"S3Bucket\":\"bkt\",\"S3Prefix\":\"bench\"}" | field ExportDescription.ExportArn)
+while :; do
+	d=$(call DescribeExport "{\"ExportArn\":\"$earn\"}")
+	st=$(field ExportDescription.ExportStatus <<<"$d")
+	[[ "$st" != IN_PROGRESS ]] && break
+	sleep 0.2
+done
+t1=$(now) c1=$(cpu) hwm_e=$(hwm)
+[[ "$st" == COMPLETED ]] || die "export $st: $d"
+eitems=$(field ExportDescription.ItemCount <<<"$d")
+# The load tool counts the batches it saw answered; the export counts the
+# table (a batch in flight when the window closed is in it).
+((eitems >= loaded)) || die "the export holds $eitems items, the load wrote $loaded"
+loaded=$eitems
+
+# 4. Import of the export's data files.
+sleep 1
+echo 5 >"/proc/$PID/clear_refs"
+rss1=$(rss) t2=$(now) c2=$(cpu)
+keys=$(call DescribeTable "{\"TableName\":\"$table\"}" | python3 -c 'import json,sys; t=json.load(sys.stdin)["Table"]; p={"KeySchema": t["KeySchema"], "AttributeDefinitions": t["AttributeDefinitions"]}
+g=[{k: i[k] for k in ("IndexName", "KeySchema", "Projection")} for i in t.get("GlobalSecondaryIndexes", [])]
+if g: p["GlobalSecondaryIndexes"]=g
+print(json.dumps(p)[1:-1])')
+iarn=$(call ImportTable "{\"S3BucketSource\":{\"S3Bucket\":\"bkt\",\"S3KeyPrefix\":\"bench/AWSDynamoDB/${earn##*/}/data/\"},\"InputFormat\":\"DYNAMODB_JSON\",\"InputCompressionType\":\"GZIP\",\"TableCreationParameters\":{\"TableName\":\"$table-imported\",\"BillingMode\":\"PAY_PER_REQUEST\",$keys}}" | field ImportTableDescription.ImportArn)
+while :; do
+	d=$(call DescribeImport "{\"ImportArn\":\"$iarn\"}")
+	st=$(field ImportTableDescription.ImportStatus <<<"$d")
+	[[ "$st" != IN_PROGRESS ]] && break
+	sleep 0.2
+done
+t3=$(now) c3=$(cpu) hwm_i=$(hwm)
+[[ "$st" == COMPLETED ]] || die "import $st: $d"
+iitems=$(field ImportTableDescription.ImportedItemCount <<<"$d")
+[[ "$iitems" == "$loaded" ]] || die "the import holds $iitems items, the table $loaded"
+
+python3 - "$BACKEND" "$loaded" "$load_rate" "$t0" "$t1" "$t2" "$t3" "$c0" "$c1" "$c2" "$c3" "$TICK" "$rss0" "$hwm_e" "$rss1" "$hwm_i" "$CONCURRENCY" "$load_cpu" <<'PY'
+import sys
+(backend, n, load_rate, t0, t1, t2, t3, c0, c1, c2, c3, tick, rss0, hwm_e, rss1, hwm_i, conc, load_cpu) = sys.argv[1:]
+n, load_rate = int(n), float(load_rate)
+te, ti = float(t1) - float(t0), float(t3) - float(t2)
+ce, ci = (float(c1) - float(c0)) / float(tick), (float(c3) - float(c2)) / float(tick)
+mib = lambda kib: int(kib) / 1024
+print(f"backend {backend}, {n} items of ~1 KiB")
+print(f"  BatchWriteItem load (concurrency {conc}): {load_rate:,.0f} items/s")
+print(f"  export: {te:6.2f} s  {n / te:9,.0f} items/s  server CPU {ce:5.2f} s  RSS {mib(rss0):.0f} MiB before, peak {mib(hwm_e):.0f} MiB")
+print(f"  import: {ti:6.2f} s  {n / ti:9,.0f} items/s  server CPU {ci:5.2f} s  RSS {mib(rss1):.0f} MiB before, peak {mib(hwm_i):.0f} MiB")
+print(f"  import / BatchWriteItem: {n / ti / load_rate:.2f}x (target >= 2)")
+lc, ic = float(load_cpu), ci * 1e6 / n
+if lc > 0 and ic > 0:
+    print(f"  server CPU per item: BatchWriteItem {lc:.1f} us, import {ic:.1f} us: {lc / ic:.2f}x")
+PY
