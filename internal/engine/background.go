@@ -42,6 +42,7 @@ func (e *Engine) Start(ctx context.Context, accounts []string) {
 		b.accounts[a] = true
 	}
 	b.mu.Unlock()
+	e.tables.gen.Add(1) // the shared table list covers the new accounts
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
@@ -75,25 +76,14 @@ func (e *Engine) accounts() []string {
 	return out
 }
 
-// forEachTable calls fn for every table of every known account.
+// forEachTable calls fn for every table of every known account, from the
+// list the background loops share (table_list.go).
 func (e *Engine) forEachTable(ctx context.Context, fn func(t *table)) {
-	for _, acct := range e.accounts() {
-		res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: acct})
-		if err != nil {
-			e.log.Warn("background: listing tables", "account", acct, "err", err)
-			continue
+	for _, t := range e.listTables(ctx, e.accounts()) {
+		if ctx.Err() != nil {
+			return
 		}
-		for _, n := range res.Names {
-			gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: acct, Name: n})
-			if err != nil {
-				continue
-			}
-			t, err := parseTable(gt.Table)
-			if err != nil {
-				continue
-			}
-			fn(t)
-		}
+		fn(t)
 	}
 }
 

@@ -23,6 +23,11 @@ type Options struct {
 	// TableCacheTTL bounds how long a parsed table description is reused
 	// before it is read again (changes by other servers); default 1s.
 	TableCacheTTL time.Duration
+	// TableListTTL bounds how long the background loops (TTL sweeper,
+	// streams, point-in-time recovery shipping) reuse their list of
+	// tables when this server changed none (changes by other servers);
+	// default 30s.
+	TableListTTL time.Duration
 	// Now overrides the clock (tests).
 	Now func() time.Time
 	// SweepInterval is the TTL sweeper's pause after a pass that found no
@@ -57,6 +62,7 @@ type Engine struct {
 	region        string
 	log           *slog.Logger
 	tables        tableCache
+	tableList     tableList // the background loops' shared list (table_list.go)
 	idem          idempotency
 	bg            background
 	bgm           *bgMetrics
@@ -95,6 +101,7 @@ func New(b storage.Backend, opt Options) *Engine {
 		ttl = time.Second
 	}
 	e.tables = tableCache{m: map[string]*table{}, ttl: ttl}
+	e.tableList.ttl = orDefault(opt.TableListTTL, defaultTableListTTL)
 	e.bgm = newBGMetrics(opt.Registerer)
 	e.sm = newStreamMetrics(opt.Registerer)
 	e.shardInterval = orDefault(opt.StreamShardInterval, defaultShardInterval)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
@@ -173,7 +174,12 @@ type tableCache struct {
 	mu  sync.RWMutex
 	m   map[string]*table
 	ttl time.Duration
+	// gen counts drops: every local change of a table drops its entry, so
+	// a list of tables built at one generation is current while it holds.
+	gen atomic.Uint64
 }
+
+func (c *tableCache) generation() uint64 { return c.gen.Load() }
 
 func cacheKey(account, name string) string { return account + "\x00" + name }
 
@@ -202,6 +208,7 @@ func (c *tableCache) drop(account, name string) {
 	c.mu.Lock()
 	delete(c.m, cacheKey(account, name))
 	c.mu.Unlock()
+	c.gen.Add(1)
 }
 
 // notFound is the item operations' ResourceNotFoundException.
