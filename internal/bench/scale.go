@@ -610,18 +610,11 @@ func (sr *scaleRunner) runSizes(ctx context.Context, rep *ScaleReport) error {
 }
 
 func createScaleTable(ctx context.Context, c *dynamodb.Client, table string) error {
-	s := types.ScalarAttributeTypeS
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrPK), AttributeType: s},
-			{AttributeName: aws.String(attrSK), AttributeType: s},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-		},
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: scaleAttributes(),
+		KeySchema:            scaleKeySchema(),
 	})
 	if err != nil {
 		return fmt.Errorf("CreateTable %s: %w", table, err)
@@ -1132,22 +1125,15 @@ func (sr *scaleRunner) importTable(ctx context.Context, e *scaleEnv, c *dynamodb
 		return 0, 0, err
 	}
 	t0 := time.Now()
-	s := types.ScalarAttributeTypeS
 	out, err := c.ImportTable(ctx, &dynamodb.ImportTableInput{
 		S3BucketSource:       &types.S3BucketSource{S3Bucket: aws.String("scale"), S3KeyPrefix: aws.String("data/")},
 		InputFormat:          types.InputFormatDynamodbJson,
 		InputCompressionType: types.InputCompressionTypeNone,
 		TableCreationParameters: &types.TableCreationParameters{
-			TableName:   aws.String(next),
-			BillingMode: types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{
-				{AttributeName: aws.String(attrPK), AttributeType: s},
-				{AttributeName: aws.String(attrSK), AttributeType: s},
-			},
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-			},
+			TableName:            aws.String(next),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: scaleAttributes(),
+			KeySchema:            scaleKeySchema(),
 		},
 	})
 	if err != nil {
@@ -1229,5 +1215,22 @@ func waitTableGone(ctx context.Context, c *dynamodb.Client, table string) error 
 		if sleepCtx(ctx, 50*time.Millisecond); ctx.Err() != nil {
 			return ctx.Err()
 		}
+	}
+}
+
+// scaleAttributes and scaleKeySchema describe every scale table's key:
+// a string partition key and a string sort key.
+func scaleAttributes() []types.AttributeDefinition {
+	s := types.ScalarAttributeTypeS
+	return []types.AttributeDefinition{
+		{AttributeName: aws.String(attrPK), AttributeType: s},
+		{AttributeName: aws.String(attrSK), AttributeType: s},
+	}
+}
+
+func scaleKeySchema() []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
 	}
 }
