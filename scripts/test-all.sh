@@ -89,17 +89,47 @@ count() {
 	echo "$p $f $s"
 }
 
+# child_ticks: sets CHILD_TICKS to the CPU (user + system, in clock
+# ticks) of this shell's finished children, their own finished children
+# included. It reads /proc rather than `times`, which a command
+# substitution would run in a subshell of its own.
+child_ticks() {
+	local stat
+	read -r stat <"/proc/$BASHPID/stat"
+	stat=${stat##*) }
+	# shellcheck disable=SC2086
+	set -- $stat
+	CHILD_TICKS=$((${14} + ${15}))
+}
+
+# proc_cpu PATTERN: CPU seconds of the processes whose command line
+# matches PATTERN, with their finished children (PostgreSQL's backends).
+proc_cpu() {
+	local pid tck total=0
+	tck=$(getconf CLK_TCK)
+	for pid in $(pgrep -f "$1"); do
+		[[ -r /proc/$pid/stat ]] || continue
+		total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$pid/stat")))
+	done
+	echo $((total / tck))
+}
+
 # layer NAME KIND COMMAND...: runs one layer into $LOGS/NAME.log and
-# records "rc seconds passed failed skipped" in $LOGS/NAME.result.
+# records "rc seconds passed failed skipped cpu-seconds" in
+# $LOGS/NAME.result (the CPU of the layer's own processes, not of the
+# shared servers).
 layer() {
-	local name=$1 kind=$2 t=$SECONDS rc
+	local name=$1 kind=$2 t=$SECONDS rc cpu0
 	shift 2
 	echo "== $(date -u +%T) start $name"
+	child_ticks
+	cpu0=$CHILD_TICKS
 	"$@" >"$LOGS/$name.log" 2>&1
 	rc=$?
 	local c
 	c=$(count "$kind" "$LOGS/$name.log" "$rc")
-	echo "$rc $((SECONDS - t)) $c" >"$LOGS/$name.result"
+	child_ticks
+	echo "$rc $((SECONDS - t)) $c $(((CHILD_TICKS - cpu0) / $(getconf CLK_TCK)))" >"$LOGS/$name.result"
 	echo "== $(date -u +%T) end   $name: exit $rc after $((SECONDS - t))s ($c passed/failed/skipped)"
 }
 
@@ -270,7 +300,8 @@ layer ledger-mongodb go env EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -
 
 # The abuse test last and alone: every server is stopped first, so that
 # nothing else loads the two cores while its p99 is compared with the
-# idle p99.
+# idle p99. Before that, the servers' own CPU.
+server_cpu="postgres $(proc_cpu '^(/usr/lib/postgresql/.*/bin/postgres|postgres: )') s, ferretdb $(proc_cpu ferretdb-v) s, cassandra $(proc_cpu CassandraDaemon) s, moto $(proc_cpu moto) s"
 stop_servers
 layers+=(abuse)
 layer abuse go env EXTENDDB_TEST_ABUSE=1 go test -count=1 -v -run 'TestAbuse$' ./tests/abuse/
@@ -283,8 +314,8 @@ for l in "${layers[@]}"; do
 		printf '%-18s did not run\n' "$l:"
 		failed+=("$l"); tf=$((tf + 1)); continue
 	fi
-	read -r rc secs p f s <"$LOGS/$l.result"
-	printf '%-18s %4ss  %s passed, %s failed, %s skipped\n' "$l:" "$secs" "$p" "$f" "$s"
+	read -r rc secs p f s cpu <"$LOGS/$l.result"
+	printf '%-18s %4ss  cpu %5ss  %s passed, %s failed, %s skipped\n' "$l:" "$secs" "${cpu:-?}" "$p" "$f" "$s"
 	tp=$((tp + p)); tf=$((tf + f)); ts=$((ts + s))
 	[[ $rc -ne 0 || $f -ne 0 ]] && failed+=("$l")
 done
@@ -297,5 +328,6 @@ done
 cass_note=""
 [[ "$CASS" == 1 ]] || cass_note=" (cassandra NOT run: EXTENDDB_TEST_ALL_CASSANDRA=0)"
 echo "== test-all: $((SECONDS - T0))s wall; backends sqlite, postgres, mongodb$([[ "$CASS" == 1 ]] && echo ", cassandra"), memory; stores fs, gofakes3, moto$cass_note"
+echo "== servers' CPU: $server_cpu"
 echo "$tp passed, $tf failed, $ts skipped"
 [[ ${#failed[@]} -eq 0 || -z "${failed[*]}" ]]
