@@ -22,15 +22,6 @@ const maxFuncLines = 120
 // reason.
 const longMarker = "Long:"
 
-// longFuncsSplitElsewhere are long functions in files other work is
-// changing right now; they are being split there, and each entry goes
-// when that work has landed (the test fails on an entry that is no
-// longer long). Keyed by "path: name" as longFuncs reports.
-var longFuncsSplitElsewhere = map[string]bool{
-	"internal/engine/export.go: Engine.ExportTableToPointInTime": true,
-	"internal/engine/import.go: Engine.ImportTable":              true,
-}
-
 // longFunc is a function over maxFuncLines without a Long: reason.
 type longFunc struct {
 	key   string // "path: name"
@@ -137,19 +128,8 @@ func TestFunctionLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].key < found[j].key })
-	seen := map[string]bool{}
 	for _, f := range found {
-		seen[f.key] = true
-		if longFuncsSplitElsewhere[f.key] {
-			t.Logf("%s: %d lines (being split elsewhere)", f.key, f.lines)
-			continue
-		}
 		t.Errorf("%s: %d lines, over %d: split it into named steps, or give the reason in a %q line of its doc comment (docs/architecture.md)", f.key, f.lines, maxFuncLines, longMarker)
-	}
-	for k := range longFuncsSplitElsewhere {
-		if !seen[k] {
-			t.Errorf("longFuncsSplitElsewhere lists %s, which is no longer over %d lines without a reason: remove the entry", k, maxFuncLines)
-		}
 	}
 }
 

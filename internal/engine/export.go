@@ -345,54 +345,11 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 		return nil, err
 	}
 	now := time.Now()
-	at := w.Latest
-	var from, to time.Time
-	view := "NEW_AND_OLD_IMAGES"
-	if incremental {
-		spec := in.IncrementalExportSpecification
-		if in.ExportTime != nil {
-			return nil, validationf("Invalid Request: ExportTime cannot be specified for an incremental export")
-		}
-		from = time.UnixMilli(int64(math.Round(*spec.ExportFromTime * 1000)))
-		to = w.Latest
-		if spec.ExportToTime != nil {
-			to = time.UnixMilli(int64(math.Round(*spec.ExportToTime * 1000)))
-		}
-		if spec.ExportViewType != nil {
-			view = *spec.ExportViewType
-		}
-		earliest := time.UnixMilli(p.Since)
-		if w.Earliest.After(earliest) {
-			earliest = w.Earliest
-		}
-		switch {
-		case from.Before(earliest) || (spec.ExportToTime != nil && !from.Before(to)):
-			return nil, newErr(CodeInvalidExportTime, "Incremental export period from time cannot be less than the table creation time : %s",
-				earliest.UTC().Format("2006-01-02T15:04:05Z"))
-		case to.After(now):
-			return nil, newErr(CodeInvalidExportTime, "Incremental export period to time cannot be greater than the current time : %s",
-				now.UTC().Format("2006-01-02T15:04:05Z"))
-		case to.Sub(from) < minIncrementalPeriod:
-			return nil, newErr(CodeInvalidExportTime, "Difference between export period from time and export period to time is less than 15 minutes")
-		case to.Sub(from) > maxIncrementalPeriod:
-			return nil, newErr(CodeInvalidExportTime, "Difference between export period from time and export period to time is greater than 24 hours")
-		case w.Latest.IsZero() || to.After(w.Latest):
-			return nil, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time "+
-				"(the table's history is shipped up to %s)", w.Latest.UTC().Format(time.RFC3339Nano))
-		}
-	} else if in.ExportTime != nil {
-		at = time.UnixMilli(int64(math.Round(*in.ExportTime * 1000)))
-		switch {
-		case at.After(now), at.Before(time.UnixMilli(p.Since)), !w.Earliest.IsZero() && at.Before(w.Earliest):
-			return nil, newErr(CodeInvalidExportTime, "Export Time is invalid")
-		case w.Latest.IsZero() || at.After(w.Latest):
-			return nil, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time")
-		}
-	} else {
-		// The request's instant: the job waits until the history is
-		// shipped up to it (within a ship interval).
-		at = now
+	span, err := exportSpan(in, p, w, now)
+	if err != nil {
+		return nil, err
 	}
+	at, from, to, view := span.at, span.from, span.to, span.view
 	id := mintExportID(now)
 	arn := e.tableArn(account, name) + "/export/" + id
 	exportTime := epochSeconds(at)
@@ -449,6 +406,69 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	}
 	e.exports.RunExport(*res.Record)
 	return &ExportTableToPointInTimeOutput{ExportDescription: &d}, nil
+}
+
+// exportTimes is what an export reads: the instant of a full export, or
+// the period [from, to) and view of an incremental one.
+type exportTimes struct {
+	at, from, to time.Time
+	view         string
+}
+
+// exportSpan checks the request's instant or period against the table's
+// recovery window w (PITR on since p.Since) and the clock, with
+// DynamoDB's messages.
+func exportSpan(in *ExportTableToPointInTimeInput, p *pitrSetting, w PITRWindow, now time.Time) (exportTimes, error) {
+	incremental := in.ExportType != nil && *in.ExportType == "INCREMENTAL_EXPORT"
+	at := w.Latest
+	var from, to time.Time
+	view := "NEW_AND_OLD_IMAGES"
+	if incremental {
+		spec := in.IncrementalExportSpecification
+		if in.ExportTime != nil {
+			return exportTimes{}, validationf("Invalid Request: ExportTime cannot be specified for an incremental export")
+		}
+		from = time.UnixMilli(int64(math.Round(*spec.ExportFromTime * 1000)))
+		to = w.Latest
+		if spec.ExportToTime != nil {
+			to = time.UnixMilli(int64(math.Round(*spec.ExportToTime * 1000)))
+		}
+		if spec.ExportViewType != nil {
+			view = *spec.ExportViewType
+		}
+		earliest := time.UnixMilli(p.Since)
+		if w.Earliest.After(earliest) {
+			earliest = w.Earliest
+		}
+		switch {
+		case from.Before(earliest) || (spec.ExportToTime != nil && !from.Before(to)):
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Incremental export period from time cannot be less than the table creation time : %s",
+				earliest.UTC().Format("2006-01-02T15:04:05Z"))
+		case to.After(now):
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Incremental export period to time cannot be greater than the current time : %s",
+				now.UTC().Format("2006-01-02T15:04:05Z"))
+		case to.Sub(from) < minIncrementalPeriod:
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Difference between export period from time and export period to time is less than 15 minutes")
+		case to.Sub(from) > maxIncrementalPeriod:
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Difference between export period from time and export period to time is greater than 24 hours")
+		case w.Latest.IsZero() || to.After(w.Latest):
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time "+
+				"(the table's history is shipped up to %s)", w.Latest.UTC().Format(time.RFC3339Nano))
+		}
+	} else if in.ExportTime != nil {
+		at = time.UnixMilli(int64(math.Round(*in.ExportTime * 1000)))
+		switch {
+		case at.After(now), at.Before(time.UnixMilli(p.Since)), !w.Earliest.IsZero() && at.Before(w.Earliest):
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Export Time is invalid")
+		case w.Latest.IsZero() || at.After(w.Latest):
+			return exportTimes{}, newErr(CodeInvalidExportTime, "Point in Time Recovery is not available for specified export time")
+		}
+	} else {
+		// The request's instant: the job waits until the history is
+		// shipped up to it (within a ship interval).
+		at = now
+	}
+	return exportTimes{at: at, from: from, to: to, view: view}, nil
 }
 
 // claimExportToken records a ClientToken for the new export d (its ARN

@@ -131,9 +131,9 @@ type ListImportsOutput struct {
 
 var importArnRE = regexp.MustCompile(`^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):([0-9]{12}):table/([a-zA-Z0-9_.-]{3,255})/import/([0-9]{14}-[0-9a-f]{8})$`)
 
-// ImportTable creates a table from objects of a bucket ([s3]) in
-// DynamoDB JSON, Ion or CSV, optionally GZIP or ZSTD compressed.
-func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTableInput) (*ImportTableOutput, error) {
+// checkImportInput checks an ImportTable request's members as the
+// service does: constraint messages first, then the CSV options.
+func checkImportInput(in *ImportTableInput) error {
 	var c constraintErrors
 	if in.S3BucketSource == nil {
 		c.add(nil, "s3BucketSource", "Member must not be null")
@@ -161,11 +161,11 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		c.add(*t, "clientToken", "Member must satisfy regular expression pattern: ^[^\\$]+$")
 	}
 	if err := c.err(); err != nil {
-		return nil, err
+		return err
 	}
 	if o := in.InputFormatOptions; o != nil && o.Csv != nil {
 		if *in.InputFormat != "CSV" {
-			return nil, validationf("Invalid Request: Unsupported InputFormatOptions for the given input format: %s.", *in.InputFormat)
+			return validationf("Invalid Request: Unsupported InputFormatOptions for the given input format: %s.", *in.InputFormat)
 		}
 		if d := o.Csv.Delimiter; d != nil && !csvDelimiterRE.MatchString(*d) {
 			// The service's constraint: one of , ; : | tab or space.
@@ -174,8 +174,17 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 				c.add(*d, "inputFormatOptions.csv.delimiter", "Member must have length less than or equal to 1")
 			}
 			c.add(*d, "inputFormatOptions.csv.delimiter", "Member must satisfy regular expression pattern: [,;:|\t ]")
-			return nil, c.err()
+			return c.err()
 		}
+	}
+	return nil
+}
+
+// ImportTable creates a table from objects of a bucket ([s3]) in
+// DynamoDB JSON, Ion or CSV, optionally GZIP or ZSTD compressed.
+func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTableInput) (*ImportTableOutput, error) {
+	if err := checkImportInput(in); err != nil {
+		return nil, err
 	}
 	if e.imports == nil {
 		if e.backupsOff != "" {
