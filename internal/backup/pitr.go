@@ -292,9 +292,16 @@ func (s *Shipper) ship(ctx context.Context, st *shipState) error {
 			return err
 		}
 	}
-	if st.lastBase.IsZero() || time.Since(st.lastBase) > s.cfg.BaseInterval || st.sinceBase > s.cfg.BaseAfterBytes {
-		if err := s.takeBase(ctx, st); err != nil {
+	if s.baseDue(st) {
+		// Another server shipping this table may have written the base
+		// since this one loaded the history: read the bases again first.
+		if err := s.refreshBases(ctx, st); err != nil {
 			return fmt.Errorf("base: %w", err)
+		}
+		if s.baseDue(st) {
+			if err := s.takeBase(ctx, st); err != nil {
+				return fmt.Errorf("base: %w", err)
+			}
 		}
 	}
 	for {
@@ -313,6 +320,39 @@ func (s *Shipper) ship(ctx context.Context, st *shipState) error {
 			return err
 		}
 	}
+}
+
+// baseDue tells whether the history needs a new base: it has none, its
+// newest is older than base_interval, or base_after_bytes of records
+// were shipped since.
+func (s *Shipper) baseDue(st *shipState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st.lastBase.IsZero() || time.Since(st.lastBase) > s.cfg.BaseInterval || st.sinceBase > s.cfg.BaseAfterBytes
+}
+
+// refreshBases reads the history's complete bases from the store and
+// takes a newer one than this server knows as its newest (its bytes
+// shipped since then are counted from zero again). Two servers that
+// start a base at the same instant still both write one; a server that
+// comes later does not.
+func (s *Shipper) refreshBases(ctx context.Context, st *shipState) error {
+	bases, err := s.listBases(ctx, st.prefix)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range bases {
+		at, _ := format.ParsePITRTime(b.SnapshotAt)
+		if st.firstBase.IsZero() || at.Before(st.firstBase) {
+			st.firstBase = at
+		}
+		if at.After(st.lastBase) {
+			st.lastBase, st.sinceBase = at, 0
+		}
+	}
+	return nil
 }
 
 // publish writes one segment of recs after the cursor.

@@ -350,3 +350,40 @@ func TestPITRLagGrowsBetweenRounds(t *testing.T) {
 		t.Fatalf("lag %v then %v after 120 ms without a ship round", first, second)
 	}
 }
+
+// TestPITRBaseTakenOnce: a server whose base failed does not take
+// another once a second server shipping the same table has written one;
+// it finds that base in the store and ships on from it.
+func TestPITRBaseTakenOnce(t *testing.T) {
+	forEach(t, func(t *testing.T, b storage.Backend) {
+		ctx := context.Background()
+		fs := faultstore.New(memstore.New())
+		ref := createTable(t, b, "base1")
+		src := &testPITR{tables: []PITRTable{pitrTable(ref)}}
+		prefix := format.PITRPrefix(account, "base1", pitrTable(ref).Incarnation())
+		s1 := newShipper(t, newManager(t, b, fs, nil), src)
+		s2 := newShipper(t, newManager(t, otherServer(b), fs, nil), src)
+		fs.Inject(faultstore.Fault{Op: faultstore.OpPut, KeyPrefix: format.BasesPrefix(prefix)})
+		fs.Inject(faultstore.Fault{Op: faultstore.OpPutIfAbsent, KeyPrefix: format.BasesPrefix(prefix)})
+		s2.ShipOnce(ctx) // loads the history; its base fails
+		fs.Reset()
+		if bases, err := s2.listBases(ctx, prefix); err != nil || len(bases) != 0 {
+			t.Fatalf("bases after a failed base: %v %v", bases, err)
+		}
+		s1.ShipOnce(ctx) // the base
+		for i := 0; i < 10; i++ {
+			logPut(t, b, ref, i, "x")
+		}
+		s2.ShipOnce(ctx)
+		bases, err := s2.listBases(ctx, prefix)
+		if err != nil || len(bases) != 1 {
+			t.Fatalf("%d bases (%v), want the one the first server wrote", len(bases), err)
+		}
+		if got, want := shippedSeqs(t, fs.Inner(), prefix), logSeqs(t, b, ref, headStart(t, fs.Inner(), prefix)); fmt.Sprint(got) != fmt.Sprint(want) || len(want) != 10 {
+			t.Fatalf("shipped %v, log %v", got, want)
+		}
+		if e, _, _ := s2.Window(ref, 35); e.IsZero() {
+			t.Fatal("the second server has no window although a base exists")
+		}
+	})
+}
