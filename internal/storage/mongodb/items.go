@@ -266,11 +266,19 @@ func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int6
 	}
 }
 
+// dropClaimsTimeout bounds the deletes of a version's claims.
+const dropClaimsTimeout = 5 * time.Second
+
 // dropClaims deletes the claims of version v once the document is past it.
 // That is safe at once: a late writer that wins a claim of v again
 // replaces with the filter {_id, v}, which matches nothing, since a
-// document's version never goes back. A failure leaves garbage only.
+// document's version never goes back. A failure leaves garbage only. The
+// write is applied by then, so the deletes are not bounded by its lease
+// (on a slow server they would often be cut off with little of it
+// left), only by dropClaimsTimeout.
 func (b *Backend) dropClaims(ctx context.Context, tid int64, id string, v int64, upto int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropClaimsTimeout)
+	defer cancel()
 	for g := 0; g <= upto; g++ {
 		if _, err := b.claims(tid).DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(id, v, g)}}); err != nil {
 			return
