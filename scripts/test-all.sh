@@ -14,11 +14,10 @@
 #   mongo  the MongoDB backend's Go tests, the wire suite and the sdk tests
 #          on two servers sharing one database (FerretDB on its
 #          PostgreSQL handler unless EXTENDDB_TEST_MONGODB_URI names a
-#          server)
+#          server), then the aws-sdk-go-v2 tests on two servers sharing
+#          one PostgreSQL database and the streams soak and crash tests
 #   cass   scripts/test-cassandra.sh on a fresh node started at the
-#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out), then
-#          the aws-sdk-go-v2 tests on two servers sharing one PostgreSQL
-#          database and the streams soak and crash tests
+#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out)
 #
 # and then, alone on a quiet machine once every server is stopped, the
 # abuse test (it compares p99 under attack with the idle p99). The end is
@@ -246,11 +245,21 @@ go_mongodb() {
 	return $rc
 }
 
+# The mongo lane, then the sdk and streams layers on PostgreSQL and
+# SQLite (in this lane because it is the shortest; their PostgreSQL
+# database is their own, apart from wire-postgres's, which may still run).
 lane_mongo() {
 	layer go-mongodb go go_mongodb
 	layer wire-mongodb pytest env EXTENDDB_TEST_BACKEND=mongodb EXTENDDB_SERVE_ARGS="$mongo_args" tests/wire/run.sh -q -n 2
 	# Every sdk test, the streams consumer included (writers on both servers).
 	layer sdk-mongodb go sdk_two sdk-mongodb 18103 18104 "$mongo_args"
+	layer sdk-postgres go sdk_two sdk-postgres 18101 18102 "--backend postgres --dsn $sdk_dsn"
+	# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
+	# follows every shard (replay equals the table), and the same load with
+	# the server SIGKILLed and restarted, on SQLite and on PostgreSQL.
+	layer streams go env EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/
+	layer streams-postgres go env EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$sdk_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 \
+		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
 }
 
 cassandra_layer() {
@@ -264,23 +273,15 @@ cassandra_layer() {
 	layer cassandra cass env -u EXTENDDB_TEST_BACKENDS EXTENDDB_TEST_CASSANDRA_HOSTS="$(cat "$LOGS/cassandra.hosts")" scripts/test-cassandra.sh
 }
 
-# The cass lane: Cassandra, then the sdk and streams layers on SQLite and
-# PostgreSQL (in this lane because it is the shortest; their PostgreSQL
-# database is their own, apart from wire-postgres's, which may still run).
+# The cass lane: Cassandra alone (its node, its Go tests, the wire suite
+# and the sdk tests on two servers sharing a keyspace).
 lane_cass() {
 	[[ "$CASS" == 1 ]] && cassandra_layer
-	layer sdk-postgres go sdk_two sdk-postgres 18101 18102 "--backend postgres --dsn $sdk_dsn"
-	# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
-	# follows every shard (replay equals the table), and the same load with
-	# the server SIGKILLed and restarted, on SQLite and on PostgreSQL.
-	layer streams go env EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/
-	layer streams-postgres go env EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$sdk_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 \
-		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
 }
 
-layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console scale go-mongodb wire-mongodb sdk-mongodb)
+layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console scale go-mongodb wire-mongodb sdk-mongodb
+	sdk-postgres streams streams-postgres)
 [[ "$CASS" == 1 ]] && layers+=(cassandra)
-layers+=(sdk-postgres streams streams-postgres)
 lane_go >"$LOGS/lane-go.out" 2>&1 &
 lane_wire >"$LOGS/lane-wire.out" 2>&1 &
 lane_mongo >"$LOGS/lane-mongo.out" 2>&1 &
