@@ -202,7 +202,7 @@ func rpoCommand() *cli.Command {
 			&cli.DurationFlag{Name: "slack", Value: 2 * time.Second, Usage: "with --check: acknowledged writes older than ship interval + slack at the kill must be restored"},
 			&cli.IntFlag{Name: "port", Usage: "listen on 127.0.0.1:PORT and PORT+1 (default: free ports)"},
 			&cli.StringFlag{Name: "bin", Usage: "extenddb binary to serve with (default: this one)"},
-			&cli.StringFlag{Name: "work-dir", Usage: "where data directories, stores and server logs go (default: a temporary directory, removed after)"},
+			&cli.StringFlag{Name: "work-dir", Usage: "where each run's data directories, store and server logs go, removed after a run unless it failed (default: a temporary directory)"},
 			&cli.StringFlag{Name: "json", Usage: "also write the runs as JSON to this file"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the runs and the summary"},
 		},
