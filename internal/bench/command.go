@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -41,7 +42,7 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "stream", Usage: "enable a DynamoDB stream of this view type (KEYS_ONLY, NEW_IMAGE, OLD_IMAGE, NEW_AND_OLD_IMAGES) on the tables"},
 			&cli.BoolFlag{Name: "pitr", Usage: "turn point-in-time recovery on for the tables (the server needs a backup store)"},
 		},
-		Subcommands: []*cli.Command{scaleCommand()},
+		Subcommands: []*cli.Command{scaleCommand(), rpoCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("bench takes no arguments, got %q", c.Args().Slice())
@@ -172,6 +173,57 @@ func scaleCommand() *cli.Command {
 					fmtCheck(failed[0].Value, failed[0].Unit), fmtCheck(failed[0].Limit, failed[0].Unit))
 			}
 			return nil
+		},
+	}
+}
+
+// rpoCommand returns `bench rpo`.
+func rpoCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "rpo",
+		Usage: "measure the recovery point of point-in-time recovery: kill the server, lose its database, restore from the store (starts its own servers)",
+		Description: "Each run starts `extenddb serve` (this binary, or --bin) on SQLite in a fresh data directory with a fresh\n" +
+			"filesystem store, creates a table, turns point-in-time recovery on and waits for its first base, then writes\n" +
+			"with --writers closed-loop PutItem writers of unique keys, recording when each write was acknowledged. After\n" +
+			"a random time in [--kill-min, --kill-max] it SIGKILLs the server and deletes its data directory, adopts the\n" +
+			"store from a fresh catalog (backup sync --adopt-store --force), starts a new server, restores the table by its\n" +
+			"ARN to its latest restorable time and scans it. Per run: acknowledged writes missing, the lost window (the\n" +
+			"kill minus the oldest missing write's acknowledgement), the restored instant's distance from the kill, and\n" +
+			"restored items never written. Then p50, p99 and max over the runs. With --check a missing acknowledged\n" +
+			"write older than ship interval + --slack at the kill, a missing write acknowledged before the restored\n" +
+			"instant, a restored item never written or a failed restore fails the command.",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "runs", Aliases: []string{"n"}, Value: 20, Usage: "kill-and-restore runs"},
+			&cli.DurationFlag{Name: "ship-interval", Value: time.Second, Usage: "backup.pitr.ship_interval of the servers"},
+			&cli.IntFlag{Name: "writers", Value: 4, Usage: "concurrent PutItem writers"},
+			&cli.DurationFlag{Name: "kill-min", Value: 3 * time.Second, Usage: "shortest load before the kill"},
+			&cli.DurationFlag{Name: "kill-max", Value: 8 * time.Second, Usage: "longest load before the kill"},
+			&cli.BoolFlag{Name: "check", Usage: "fail on a durability violation"},
+			&cli.DurationFlag{Name: "slack", Value: 2 * time.Second, Usage: "with --check: acknowledged writes older than ship interval + slack at the kill must be restored"},
+			&cli.IntFlag{Name: "port", Usage: "listen on 127.0.0.1:PORT and PORT+1 (default: free ports)"},
+			&cli.StringFlag{Name: "bin", Usage: "extenddb binary to serve with (default: this one)"},
+			&cli.StringFlag{Name: "work-dir", Usage: "where each run's data directories, store and server logs go, removed after a run unless it failed (default: a temporary directory)"},
+			&cli.StringFlag{Name: "json", Usage: "also write the runs as JSON to this file"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only the runs and the summary"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("bench rpo takes no arguments, got %q", c.Args().Slice())
+			}
+			if c.Duration("kill-max") < c.Duration("kill-min") {
+				return fmt.Errorf("--kill-max must be at least --kill-min")
+			}
+			rep, err := RunRPO(c.Context, RPOOptions{
+				Bin: c.String("bin"), Runs: c.Int("runs"), ShipInterval: c.Duration("ship-interval"), Writers: c.Int("writers"),
+				KillMin: c.Duration("kill-min"), KillMax: c.Duration("kill-max"), Slack: c.Duration("slack"), Check: c.Bool("check"),
+				Port: c.Int("port"), WorkDir: c.String("work-dir"), Quiet: c.Bool("quiet"),
+			}, c.App.Writer)
+			if p := c.String("json"); p != "" && rep != nil {
+				if jerr := WriteRPOJSON(p, rep); jerr != nil && err == nil {
+					err = jerr
+				}
+			}
+			return err
 		},
 	}
 }

@@ -292,6 +292,19 @@ func (s *scaleServer) stop() error {
 	}
 }
 
+// kill sends SIGKILL and waits for the process to be gone.
+func (s *scaleServer) kill() error {
+	if s.cmd == nil {
+		return nil
+	}
+	defer func() { s.cmd = nil }()
+	if err := s.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-s.done
+	return nil
+}
+
 // scaleEnv is one server's home: its data (a SQLite directory or a
 // PostgreSQL database) and its backup store.
 type scaleEnv struct {
