@@ -37,11 +37,13 @@ type pointPool struct {
 	n    int // open readers, idle or in use
 	max  int
 	done bool // the backend closed: readers given back are closed
-	open func() (*pointReader, error)
+	// closed is closed with done, waking the reads waiting for a reader.
+	closed chan struct{}
+	open   func() (*pointReader, error)
 }
 
 func newPointPool(limit int, open func() (*pointReader, error)) *pointPool {
-	return &pointPool{idle: make(chan *pointReader, limit), max: limit, open: open}
+	return &pointPool{idle: make(chan *pointReader, limit), max: limit, open: open, closed: make(chan struct{})}
 }
 
 // get returns an idle reader, opens one while fewer than max exist, or
@@ -73,6 +75,8 @@ func (p *pointPool) get(ctx context.Context) (*pointReader, error) {
 	select {
 	case r := <-p.idle:
 		return r, nil
+	case <-p.closed:
+		return nil, errClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -95,7 +99,10 @@ func (p *pointPool) put(r *pointReader, broken bool) {
 // close closes the idle readers; readers in use are closed when given back.
 func (p *pointPool) close() {
 	p.mu.Lock()
-	p.done = true
+	if !p.done {
+		p.done = true
+		close(p.closed)
+	}
 	p.mu.Unlock()
 	for {
 		select {

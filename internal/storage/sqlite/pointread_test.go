@@ -83,3 +83,37 @@ func TestPointReads(t *testing.T) {
 		})
 	}
 }
+
+// TestPointReadWaitEndsOnClose: a GetItem waiting for a point reader
+// while every one is in use ends when the backend closes.
+func TestPointReadWaitEndsOnClose(t *testing.T) {
+	ctx := context.Background()
+	b, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "db.sqlite"), Readers: 1, ItemCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := b.CreateTable(ctx, storage.CreateTableParams{Account: "a", Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := b.points.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.GetItem(ctx, storage.GetItemParams{Table: cr.Table.Ref(), PK: []byte("k")})
+		done <- err
+	}()
+	b.points.close()
+	if err := <-done; !storage.IsKind(err, storage.KindUnavailable) {
+		t.Errorf("waiting GetItem after close: %v, want KindUnavailable", err)
+	}
+	b.points.put(held, false)
+	if b.points.n != 0 {
+		t.Errorf("%d point readers open after close", b.points.n)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
