@@ -25,6 +25,9 @@ type Config struct {
 	// CommitWaitUS is how long, in microseconds, the writer waits for more
 	// concurrent writes before committing a batch (0: never waits).
 	CommitWaitUS int `toml:"commit_wait_us"`
+	// MmapMB is each reader connection's memory-mapped window of the
+	// database file, in MiB (0: reads by pread only).
+	MmapMB int `toml:"mmap_mb"`
 }
 
 // Validate checks the section; errors name the key.
@@ -37,6 +40,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CommitWaitUS < 0 || c.CommitWaitUS > 100_000 {
 		return errors.New("commit_wait_us must be between 0 and 100000")
+	}
+	if c.MmapMB < 0 || c.MmapMB > maxMmapMB {
+		return fmt.Errorf("mmap_mb must be between 0 and %d", maxMmapMB)
 	}
 	return nil
 }
@@ -62,6 +68,7 @@ func Driver() storage.Driver {
 		Keys: []storage.KeyDoc{
 			{Key: "item_cache_mb", Default: "16", Doc: "in-memory cache of recently read and written items, in MiB (0 disables it)"},
 			{Key: "wal_limit_mb", Default: "32", Doc: "write-ahead log size at which the writer checkpoints and empties it (at least 1)"},
+			{Key: "mmap_mb", Default: "0", Doc: "memory-mapped window of the database file per reader connection, in MiB (0: reads by pread only)"},
 			{Key: "commit_wait_us", Default: "2000", Doc: "microseconds the writer waits for more concurrent writes to commit with a batch, while writes arrive concurrently (0: never waits)"},
 		},
 		Open:     openDriver,
@@ -74,7 +81,7 @@ func Driver() storage.Driver {
 func openDriver(ctx context.Context, env storage.DriverEnv) (storage.Backend, error) {
 	c := configOf(env)
 	opt := Options{Memory: env.Memory, ItemSize: env.ItemSize, ItemCacheBytes: c.ItemCacheMB << 20, WALLimitBytes: int64(c.WALLimitMB) << 20,
-		CommitWait: time.Duration(c.CommitWaitUS) * time.Microsecond}
+		CommitWait: time.Duration(c.CommitWaitUS) * time.Microsecond, MmapBytes: int64(c.MmapMB) << 20}
 	if c.CommitWaitUS == 0 {
 		opt.CommitWait = -1
 	}
@@ -183,3 +190,7 @@ func statusDriver(ctx context.Context, env storage.DriverEnv) (*storage.SchemaSt
 // workloads peaks at 185–190 MiB, close to the 200 MiB target of
 // docs/benchmarks.md; at 16 MiB at 129 MiB, with the same CPU per request.
 const defaultItemCacheMB = 16
+
+// maxMmapMB is the largest window SQLite maps (SQLITE_MAX_MMAP_SIZE,
+// 0x7fff0000 bytes); a larger mmap_size is silently cut to it.
+const maxMmapMB = 2047

@@ -94,13 +94,20 @@ func (b *Backend) GetItem(ctx context.Context, p storage.GetItemParams) (*storag
 		}
 		gen = g
 	}
-	var item []byte
-	err := b.getItem.QueryRowContext(ctx, p.Table.ID, int64(storage.KeyHash(p.PK)), nz(p.PK), nz(p.SK)).Scan(&item)
-	if errors.Is(err, sql.ErrNoRows) {
-		return &storage.GetItemResult{}, nil
+	if err := ctx.Err(); err != nil {
+		return nil, mapErr(err, "sqlite: get item")
 	}
+	r, err := b.points.get(ctx)
 	if err != nil {
 		return nil, mapErr(err, "sqlite: get item")
+	}
+	item, err := r.item(p.Table.ID, int64(storage.KeyHash(p.PK)), p.PK, p.SK)
+	b.points.put(r, err != nil)
+	if err != nil {
+		return nil, mapErr(err, "sqlite: get item")
+	}
+	if item == nil {
+		return &storage.GetItemResult{}, nil
 	}
 	if b.cache != nil {
 		b.cache.Fill(string(key), item, gen)

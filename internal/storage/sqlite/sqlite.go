@@ -82,10 +82,14 @@ type Options struct {
 	// CacheKiB is the page cache of the writer connection in KiB (default
 	// 4096); each reader connection gets a quarter of it, at least 2048.
 	CacheKiB int
-	// MmapBytes is the memory-mapped window of the database file per
-	// connection (0 or negative: no mmap, the default; a positive value
-	// saves a syscall per page read but counts the mapped pages once per
-	// connection in RSS).
+	// MmapBytes is the memory-mapped window of the database file of each
+	// reader connection (0 or negative: none, the default). A page within
+	// it is read from the mapping instead of by a pread into the
+	// connection's page cache, but every commit of the writer unmaps the
+	// window of each reader at its next read, which then faults the pages
+	// it touches in again: cheaper reads while nothing is written, dearer
+	// ones under writes (ADR 0054). The mapped pages are the OS page
+	// cache's and count in RSS once per reader that touched them.
 	MmapBytes int64
 	// ItemCacheBytes bounds the in-memory item cache (internal/storage/itemcache);
 	// default 16 MiB, negative disables it.
@@ -154,6 +158,9 @@ type Backend struct {
 	statRead                                 *sql.Stmt
 	readLog, logInfo                         *sql.Stmt
 	variants                                 sync.Map // int -> *sql.Stmt
+
+	// points are GetItem's raw connections (pointread.go).
+	points *pointPool
 
 	snapOnce sync.Once
 	snaps    *storage.SnapshotLimiter
@@ -240,6 +247,10 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	return b, nil
 }
 
+// readerCacheSize is the cache_size of a reader connection: a quarter of
+// the writer's page cache, at least 2 MiB (negative: KiB).
+func (b *Backend) readerCacheSize() int { return -max(b.opts.CacheKiB/4, 2048) }
+
 // lockFile takes an exclusive, non-blocking lock on path (created 0600);
 // the lock lasts while the file stays open.
 func lockFile(path string) (*os.File, error) {
@@ -256,8 +267,8 @@ func lockFile(path string) (*os.File, error) {
 }
 
 func (b *Backend) open(ctx context.Context, path string) error {
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_pragma=mmap_size(%d)&_pragma=temp_store(MEMORY)",
-		b.opts.BusyTimeout.Milliseconds(), b.opts.MmapBytes)
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(0)&_pragma=temp_store(MEMORY)",
+		b.opts.BusyTimeout.Milliseconds())
 	// The writer does not checkpoint automatically (wal_autocheckpoint=0):
 	// a background goroutine does, so that copying pages back and fsyncing
 	// the database file stay off the commit path; the writer only steps in
@@ -272,7 +283,8 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	wdsn := fmt.Sprintf("%s?%s&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)",
 		path, common, -b.opts.CacheKiB, sizeLimit)
 	cdsn := fmt.Sprintf("%s?%s&_pragma=synchronous(NORMAL)", path, common)
-	rdsn := fmt.Sprintf("%s?%s&_pragma=cache_size(%d)&_pragma=query_only(1)", path, common, -max(b.opts.CacheKiB/4, 2048))
+	rdsn := fmt.Sprintf("%s?%s&_pragma=cache_size(%d)&_pragma=mmap_size(%d)&_pragma=query_only(1)",
+		path, common, b.readerCacheSize(), b.opts.MmapBytes)
 	var err error
 	if b.wdb, err = sql.Open("sqlite", wdsn); err != nil {
 		return mapErr(err, "sqlite: open")
@@ -314,6 +326,7 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	if b.rdb, err = sql.Open("sqlite", rdsn); err != nil {
 		return mapErr(err, "sqlite: open readers")
 	}
+	b.points = newPointPool(b.opts.Readers, b.openPointReader)
 	b.rdb.SetMaxOpenConns(b.opts.Readers)
 	b.rdb.SetMaxIdleConns(b.opts.Readers)
 	b.rdb.SetConnMaxLifetime(0)
@@ -353,6 +366,9 @@ func (b *Backend) open(ctx context.Context, path string) error {
 }
 
 func (b *Backend) closeDBs() {
+	if b.points != nil {
+		b.points.close()
+	}
 	if b.stopCkpt != nil {
 		close(b.stopCkpt)
 		<-b.ckptDone
