@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/extenddb/extenddb/internal/admincli"
 	"github.com/extenddb/extenddb/internal/server"
 )
 
@@ -27,12 +28,12 @@ func backupCommand() *cli.Command {
 		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "TOML configuration file (region, access key, backup store)", EnvVars: []string{"EXTENDDB_CONFIG"}},
 		&cli.StringFlag{Name: "endpoint", Value: "http://127.0.0.1:8000", Usage: "the server's DynamoDB endpoint", EnvVars: []string{"EXTENDDB_ENDPOINT"}},
 	}
-	client := func(c *cli.Context) (*server.Client, error) {
+	client := func(c *cli.Context) (*admincli.Client, error) {
 		cfg, err := server.LoadConfig(c.String("config"))
 		if err != nil {
 			return nil, err
 		}
-		return server.NewClient(c.String("endpoint"), cfg), nil
+		return admincli.NewClient(c.String("endpoint"), cfg), nil
 	}
 	wait := &cli.BoolFlag{Name: "wait", Usage: "wait until the job ends, printing progress"}
 	return &cli.Command{
@@ -102,7 +103,7 @@ func backupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return server.PrintPlans(c.Context, cfg, c.String("endpoint"), time.Now(), os.Stdout)
+					return admincli.PrintPlans(c.Context, cfg, c.String("endpoint"), time.Now(), os.Stdout)
 				},
 			},
 			{
@@ -207,7 +208,7 @@ func backupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return server.SyncBackups(c.Context, cfg, server.SyncOptions{AdoptStore: c.Bool("adopt-store"), Force: c.Bool("force"),
+					return admincli.SyncBackups(c.Context, cfg, admincli.SyncOptions{AdoptStore: c.Bool("adopt-store"), Force: c.Bool("force"),
 						DryRun: c.Bool("dry-run"), PruneMissing: c.Bool("prune-missing"), MoveStore: c.String("move-store"),
 						ForgetStore: c.String("forget-store"), ForgetBackups: c.StringSlice("forget-backup")}, os.Stdout, os.Stderr)
 				},
@@ -221,7 +222,7 @@ func backupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return server.ListPITRTables(c.Context, cfg, os.Stdout)
+					return admincli.ListPITRTables(c.Context, cfg, os.Stdout)
 				},
 			},
 			{
@@ -232,14 +233,14 @@ func backupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return server.VerifyBackup(c.Context, cfg, c.Args().First(), os.Stdout)
+					return admincli.VerifyBackup(c.Context, cfg, c.Args().First(), os.Stdout)
 				},
 			},
 		},
 	}
 }
 
-func printCall(c *cli.Context, client func(*cli.Context) (*server.Client, error), op string, in any) error {
+func printCall(c *cli.Context, client func(*cli.Context) (*admincli.Client, error), op string, in any) error {
 	cl, err := client(c)
 	if err != nil {
 		return err
@@ -272,7 +273,7 @@ func epoch(v any) string {
 // (a bar on a terminal, a line per second otherwise; items and bytes when
 // the endpoint's server runs the job, against the source table's
 // approximate ItemCount), then a summary.
-func waitBackup(ctx context.Context, cl *server.Client, endpoint, arn, table string) error {
+func waitBackup(ctx context.Context, cl *admincli.Client, endpoint, arn, table string) error {
 	start := time.Now()
 	// The total is the table's approximate ItemCount (0 until the server
 	// has counted it once: asked again every 2 s meanwhile).
@@ -346,7 +347,7 @@ func perSecond(n any, d time.Duration) string {
 // waitRestore polls until the target table is ACTIVE (or gone: the
 // restore failed and the server log says why), showing the progress of
 // the load against the backup's item count, then a summary.
-func waitRestore(ctx context.Context, cl *server.Client, endpoint, arn, table string) error {
+func waitRestore(ctx context.Context, cl *admincli.Client, endpoint, arn, table string) error {
 	start := time.Now()
 	id := arn[strings.LastIndexByte(arn, '/')+1:]
 	view := newProgressView(os.Stdout, "restore", 0)
@@ -418,7 +419,7 @@ func compareCommand() *cli.Command {
 			if tb == "" {
 				tb = ta
 			}
-			same, err := server.CompareTables(c.Context, server.NewClient(c.String("endpoint"), cfgA), ta, server.NewClient(epB, cfgB), tb, os.Stdout)
+			same, err := admincli.CompareTables(c.Context, admincli.NewClient(c.String("endpoint"), cfgA), ta, admincli.NewClient(epB, cfgB), tb, os.Stdout)
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/extenddb/extenddb/internal/admincli"
 	"github.com/extenddb/extenddb/internal/bench"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
@@ -237,7 +238,7 @@ func initCommand() *cli.Command {
 				cfg.Server.Listen = c.String("listen")
 			}
 			if c.Bool("generate-key") {
-				k, err := server.NewAccessKey(c.String("account"))
+				k, err := admincli.NewAccessKey(c.String("account"))
 				if err != nil {
 					return err
 				}
@@ -257,7 +258,7 @@ func initCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := server.WriteConfig(c.String("output"), cfg, c.Bool("force")); err != nil {
+			if err := admincli.WriteConfig(c.String("output"), cfg, c.Bool("force")); err != nil {
 				return err
 			}
 			fmt.Printf("wrote %s (backend %s); start the server with: extenddb serve --config %s\n", c.String("output"), cfg.Storage.Backend, c.String("output"))
@@ -272,7 +273,7 @@ func healthcheckCommand() *cli.Command {
 		Usage: "exit 0 when the server at --endpoint is ready (for container health checks)",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "endpoint", Value: "http://127.0.0.1:8000"}},
 		Action: func(c *cli.Context) error {
-			return server.Healthcheck(c.Context, c.String("endpoint"))
+			return admincli.Healthcheck(c.Context, c.String("endpoint"))
 		},
 	}
 }

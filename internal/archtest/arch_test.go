@@ -20,10 +20,13 @@ const mod = "github.com/extenddb/extenddb/"
 // import. Keep it in step with the dependency picture in
 // docs/architecture.md.
 var allowed = map[string][]string{
-	"cmd/benchfloor":  {},
-	"cmd/extenddb":    {"internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
-	"internal/server": {"internal/api", "internal/attr", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
-	"internal/api":    {"internal/attr", "internal/engine"},
+	"cmd/benchfloor": {},
+	"cmd/extenddb":   {"internal/admincli", "internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
+	// The operator subcommands' client and printing, above the server
+	// (OpenBackend); internal/api only for its tests' server.
+	"internal/admincli": {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/server", "internal/store"},
+	"internal/server":   {"internal/api", "internal/attr", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/api":      {"internal/attr", "internal/engine"},
 	// The web console: embedded static files, a client of the API like any
 	// SDK, so it imports nothing of ours.
 	"internal/console":   {},

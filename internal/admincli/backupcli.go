@@ -1,4 +1,4 @@
-package server
+package admincli
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
+	"github.com/extenddb/extenddb/internal/server"
 	"github.com/extenddb/extenddb/internal/store"
 )
 
@@ -198,7 +199,7 @@ func SyncBackups(ctx context.Context, cfg config.Config, opt SyncOptions, w, pro
 			return fmt.Errorf("--forget-store: %w", err)
 		}
 	}
-	b, err := OpenBackend(ctx, cfg, slog.New(slog.DiscardHandler))
+	b, err := server.OpenBackend(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
