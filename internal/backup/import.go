@@ -257,7 +257,7 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 	}); err != nil {
 		return counts, err
 	}
-	load, err := m.cfg.Restorer.ItemLoader(target)
+	load, err := importLoader(m.cfg.Restorer, target)
 	if err != nil {
 		return counts, err
 	}
@@ -306,7 +306,7 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 func (m *Manager) importObject(ctx context.Context, st store.Store, o store.ObjectInfo, d *ImportDescription, csvOpts *struct {
 	Delimiter  string   `json:"Delimiter"`
 	HeaderList []string `json:"HeaderList"`
-}, keyTypes map[string]string, load func([]byte) ([]byte, []byte, storage.Change, error), w *importWriter, counts *importCounts,
+}, keyTypes map[string]string, load itemLoad, w *importWriter, counts *importCounts,
 	log interface{ Warn(string, ...any) }) error {
 	rc, err := st.Get(ctx, o.Key)
 	if err != nil {
@@ -338,16 +338,21 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		if perr == nil {
 			// The limit is DynamoDB's item size (names and values as
 			// the service counts them), not the stored encoding's.
-			if attr.ItemSize(it) > attr.MaxItemSize {
+			if size := attr.ItemSize(it); size > attr.MaxItemSize {
 				perr = errors.New("the item is larger than 400 KB")
 			} else {
-				raw = attr.AppendItem(nil, it)
+				// The encoding is the size plus about a dozen bytes of
+				// type descriptor and quotes per attribute.
+				raw = attr.AppendItem(make([]byte, 0, size+16*len(it)+16), it)
+			}
+			if it == nil {
+				it = attr.Item{} // {"Item":null}: stored as {}, refused for its missing key
 			}
 		}
 		var pk, sk []byte
 		var ch storage.Change
 		if perr == nil {
-			pk, sk, ch, perr = load(raw)
+			pk, sk, ch, perr = load(it, raw)
 		}
 		if perr != nil {
 			n := counts.errors.Add(1)
@@ -370,6 +375,23 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		return format.ReadCSV(r, co, each)
 	}
 	return format.ReadDynamoJSONLines(r, each)
+}
+
+// itemLoad turns a decoded item and its canonical encoding into its
+// key and storage write.
+type itemLoad = func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error)
+
+// importLoader is the Restorer's loader of decoded items, or its loader
+// of encoded items when it has no other.
+func importLoader(r Restorer, target *storage.Table) (itemLoad, error) {
+	if d, ok := r.(DecodedIndexer); ok {
+		return d.DecodedItemLoader(target)
+	}
+	load, err := r.ItemLoader(target)
+	if err != nil {
+		return nil, err
+	}
+	return func(_ attr.Item, raw []byte) ([]byte, []byte, storage.Change, error) { return load(raw) }, nil
 }
 
 type countingReader struct {
