@@ -364,17 +364,78 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		}
 		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
 	}
+	read := func(fn lineFunc) error { return format.ReadDynamoJSONLines(r, fn) }
 	switch d.InputFormat {
 	case "ION":
-		return format.ReadIonLines(r, each)
+		read = func(fn lineFunc) error { return format.ReadIonLines(r, fn) }
 	case "CSV":
 		co := format.CSVOptions{KeyTypes: keyTypes}
 		if csvOpts != nil {
 			co.Delimiter, co.HeaderList = csvOpts.Delimiter, csvOpts.HeaderList
 		}
-		return format.ReadCSV(r, co, each)
+		read = func(fn lineFunc) error { return format.ReadCSV(r, co, fn) }
 	}
-	return format.ReadDynamoJSONLines(r, each)
+	return pipeLines(read, each)
+}
+
+// lineFunc takes one parsed line of an import: its item, or its error.
+type lineFunc = func(line int, it attr.Item, err error) error
+
+// pipeChunk is the number of parsed lines pipeLines hands over at once.
+const pipeChunk = 128
+
+var errPipeStopped = errors.New("import: stopped")
+
+// pipeLines runs read (decompressing and parsing an object) on a
+// goroutine of its own and each on the caller's, on the lines in their
+// order, handed over in chunks of pipeChunk, so that parsing overlaps
+// checking and loading. The first error of each stops read and is
+// answered; otherwise read's error, once each had every line read
+// parsed before it. At most three chunks are held at once.
+func pipeLines(read func(lineFunc) error, each lineFunc) error {
+	type parsed struct {
+		line int
+		it   attr.Item
+		err  error
+	}
+	chunks := make(chan []parsed, 1)
+	stop := make(chan struct{})
+	var rerr error
+	go func() {
+		defer close(chunks)
+		chunk := make([]parsed, 0, pipeChunk)
+		send := func() bool {
+			select {
+			case chunks <- chunk:
+				chunk = make([]parsed, 0, pipeChunk)
+				return true
+			case <-stop:
+				return false
+			}
+		}
+		rerr = read(func(line int, it attr.Item, err error) error {
+			chunk = append(chunk, parsed{line, it, err})
+			if len(chunk) == pipeChunk && !send() {
+				return errPipeStopped
+			}
+			return nil
+		})
+		if len(chunk) > 0 {
+			send()
+		}
+	}()
+	var err error
+	for c := range chunks {
+		for i := 0; i < len(c) && err == nil; i++ {
+			if err = each(c[i].line, c[i].it, c[i].err); err != nil {
+				close(stop)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return rerr
 }
 
 // itemLoad turns a decoded item and its canonical encoding into its
