@@ -17,8 +17,10 @@
 # and its peak RSS during each job (VmHWM, reset through
 # /proc/PID/clear_refs before each job).
 #
-#   scripts/bench-transfer.sh [--backend sqlite|postgres] [--dsn DSN] [--items N] [-c N]
+#   scripts/bench-transfer.sh [--backend sqlite|postgres] [--dsn DSN] [--items N] [-c N] [--port N]
 #
+# --port: the server's port (default: a free one); TMPDIR: where the
+# run's data directory, store and bucket live.
 # --dsn is required with postgres: a freshly created and migrated database
 # of your own for every run (its catalog binds the run's temporary store;
 # its tables are left behind). EXTENDDB_BIN uses that binary instead of
@@ -30,6 +32,7 @@ BACKEND=sqlite
 DSN=""
 ITEMS=100000
 CONCURRENCY=16
+PORT=""
 
 log() { echo "bench-transfer: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -40,7 +43,8 @@ while [[ $# -gt 0 ]]; do
 	--dsn) DSN="$2"; shift 2 ;;
 	--items) ITEMS="$2"; shift 2 ;;
 	-c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
-	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	--port) PORT="$2"; shift 2 ;;
+	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
 	*) die "unknown argument $1" ;;
 	esac
 done
@@ -54,7 +58,7 @@ fi
 
 WORK="$(mktemp -d -t extenddb-bench-transfer-XXXXXX)"
 mkdir -m 0700 "$WORK/store" "$WORK/data" "$WORK/spool" "$WORK/buckets" "$WORK/buckets/bkt"
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+[[ -n "$PORT" ]] || PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 EP="http://127.0.0.1:$PORT"
 ARGS=(--data-dir "$WORK/data")
 [[ "$BACKEND" == postgres ]] && ARGS=(--backend postgres --dsn "$DSN")

@@ -128,6 +128,9 @@ func (p *parser) str() (string, error) {
 	p.i++
 	simple := true
 	for p.i < len(p.data) {
+		if p.i = jsonSpecial(p.data, p.i); p.i == len(p.data) {
+			break
+		}
 		c := p.data[p.i]
 		switch {
 		case c == '"':
@@ -152,10 +155,8 @@ func (p *parser) str() (string, error) {
 		case c == '\\':
 			simple = false
 			p.i += 2
-		case c < 0x20:
+		default: // a control character
 			return "", p.syntax()
-		default:
-			p.i++
 		}
 	}
 	return "", p.syntax()
@@ -713,11 +714,8 @@ const hexDigits = "0123456789abcdef"
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := jsonSpecial(s, 0); i < len(s); i = jsonSpecial(s, i+1) {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
 		dst = append(dst, s[start:i]...)
 		switch c {
 		case '"':
@@ -741,3 +739,29 @@ func appendString(dst []byte, s string) []byte {
 
 // AppendString appends s as a JSON string (exported for response writers).
 func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
+// jsonSpecial returns the index of the first byte of s at or after i
+// that a JSON string cannot hold as it is: '"', '\\' or a control
+// character (below 0x20); len(s) when there is none. It tests eight
+// bytes at a time: strings are mostly plain text, and this scan is on
+// the path of every item encoded and decoded.
+func jsonSpecial[T string | []byte](s T, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// A byte below 0x20, or equal to '"' or '\\' (zero once xored
+		// with it), sets its high bit in the difference; bytes of 0x80
+		// and above, never special, are masked out by ^x. A borrow only
+		// runs on from a special byte, which the loop below finds.
+		if ((x-ones*0x20)|((x^ones*'"')-ones)|((x^ones*'\\')-ones))&^x&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return len(s)
+}

@@ -6,7 +6,10 @@
 // server fills with the engine.
 package backup
 
-import "github.com/extenddb/extenddb/internal/storage"
+import (
+	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/storage"
+)
 
 // Indexer gives the restore job, for a target table, the function that
 // turns one canonical item of a backup into the storage write that puts
@@ -16,4 +19,12 @@ import "github.com/extenddb/extenddb/internal/storage"
 // internal/server, so index rules live in one place.
 type Indexer interface {
 	ItemLoader(t *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error)
+}
+
+// DecodedIndexer is an Indexer that also takes items already decoded:
+// the function gets the item and raw, its canonical encoding, and
+// decodes nothing (engine.Engine.DecodedItemLoader). Imports, which parse
+// every line into an attr.Item, use it when the Restorer has it.
+type DecodedIndexer interface {
+	DecodedItemLoader(t *storage.Table) (func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error), error)
 }

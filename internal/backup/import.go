@@ -257,7 +257,7 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 	}); err != nil {
 		return counts, err
 	}
-	load, err := m.cfg.Restorer.ItemLoader(target)
+	load, err := importLoader(m.cfg.Restorer, target)
 	if err != nil {
 		return counts, err
 	}
@@ -306,7 +306,7 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 func (m *Manager) importObject(ctx context.Context, st store.Store, o store.ObjectInfo, d *ImportDescription, csvOpts *struct {
 	Delimiter  string   `json:"Delimiter"`
 	HeaderList []string `json:"HeaderList"`
-}, keyTypes map[string]string, load func([]byte) ([]byte, []byte, storage.Change, error), w *importWriter, counts *importCounts,
+}, keyTypes map[string]string, load itemLoad, w *importWriter, counts *importCounts,
 	log interface{ Warn(string, ...any) }) error {
 	rc, err := st.Get(ctx, o.Key)
 	if err != nil {
@@ -338,16 +338,21 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		if perr == nil {
 			// The limit is DynamoDB's item size (names and values as
 			// the service counts them), not the stored encoding's.
-			if attr.ItemSize(it) > attr.MaxItemSize {
+			if size := attr.ItemSize(it); size > attr.MaxItemSize {
 				perr = errors.New("the item is larger than 400 KB")
 			} else {
-				raw = attr.AppendItem(nil, it)
+				// The encoding is the size plus about a dozen bytes of
+				// type descriptor and quotes per attribute.
+				raw = attr.AppendItem(make([]byte, 0, size+16*len(it)+16), it)
+			}
+			if it == nil {
+				it = attr.Item{} // {"Item":null}: stored as {}, refused for its missing key
 			}
 		}
 		var pk, sk []byte
 		var ch storage.Change
 		if perr == nil {
-			pk, sk, ch, perr = load(raw)
+			pk, sk, ch, perr = load(it, raw)
 		}
 		if perr != nil {
 			n := counts.errors.Add(1)
@@ -359,17 +364,95 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 		}
 		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
 	}
+	read := func(fn lineFunc) error { return format.ReadDynamoJSONLines(r, fn) }
 	switch d.InputFormat {
 	case "ION":
-		return format.ReadIonLines(r, each)
+		read = func(fn lineFunc) error { return format.ReadIonLines(r, fn) }
 	case "CSV":
 		co := format.CSVOptions{KeyTypes: keyTypes}
 		if csvOpts != nil {
 			co.Delimiter, co.HeaderList = csvOpts.Delimiter, csvOpts.HeaderList
 		}
-		return format.ReadCSV(r, co, each)
+		read = func(fn lineFunc) error { return format.ReadCSV(r, co, fn) }
 	}
-	return format.ReadDynamoJSONLines(r, each)
+	return pipeLines(read, each)
+}
+
+// lineFunc takes one parsed line of an import: its item, or its error.
+type lineFunc = func(line int, it attr.Item, err error) error
+
+// pipeChunk is the number of parsed lines pipeLines hands over at once.
+const pipeChunk = 128
+
+var errPipeStopped = errors.New("import: stopped")
+
+// pipeLines runs read (decompressing and parsing an object) on a
+// goroutine of its own and each on the caller's, on the lines in their
+// order, handed over in chunks of pipeChunk, so that parsing overlaps
+// checking and loading. The first error of each stops read and is
+// answered; otherwise read's error, once each had every line read
+// parsed before it. At most three chunks are held at once.
+func pipeLines(read func(lineFunc) error, each lineFunc) error {
+	type parsed struct {
+		line int
+		it   attr.Item
+		err  error
+	}
+	chunks := make(chan []parsed, 1)
+	stop := make(chan struct{})
+	var rerr error
+	go func() {
+		defer close(chunks)
+		chunk := make([]parsed, 0, pipeChunk)
+		send := func() bool {
+			select {
+			case chunks <- chunk:
+				chunk = make([]parsed, 0, pipeChunk)
+				return true
+			case <-stop:
+				return false
+			}
+		}
+		rerr = read(func(line int, it attr.Item, err error) error {
+			chunk = append(chunk, parsed{line, it, err})
+			if len(chunk) == pipeChunk && !send() {
+				return errPipeStopped
+			}
+			return nil
+		})
+		if len(chunk) > 0 {
+			send()
+		}
+	}()
+	var err error
+	for c := range chunks {
+		for i := 0; i < len(c) && err == nil; i++ {
+			if err = each(c[i].line, c[i].it, c[i].err); err != nil {
+				close(stop)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return rerr
+}
+
+// itemLoad turns a decoded item and its canonical encoding into its
+// key and storage write.
+type itemLoad = func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error)
+
+// importLoader is the Restorer's loader of decoded items, or its loader
+// of encoded items when it has no other.
+func importLoader(r Restorer, target *storage.Table) (itemLoad, error) {
+	if d, ok := r.(DecodedIndexer); ok {
+		return d.DecodedItemLoader(target)
+	}
+	load, err := r.ItemLoader(target)
+	if err != nil {
+		return nil, err
+	}
+	return func(_ attr.Item, raw []byte) ([]byte, []byte, storage.Change, error) { return load(raw) }, nil
 }
 
 type countingReader struct {

@@ -255,3 +255,50 @@ func TestImportMaxErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestPipeLines: every line reaches each in order; an error of each
+// stops the reader and is answered; the reader's own error comes after
+// the lines it parsed before it.
+func TestPipeLines(t *testing.T) {
+	const n = 1000
+	readN := func(stopAt int, rerr error) func(lineFunc) error {
+		return func(fn lineFunc) error {
+			for i := 1; i <= n; i++ {
+				if i == stopAt {
+					return rerr
+				}
+				if err := fn(i, attr.Item{"i": attr.StrValue(fmt.Sprint(i))}, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	var got []int
+	each := func(line int, it attr.Item, err error) error {
+		if err != nil || it["i"].Str != fmt.Sprint(line) {
+			return fmt.Errorf("line %d: %v %v", line, it, err)
+		}
+		got = append(got, line)
+		return nil
+	}
+	if err := pipeLines(readN(0, nil), each); err != nil || len(got) != n || got[n-1] != n {
+		t.Fatalf("%v, %d lines", err, len(got))
+	}
+	got = nil
+	bad := errors.New("unreadable")
+	if err := pipeLines(readN(301, bad), each); err != bad || len(got) != 300 {
+		t.Fatalf("%v, %d lines, want the reader's error after 300", err, len(got))
+	}
+	got = nil
+	full := errors.New("too many")
+	err := pipeLines(readN(0, nil), func(line int, it attr.Item, err error) error {
+		if line == 200 {
+			return full
+		}
+		return each(line, it, err)
+	})
+	if err != full || len(got) != 199 {
+		t.Fatalf("%v, %d lines, want each's error after 199", err, len(got))
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 
+	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/storage"
 )
 
@@ -21,7 +22,7 @@ import (
 // on KindTableVersion, read the table again and make a new loader (ADR
 // 0007).
 func (e *Engine) ItemLoader(st *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error) {
-	t, err := parseTable(st)
+	load, err := e.DecodedItemLoader(st)
 	if err != nil {
 		return nil, err
 	}
@@ -30,6 +31,20 @@ func (e *Engine) ItemLoader(st *storage.Table) (func(item []byte) (pk, sk []byte
 		if err != nil {
 			return nil, nil, storage.Change{}, err
 		}
+		return load(it, raw)
+	}, nil
+}
+
+// DecodedItemLoader is ItemLoader for a caller that holds the item
+// decoded already (an import parses every line into an attr.Item): the
+// function takes the item and raw, its canonical encoding
+// (attr.AppendItem of it), and decodes nothing.
+func (e *Engine) DecodedItemLoader(st *storage.Table) (func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error), error) {
+	t, err := parseTable(st)
+	if err != nil {
+		return nil, err
+	}
+	return func(it attr.Item, raw []byte) ([]byte, []byte, storage.Change, error) {
 		if it == nil {
 			return nil, nil, storage.Change{}, errors.New("empty item")
 		}

@@ -38,22 +38,37 @@ func ReadDynamoJSONLines(r io.Reader, fn func(line int, item attr.Item, err erro
 		if len(b) == 0 {
 			continue
 		}
-		var line struct {
-			Item json.RawMessage `json:"Item"`
-		}
-		var it attr.Item
-		err := json.Unmarshal(b, &line)
-		if err == nil && len(line.Item) == 0 {
-			err = errors.New(`the line has no "Item"`)
-		}
-		if err == nil {
-			it, err = attr.DecodeItem(line.Item)
-		}
+		it, err := dynamoJSONLine(b)
 		if err := fn(n, it, err); err != nil {
 			return err
 		}
 	}
 	return sc.Err()
+}
+
+// dynamoJSONLine parses one line {"Item":{...}}. A line spelled exactly
+// so (what exports write) is parsed in one pass by the item decoder: its
+// item must then be one valid item and nothing else, and the line is
+// valid JSON with that Item. Any other line (spacing, other members, the
+// name in another case, a bad item) goes through encoding/json as a
+// whole, which gives the same item or the line's error.
+func dynamoJSONLine(b []byte) (attr.Item, error) {
+	const head = `{"Item":`
+	if len(b) > len(head) && string(b[:len(head)]) == head && b[len(b)-1] == '}' {
+		if it, err := attr.DecodeItem(b[len(head) : len(b)-1]); err == nil {
+			return it, nil
+		}
+	}
+	var line struct {
+		Item json.RawMessage `json:"Item"`
+	}
+	if err := json.Unmarshal(b, &line); err != nil {
+		return nil, err
+	}
+	if len(line.Item) == 0 {
+		return nil, errors.New(`the line has no "Item"`)
+	}
+	return attr.DecodeItem(line.Item)
 }
 
 // ReadIonLines reads AWS's Ion export lines: {Item:{...}} values after an

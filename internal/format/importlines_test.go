@@ -2,6 +2,8 @@ package format
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,5 +66,50 @@ func TestReadCSV(t *testing.T) {
 	})
 	if fmt.Sprint(items) != `[{"pk":{"S":"x"},"v":{"S":"y"}}]` {
 		t.Fatalf("csv with HeaderList: %v", items)
+	}
+}
+
+// TestDynamoJSONLineFastPath: a line parsed by the item decoder alone
+// gives what encoding/json and the decoder together give, item or error.
+func TestDynamoJSONLineFastPath(t *testing.T) {
+	slow := func(b []byte) (attr.Item, error) {
+		var line struct {
+			Item json.RawMessage `json:"Item"`
+		}
+		if err := json.Unmarshal(b, &line); err != nil {
+			return nil, err
+		}
+		if len(line.Item) == 0 {
+			return nil, errors.New(`the line has no "Item"`)
+		}
+		return attr.DecodeItem(line.Item)
+	}
+	for _, l := range []string{
+		`{"Item":{"pk":{"S":"a"},"n":{"N":"1.50"}}}`,
+		`{"Item": {"pk":{"S":"a"}} }`,
+		`{"Item":{"pk":{"S":"a"}},"Item":{"pk":{"S":"b"}}}`,
+		`{"Item":{"pk":{"S":"a"}},"x":1}`,
+		`{"item":{"pk":{"S":"a"}}}`,
+		`{"Item":null}`,
+		`{"Item":{}}`,
+		`{"Item":{"pk":{"S":"a\u00e9\n"}}}`,
+		`{"Item":{"pk":{"S":"a"}}`,
+		`{"Item":{"pk":{"S":"a"}}}}`,
+		`{"Item":{"pk":{"Q":"a"}}}`,
+		`{"Item":{"pk":{"S":"a"},"pk":{"S":"b"}}}`,
+		`{"Item":{"m":{"M":{"l":{"L":[{"BOOL":true},{"NULL":true},{"NS":["2","1"]}]}}}}}`,
+		`{"Item":"x"}`,
+		`{"Other":1}`,
+		`{"Item":{"b":{"B":"AAE="}}} x`,
+	} {
+		got, gerr := dynamoJSONLine([]byte(l))
+		want, werr := slow([]byte(l))
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Errorf("%s: error %v, want %v", l, gerr, werr)
+			continue
+		}
+		if string(attr.AppendItem(nil, got)) != string(attr.AppendItem(nil, want)) || (got == nil) != (want == nil) {
+			t.Errorf("%s: %v, want %v", l, got, want)
+		}
 	}
 }

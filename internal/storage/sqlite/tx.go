@@ -236,6 +236,7 @@ type writer struct {
 	conn *sql.Conn
 
 	getItem, putItem, insItem, delItem, putIdx, delIdx       *sql.Stmt
+	putItems, putIdxs                                        *sql.Stmt // bulkRows rows each
 	getTable, insertTable, updTableStmt                      *sql.Stmt
 	delTableStmt, deleteItems, deleteIdx, allTables, dropIdx *sql.Stmt
 	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
@@ -268,6 +269,10 @@ type writer struct {
 	cache     *itemcache.Cache
 	pendItems []cacheChange
 	pendIdx   map[string]int
+
+	// bulkItems and bulkIdx hold a bulk load's statement arguments
+	// (bulk.go), kept between loads.
+	bulkItems, bulkIdx []any
 
 	// specScore gates writeItem's speculative insert: +1 when it held,
 	// -specScoreMiss when the key existed; no speculation while negative
@@ -322,6 +327,8 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.insItem, `INSERT INTO items(t, h, pk, sk, item) VALUES (?, ?, ?, ?, ?) ON CONFLICT (t, h, pk, sk) DO NOTHING`},
 		{&w.delItem, `DELETE FROM items WHERE t = ? AND h = ? AND pk = ? AND sk = ?`},
 		{&w.putIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = excluded.item`},
+		{&w.putItems, `INSERT INTO items(t, h, pk, sk, item) VALUES ` + bulkValues(5) + ` ON CONFLICT (t, h, pk, sk) DO UPDATE SET item = excluded.item`},
+		{&w.putIdxs, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES ` + bulkValues(8) + ` ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO UPDATE SET item = excluded.item`},
 		{&w.delIdx, `DELETE FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ? RETURNING item`},
 		{&w.getIdx, `SELECT item FROM idx WHERE t = ? AND ix = ? AND h = ? AND ipk = ? AND isk = ? AND pk = ? AND sk = ?`},
 		{&w.insIdx, `INSERT INTO idx(t, ix, h, ipk, isk, pk, sk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (t, ix, h, ipk, isk, pk, sk) DO NOTHING`},
@@ -365,7 +372,7 @@ func (w *writer) close() {
 	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.insItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
 		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
 		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast,
-		w.getIdx, w.insIdx, w.statAdd, w.statCreate, w.statDrop, w.statDropIx, w.statBulk, w.statCounted, w.statBulkOf} {
+		w.getIdx, w.insIdx, w.putItems, w.putIdxs, w.statAdd, w.statCreate, w.statDrop, w.statDropIx, w.statBulk, w.statCounted, w.statBulkOf} {
 		if s != nil {
 			s.Close()
 		}
