@@ -56,7 +56,7 @@ test-all:
 
 ## test-cassandra: every layer on a real Apache Cassandra 5.0
 ## (scripts/cassandra.sh starts a private node, jars cached in
-## $$EXTENDDB_CACHE): storagetest and the backend's tests, the served
+## $$EXTENDDB_CACHE): backendtest and the backend's tests, the served
 ## backend, the wire suite with two servers on one keyspace. make test-all
 ## runs it too (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out).
 test-cassandra: build

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/cassandra.sh — a private single-node Apache Cassandra for the storage
-# tests (internal/storage/cassandra).
+# tests (internal/backend/cassandra).
 #
 #   scripts/cassandra.sh [start] [PORT]  resolve Apache Cassandra (default 5.0.6,
 #                                        EXTENDDB_CASSANDRA_VERSION) from Maven

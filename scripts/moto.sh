@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/moto.sh — install and run moto's S3 server (second S3 implementation
-# for internal/store/storetest).
+# for internal/blobstore/storetest).
 #
 #   scripts/moto.sh [start] [PORT]  install moto[server] into a cached venv if
 #                                   missing, start moto_server on 127.0.0.1:PORT

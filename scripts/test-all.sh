@@ -232,7 +232,7 @@ lane_wire() {
 	layer scale one env EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh --ci --out "$LOGS/scale"
 }
 
-# The MongoDB backend's own tests (storagetest, the ledger, snapshots,
+# The MongoDB backend's own tests (backendtest, the ledger, snapshots,
 # catalogs) and the served backend.
 go_mongodb() {
 	local rc=0
@@ -240,7 +240,7 @@ go_mongodb() {
 	# go test's default parallelism (GOMAXPROCS): more parallel subtests
 	# load FerretDB until a catalog claim outlives its lease, and finish no
 	# sooner, since FerretDB's CPU is what they wait on.
-	EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 20m -skip 'TestLedger/ConcurrentTransfers' ./internal/storage/mongodb/ || rc=1
+	EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 20m -skip 'TestLedger/ConcurrentTransfers' ./internal/backend/mongodb/ || rc=1
 	EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 10m -run Mongo ./internal/server/ || rc=1
 	return $rc
 }
@@ -297,7 +297,7 @@ kill $tailpid 2>/dev/null
 # of them dying, readers, a plain writer, a sweeper) after the lanes: on
 # a FerretDB loaded by the lanes its requests pass the client's timeout.
 layers+=(ledger-mongodb)
-layer ledger-mongodb go env EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 5m -run 'TestLedger/ConcurrentTransfers' ./internal/storage/mongodb/
+layer ledger-mongodb go env EXTENDDB_TEST_BACKENDS=mongodb go test -count=1 -v -timeout 5m -run 'TestLedger/ConcurrentTransfers' ./internal/backend/mongodb/
 
 # The abuse test last and alone: every server is stopped first, so that
 # nothing else loads the two cores while its p99 is compared with the

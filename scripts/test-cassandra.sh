@@ -2,7 +2,7 @@
 # scripts/test-cassandra.sh — every test layer on Apache Cassandra (make
 # test-cassandra; make test-all and CI, unless EXTENDDB_TEST_ALL_CASSANDRA=0):
 #   1. the Go tests that run on Cassandra when EXTENDDB_TEST_BACKENDS names
-#      it: storagetest and the backend's own tests (internal/storage/
+#      it: backendtest and the backend's own tests (internal/backend/
 #      cassandra), the served backend (internal/server TestServeCassandra),
 #   2. the wire suite against `extenddb serve --backend cassandra`, two
 #      servers on one keyspace (scripts/wire-cassandra.sh),
@@ -29,7 +29,7 @@ echo "== go tests on cassandra"
 log=$(mktemp -t extenddb-cassandra-go.XXXXXX)
 t0=$SECONDS
 (
-	EXTENDDB_TEST_BACKENDS=cassandra go test -count=1 -v -timeout 20m ./internal/storage/cassandra/
+	EXTENDDB_TEST_BACKENDS=cassandra go test -count=1 -v -timeout 20m ./internal/backend/cassandra/
 	a=$?
 	EXTENDDB_TEST_BACKENDS=cassandra go test -count=1 -v -timeout 10m -run Cassandra ./internal/server/
 	b=$?

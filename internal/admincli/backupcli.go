@@ -19,10 +19,10 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/extenddb/extenddb/internal/backup"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/server"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // VerifyBackup checks a backup in the configured store offline, like
@@ -30,10 +30,10 @@ import (
 // and answers the first failure, which names the bad object. It needs no
 // server and no database.
 func VerifyBackup(ctx context.Context, cfg config.Config, arn string, w io.Writer) error {
-	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == blobstore.KindDisabled {
 		return errors.New("no backup store is configured: set [backup.store] in the configuration (or EXTENDDB__BACKUP__STORE__KIND and ..._ROOT)")
 	}
-	st, err := store.Open(ctx, cfg.Backup.Store)
+	st, err := blobstore.Open(ctx, cfg.Backup.Store)
 	if err != nil {
 		return fmt.Errorf("backup.store: %w", err)
 	}
@@ -53,10 +53,10 @@ func VerifyBackup(ctx context.Context, cfg config.Config, arn string, w io.Write
 // RestoreTableToPointInTime by ARN, whether or not its catalog holds them.
 // It reads the store only.
 func ListPITRTables(ctx context.Context, cfg config.Config, w io.Writer) error {
-	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == blobstore.KindDisabled {
 		return errors.New("no backup store is configured: set [backup.store] in the configuration (or EXTENDDB__BACKUP__STORE__KIND and ..._ROOT)")
 	}
-	st, err := store.Open(ctx, cfg.Backup.Store)
+	st, err := blobstore.Open(ctx, cfg.Backup.Store)
 	if err != nil {
 		return fmt.Errorf("backup.store: %w", err)
 	}
@@ -182,10 +182,10 @@ type SyncOptions = backup.SyncOptions
 // not pruned, rows of another store, backups that do not verify for a
 // move.
 func SyncBackups(ctx context.Context, cfg config.Config, opt SyncOptions, w, progress io.Writer) error {
-	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == blobstore.KindDisabled {
 		return errors.New("no backup store is configured: set [backup.store] in the configuration")
 	}
-	st, err := store.Open(ctx, cfg.Backup.Store)
+	st, err := blobstore.Open(ctx, cfg.Backup.Store)
 	if err != nil {
 		return fmt.Errorf("backup.store: %w", err)
 	}
@@ -279,26 +279,26 @@ func orNone(s string) string {
 
 // resolveStoreID answers the store id arg names: an id as it is, else the
 // identity of the store at a filesystem root or s3://bucket/prefix.
-func resolveStoreID(ctx context.Context, base store.Config, arg string) (string, error) {
+func resolveStoreID(ctx context.Context, base blobstore.Config, arg string) (string, error) {
 	if strings.HasPrefix(arg, "st-") {
 		return arg, nil
 	}
-	var cfg store.Config
+	var cfg blobstore.Config
 	switch {
 	case strings.HasPrefix(arg, "s3://"):
 		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(arg, "s3://"), "/")
 		cfg = base
-		cfg.Kind, cfg.Root, cfg.Bucket, cfg.Prefix = store.KindS3, "", bucket, strings.Trim(prefix, "/")
+		cfg.Kind, cfg.Root, cfg.Bucket, cfg.Prefix = blobstore.KindS3, "", bucket, strings.Trim(prefix, "/")
 	case strings.HasPrefix(arg, "/"):
-		cfg = store.Config{Kind: store.KindFilesystem, Root: arg}
+		cfg = blobstore.Config{Kind: blobstore.KindFilesystem, Root: arg}
 	default:
 		return "", fmt.Errorf("%q is neither a store id (st-...), an absolute directory nor an s3://bucket/prefix URL", arg)
 	}
-	st, err := store.Open(ctx, cfg)
+	st, err := blobstore.Open(ctx, cfg)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w (name the store by its id, st-..., when it is gone)", arg, err)
 	}
-	id, err := store.ReadIdentity(ctx, st)
+	id, err := blobstore.ReadIdentity(ctx, st)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w (name the store by its id, st-..., when its identity is lost)", arg, err)
 	}

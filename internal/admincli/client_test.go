@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/api"
+	"github.com/extenddb/extenddb/internal/backend/memory"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage/memory"
 )
 
 // TestClientSigns: the CLI's client signs with the first configured key

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // TestErrorTableCoversEveryKind walks every engine code and storage kind.
@@ -40,21 +40,21 @@ func TestErrorTableCoversEveryKind(t *testing.T) {
 			t.Errorf("SerializationException prefix %s", w.prefix)
 		}
 	}
-	for _, k := range storage.Kinds() {
-		ee, ok := engine.FromStorage(&storage.Error{Kind: k}).(*engine.Error)
+	for _, k := range backend.Kinds() {
+		ee, ok := engine.FromStorage(&backend.Error{Kind: k}).(*engine.Error)
 		if !ok {
 			t.Errorf("storage kind %s has no mapping", k)
 			continue
 		}
 		code := ee.Code
-		st, body, internal := mapError(&storage.Error{Kind: k, Message: "secret detail", Cause: errors.New("driver says x")})
+		st, body, internal := mapError(&backend.Error{Kind: k, Message: "secret detail", Cause: errors.New("driver says x")})
 		if !strings.HasSuffix(body.Type, "#"+string(code)) {
 			t.Errorf("kind %s: __type %s, want %s", k, body.Type, code)
 		}
 		if code == engine.CodeInternal && (!internal || strings.Contains(body.Message, "secret") || st != 500) {
 			t.Errorf("kind %s: internal error leaks or wrong status: %d %q", k, st, body.Message)
 		}
-		if k == storage.KindUnavailable && st != 503 {
+		if k == backend.KindUnavailable && st != 503 {
 			t.Errorf("unavailable: status %d, want 503", st)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // stallingBackend is a real SQLite backend whose Scan holds the request
@@ -21,7 +21,7 @@ type stallingBackend struct {
 	released chan time.Time
 }
 
-func (b *stallingBackend) Scan(ctx context.Context, p storage.ScanParams) (*storage.ScanResult, error) {
+func (b *stallingBackend) Scan(ctx context.Context, p backend.ScanParams) (*backend.ScanResult, error) {
 	b.entered <- struct{}{}
 	<-ctx.Done()
 	b.released <- time.Now()

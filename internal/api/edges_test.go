@@ -26,8 +26,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // edgeServer is a real HTTP server over the API with the listener wrapper

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // TestOutageMessagesAreActionable: a backend outage reaches the client as
 // a message that says what is wrong (not "unavailable: unavailable"), and
 // the driver's cause stays in the server log.
 func TestOutageMessagesAreActionable(t *testing.T) {
-	st, body, internal := mapError(storage.Wrap(storage.KindUnavailable, errors.New("dial tcp 10.0.0.5:5432: connection refused"), "postgres: get item"))
+	st, body, internal := mapError(backend.Wrap(backend.KindUnavailable, errors.New("dial tcp 10.0.0.5:5432: connection refused"), "postgres: get item"))
 	if st != 503 || internal || !strings.HasPrefix(body.Message, "Storage backend unavailable: postgres: get item") {
 		t.Fatalf("unavailable: %d %v %q", st, internal, body.Message)
 	}
@@ -22,11 +22,11 @@ func TestOutageMessagesAreActionable(t *testing.T) {
 		t.Fatalf("driver cause leaked to the client: %q", body.Message)
 	}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
-	_, body, _ = mapError(storage.Wrap(storage.KindUnavailable, fmt.Errorf("failed to connect: %w", refused), "postgres: acquire connection"))
+	_, body, _ = mapError(backend.Wrap(backend.KindUnavailable, fmt.Errorf("failed to connect: %w", refused), "postgres: acquire connection"))
 	if !strings.HasPrefix(body.Message, "Storage backend unreachable: postgres: acquire connection") {
 		t.Fatalf("connection refused: %q", body.Message)
 	}
-	_, body, _ = mapError(storage.Errorf(storage.KindSchema, "the postgres database has 1 pending migration(s) (0002_x); run `extenddb migrate`"))
+	_, body, _ = mapError(backend.Errorf(backend.KindSchema, "the postgres database has 1 pending migration(s) (0002_x); run `extenddb migrate`"))
 	if !strings.HasPrefix(body.Message, "Storage schema not ready: ") || !strings.Contains(body.Message, "extenddb migrate") {
 		t.Fatalf("schema: %q", body.Message)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 var testKey = AccessKey{AccessKeyID: "AKIDEXTENDDBTEST0001", SecretAccessKey: "secret-secret-secret-0001", Account: "123456789012"}

@@ -24,39 +24,39 @@ var allowed = map[string][]string{
 	"cmd/extenddb":   {"internal/admincli", "internal/bench", "internal/buildinfo", "internal/config", "internal/server"},
 	// The operator subcommands' client and printing, above the server
 	// (OpenBackend); internal/api only for its tests' server.
-	"internal/admincli": {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/server", "internal/store"},
-	"internal/server":   {"internal/api", "internal/attr", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/storage", "internal/storage/cassandra", "internal/storage/memory", "internal/storage/mongodb", "internal/storage/postgres", "internal/storage/sqlite", "internal/store", "migrations"},
+	"internal/admincli": {"internal/api", "internal/backup", "internal/config", "internal/engine", "internal/server", "internal/blobstore"},
+	"internal/server":   {"internal/api", "internal/attr", "internal/backup", "internal/backup/plan", "internal/buildinfo", "internal/config", "internal/console", "internal/engine", "internal/format", "internal/backend", "internal/backend/cassandra", "internal/backend/memory", "internal/backend/mongodb", "internal/backend/postgres", "internal/backend/sqlite", "internal/blobstore", "migrations"},
 	"internal/api":      {"internal/attr", "internal/engine"},
 	// The web console: embedded static files, a client of the API like any
 	// SDK, so it imports nothing of ours.
 	"internal/console":   {},
-	"internal/engine":    {"internal/attr", "internal/expr", "internal/partiql", "internal/storage"},
+	"internal/engine":    {"internal/attr", "internal/expr", "internal/partiql", "internal/backend"},
 	"internal/expr":      {"internal/attr"},
 	"internal/partiql":   {"internal/attr"},
 	"internal/attr":      {},
 	"internal/bench":     {},
 	"internal/buildinfo": {},
-	"internal/config":    {"internal/backup/plan", "internal/store"},
+	"internal/config":    {"internal/backup/plan", "internal/blobstore"},
 	"internal/archtest":  {},
 	// The contract and its conformance suite; backends import only them
 	// (and their migrations, and config for its Duration key type), never
 	// another backend or the engine.
-	"internal/storage":             {},
-	"internal/storage/storagetest": {"internal/attr", "internal/storage"},
-	"internal/storage/sqlite":      {"internal/storage", "internal/storage/itemcache", "internal/storage/sqlutil", "migrations"},
-	"internal/storage/postgres":    {"internal/storage", "internal/storage/itemcache", "internal/storage/sqlutil", "migrations"},
+	"internal/backend":             {},
+	"internal/backend/backendtest": {"internal/attr", "internal/backend"},
+	"internal/backend/sqlite":      {"internal/backend", "internal/backend/itemcache", "internal/backend/sqlutil", "migrations"},
+	"internal/backend/postgres":    {"internal/backend", "internal/backend/itemcache", "internal/backend/sqlutil", "migrations"},
 	// What the two SQL backends share below the contract (page planning,
 	// cursor seeks, row buffers).
-	"internal/storage/sqlutil":   {"internal/storage"},
-	"internal/storage/memory":    {"internal/storage"},
-	"internal/storage/cassandra": {"internal/config", "internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
+	"internal/backend/sqlutil":   {"internal/backend"},
+	"internal/backend/memory":    {"internal/backend"},
+	"internal/backend/cassandra": {"internal/config", "internal/backend", "internal/backend/snapepoch", "internal/backend/txledger"},
 	// The per-item compare-and-set transaction ledger (ADR 0019), shared
 	// by the backends without multi-item atomicity.
-	"internal/storage/txledger":            {"internal/storage"},
-	"internal/storage/txledger/ledgertest": {"internal/storage", "internal/storage/txledger"},
-	"internal/storage/mongodb":             {"internal/config", "internal/storage", "internal/storage/snapepoch", "internal/storage/txledger"},
-	"internal/storage/snapepoch":           {},
-	"internal/storage/itemcache":           {},
+	"internal/backend/txledger":            {"internal/backend"},
+	"internal/backend/txledger/ledgertest": {"internal/backend", "internal/backend/txledger"},
+	"internal/backend/mongodb":             {"internal/config", "internal/backend", "internal/backend/snapepoch", "internal/backend/txledger"},
+	"internal/backend/snapepoch":           {},
+	"internal/backend/itemcache":           {},
 	"migrations":                           {},
 	// Backups: format knows items, store knows nothing of ours, and the
 	// jobs join storage (snapshots, catalog), store and format — never the
@@ -64,20 +64,20 @@ var allowed = map[string][]string{
 	"internal/format": {"internal/attr"},
 	// AWS-format exports: the layout of ExportTableToPointInTime, written
 	// to any store.
-	"internal/format/awsexport":      {"internal/attr", "internal/format", "internal/store"},
-	"internal/store":                 {},
-	"internal/store/memstore":        {"internal/store"},
-	"internal/store/faultstore":      {"internal/store"},
-	"internal/store/storetest":       {"internal/store"},
-	"internal/store/internal/s3test": {"internal/store"},
-	"internal/backup":                {"internal/attr", "internal/backup/plan", "internal/format", "internal/format/awsexport", "internal/storage", "internal/store"},
+	"internal/format/awsexport":          {"internal/attr", "internal/format", "internal/blobstore"},
+	"internal/blobstore":                 {},
+	"internal/blobstore/memstore":        {"internal/blobstore"},
+	"internal/blobstore/faultstore":      {"internal/blobstore"},
+	"internal/blobstore/storetest":       {"internal/blobstore"},
+	"internal/blobstore/internal/s3test": {"internal/blobstore"},
+	"internal/backup":                    {"internal/attr", "internal/backup/plan", "internal/format", "internal/format/awsexport", "internal/backend", "internal/blobstore"},
 	// Backup plans' pure rules (schedules, names, retention).
 	"internal/backup/plan": {},
 	"tests/sdk":            {},
 	"tests/abuse":          {},
 
 	// The wire suite's in-memory S3 server (test-only command).
-	"internal/store/internal/s3test/fakes3": {},
+	"internal/blobstore/internal/s3test/fakes3": {},
 }
 
 // testSupport are packages any test may import besides its package's own
@@ -85,9 +85,9 @@ var allowed = map[string][]string{
 // real storage under engine and api tests (PostgreSQL for the engine's
 // multi-server tests: several servers on one database).
 var testSupport = []string{
-	"internal/storage", "internal/storage/storagetest", "internal/storage/sqlite", "internal/storage/postgres", "internal/store/storetest",
-	"internal/storage/txledger/ledgertest", "internal/storage/memory",
-	"internal/store/memstore", "internal/store/faultstore", "internal/store/internal/s3test",
+	"internal/backend", "internal/backend/backendtest", "internal/backend/sqlite", "internal/backend/postgres", "internal/blobstore/storetest",
+	"internal/backend/txledger/ledgertest", "internal/backend/memory",
+	"internal/blobstore/memstore", "internal/blobstore/faultstore", "internal/blobstore/internal/s3test",
 	"internal/config", "internal/server",
 }
 
@@ -169,8 +169,8 @@ func TestAllowListCatches(t *testing.T) {
 	}{
 		{map[string][]string{"internal/engine": {"internal/api"}}, nil, "internal/engine imports internal/api"},
 		{map[string][]string{"internal/backup": {"internal/engine"}}, nil, "internal/backup imports internal/engine"},
-		{map[string][]string{"internal/storage/sqlite": {"internal/storage/postgres"}}, nil, "internal/storage/sqlite imports internal/storage/postgres"},
-		{map[string][]string{"internal/format": {"internal/store"}}, nil, "internal/format imports internal/store"},
+		{map[string][]string{"internal/backend/sqlite": {"internal/backend/postgres"}}, nil, "internal/backend/sqlite imports internal/backend/postgres"},
+		{map[string][]string{"internal/format": {"internal/blobstore"}}, nil, "internal/format imports internal/blobstore"},
 		{map[string][]string{"internal/newpkg": nil}, nil, "internal/newpkg: not in the allow-list"},
 		{nil, map[string][]string{"internal/expr": {"internal/engine"}}, "internal/expr (tests) imports internal/engine"},
 	}
@@ -180,7 +180,7 @@ func TestAllowListCatches(t *testing.T) {
 			t.Errorf("graph %v tests %v: violations %q, want one starting %q", c.graph, c.tests, got, c.want)
 		}
 	}
-	if got := violations(map[string][]string{"internal/engine": {"internal/expr", "internal/storage"}}, nil); len(got) != 0 {
+	if got := violations(map[string][]string{"internal/engine": {"internal/expr", "internal/backend"}}, nil); len(got) != 0 {
 		t.Errorf("allowed imports reported: %q", got)
 	}
 }

@@ -8,17 +8,17 @@ package backup
 
 import (
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Indexer gives the restore job, for a target table, the function that
 // turns one canonical item of a backup into the storage write that puts
 // it with every index entry the table calls for: the encoded key and the
-// Change to apply with storage.Backend.WriteItem (or a bulk load). The
+// Change to apply with backend.Backend.WriteItem (or a bulk load). The
 // engine satisfies it (engine.Engine.ItemLoader), wired by
 // internal/server, so index rules live in one place.
 type Indexer interface {
-	ItemLoader(t *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error)
+	ItemLoader(t *backend.Table) (func(item []byte) (pk, sk []byte, ch backend.Change, err error), error)
 }
 
 // DecodedIndexer is an Indexer that also takes items already decoded:
@@ -26,5 +26,5 @@ type Indexer interface {
 // decodes nothing (engine.Engine.DecodedItemLoader). Imports, which parse
 // every line into an attr.Item, use it when the Restorer has it.
 type DecodedIndexer interface {
-	DecodedItemLoader(t *storage.Table) (func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error), error)
+	DecodedItemLoader(t *backend.Table) (func(it attr.Item, raw []byte) (pk, sk []byte, ch backend.Change, err error), error)
 }

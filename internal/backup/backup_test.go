@@ -17,13 +17,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/postgres"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/faultstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/postgres"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/faultstore"
-	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // The job tests run on every SQL backend: SQLite always, PostgreSQL when
@@ -32,11 +32,11 @@ import (
 
 type backendCase struct {
 	name string
-	open func(t testing.TB) storage.Backend
+	open func(t testing.TB) backend.Backend
 }
 
 func backends(t testing.TB) []backendCase {
-	out := []backendCase{{"sqlite", func(t testing.TB) storage.Backend {
+	out := []backendCase{{"sqlite", func(t testing.TB) backend.Backend {
 		b, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/db.sqlite"})
 		if err != nil {
 			t.Fatal(err)
@@ -49,9 +49,9 @@ func backends(t testing.TB) []backendCase {
 		if admin == "" {
 			t.Fatal("EXTENDDB_TEST_BACKENDS names postgres but EXTENDDB_TEST_POSTGRES_DSN is empty")
 		}
-		out = append(out, backendCase{"postgres", func(t testing.TB) storage.Backend {
+		out = append(out, backendCase{"postgres", func(t testing.TB) backend.Backend {
 			dsn := pgDatabase(t, admin)
-			open := func() storage.Backend {
+			open := func() backend.Backend {
 				b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn})
 				if err != nil {
 					t.Fatal(err)
@@ -74,9 +74,9 @@ var siblings sync.Map
 // otherServer is the backend another server would have on b's database:
 // its own pool on PostgreSQL; on SQLite (one process per database file)
 // the same backend.
-func otherServer(b storage.Backend) storage.Backend {
+func otherServer(b backend.Backend) backend.Backend {
 	if f, ok := siblings.Load(b); ok {
-		return f.(func() storage.Backend)()
+		return f.(func() backend.Backend)()
 	}
 	return b
 }
@@ -114,7 +114,7 @@ func pgDatabase(t testing.TB, admin string) string {
 // describes it; the job only needs the JSON).
 type descJSON struct{}
 
-func (descJSON) TableDescriptionJSON(t *storage.Table) ([]byte, error) { return t.Desc, nil }
+func (descJSON) TableDescriptionJSON(t *backend.Table) ([]byte, error) { return t.Desc, nil }
 
 func (descJSON) StoredDescription(src []byte) ([]byte, error) { return src, nil }
 
@@ -122,9 +122,9 @@ const account = "000000000000"
 
 // restoreInto starts m's restore of bk into a new table name of account,
 // created on b as a restore target.
-func restoreInto(ctx context.Context, m *Manager, b storage.Backend, bk storage.BackupRecord, name string) error {
-	return m.RestoreTable(ctx, bk, account, name, func(ctx context.Context) (*storage.Table, error) {
-		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: []byte(`{"restoring":true}`)})
+func restoreInto(ctx context.Context, m *Manager, b backend.Backend, bk backend.BackupRecord, name string) error {
+	return m.RestoreTable(ctx, bk, account, name, func(ctx context.Context) (*backend.Table, error) {
+		res, err := b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: name, Desc: []byte(`{"restoring":true}`)})
 		if err != nil {
 			return nil, err
 		}
@@ -132,10 +132,10 @@ func restoreInto(ctx context.Context, m *Manager, b storage.Backend, bk storage.
 	})
 }
 
-func createTable(t testing.TB, b storage.Backend, name string) storage.TableRef {
+func createTable(t testing.TB, b backend.Backend, name string) backend.TableRef {
 	desc := fmt.Sprintf(`{"TableName":%q,"KeySchema":[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}],`+
 		`"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"N"}],"TableStatus":"ACTIVE"}`, name)
-	res, err := b.CreateTable(context.Background(), storage.CreateTableParams{Account: account, Name: name, Desc: []byte(desc)})
+	res, err := b.CreateTable(context.Background(), backend.CreateTableParams{Account: account, Name: name, Desc: []byte(desc)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,25 +150,25 @@ func item(i int, v string) (pk, sk, raw []byte) {
 	return pk, sk, attr.EncodeItem(it)
 }
 
-func put(t *testing.T, b storage.Backend, ref storage.TableRef, i int, v string) {
+func put(t *testing.T, b backend.Backend, ref backend.TableRef, i int, v string) {
 	pk, sk, raw := item(i, v)
-	_, err := b.WriteItem(context.Background(), storage.WriteItemParams{Table: ref, PK: pk, SK: sk, Blind: true,
-		Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: raw}, nil }})
+	_, err := b.WriteItem(context.Background(), backend.WriteItemParams{Table: ref, PK: pk, SK: sk, Blind: true,
+		Fn: func([]byte) (backend.Change, error) { return backend.Change{Op: backend.Put, Item: raw}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func del(t *testing.T, b storage.Backend, ref storage.TableRef, i int) {
+func del(t *testing.T, b backend.Backend, ref backend.TableRef, i int) {
 	pk, sk, _ := item(i, "")
-	_, err := b.WriteItem(context.Background(), storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
-		Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Delete}, nil }})
+	_, err := b.WriteItem(context.Background(), backend.WriteItemParams{Table: ref, PK: pk, SK: sk,
+		Fn: func([]byte) (backend.Change, error) { return backend.Change{Op: backend.Delete}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-func newManager(t testing.TB, b storage.Backend, st store.Store, mod func(*Config)) *Manager {
+func newManager(t testing.TB, b backend.Backend, st blobstore.Store, mod func(*Config)) *Manager {
 	cfg := Config{Backend: b, Store: st, Describer: descJSON{}, TargetFileBytes: 16 << 10,
 		HeartbeatInterval: 50 * time.Millisecond, StaleAfter: 2 * time.Second, ReconcileInterval: time.Hour}
 	if mod != nil {
@@ -185,7 +185,7 @@ func newManager(t testing.TB, b storage.Backend, st store.Store, mod func(*Confi
 	return m
 }
 
-func waitStatus(t *testing.T, m *Manager, arn string, want ...string) *storage.BackupRecord {
+func waitStatus(t *testing.T, m *Manager, arn string, want ...string) *backend.BackupRecord {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -205,7 +205,7 @@ func waitStatus(t *testing.T, m *Manager, arn string, want ...string) *storage.B
 	}
 }
 
-func forEach(t *testing.T, fn func(t *testing.T, b storage.Backend)) {
+func forEach(t *testing.T, fn func(t *testing.T, b backend.Backend)) {
 	for _, bc := range backends(t) {
 		t.Run(bc.name, func(t *testing.T) { fn(t, bc.open(t)) })
 	}
@@ -220,7 +220,7 @@ func TestBackupPinsTheInstant(t *testing.T) {
 		t.Run(bc.name+"/memstore", func(t *testing.T) { testPins(t, bc.open(t), memstore.New(), "") })
 		t.Run(bc.name+"/fs", func(t *testing.T) {
 			root := t.TempDir() + "/store"
-			st, err := store.NewFS(root)
+			st, err := blobstore.NewFS(root)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +229,7 @@ func TestBackupPinsTheInstant(t *testing.T) {
 	}
 }
 
-func testPins(t *testing.T, b storage.Backend, st store.Store, fsRoot string) {
+func testPins(t *testing.T, b backend.Backend, st blobstore.Store, fsRoot string) {
 	{
 		tbl := fmt.Sprintf("tbl%d", rand.Uint32())
 		ref := createTable(t, b, tbl)
@@ -256,11 +256,11 @@ func testPins(t *testing.T, b storage.Backend, st store.Store, fsRoot string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Status != storage.BackupCreating || rec.Generation != 1 || rec.Owner != m.Owner() {
+		if rec.Status != backend.BackupCreating || rec.Generation != 1 || rec.Owner != m.Owner() {
 			t.Fatalf("CreateBackup = %+v", rec)
 		}
-		got := waitStatus(t, m, rec.ARN, storage.BackupAvailable, storage.BackupFailed)
-		if got.Status != storage.BackupAvailable {
+		got := waitStatus(t, m, rec.ARN, backend.BackupAvailable, backend.BackupFailed)
+		if got.Status != backend.BackupAvailable {
 			t.Fatalf("backup FAILED: %s", got.Message)
 		}
 		if got.ItemCount != n {
@@ -310,7 +310,7 @@ func testPins(t *testing.T, b storage.Backend, st store.Store, fsRoot string) {
 // TestBackupStoreFailure: a failing upload fails the job, the row is
 // FAILED and nothing is left in the store.
 func TestBackupStoreFailure(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ref := createTable(t, b, "tbl")
 		for i := range 400 {
 			put(t, b, ref, i, "v")
@@ -324,8 +324,8 @@ func TestBackupStoreFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := waitStatus(t, m, rec.ARN, storage.BackupAvailable, storage.BackupFailed)
-		if got.Status != storage.BackupFailed || got.Message == "" {
+		got := waitStatus(t, m, rec.ARN, backend.BackupAvailable, backend.BackupFailed)
+		if got.Status != backend.BackupFailed || got.Message == "" {
 			t.Fatalf("after a failed upload: %+v", got)
 		}
 		// The job removes its objects right after its FAILED write matched
@@ -346,7 +346,7 @@ func TestBackupStoreFailure(t *testing.T) {
 
 // TestBackupErrors: a missing table and the job bound.
 func TestBackupErrors(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		createTable(t, b, "tbl")
 		block := make(chan struct{})
 		m := newManager(t, b, memstore.New(), func(c *Config) {
@@ -357,31 +357,31 @@ func TestBackupErrors(t *testing.T) {
 				}
 			}
 		})
-		if _, err := m.CreateBackup(t.Context(), account, "nope", "x1"); !storage.IsKind(err, storage.KindTableNotFound) {
+		if _, err := m.CreateBackup(t.Context(), account, "nope", "x1"); !backend.IsKind(err, backend.KindTableNotFound) {
 			t.Fatalf("missing table: %v", err)
 		}
 		rec, err := m.CreateBackup(t.Context(), account, "tbl", "one")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.CreateBackup(t.Context(), account, "tbl", "two"); !storage.IsKind(err, storage.KindLimitExceeded) {
+		if _, err := m.CreateBackup(t.Context(), account, "tbl", "two"); !backend.IsKind(err, backend.KindLimitExceeded) {
 			t.Fatalf("over max_concurrent_jobs: %v", err)
 		}
 		close(block)
-		waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+		waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 		// The job frees its slot when its goroutine returns, just after the
 		// AVAILABLE write: a new job may meet the limit for that moment.
-		var rec2 *storage.BackupRecord
+		var rec2 *backend.BackupRecord
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			rec2, err = m.CreateBackup(t.Context(), account, "tbl", "three")
-			if err == nil || !storage.IsKind(err, storage.KindLimitExceeded) || time.Now().After(deadline) {
+			if err == nil || !backend.IsKind(err, backend.KindLimitExceeded) || time.Now().After(deadline) {
 				break
 			}
 		}
 		if err != nil {
 			t.Fatalf("after the job ended the slot is free: %v", err)
 		}
-		waitStatus(t, m, rec2.ARN, storage.BackupAvailable)
+		waitStatus(t, m, rec2.ARN, backend.BackupAvailable)
 	})
 }
 
@@ -391,7 +391,7 @@ func TestBackupErrors(t *testing.T) {
 // failed; when the stale owner wakes up, its writes do not land and what it
 // uploaded late is removed.
 func TestFencing(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ref := createTable(t, b, "tbl")
 		for i := range 300 {
 			put(t, b, ref, i, "v")
@@ -436,7 +436,7 @@ func TestFencing(t *testing.T) {
 		wg.Wait()
 		got, _ := a.GetBackup(t.Context(), rec.ARN)
 		// Generation 2: taken over exactly once, by one of the others.
-		if got.Status != storage.BackupFailed || got.Generation != 2 || !others[got.Owner] {
+		if got.Status != backend.BackupFailed || got.Generation != 2 || !others[got.Owner] {
 			t.Fatalf("after takeover: %+v", got)
 		}
 		wake()
@@ -444,7 +444,7 @@ func TestFencing(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		a.Close()
 		got, _ = a.GetBackup(context.Background(), rec.ARN)
-		if got.Status != storage.BackupFailed {
+		if got.Status != backend.BackupFailed {
 			t.Fatalf("the stale owner's write landed: %+v", got)
 		}
 		// Late uploads are removed by the reconciler.
@@ -462,7 +462,7 @@ func TestFencing(t *testing.T) {
 // delete interrupted after the manifest is gone is finished by the
 // reconciler once its claim is stale.
 func TestDeleteBackup(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ref := createTable(t, b, "tbl")
 		for i := range 100 {
 			put(t, b, ref, i, "v")
@@ -481,16 +481,16 @@ func TestDeleteBackup(t *testing.T) {
 			}
 		})
 		defer close(stuck)
-		mk := func(name string) *storage.BackupRecord {
+		mk := func(name string) *backend.BackupRecord {
 			rec, err := m.CreateBackup(t.Context(), account, "tbl", name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+			return waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 		}
 		b1, b2 := mk("one"), mk("two")
 		res, err := m.DeleteBackup(t.Context(), *b1)
-		if err != nil || !res.Matched || res.Record.Status != storage.BackupDeleting {
+		if err != nil || !res.Matched || res.Record.Status != backend.BackupDeleting {
 			t.Fatalf("DeleteBackup = %+v, %v", res, err)
 		}
 		// A second delete of the same generation does not match.
@@ -504,14 +504,14 @@ func TestDeleteBackup(t *testing.T) {
 		if err := m.Reconcile(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, m, b1.ARN, storage.BackupDeleted)
+		waitStatus(t, m, b1.ARN, backend.BackupDeleted)
 		if left, _ := st.List(t.Context(), b1.Prefix); len(left) != 0 {
 			t.Fatalf("%d objects left after delete", len(left))
 		}
 		if _, err := m.DeleteBackup(t.Context(), *b2); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, m, b2.ARN, storage.BackupDeleted)
+		waitStatus(t, m, b2.ARN, backend.BackupDeleted)
 		if left, _ := st.List(t.Context(), b2.Prefix); len(left) != 0 {
 			t.Fatalf("%d objects left after delete", len(left))
 		}
@@ -521,15 +521,15 @@ func TestDeleteBackup(t *testing.T) {
 // TestUnhealthyStore: a store owned by another catalog refuses backups
 // with an error that says so.
 func TestUnhealthyStore(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		createTable(t, b, "tbl")
 		st := memstore.New()
-		if _, err := store.EnsureIdentity(t.Context(), st, "cat-someone-else"); err != nil {
+		if _, err := blobstore.EnsureIdentity(t.Context(), st, "cat-someone-else"); err != nil {
 			t.Fatal(err)
 		}
 		m := newManager(t, b, st, nil)
 		_, err := m.CreateBackup(t.Context(), account, "tbl", "x12")
-		if !storage.IsKind(err, storage.KindUnavailable) || !errors.Is(err, store.ErrUnhealthy) || !strings.Contains(err.Error(), "cat-someone-else") {
+		if !backend.IsKind(err, backend.KindUnavailable) || !errors.Is(err, blobstore.ErrUnhealthy) || !strings.Contains(err.Error(), "cat-someone-else") {
 			t.Fatalf("unhealthy store: %v", err)
 		}
 	})

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/postgres"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/postgres"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // bulkCounts counts a restore's batch writes by path: BulkLoad (when the
@@ -26,18 +26,18 @@ type sqliteCounting struct {
 }
 
 // Capabilities: SQLite's, with the counting bulk loader.
-func (c sqliteCounting) Capabilities() storage.Capabilities {
+func (c sqliteCounting) Capabilities() backend.Capabilities {
 	caps := c.Backend.Capabilities()
 	caps.Bulk = c
 	return caps
 }
 
-func (c sqliteCounting) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+func (c sqliteCounting) BulkLoad(ctx context.Context, p backend.BulkLoadParams) error {
 	c.bulk.Add(1)
 	return c.Backend.BulkLoad(ctx, p)
 }
 
-func (c sqliteCounting) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (c sqliteCounting) TransactWrite(ctx context.Context, p backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	c.transacts.Add(1)
 	return c.Backend.TransactWrite(ctx, p)
 }
@@ -48,30 +48,30 @@ type pgCounting struct {
 }
 
 // Capabilities: PostgreSQL's, with the counting bulk loader.
-func (c pgCounting) Capabilities() storage.Capabilities {
+func (c pgCounting) Capabilities() backend.Capabilities {
 	caps := c.Backend.Capabilities()
 	caps.Bulk = c
 	return caps
 }
 
-func (c pgCounting) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+func (c pgCounting) BulkLoad(ctx context.Context, p backend.BulkLoadParams) error {
 	c.bulk.Add(1)
 	return c.Backend.BulkLoad(ctx, p)
 }
 
-func (c pgCounting) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (c pgCounting) TransactWrite(ctx context.Context, p backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	c.transacts.Add(1)
 	return c.Backend.TransactWrite(ctx, p)
 }
 
 // TestRestoreUsesBulkLoad: on SQLite and PostgreSQL (which implement
-// storage.BulkLoader, ADR 0032) a restore loads every batch with
+// backend.BulkLoader, ADR 0032) a restore loads every batch with
 // BulkLoad, found through the Checked wrapper, and no TransactWrite; the
 // target holds every item.
 func TestRestoreUsesBulkLoad(t *testing.T) {
-	forEach(t, func(t *testing.T, raw storage.Backend) {
+	forEach(t, func(t *testing.T, raw backend.Backend) {
 		cnt := &bulkCounts{}
-		var counting storage.Backend
+		var counting backend.Backend
 		switch r := raw.(type) {
 		case *sqlite.Backend:
 			counting = sqliteCounting{r, cnt}
@@ -80,7 +80,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 		default:
 			t.Fatalf("backend %T", raw)
 		}
-		b := storage.Checked(counting, func(err error) { t.Errorf("%v", err) })
+		b := backend.Checked(counting, func(err error) { t.Errorf("%v", err) })
 		if b.Capabilities().Bulk == nil {
 			t.Fatalf("backend %s has no bulk loader through Checked", raw.Name())
 		}
@@ -97,7 +97,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+		bk := *waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 		if err := restoreInto(t.Context(), m, b, bk, "dst"); err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func TestRestoreUsesBulkLoad(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		res, err := b.Scan(t.Context(), storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
+		res, err := b.Scan(t.Context(), backend.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // ErrNotAvailable: DeleteBackup found the row in another state than the
@@ -19,15 +19,15 @@ var ErrNotAvailable = errors.New("backup: the backup is not AVAILABLE")
 // (sidecar and manifest first, so a half-deleted backup reads as
 // incomplete) and the row becomes DELETED. The returned result's Matched
 // is false when the row changed since it was read; the caller re-reads.
-func (m *Manager) DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error) {
+func (m *Manager) DeleteBackup(ctx context.Context, rec backend.BackupRecord) (*backend.BackupWriteResult, error) {
 	if m.ctx == nil {
-		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+		return nil, backend.Errorf(backend.KindUnavailable, "backup: the manager is not started")
 	}
 	if err := m.Healthy(ctx); err != nil {
 		return nil, unavailable(err)
 	}
-	res, err := m.cat.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: rec.ARN, Owner: m.cfg.Owner, Generation: rec.Generation,
-		Status: storage.BackupAvailable, NewStatus: storage.BackupDeleting})
+	res, err := m.cat.ClaimBackup(ctx, backend.ClaimBackupParams{ARN: rec.ARN, Owner: m.cfg.Owner, Generation: rec.Generation,
+		Status: backend.BackupAvailable, NewStatus: backend.BackupDeleting})
 	if err != nil || !res.Matched {
 		return res, err
 	}
@@ -49,7 +49,7 @@ func (m *Manager) DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*
 
 // finishDelete removes a DELETING backup's objects and writes DELETED
 // under the claim's generation.
-func (m *Manager) finishDelete(ctx context.Context, rec storage.BackupRecord) error {
+func (m *Manager) finishDelete(ctx context.Context, rec backend.BackupRecord) error {
 	p := rec.Prefix + "/"
 	for _, k := range []string{format.SidecarKey(p), format.ManifestKey(p)} {
 		if err := m.st.DeletePrefix(ctx, k); err != nil {
@@ -67,7 +67,7 @@ func (m *Manager) finishDelete(ctx context.Context, rec storage.BackupRecord) er
 	if len(left) > 0 {
 		return errors.New("backup delete: objects remain under the prefix")
 	}
-	_, err = m.cat.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
-		Status: storage.BackupDeleting, NewStatus: storage.BackupDeleted})
+	_, err = m.cat.UpdateBackup(ctx, backend.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
+		Status: backend.BackupDeleting, NewStatus: backend.BackupDeleted})
 	return err
 }

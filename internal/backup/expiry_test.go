@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // TestExpiredBackupsAreDeleted: the reconciler deletes an AVAILABLE
@@ -16,7 +16,7 @@ import (
 // (its retention's to delete) stay; of two managers reconciling one
 // catalog at once, the backup is deleted once.
 func TestExpiredBackupsAreDeleted(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ref := createTable(t, b, "tbl")
 		for i := range 50 {
 			put(t, b, ref, i, "v")
@@ -27,13 +27,13 @@ func TestExpiredBackupsAreDeleted(t *testing.T) {
 		now := func() time.Time { return time.UnixMilli(clock.Load()) }
 		m := newManager(t, b, st, func(c *Config) { c.Now = now })
 		m2 := newManager(t, b, st, func(c *Config) { c.Now = now })
-		mk := func(name string, o Origin) *storage.BackupRecord {
+		mk := func(name string, o Origin) *backend.BackupRecord {
 			t.Helper()
 			rec, err := m.CreateBackupAs(t.Context(), account, "tbl", name, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+			return waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 		}
 		start := now()
 		user := mk("user", Origin{Type: "USER"})
@@ -58,26 +58,26 @@ func TestExpiredBackupsAreDeleted(t *testing.T) {
 			wg.Wait()
 		}
 		reconcileBoth()
-		for _, r := range []*storage.BackupRecord{user, soon, later, planned} {
-			if got, _ := m.GetBackup(t.Context(), r.ARN); got == nil || got.Status != storage.BackupAvailable {
+		for _, r := range []*backend.BackupRecord{user, soon, later, planned} {
+			if got, _ := m.GetBackup(t.Context(), r.ARN); got == nil || got.Status != backend.BackupAvailable {
 				t.Fatalf("backup %s before its expiry: %+v", r.Name, got)
 			}
 		}
 		clock.Add((2 * time.Hour).Milliseconds())
 		reconcileBoth()
-		waitStatus(t, m, soon.ARN, storage.BackupDeleted)
+		waitStatus(t, m, soon.ARN, backend.BackupDeleted)
 		if left, _ := st.List(t.Context(), soon.Prefix); len(left) != 0 {
 			t.Fatalf("%d objects of the expired backup left", len(left))
 		}
-		for _, r := range []*storage.BackupRecord{user, later, planned} {
-			if got, _ := m.GetBackup(t.Context(), r.ARN); got == nil || got.Status != storage.BackupAvailable {
+		for _, r := range []*backend.BackupRecord{user, later, planned} {
+			if got, _ := m.GetBackup(t.Context(), r.ARN); got == nil || got.Status != backend.BackupAvailable {
 				t.Fatalf("backup %s deleted: %+v", r.Name, got)
 			}
 		}
 		clock.Add((100 * 24 * time.Hour).Milliseconds())
 		reconcileBoth()
-		waitStatus(t, m, later.ARN, storage.BackupDeleted)
-		if got, _ := m.GetBackup(t.Context(), user.ARN); got == nil || got.Status != storage.BackupAvailable {
+		waitStatus(t, m, later.ARN, backend.BackupDeleted)
+		if got, _ := m.GetBackup(t.Context(), user.ARN); got == nil || got.Status != backend.BackupAvailable {
 			t.Fatalf("a USER backup expired: %+v", got)
 		}
 	})

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/format/awsexport"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Export jobs (docs/adr/0049-aws-format-exports.md): the engine inserts
@@ -42,16 +42,16 @@ const (
 // ExportsConfig configures the export jobs.
 type ExportsConfig struct {
 	// Jobs keeps the export rows.
-	Jobs storage.JobCatalog
+	Jobs backend.JobCatalog
 	// Buckets says where the buckets exports name live ([s3]).
-	Buckets store.BucketConfig
+	Buckets blobstore.BucketConfig
 	// MaxFileBytes bounds a data file's uncompressed bytes (default
 	// awsexport.DefaultMaxFileBytes).
 	MaxFileBytes int64
 	// Latest answers the newest instant a table's history is shipped up
 	// to (zero: not known here); a job waits until it reaches its
 	// instant before reading the history. Nil: no waiting.
-	Latest func(ref storage.TableRef, days int64) time.Time
+	Latest func(ref backend.TableRef, days int64) time.Time
 	// WaitFor bounds that wait (default 5 minutes).
 	WaitFor time.Duration
 }
@@ -100,7 +100,7 @@ type exportJob struct {
 	FromMs          int64            `json:"ExportFromTimeMs"`
 	ToMs            int64            `json:"ExportToTimeMs"`
 	View            string           `json:"ExportViewTypeAsked"`
-	SourceRef       storage.TableRef `json:"SourceRef"`
+	SourceRef       backend.TableRef `json:"SourceRef"`
 	RecoveryDays    int64            `json:"RecoveryDays"`
 	TimeDefault     bool             `json:"ExportTimeDefault"`
 }
@@ -114,7 +114,7 @@ func (j *exportJob) prefix() string {
 
 // RunExport runs the job of a row claimed by this server in the
 // background.
-func (x *Exports) RunExport(rec storage.JobRecord) {
+func (x *Exports) RunExport(rec backend.JobRecord) {
 	x.wg.Add(1)
 	x.m.wg.Add(1)
 	go func() {
@@ -147,14 +147,14 @@ func failureOf(err error) *exportFailure {
 	return &exportFailure{"UNKNOWN", s}
 }
 
-func (x *Exports) run(rec storage.JobRecord) {
+func (x *Exports) run(rec backend.JobRecord) {
 	m := x.m
 	key := jobKindExport + "/" + rec.ID
 	defer m.runs(key, rec.Generation)()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
 	go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
-		res, err := x.cfg.Jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: jobKindExport, ID: rec.ID, Owner: m.cfg.Owner, Generation: rec.Generation})
+		res, err := x.cfg.Jobs.HeartbeatJob(ctx, backend.HeartbeatJobParams{Kind: jobKindExport, ID: rec.ID, Owner: m.cfg.Owner, Generation: rec.Generation})
 		return err == nil && res.Matched, err
 	})
 	log := m.log.With("export", rec.ID)
@@ -196,7 +196,7 @@ func (x *Exports) run(rec storage.JobRecord) {
 
 // export writes the image; on failure it removes what it wrote.
 func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result, error) {
-	bst, err := store.OpenBucket(ctx, x.cfg.Buckets, job.S3Bucket, "")
+	bst, err := blobstore.OpenBucket(ctx, x.cfg.Buckets, job.S3Bucket, "")
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 // the time of its last write in the period, read from the history's
 // segments (verified as a restore reads them). The final state of the
 // keys the period touches is held in memory, as a restore's replay is.
-func (x *Exports) exportChanges(ctx context.Context, bst store.Store, job *exportJob) (*awsexport.Result, error) {
+func (x *Exports) exportChanges(ctx context.Context, bst blobstore.Store, job *exportJob) (*awsexport.Result, error) {
 	from, to := time.UnixMilli(job.FromMs), time.UnixMilli(job.ToMs)
 	w, err := awsexport.Create(ctx, bst, awsexport.Params{
 		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
@@ -332,7 +332,7 @@ func (x *Exports) exportChanges(ctx context.Context, bst store.Store, job *expor
 }
 
 // firstBaseTime is the snapshot instant of a history's oldest base.
-func firstBaseTime(ctx context.Context, st store.Store, prefix string) (time.Time, error) {
+func firstBaseTime(ctx context.Context, st blobstore.Store, prefix string) (time.Time, error) {
 	bases, err := listBases(ctx, st, prefix)
 	if err != nil {
 		return time.Time{}, err
@@ -516,7 +516,7 @@ func writeBase(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook fu
 }
 
 // finish writes the job's outcome to its row under its claim.
-func (x *Exports) finish(ctx context.Context, rec storage.JobRecord, res *awsexport.Result, fail *exportFailure) {
+func (x *Exports) finish(ctx context.Context, rec backend.JobRecord, res *awsexport.Result, fail *exportFailure) {
 	var pay map[string]any
 	if err := json.Unmarshal(rec.Payload, &pay); err != nil || pay == nil {
 		pay = map[string]any{}
@@ -547,7 +547,7 @@ func (x *Exports) finish(ctx context.Context, rec storage.JobRecord, res *awsexp
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	r, err := x.cfg.Jobs.UpdateJob(wctx, storage.UpdateJobParams{Kind: jobKindExport, ID: rec.ID, Generation: rec.Generation,
+	r, err := x.cfg.Jobs.UpdateJob(wctx, backend.UpdateJobParams{Kind: jobKindExport, ID: rec.ID, Generation: rec.Generation,
 		Status: exportInProgress, NewStatus: status, Payload: raw, Message: msg})
 	switch {
 	case err != nil:
@@ -560,7 +560,7 @@ func (x *Exports) finish(ctx context.Context, rec storage.JobRecord, res *awsexp
 // reconcile takes over IN_PROGRESS exports whose claim is stale (their
 // server stopped) and runs them again.
 func (x *Exports) reconcile(ctx context.Context) error {
-	rows, err := x.cfg.Jobs.ListJobs(ctx, storage.ListJobsParams{Kind: jobKindExport, Statuses: []string{exportInProgress}})
+	rows, err := x.cfg.Jobs.ListJobs(ctx, backend.ListJobsParams{Kind: jobKindExport, Statuses: []string{exportInProgress}})
 	if err != nil {
 		return err
 	}
@@ -569,7 +569,7 @@ func (x *Exports) reconcile(ctx context.Context) error {
 		if x.m.ownLive(jobKindExport+"/"+r.ID, r.Owner, r.Generation) {
 			continue
 		}
-		res, err := x.cfg.Jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: jobKindExport, ID: r.ID, Owner: x.m.cfg.Owner,
+		res, err := x.cfg.Jobs.ClaimJob(ctx, backend.ClaimJobParams{Kind: jobKindExport, ID: r.ID, Owner: x.m.cfg.Owner,
 			Generation: r.Generation, Status: exportInProgress, StaleAfter: x.m.cfg.StaleAfter})
 		if err != nil {
 			errs = append(errs, err)

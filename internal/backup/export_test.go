@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/format/awsexport"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // exportRow is an export row's payload as the engine writes it (the
@@ -39,7 +39,7 @@ func exportRow(id, prefix string, at time.Time) []byte {
 // instant). A live export is left alone; an export whose history cannot
 // be read ends FAILED with its objects removed.
 func TestExportTakenOver(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		jobs := b.Capabilities().Jobs
 		if jobs == nil {
@@ -71,8 +71,8 @@ func TestExportTakenOver(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(root, "bkt"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		buckets := store.BucketConfig{FilesystemRoot: root}
-		bst, err := store.OpenBucket(ctx, buckets, "bkt", "")
+		buckets := blobstore.BucketConfig{FilesystemRoot: root}
+		bst, err := blobstore.OpenBucket(ctx, buckets, "bkt", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestExportTakenOver(t *testing.T) {
 			}
 		}
 		for id, hist := range map[string]string{stale: prefix, live: prefix, broken: "000000000000/none/pitr/x"} {
-			if _, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
+			if _, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
 				Payload: exportRow(id, hist, at), Owner: "dead-server"}); err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestExportTakenOver(t *testing.T) {
 		// before the reconciler looks (a second of margin for a loaded
 		// machine).
 		time.Sleep(1300 * time.Millisecond)
-		if r, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: jobKindExport, ID: live, Owner: "dead-server", Generation: 1}); err != nil || !r.Matched {
+		if r, err := jobs.HeartbeatJob(ctx, backend.HeartbeatJobParams{Kind: jobKindExport, ID: live, Owner: "dead-server", Generation: 1}); err != nil || !r.Matched {
 			t.Fatalf("heartbeat: %+v %v", r, err)
 		}
 		other := newManager(t, otherServer(b), st, func(c *Config) { c.StaleAfter = time.Second })
@@ -181,7 +181,7 @@ func TestExportTakenOver(t *testing.T) {
 	})
 }
 
-func read(t *testing.T, st store.Store, key string) []byte {
+func read(t *testing.T, st blobstore.Store, key string) []byte {
 	t.Helper()
 	rc, err := st.Get(context.Background(), key)
 	if err != nil {
@@ -200,7 +200,7 @@ func read(t *testing.T, st store.Store, key string) []byte {
 // the time of its last write; writes before from or at to and after are
 // left out.
 func TestIncrementalExport(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		jobs := b.Capabilities().Jobs
 		st := memstore.New()
@@ -229,7 +229,7 @@ func TestIncrementalExport(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(root, "bkt"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		buckets := store.BucketConfig{FilesystemRoot: root}
+		buckets := blobstore.BucketConfig{FilesystemRoot: root}
 		x := NewExports(m, ExportsConfig{Jobs: jobs, Buckets: buckets})
 		const id = "01796465913882-0000000a"
 		var row map[string]any
@@ -237,7 +237,7 @@ func TestIncrementalExport(t *testing.T) {
 		row["ExportTypeAsked"], row["ExportFromTimeMs"], row["ExportToTimeMs"], row["ExportViewTypeAsked"] =
 			"INCREMENTAL_EXPORT", from.UnixMilli(), to.UnixMilli(), "NEW_AND_OLD_IMAGES"
 		payload, _ := json.Marshal(row)
-		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
+		res, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
 			Payload: payload, Owner: m.Owner()})
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestIncrementalExport(t *testing.T) {
 		if r.Status != exportCompleted {
 			t.Fatalf("export: %+v", r)
 		}
-		bst, _ := store.OpenBucket(ctx, buckets, "bkt", "")
+		bst, _ := blobstore.OpenBucket(ctx, buckets, "bkt", "")
 		var sum awsexport.IncrementalSummary
 		if err := json.Unmarshal(read(t, bst, awsexport.Dir("p", id)+"/manifest-summary.json"), &sum); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 )
 
 func entryOf(es []SyncEntry, outcome string) *SyncEntry {
@@ -22,7 +22,7 @@ func entryOf(es []SyncEntry, outcome string) *SyncEntry {
 }
 
 // otherCatalog is another catalog (another database) than b's.
-func otherCatalog(t *testing.T, b storage.Backend) storage.Backend {
+func otherCatalog(t *testing.T, b backend.Backend) backend.Backend {
 	if b.Name() == "postgres" {
 		return backends(t)[1].open(t)
 	}
@@ -33,26 +33,26 @@ func otherCatalog(t *testing.T, b storage.Backend) storage.Backend {
 // with its catalog, owner, host and interval; a clean Close marks it
 // stopped.
 func TestManagerHeartbeat(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
-		st, err := store.NewFS(t.TempDir() + "/store")
+		st, err := blobstore.NewFS(t.TempDir() + "/store")
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := newManager(t, b, st, nil)
-		first, err := store.ReadHeartbeat(ctx, st)
+		first, err := blobstore.ReadHeartbeat(ctx, st)
 		if err != nil {
 			t.Fatalf("no heartbeat after Start: %v", err)
 		}
 		host, _ := os.Hostname()
-		id, _ := store.ReadIdentity(ctx, st)
+		id, _ := blobstore.ReadIdentity(ctx, st)
 		if first.CatalogID != mustCatalogID(t, b) || first.StoreID != id.StoreID || first.Owner != m.Owner() || first.Host != host ||
 			first.Interval != 50*time.Millisecond || first.Store != st.String() || first.Stopped || !first.Live(time.Now()) {
 			t.Fatalf("heartbeat %+v", first)
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			hb, err := store.ReadHeartbeat(ctx, st)
+			hb, err := blobstore.ReadHeartbeat(ctx, st)
 			if err == nil && hb.Time.After(first.Time) {
 				break
 			}
@@ -62,7 +62,7 @@ func TestManagerHeartbeat(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		m.Close()
-		last, err := store.ReadHeartbeat(ctx, st)
+		last, err := blobstore.ReadHeartbeat(ctx, st)
 		if err != nil || !last.Stopped || last.Live(time.Now()) {
 			t.Fatalf("after Close: %+v %v", last, err)
 		}
@@ -75,9 +75,9 @@ func TestManagerHeartbeat(t *testing.T) {
 // takes the store over and says a live owner was overridden; the owner's
 // server then refuses to write backups and says why.
 func TestAdoptStoreRefusesLiveOwner(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
-		st, err := store.NewFS(t.TempDir() + "/store")
+		st, err := blobstore.NewFS(t.TempDir() + "/store")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,19 +90,19 @@ func TestAdoptStoreRefusesLiveOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+		waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 		owner := mustCatalogID(t, b)
 		host, _ := os.Hostname()
-		idBefore, _ := store.ReadIdentity(ctx, st)
+		idBefore, _ := blobstore.ReadIdentity(ctx, st)
 
 		other := otherCatalog(t, b)
 		ocat := other.Capabilities().Backups
 		unchanged := func(what string) {
 			t.Helper()
-			if id, err := store.ReadIdentity(ctx, st); err != nil || id != idBefore {
+			if id, err := blobstore.ReadIdentity(ctx, st); err != nil || id != idBefore {
 				t.Fatalf("%s changed the identity: %+v %v", what, id, err)
 			}
-			if rows, _ := ocat.ListBackups(ctx, storage.ListBackupsParams{}); len(rows) != 0 {
+			if rows, _ := ocat.ListBackups(ctx, backend.ListBackupsParams{}); len(rows) != 0 {
 				t.Fatalf("%s wrote rows: %+v", what, rows)
 			}
 		}
@@ -138,14 +138,14 @@ func TestAdoptStoreRefusesLiveOwner(t *testing.T) {
 		if e == nil || !strings.Contains(e.Detail, "live owner") || !strings.Contains(e.Detail, "overridden") || outcomes(got)[OutcomeAdopted] != 1 {
 			t.Fatalf("adopt with --force: %+v", got)
 		}
-		id, err := store.ReadIdentity(ctx, st)
+		id, err := blobstore.ReadIdentity(ctx, st)
 		if err != nil || id.CatalogID != mustCatalogID(t, other) || id.StoreID != idBefore.StoreID || id.AdoptedFrom != owner || id.AdoptedAt == nil {
 			t.Fatalf("identity after the adoption: %+v %v", id, err)
 		}
 
 		// The server that lost the store refuses to write there, at once.
 		_, err = m.CreateBackup(ctx, account, "owned", "late")
-		if !storage.IsKind(err, storage.KindUnavailable) || !errors.Is(err, store.ErrUnhealthy) || !strings.Contains(err.Error(), "taken over from this catalog") {
+		if !backend.IsKind(err, backend.KindUnavailable) || !errors.Is(err, blobstore.ErrUnhealthy) || !strings.Contains(err.Error(), "taken over from this catalog") {
 			t.Fatalf("backup after losing the store: %v", err)
 		}
 		if err := m.Healthy(ctx); err == nil || !strings.Contains(err.Error(), "--adopt-store") {
@@ -158,11 +158,11 @@ func TestAdoptStoreRefusesLiveOwner(t *testing.T) {
 		}
 		// Its heartbeat loop stops writing: the next beat would name the old owner.
 		time.Sleep(2500 * time.Millisecond)
-		if hb, err := store.ReadHeartbeat(ctx, st); err == nil && hb.CatalogID == owner && hb.Time.After(*id.AdoptedAt) {
+		if hb, err := blobstore.ReadHeartbeat(ctx, st); err == nil && hb.CatalogID == owner && hb.Time.After(*id.AdoptedAt) {
 			t.Fatalf("the old owner still beats: %+v", hb)
 		}
 		m.Close()
-		if hb, err := store.ReadHeartbeat(ctx, st); err == nil && hb.CatalogID == owner && hb.Time.After(*id.AdoptedAt) {
+		if hb, err := blobstore.ReadHeartbeat(ctx, st); err == nil && hb.CatalogID == owner && hb.Time.After(*id.AdoptedAt) {
 			t.Fatalf("the old owner's Close wrote a heartbeat into a store it lost: %+v", hb)
 		}
 	})
@@ -172,27 +172,27 @@ func TestAdoptStoreRefusesLiveOwner(t *testing.T) {
 // three intervals (crashed), or a store without a heartbeat (written by an
 // older server), is adopted without --force.
 func TestAdoptStoreStaleOrNoHeartbeat(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		for _, c := range []struct {
 			name string
-			hb   *store.Heartbeat
+			hb   *blobstore.Heartbeat
 			want string
 		}{
-			{"stale", &store.Heartbeat{CatalogID: "cat-gone", Host: "old-host", Time: time.Now().Add(-time.Hour), Interval: 15 * time.Second}, "old-host"},
+			{"stale", &blobstore.Heartbeat{CatalogID: "cat-gone", Host: "old-host", Time: time.Now().Add(-time.Hour), Interval: 15 * time.Second}, "old-host"},
 			{"none", nil, "no heartbeat"},
-			{"another catalog's", &store.Heartbeat{CatalogID: "cat-third", Host: "h3", Time: time.Now(), Interval: time.Hour}, "no heartbeat"},
+			{"another catalog's", &blobstore.Heartbeat{CatalogID: "cat-third", Host: "h3", Time: time.Now(), Interval: time.Hour}, "no heartbeat"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				st, err := store.NewFS(t.TempDir() + "/store")
+				st, err := blobstore.NewFS(t.TempDir() + "/store")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := store.EnsureIdentity(ctx, st, "cat-gone"); err != nil {
+				if _, err := blobstore.EnsureIdentity(ctx, st, "cat-gone"); err != nil {
 					t.Fatal(err)
 				}
 				if c.hb != nil {
-					if err := store.WriteHeartbeat(ctx, st, *c.hb); err != nil {
+					if err := blobstore.WriteHeartbeat(ctx, st, *c.hb); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -201,7 +201,7 @@ func TestAdoptStoreStaleOrNoHeartbeat(t *testing.T) {
 				if err != nil || entryOf(dry, OutcomeStoreAdoptable) == nil {
 					t.Fatalf("dry run: %+v %v", dry, err)
 				}
-				if id, _ := store.ReadIdentity(ctx, st); id.CatalogID != "cat-gone" {
+				if id, _ := blobstore.ReadIdentity(ctx, st); id.CatalogID != "cat-gone" {
 					t.Fatalf("dry run adopted: %+v", id)
 				}
 				got, err := Sync(ctx, other, st, descJSON{}, SyncOptions{AdoptStore: true})
@@ -212,7 +212,7 @@ func TestAdoptStoreStaleOrNoHeartbeat(t *testing.T) {
 				if e == nil || !strings.Contains(e.Detail, "cat-gone") || !strings.Contains(e.Detail, c.want) || strings.Contains(e.Detail, "overridden") {
 					t.Fatalf("adopt: %+v", got)
 				}
-				if id, _ := store.ReadIdentity(ctx, st); id.CatalogID != mustCatalogID(t, other) || id.AdoptedFrom != "cat-gone" {
+				if id, _ := blobstore.ReadIdentity(ctx, st); id.CatalogID != mustCatalogID(t, other) || id.AdoptedFrom != "cat-gone" {
 					t.Fatalf("not adopted: %+v", id)
 				}
 			})
@@ -222,8 +222,8 @@ func TestAdoptStoreStaleOrNoHeartbeat(t *testing.T) {
 
 // TestForceNeedsAdoptStore: --force alone is refused.
 func TestForceNeedsAdoptStore(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
-		st, _ := store.NewFS(t.TempDir() + "/store")
+	forEach(t, func(t *testing.T, b backend.Backend) {
+		st, _ := blobstore.NewFS(t.TempDir() + "/store")
 		if _, err := Sync(context.Background(), b, st, descJSON{}, SyncOptions{Force: true}); err == nil || !strings.Contains(err.Error(), "--adopt-store") {
 			t.Fatalf("--force without --adopt-store: %v", err)
 		}

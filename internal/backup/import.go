@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Imports (ImportTable; docs/exports.md "Importing", ADR 0050): the
@@ -46,8 +46,8 @@ const (
 // imported table once loaded (ACTIVE), and whether a table is the target
 // of an import.
 type Importer interface {
-	FinishImport(t *storage.Table) ([]byte, error)
-	IsImportTarget(t *storage.Table, importID string) bool
+	FinishImport(t *backend.Table) ([]byte, error)
+	IsImportTarget(t *backend.Table, importID string) bool
 }
 
 // ImportDescription is an import row's payload: DynamoDB's
@@ -89,7 +89,7 @@ type ImportRequest struct {
 	Account, Table string
 	Desc           ImportDescription
 	KeyTypes       map[string]string
-	Create         func(ctx context.Context, importID string) (*storage.Table, error)
+	Create         func(ctx context.Context, importID string) (*backend.Table, error)
 }
 
 // DefaultImportMaxErrors is Config.ImportMaxErrors's default.
@@ -116,11 +116,11 @@ const validationFailure = "Some of the items failed validation checks and were n
 // with this server's claim, creates the target and starts the job.
 func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDescription, error) {
 	if m.ctx == nil {
-		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+		return nil, backend.Errorf(backend.KindUnavailable, "backup: the manager is not started")
 	}
 	jobs := m.cfg.Backend.Capabilities().Jobs
 	if jobs == nil || m.cfg.Importer == nil {
-		return nil, storage.Errorf(storage.KindUnsupported, "imports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
+		return nil, backend.Errorf(backend.KindUnsupported, "imports need the job catalog, which the %s backend does not have", m.cfg.Backend.Name())
 	}
 	// The job waits for a job slot (backup.max_concurrent_jobs) rather
 	// than refusing the request: AWS runs many exports and imports at
@@ -134,7 +134,7 @@ func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDe
 	d.ImportArn = strings.TrimSuffix(d.TableArn, "/") + "/import/" + id
 	d.ImportStatus, d.StartTime = ImportInProgress, epochSec(now)
 	raw, _ := json.Marshal(d)
-	res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: KindImport, ID: id, Account: req.Account, Status: ImportInProgress,
+	res, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: KindImport, ID: id, Account: req.Account, Status: ImportInProgress,
 		CreatedAt: now, Payload: raw, Owner: m.cfg.Owner})
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDe
 		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
 		d.FailureCode, d.FailureMessage = "TableAlreadyExists", err.Error()
 		raw, _ := json.Marshal(d)
-		_, _ = jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindImport, ID: id, Generation: row.Generation,
+		_, _ = jobs.UpdateJob(context.WithoutCancel(ctx), backend.UpdateJobParams{Kind: KindImport, ID: id, Generation: row.Generation,
 			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &d.FailureMessage})
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (m *Manager) StartImport(ctx context.Context, req ImportRequest) (*ImportDe
 
 // startImportJob runs an import whose row this server claims, in the
 // background, once a job slot is free.
-func (m *Manager) startImportJob(jobs storage.JobCatalog, target *storage.Table, row storage.JobRecord, d ImportDescription, keyTypes map[string]string) {
+func (m *Manager) startImportJob(jobs backend.JobCatalog, target *backend.Table, row backend.JobRecord, d ImportDescription, keyTypes map[string]string) {
 	m.met.running.WithLabelValues(kindImport).Inc()
 	m.wg.Add(1)
 	go func() {
@@ -170,12 +170,12 @@ func (m *Manager) startImportJob(jobs storage.JobCatalog, target *storage.Table,
 }
 
 // runImport loads the target and records the import's end.
-func (m *Manager) runImport(jobs storage.JobCatalog, target *storage.Table, row storage.JobRecord, d ImportDescription, keyTypes map[string]string) {
+func (m *Manager) runImport(jobs backend.JobCatalog, target *backend.Table, row backend.JobRecord, d ImportDescription, keyTypes map[string]string) {
 	defer m.runs(KindImport+"/"+row.ID, row.Generation)()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
 	go m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
-		res, err := jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: KindImport, ID: row.ID, Owner: m.cfg.Owner, Generation: row.Generation})
+		res, err := jobs.HeartbeatJob(ctx, backend.HeartbeatJobParams{Kind: KindImport, ID: row.ID, Owner: m.cfg.Owner, Generation: row.Generation})
 		return err == nil && res.Matched, err
 	})
 	start := time.Now()
@@ -213,7 +213,7 @@ func (m *Manager) runImport(jobs storage.JobCatalog, target *storage.Table, row 
 	d.ImportStatus, d.EndTime = status, epochSec(time.Now())
 	raw, _ := json.Marshal(d)
 	msg := d.FailureMessage
-	res, uerr := jobs.UpdateJob(context.WithoutCancel(ctx), storage.UpdateJobParams{Kind: KindImport, ID: row.ID,
+	res, uerr := jobs.UpdateJob(context.WithoutCancel(ctx), backend.UpdateJobParams{Kind: KindImport, ID: row.ID,
 		Generation: row.Generation, Status: ImportInProgress, NewStatus: status, Payload: raw, Message: &msg})
 	result := "ok"
 	switch {
@@ -233,12 +233,12 @@ type importCounts struct{ processed, imported, errors, bytes atomic.Int64 }
 // importObjects reads every object under the key prefix and loads its
 // good items. Its error is the source's (unreadable); bad items are
 // counted.
-func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *ImportDescription, keyTypes map[string]string, prog *jobProgress, log interface {
+func (m *Manager) importObjects(ctx context.Context, target *backend.Table, d *ImportDescription, keyTypes map[string]string, prog *jobProgress, log interface {
 	Warn(string, ...any)
 }) (*importCounts, error) {
 	counts := &importCounts{}
 	src := d.S3BucketSource
-	st, err := store.OpenBucket(ctx, m.cfg.Buckets, src.S3Bucket, "")
+	st, err := blobstore.OpenBucket(ctx, m.cfg.Buckets, src.S3Bucket, "")
 	if err != nil {
 		return counts, err
 	}
@@ -248,8 +248,8 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 	if i := strings.LastIndexByte(src.S3KeyPrefix, '/'); i > 0 {
 		dir = src.S3KeyPrefix[:i]
 	}
-	var objects []store.ObjectInfo
-	if err := st.Walk(ctx, dir, func(o store.ObjectInfo) error {
+	var objects []blobstore.ObjectInfo
+	if err := st.Walk(ctx, dir, func(o blobstore.ObjectInfo) error {
 		if strings.HasPrefix(o.Key, src.S3KeyPrefix) {
 			objects = append(objects, o)
 		}
@@ -303,7 +303,7 @@ func (m *Manager) importObjects(ctx context.Context, target *storage.Table, d *I
 	return counts, nil
 }
 
-func (m *Manager) importObject(ctx context.Context, st store.Store, o store.ObjectInfo, d *ImportDescription, csvOpts *struct {
+func (m *Manager) importObject(ctx context.Context, st blobstore.Store, o blobstore.ObjectInfo, d *ImportDescription, csvOpts *struct {
 	Delimiter  string   `json:"Delimiter"`
 	HeaderList []string `json:"HeaderList"`
 }, keyTypes map[string]string, load itemLoad, w *importWriter, counts *importCounts,
@@ -350,7 +350,7 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 			}
 		}
 		var pk, sk []byte
-		var ch storage.Change
+		var ch backend.Change
 		if perr == nil {
 			pk, sk, ch, perr = load(it, raw)
 		}
@@ -362,7 +362,7 @@ func (m *Manager) importObject(ctx context.Context, st store.Store, o store.Obje
 			}
 			return tooManyErrors(maxErrors)
 		}
-		return w.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
+		return w.add(ctx, backend.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(raw)))
 	}
 	read := func(fn lineFunc) error { return format.ReadDynamoJSONLines(r, fn) }
 	switch d.InputFormat {
@@ -440,11 +440,11 @@ func pipeLines(read func(lineFunc) error, each lineFunc) error {
 
 // itemLoad turns a decoded item and its canonical encoding into its
 // key and storage write.
-type itemLoad = func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error)
+type itemLoad = func(it attr.Item, raw []byte) (pk, sk []byte, ch backend.Change, err error)
 
 // importLoader is the Restorer's loader of decoded items, or its loader
 // of encoded items when it has no other.
-func importLoader(r Restorer, target *storage.Table) (itemLoad, error) {
+func importLoader(r Restorer, target *backend.Table) (itemLoad, error) {
 	if d, ok := r.(DecodedIndexer); ok {
 		return d.DecodedItemLoader(target)
 	}
@@ -452,7 +452,7 @@ func importLoader(r Restorer, target *storage.Table) (itemLoad, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(_ attr.Item, raw []byte) ([]byte, []byte, storage.Change, error) { return load(raw) }, nil
+	return func(_ attr.Item, raw []byte) ([]byte, []byte, backend.Change, error) { return load(raw) }, nil
 }
 
 type countingReader struct {
@@ -475,10 +475,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // being written waits for that batch.
 type importWriter struct {
 	m     *Manager
-	ref   storage.TableRef
+	ref   backend.TableRef
 	prog  *jobProgress
 	size  int
-	batch []storage.BulkItem
+	batch []backend.BulkItem
 	bytes int64
 
 	written atomic.Int64
@@ -497,11 +497,11 @@ type importWriter struct {
 }
 
 type importWork struct {
-	items []storage.BulkItem
+	items []backend.BulkItem
 	bytes int64
 }
 
-func newImportWriter(ctx context.Context, m *Manager, ref storage.TableRef, prog *jobProgress) *importWriter {
+func newImportWriter(ctx context.Context, m *Manager, ref backend.TableRef, prog *jobProgress) *importWriter {
 	w := &importWriter{m: m, ref: ref, prog: prog, size: restoreBatchFor(m.cfg.Backend),
 		work: make(chan importWork), inflight: map[string]int{}}
 	w.cond = sync.NewCond(&w.mu)
@@ -511,7 +511,7 @@ func newImportWriter(ctx context.Context, m *Manager, ref storage.TableRef, prog
 
 func importKey(pk, sk []byte) string { return string(pk) + "\x00" + string(sk) }
 
-func (w *importWriter) add(ctx context.Context, it storage.BulkItem, size int64) error {
+func (w *importWriter) add(ctx context.Context, it backend.BulkItem, size int64) error {
 	for i := range w.batch {
 		if string(w.batch[i].PK) == string(it.PK) && string(w.batch[i].SK) == string(it.SK) {
 			w.batch[i] = it // a batch writes each key once
@@ -576,7 +576,7 @@ func (w *importWriter) send(ctx context.Context) error {
 		w.inflight[importKey(it.PK, it.SK)]++
 	}
 	w.mu.Unlock()
-	w.batch, w.bytes = make([]storage.BulkItem, 0, w.size), 0
+	w.batch, w.bytes = make([]backend.BulkItem, 0, w.size), 0
 	select {
 	case w.work <- b:
 		return nil
@@ -616,11 +616,11 @@ func (w *importWriter) write(ctx context.Context, b importWork) error {
 		case caps.PerItemAtomic:
 			err = w.m.writeEach(ctx, blindPuts(w.ref, b.items))
 		case caps.Bulk != nil:
-			err = caps.Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: w.ref, Items: b.items})
+			err = caps.Bulk.BulkLoad(ctx, backend.BulkLoadParams{Table: w.ref, Items: b.items})
 		default:
-			_, err = w.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(w.ref, b.items)})
+			_, err = w.m.cfg.Backend.TransactWrite(ctx, backend.TransactWriteParams{Ops: blindPuts(w.ref, b.items)})
 		}
-		if err == nil || !storage.IsKind(err, storage.KindUnavailable) || attempt >= restoreRetries || ctx.Err() != nil {
+		if err == nil || !backend.IsKind(err, backend.KindUnavailable) || attempt >= restoreRetries || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * restoreRetryPause)
@@ -634,9 +634,9 @@ func (w *importWriter) write(ctx context.Context, b importWork) error {
 }
 
 // finishImport flips the target ACTIVE.
-func (m *Manager) finishImport(ctx context.Context, target *storage.Table) error {
-	_, err := m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
-		Fn: func(old *storage.Table) ([]byte, error) {
+func (m *Manager) finishImport(ctx context.Context, target *backend.Table) error {
+	_, err := m.cfg.Backend.UpdateTable(ctx, backend.UpdateTableParams{Account: target.Account, Name: target.Name,
+		Fn: func(old *backend.Table) ([]byte, error) {
 			if old.ID != target.ID {
 				return nil, errors.New("import: the target table was replaced")
 			}
@@ -656,7 +656,7 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 	if jobs == nil || m.cfg.Importer == nil {
 		return nil
 	}
-	rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: KindImport, Statuses: []string{ImportInProgress}})
+	rows, err := jobs.ListJobs(ctx, backend.ListJobsParams{Kind: KindImport, Statuses: []string{ImportInProgress}})
 	if err != nil {
 		return err
 	}
@@ -665,7 +665,7 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		if m.ownLive(KindImport+"/"+r.ID, r.Owner, r.Generation) {
 			continue
 		}
-		res, err := jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: KindImport, ID: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
+		res, err := jobs.ClaimJob(ctx, backend.ClaimJobParams{Kind: KindImport, ID: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
 			Status: ImportInProgress, StaleAfter: m.cfg.StaleAfter})
 		if err != nil {
 			errs = append(errs, err)
@@ -678,7 +678,7 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		_ = json.Unmarshal(res.Record.Payload, &d)
 		name := d.TableArn[strings.LastIndexByte(d.TableArn, '/')+1:]
 		msg := "the server running the import stopped, and its table is gone"
-		if t, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: name}); err == nil &&
+		if t, err := m.cfg.Backend.GetTable(ctx, backend.GetTableParams{Account: r.Account, Name: name}); err == nil &&
 			m.cfg.Importer.IsImportTarget(t.Table, r.ID) {
 			target, err := m.emptyTarget(ctx, t.Table)
 			if err == nil {
@@ -695,7 +695,7 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 		d.ImportStatus, d.EndTime = ImportFailed, epochSec(time.Now())
 		d.FailureCode, d.FailureMessage = "UNKNOWN", msg
 		raw, _ := json.Marshal(d)
-		if _, err := jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: KindImport, ID: r.ID, Generation: res.Record.Generation,
+		if _, err := jobs.UpdateJob(ctx, backend.UpdateJobParams{Kind: KindImport, ID: r.ID, Generation: res.Record.Generation,
 			Status: ImportInProgress, NewStatus: ImportFailed, Payload: raw, Message: &msg}); err != nil {
 			errs = append(errs, err)
 		}
@@ -706,11 +706,11 @@ func (m *Manager) reconcileImports(ctx context.Context) error {
 
 // emptyTarget replaces an import's partial target by an empty table of
 // the same description (a new table id: writes naming the old one fail).
-func (m *Manager) emptyTarget(ctx context.Context, t *storage.Table) (*storage.Table, error) {
-	if _, err := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: t.Account, Name: t.Name}); err != nil {
+func (m *Manager) emptyTarget(ctx context.Context, t *backend.Table) (*backend.Table, error) {
+	if _, err := m.cfg.Backend.DeleteTable(ctx, backend.DeleteTableParams{Account: t.Account, Name: t.Name}); err != nil {
 		return nil, err
 	}
-	res, err := m.cfg.Backend.CreateTable(ctx, storage.CreateTableParams{Account: t.Account, Name: t.Name, Desc: t.Desc})
+	res, err := m.cfg.Backend.CreateTable(ctx, backend.CreateTableParams{Account: t.Account, Name: t.Name, Desc: t.Desc})
 	if err != nil {
 		return nil, err
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // importEngine is the engine's side of imports for these tests: a
@@ -28,7 +28,7 @@ type importDesc struct {
 	Status string `json:"status"`
 }
 
-func (importEngine) FinishImport(t *storage.Table) ([]byte, error) {
+func (importEngine) FinishImport(t *backend.Table) ([]byte, error) {
 	var d importDesc
 	if err := json.Unmarshal(t.Desc, &d); err != nil || d.Status != "CREATING" {
 		return nil, errors.New("not an import in progress")
@@ -36,28 +36,28 @@ func (importEngine) FinishImport(t *storage.Table) ([]byte, error) {
 	return json.Marshal(importDesc{Status: "ACTIVE"})
 }
 
-func (importEngine) IsImportTarget(t *storage.Table, id string) bool {
+func (importEngine) IsImportTarget(t *backend.Table, id string) bool {
 	var d importDesc
 	return json.Unmarshal(t.Desc, &d) == nil && d.Import == id && d.Status == "CREATING"
 }
 
-func (importEngine) ItemLoader(*storage.Table) (func([]byte) ([]byte, []byte, storage.Change, error), error) {
-	return func(raw []byte) ([]byte, []byte, storage.Change, error) {
+func (importEngine) ItemLoader(*backend.Table) (func([]byte) ([]byte, []byte, backend.Change, error), error) {
+	return func(raw []byte) ([]byte, []byte, backend.Change, error) {
 		it, err := attr.DecodeItem(raw)
 		if err != nil {
-			return nil, nil, storage.Change{}, err
+			return nil, nil, backend.Change{}, err
 		}
 		pk, ok := attr.KeyBytes(it["pk"])
 		if !ok {
-			return nil, nil, storage.Change{}, errors.New("no string pk")
+			return nil, nil, backend.Change{}, errors.New("no string pk")
 		}
-		return pk, nil, storage.Change{Op: storage.Put, Item: raw}, nil
+		return pk, nil, backend.Change{Op: backend.Put, Item: raw}, nil
 	}, nil
 }
 
-func (importEngine) FinishRestore(*storage.Table) ([]byte, error)          { return nil, errors.New("unused") }
-func (importEngine) IsRestoreTarget(*storage.Table, string) bool           { return false }
-func (importEngine) TableDescriptionJSON(t *storage.Table) ([]byte, error) { return t.Desc, nil }
+func (importEngine) FinishRestore(*backend.Table) ([]byte, error)          { return nil, errors.New("unused") }
+func (importEngine) IsRestoreTarget(*backend.Table, string) bool           { return false }
+func (importEngine) TableDescriptionJSON(t *backend.Table) ([]byte, error) { return t.Desc, nil }
 func (importEngine) StoredDescription(src []byte) ([]byte, error)          { return src, nil }
 
 // TestImportTakenOver: an IN_PROGRESS import whose server stopped (its
@@ -67,7 +67,7 @@ func (importEngine) StoredDescription(src []byte) ([]byte, error)          { ret
 // source's items only (an item the dead attempt wrote and the source does
 // not hold is gone). An import whose table is gone ends FAILED.
 func TestImportTakenOver(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		jobs := b.Capabilities().Jobs
 		root := t.TempDir()
@@ -91,7 +91,7 @@ func TestImportTakenOver(t *testing.T) {
 		}
 		const stale, gone = "01796465913882-0000000a", "01796465913882-0000000b"
 		desc, _ := json.Marshal(importDesc{Import: stale, Status: "CREATING"})
-		res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "imp1", Desc: desc})
+		res, err := b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: "imp1", Desc: desc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,12 +103,12 @@ func TestImportTakenOver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := b.Capabilities().Bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: res.Table.Ref(), Items: []storage.BulkItem{{PK: pk, Change: ch}}}); err != nil {
+			if err := b.Capabilities().Bulk.BulkLoad(ctx, backend.BulkLoadParams{Table: res.Table.Ref(), Items: []backend.BulkItem{{PK: pk, Change: ch}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for id, table := range map[string]string{stale: "imp1", gone: "imp2"} {
-			if _, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: KindImport, ID: id, Account: account, Status: ImportInProgress,
+			if _, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: KindImport, ID: id, Account: account, Status: ImportInProgress,
 				Payload: row(id, table), Owner: "dead-server"}); err != nil {
 				t.Fatal(err)
 			}
@@ -117,13 +117,13 @@ func TestImportTakenOver(t *testing.T) {
 		other := newManager(t, otherServer(b), memstore.New(), func(c *Config) {
 			c.StaleAfter = time.Second
 			c.Importer, c.Restorer, c.Describer = importEngine{}, importEngine{}, importEngine{}
-			c.Buckets = store.BucketConfig{FilesystemRoot: root}
+			c.Buckets = blobstore.BucketConfig{FilesystemRoot: root}
 		})
 		if err := other.Reconcile(ctx); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		var r *storage.JobRecord
+		var r *backend.JobRecord
 		for {
 			if r, err = jobs.GetJob(ctx, KindImport, stale); err != nil {
 				t.Fatal(err)
@@ -146,7 +146,7 @@ func TestImportTakenOver(t *testing.T) {
 		if got := counter(t, other, "restarted_import"); got != 1 {
 			t.Fatalf("restarted %v imports, want 1", got)
 		}
-		tr, err := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: "imp1"})
+		tr, err := b.GetTable(ctx, backend.GetTableParams{Account: account, Name: "imp1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,9 +154,9 @@ func TestImportTakenOver(t *testing.T) {
 			t.Fatalf("the target: %s (id %d, the partial one's %d)", tr.Table.Desc, tr.Table.ID, res.Table.ID)
 		}
 		var keys []string
-		var after *storage.Cursor
+		var after *backend.Cursor
 		for {
-			s, err := b.Scan(ctx, storage.ScanParams{Table: tr.Table.Ref(), After: after, Limit: 100})
+			s, err := b.Scan(ctx, backend.ScanParams{Table: tr.Table.Ref(), After: after, Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestImportTakenOver(t *testing.T) {
 				break
 			}
 			last := s.Rows[len(s.Rows)-1]
-			after = &storage.Cursor{PK: last.PK, SK: last.SK}
+			after = &backend.Cursor{PK: last.PK, SK: last.SK}
 		}
 		if len(keys) != n {
 			t.Fatalf("%d items in the target, want %d", len(keys), n)
@@ -188,7 +188,7 @@ func TestImportTakenOver(t *testing.T) {
 // goes on (FAILED with the good items, as on the service); past it the
 // import stops FAILED and removes its table.
 func TestImportMaxErrors(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		root := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(root, "bkt"), 0o700); err != nil {
@@ -213,16 +213,16 @@ func TestImportMaxErrors(t *testing.T) {
 		}{{5, ImportFailed, true, "Some of the items"}, {4, ImportFailed, false, "More than 4 items"}} {
 			m := newManager(t, b, memstore.New(), func(c *Config) {
 				c.Importer, c.Restorer, c.Describer = importEngine{}, importEngine{}, importEngine{}
-				c.Buckets = store.BucketConfig{FilesystemRoot: root}
+				c.Buckets = blobstore.BucketConfig{FilesystemRoot: root}
 				c.ImportMaxErrors = tc.max
 			})
 			name := fmt.Sprintf("maxerr%d", tc.max)
 			d, err := m.StartImport(ctx, ImportRequest{Account: account, Table: name,
 				Desc: ImportDescription{TableArn: "arn:aws:dynamodb:us-east-1:" + account + ":table/" + name,
 					S3BucketSource: S3BucketSource{S3Bucket: "bkt", S3KeyPrefix: "data"}, InputFormat: "DYNAMODB_JSON", InputCompressionType: "NONE"},
-				Create: func(ctx context.Context, id string) (*storage.Table, error) {
+				Create: func(ctx context.Context, id string) (*backend.Table, error) {
 					desc, _ := json.Marshal(importDesc{Import: id, Status: "CREATING"})
-					res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: desc})
+					res, err := b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: name, Desc: desc})
 					if err != nil {
 						return nil, err
 					}
@@ -233,7 +233,7 @@ func TestImportMaxErrors(t *testing.T) {
 			}
 			id := d.ImportArn[strings.LastIndexByte(d.ImportArn, '/')+1:]
 			deadline := time.Now().Add(30 * time.Second)
-			var r *storage.JobRecord
+			var r *backend.JobRecord
 			for {
 				if r, err = b.Capabilities().Jobs.GetJob(ctx, KindImport, id); err != nil {
 					t.Fatal(err)
@@ -248,7 +248,7 @@ func TestImportMaxErrors(t *testing.T) {
 			}
 			var got ImportDescription
 			_ = json.Unmarshal(r.Payload, &got)
-			_, terr := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+			_, terr := b.GetTable(ctx, backend.GetTableParams{Account: account, Name: name})
 			if r.Status != tc.status || got.FailureCode != "ItemValidationError" || !strings.HasPrefix(got.FailureMessage, tc.message) || (terr == nil) != tc.table {
 				t.Fatalf("max %d: %s %+v, table present %v (%v)", tc.max, r.Status, got, terr == nil, terr)
 			}

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // CreateBackup takes a backup of a table (docs/backup-design.md section
@@ -21,7 +21,7 @@ import (
 // flips the row to AVAILABLE (or FAILED). Errors are storage errors:
 // KindTableNotFound, KindLimitExceeded (job slots or snapshots),
 // KindUnavailable (store unhealthy or unreachable).
-func (m *Manager) CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error) {
+func (m *Manager) CreateBackup(ctx context.Context, account, table, name string) (*backend.BackupRecord, error) {
 	return m.CreateBackupAs(ctx, account, table, name, Origin{Type: "USER"})
 }
 
@@ -36,14 +36,14 @@ type Origin struct {
 
 // CreateSystemBackup takes the SYSTEM backup of a table with
 // point-in-time recovery that is being deleted (engine.BackupService).
-func (m *Manager) CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*storage.BackupRecord, error) {
+func (m *Manager) CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*backend.BackupRecord, error) {
 	return m.CreateBackupAs(ctx, account, table, name, Origin{Type: "SYSTEM", ExpiresAt: expiresAt})
 }
 
 // CreateBackupAs is CreateBackup for a backup of the given origin.
-func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name string, o Origin) (*storage.BackupRecord, error) {
+func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name string, o Origin) (*backend.BackupRecord, error) {
 	if m.ctx == nil {
-		return nil, storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+		return nil, backend.Errorf(backend.KindUnavailable, "backup: the manager is not started")
 	}
 	if err := m.Healthy(ctx); err != nil {
 		return nil, unavailable(err)
@@ -58,7 +58,7 @@ func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name strin
 			release()
 		}
 	}()
-	snap, err := m.snaps.OpenTableSnapshot(ctx, storage.OpenSnapshotParams{Account: account, Name: table})
+	snap, err := m.snaps.OpenTableSnapshot(ctx, backend.OpenSnapshotParams{Account: account, Name: table})
 	if err != nil {
 		return nil, err
 	}
@@ -74,19 +74,19 @@ func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name strin
 	}
 	arn := format.ARN{Partition: m.cfg.Partition, Region: m.cfg.Region, Account: account, Table: table, BackupID: id}
 	if err := arn.Validate(); err != nil {
-		return nil, storage.Wrap(storage.KindInternal, err, "backup: ARN")
+		return nil, backend.Wrap(backend.KindInternal, err, "backup: ARN")
 	}
 	desc, err := m.cfg.Describer.TableDescriptionJSON(snap.Table)
 	if err != nil {
-		return nil, storage.Wrap(storage.KindInternal, err, "backup: table description")
+		return nil, backend.Wrap(backend.KindInternal, err, "backup: table description")
 	}
 	storeID := ""
 	if p := m.storeID.Load(); p != nil {
 		storeID = *p
 	}
-	rec, err := m.cat.InsertBackup(ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
+	rec, err := m.cat.InsertBackup(ctx, backend.InsertBackupParams{Record: backend.BackupRecord{
 		ARN: arn.String(), Account: account, TableName: table, TableID: snap.Table.ID, BackupID: id,
-		Name: name, Type: o.Type, Plan: o.Plan, ExpiresAt: o.ExpiresAt, Status: storage.BackupCreating, CreatedAt: at,
+		Name: name, Type: o.Type, Plan: o.Plan, ExpiresAt: o.ExpiresAt, Status: backend.BackupCreating, CreatedAt: at,
 		TableDesc: snap.Table.Desc, StoreID: storeID, Prefix: prefixKey(account, table, id), Owner: m.cfg.Owner,
 	}})
 	if err != nil {
@@ -108,7 +108,7 @@ var errFenced = errors.New("backup: the job's claim was taken over (fenced)")
 // keepClaim heartbeats a backup claim until ctx ends (see keepAlive).
 func (m *Manager) keepClaim(ctx context.Context, cancel context.CancelCauseFunc, arn string, gen int64) {
 	m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
-		res, err := m.cat.HeartbeatBackup(ctx, storage.HeartbeatBackupParams{ARN: arn, Owner: m.cfg.Owner, Generation: gen})
+		res, err := m.cat.HeartbeatBackup(ctx, backend.HeartbeatBackupParams{ARN: arn, Owner: m.cfg.Owner, Generation: gen})
 		return err == nil && res.Matched, err
 	})
 }
@@ -141,7 +141,7 @@ func (m *Manager) keepAlive(ctx context.Context, cancel context.CancelCauseFunc,
 }
 
 // runBackup is the backup job.
-func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte) {
+func (m *Manager) runBackup(snap *backend.TableSnapshot, rec backend.BackupRecord, arn format.ARN, desc []byte) {
 	defer m.runs(rec.ARN, rec.Generation)()
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
@@ -160,8 +160,8 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 		m.met.bytes.WithLabelValues(kindBackup).Add(float64(res.Manifest.UncompressedBytes))
 		m.hook(PointBeforeAvailable)
 		size, n := res.Manifest.UncompressedBytes, res.Manifest.ItemCount
-		w, uerr := m.cat.UpdateBackup(context.WithoutCancel(ctx), storage.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
-			Status: storage.BackupCreating, NewStatus: storage.BackupAvailable, SizeBytes: &size, ItemCount: &n})
+		w, uerr := m.cat.UpdateBackup(context.WithoutCancel(ctx), backend.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
+			Status: backend.BackupCreating, NewStatus: backend.BackupAvailable, SizeBytes: &size, ItemCount: &n})
 		switch {
 		case uerr != nil:
 			err = uerr
@@ -188,9 +188,9 @@ func (m *Manager) runBackup(snap *storage.TableSnapshot, rec storage.BackupRecor
 
 // failBackup writes FAILED under the job's generation and, only when that
 // write matched, deletes what the job uploaded.
-func (m *Manager) failBackup(ctx context.Context, rec storage.BackupRecord, msg string) {
-	w, err := m.cat.UpdateBackup(ctx, storage.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
-		Status: storage.BackupCreating, NewStatus: storage.BackupFailed, Message: &msg})
+func (m *Manager) failBackup(ctx context.Context, rec backend.BackupRecord, msg string) {
+	w, err := m.cat.UpdateBackup(ctx, backend.UpdateBackupParams{ARN: rec.ARN, Generation: rec.Generation,
+		Status: backend.BackupCreating, NewStatus: backend.BackupFailed, Message: &msg})
 	if err != nil || !w.Matched {
 		return
 	}
@@ -201,7 +201,7 @@ func (m *Manager) failBackup(ctx context.Context, rec storage.BackupRecord, msg 
 
 // writeBackup streams the snapshot into the format writer, whose sink
 // uploads each object to the store as it is written.
-func (m *Manager) writeBackup(ctx context.Context, snap *storage.TableSnapshot, rec storage.BackupRecord, arn format.ARN, desc []byte, prog *jobProgress) (*format.Result, error) {
+func (m *Manager) writeBackup(ctx context.Context, snap *backend.TableSnapshot, rec backend.BackupRecord, arn format.ARN, desc []byte, prog *jobProgress) (*format.Result, error) {
 	m.hook(PointSnapshotOpen)
 	var marker *string
 	if snap.Descriptor.Marker != "" {
@@ -292,10 +292,10 @@ func jobErr(ctx context.Context, err error) error {
 }
 
 // storeSink is the format writer's sink: every object is streamed into
-// store.Put through a pipe, so it is uploaded while it is written and
+// blobstore.Put through a pipe, so it is uploaded while it is written and
 // published (atomically) when the writer closes it.
 type storeSink struct {
-	st     store.Store
+	st     blobstore.Store
 	m      *Manager
 	prefix string
 	// to, when set, replaces prefix in the keys stored.
@@ -556,7 +556,7 @@ type rowBatch struct {
 	pool *sync.Pool
 }
 
-func (b *rowBatch) add(r storage.Row) {
+func (b *rowBatch) add(r backend.Row) {
 	for _, p := range [3][]byte{r.Item, r.PK, r.SK} {
 		b.buf = append(b.buf, p...)
 		b.ends = append(b.ends, len(b.buf))
@@ -607,7 +607,7 @@ const (
 // readAhead drains a snapshot stream on its own goroutine into batches of
 // copied rows; the channel closes after the last batch (or an error
 // batch). It stops when ctx ends.
-func readAhead(ctx context.Context, s *storage.SnapshotStream) <-chan *rowBatch {
+func readAhead(ctx context.Context, s *backend.SnapshotStream) <-chan *rowBatch {
 	out := make(chan *rowBatch, readAheadDepth)
 	pool := &sync.Pool{New: func() any { return &rowBatch{buf: make([]byte, 0, readAheadBytes+64<<10)} }}
 	go func() {

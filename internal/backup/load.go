@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // load writes a verified backup's items into the target, then, for a
@@ -19,7 +19,7 @@ import (
 // keys its records touch (replayRecords), and flips the target ACTIVE.
 // The job's item order is the backup's items (those the replay
 // overwrites count without being written), then the replay's puts.
-func (m *Manager) load(ctx context.Context, b storage.BackupRecord, bk *format.Backup, plan *PITRPlan, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
+func (m *Manager) load(ctx context.Context, b backend.BackupRecord, bk *format.Backup, plan *PITRPlan, target *backend.Table, job backend.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
 	prog.setPhase("load")
 	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
 	// Load in atomic batches, with the index entries the target needs,
@@ -67,12 +67,12 @@ func (m *Manager) load(ctx context.Context, b storage.BackupRecord, bk *format.B
 
 // activate flips the target ACTIVE, only on this incarnation of the
 // target (a moved version is refenced while the job holds its claim).
-func (m *Manager) activate(ctx context.Context, target *storage.Table, arn string, beat func(context.Context) (bool, error), prog *jobProgress) error {
+func (m *Manager) activate(ctx context.Context, target *backend.Table, arn string, beat func(context.Context) (bool, error), prog *jobProgress) error {
 	prog.setPhase("activate")
 	m.hook(PointRestoreBeforeActive)
 	for attempt := 0; ; attempt++ {
-		_, err := m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: target.Account, Name: target.Name,
-			Fn: func(old *storage.Table) ([]byte, error) {
+		_, err := m.cfg.Backend.UpdateTable(ctx, backend.UpdateTableParams{Account: target.Account, Name: target.Name,
+			Fn: func(old *backend.Table) ([]byte, error) {
 				if old.ID != target.ID {
 					return nil, errors.New("restore: the target table was replaced")
 				}
@@ -101,21 +101,21 @@ func (m *Manager) activate(ctx context.Context, target *storage.Table, arn strin
 type loader struct {
 	m     *Manager
 	arn   string
-	job   storage.RestoreRecord
+	job   backend.RestoreRecord
 	beat  func(context.Context) (bool, error)
 	prog  *jobProgress
 	marks *loadMark
 
 	perItem   bool               // write item by item (writeEach)
-	bulk      storage.BulkLoader // nil: one TransactWrite per batch
+	bulk      backend.BulkLoader // nil: one TransactWrite per batch
 	batchSize int                // items per batch after the first
 	name      string             // the target's name, for logs
 
 	// mu guards target and ref, which move when a writer meets a moved
 	// version and the job still holds its claim (refence).
 	mu     sync.Mutex
-	target *storage.Table
-	ref    storage.TableRef
+	target *backend.Table
+	ref    backend.TableRef
 
 	// The writers: wctx ends with the first writer's error or when the
 	// recorder finds the claim taken over (stop's cause).
@@ -131,12 +131,12 @@ type loader struct {
 	// pos the next item's, flushed where the next batch starts (the end
 	// of the last one), skip the items recorded before this run, n the
 	// items this run loaded.
-	batch                 []storage.BulkItem
+	batch                 []backend.BulkItem
 	batchBytes, skipped   int64
 	pos, flushed, skip, n int64
 }
 
-func (m *Manager) newLoader(ctx context.Context, arn string, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress, skip int64) *loader {
+func (m *Manager) newLoader(ctx context.Context, arn string, target *backend.Table, job backend.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress, skip int64) *loader {
 	caps := m.cfg.Backend.Capabilities()
 	l := &loader{m: m, arn: arn, job: job, beat: beat, prog: prog, marks: newLoadMark(skip),
 		perItem: caps.PerItemAtomic, bulk: caps.Bulk, batchSize: restoreBatchFor(m.cfg.Backend), name: target.Name,
@@ -149,7 +149,7 @@ func (m *Manager) newLoader(ctx context.Context, arn string, target *storage.Tab
 
 // feed reads the backup's items (and the replay's puts after them) in the
 // job's item order, past the recorded progress, into batches.
-func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replayed, itemOf func(item []byte) (pk, sk []byte, ch storage.Change, err error)) error {
+func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replayed, itemOf func(item []byte) (pk, sk []byte, ch backend.Change, err error)) error {
 	err := bk.Items(ctx, func(r *format.Record) error {
 		size := int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
 		if l.pos < l.skip {
@@ -170,7 +170,7 @@ func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replayed, item
 			l.pos++
 			return nil
 		}
-		return l.add(ctx, storage.BulkItem{PK: pk, SK: sk, Change: ch}, size)
+		return l.add(ctx, backend.BulkItem{PK: pk, SK: sk, Change: ch}, size)
 	})
 	if err == nil && rp != nil {
 		// The replay's puts follow the backup's items in the job's order.
@@ -199,7 +199,7 @@ func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replayed, item
 }
 
 // add appends an item to the batch and writes the batch once full.
-func (l *loader) add(ctx context.Context, it storage.BulkItem, size int64) error {
+func (l *loader) add(ctx context.Context, it backend.BulkItem, size int64) error {
 	l.batch = append(l.batch, it)
 	l.pos++
 	l.n++
@@ -220,7 +220,7 @@ func (l *loader) flush(ctx context.Context) error {
 	}
 	w := restoreWork{items: l.batch, bytes: l.batchBytes, start: l.flushed, end: l.pos}
 	l.flushed = l.pos
-	l.batch, l.batchBytes = make([]storage.BulkItem, 0, l.batchSize), 0
+	l.batch, l.batchBytes = make([]backend.BulkItem, 0, l.batchSize), 0
 	if !l.started {
 		if err := l.write(ctx, w); err != nil {
 			return err
@@ -293,7 +293,7 @@ func (l *loader) write(ctx context.Context, w restoreWork) error {
 			l.marks.done(w.start, w.end)
 			return nil
 		}
-		if storage.IsKind(err, storage.KindUnavailable) && ctx.Err() == nil && unavailable < restoreRetries {
+		if backend.IsKind(err, backend.KindUnavailable) && ctx.Err() == nil && unavailable < restoreRetries {
 			// A transient backend error (a write that timed out on a
 			// loaded server): the batch is written again (blind puts of
 			// the same items), rather than failing the restore and
@@ -309,7 +309,7 @@ func (l *loader) write(ctx context.Context, w restoreWork) error {
 			}
 			continue
 		}
-		if !storage.IsKind(err, storage.KindTableVersion) || attempt >= 3 {
+		if !backend.IsKind(err, backend.KindTableVersion) || attempt >= 3 {
 			return err
 		}
 		attempt++
@@ -323,20 +323,20 @@ func (l *loader) write(ctx context.Context, w restoreWork) error {
 // item, with its bulk loader (ADR 0032: atomic and fenced like
 // TransactWrite, without reads, locks or change-log records), or in one
 // TransactWrite.
-func (l *loader) writeBatch(ctx context.Context, tr storage.TableRef, items []storage.BulkItem) error {
+func (l *loader) writeBatch(ctx context.Context, tr backend.TableRef, items []backend.BulkItem) error {
 	switch {
 	case l.perItem:
 		return l.m.writeEach(ctx, blindPuts(tr, items))
 	case l.bulk != nil:
-		return l.bulk.BulkLoad(ctx, storage.BulkLoadParams{Table: tr, Items: items})
+		return l.bulk.BulkLoad(ctx, backend.BulkLoadParams{Table: tr, Items: items})
 	default:
-		_, err := l.m.cfg.Backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: blindPuts(tr, items)})
+		_, err := l.m.cfg.Backend.TransactWrite(ctx, backend.TransactWriteParams{Ops: blindPuts(tr, items)})
 		return err
 	}
 }
 
 // currentRef reads the target's current reference.
-func (l *loader) currentRef() storage.TableRef {
+func (l *loader) currentRef() backend.TableRef {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ref
@@ -344,7 +344,7 @@ func (l *loader) currentRef() storage.TableRef {
 
 // moved answers the reference to write with after a write into tr met a
 // moved version: the target refenced, unless another writer did since.
-func (l *loader) moved(ctx context.Context, tr storage.TableRef) (storage.TableRef, error) {
+func (l *loader) moved(ctx context.Context, tr backend.TableRef) (backend.TableRef, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if tr.Version == l.ref.Version { // nobody refenced since

@@ -15,16 +15,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Describer turns a table's catalog row into the DynamoDB
 // TableDescription JSON recorded as the manifest's source_table. The
 // engine satisfies it (engine.Engine.TableDescriptionJSON).
 type Describer interface {
-	TableDescriptionJSON(t *storage.Table) ([]byte, error)
+	TableDescriptionJSON(t *backend.Table) ([]byte, error)
 	// StoredDescription is the reverse, for rows rebuilt from a store.
 	StoredDescription(sourceTable []byte) ([]byte, error)
 }
@@ -40,9 +40,9 @@ const (
 // Config configures a Manager.
 type Config struct {
 	// Backend must have the snapshot capability and a backup catalog.
-	Backend storage.Backend
+	Backend backend.Backend
 	// Store holds the backups.
-	Store store.Store
+	Store blobstore.Store
 	// Describer gives the source table's description for manifests.
 	Describer Describer
 	// Restorer builds the index entries of restored items and the
@@ -79,7 +79,7 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Buckets says where the buckets named by exports and imports live
 	// ([s3]).
-	Buckets store.BucketConfig
+	Buckets blobstore.BucketConfig
 	// Importer finishes imported tables (nil: no imports).
 	Importer Importer
 	// ImportMaxErrors is how many items an import may fail to import
@@ -110,10 +110,10 @@ const (
 // concurrent use.
 type Manager struct {
 	cfg   Config
-	cat   storage.BackupCatalog
-	rcat  storage.RestoreCatalog // nil: the backend keeps no restore jobs
-	snaps storage.SnapshotEngine
-	st    store.Store
+	cat   backend.BackupCatalog
+	rcat  backend.RestoreCatalog // nil: the backend keeps no restore jobs
+	snaps backend.Snapshotter
+	st    blobstore.Store
 	log   *slog.Logger
 	slots chan struct{}
 
@@ -239,7 +239,7 @@ func (m *Manager) ownLive(id, owner string, gen int64) bool {
 func (m *Manager) Owner() string { return m.cfg.Owner }
 
 // Store is the configured store.
-func (m *Manager) Store() store.Store { return m.st }
+func (m *Manager) Store() blobstore.Store { return m.st }
 
 // Start binds the store to the catalog (checking its identity), runs the
 // reconciler once and then every ReconcileInterval until Close. An
@@ -362,7 +362,7 @@ func (m *Manager) beat(ctx context.Context, stopped bool) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	return store.WriteHeartbeat(ctx, m.st, store.Heartbeat{CatalogID: m.catalogID, StoreID: *m.storeID.Load(),
+	return blobstore.WriteHeartbeat(ctx, m.st, blobstore.Heartbeat{CatalogID: m.catalogID, StoreID: *m.storeID.Load(),
 		Owner: m.cfg.Owner, Host: host, Store: m.st.String(), Time: now, Interval: m.cfg.HeartbeatInterval, Stopped: stopped})
 }
 
@@ -372,7 +372,7 @@ func (m *Manager) beat(ctx context.Context, stopped bool) error {
 func (m *Manager) stillOwner(ctx context.Context) error {
 	if p := m.health.Load(); p != nil && *p == nil {
 		sid := m.storeID.Load()
-		id, err := store.ReadIdentity(ctx, m.st)
+		id, err := blobstore.ReadIdentity(ctx, m.st)
 		if err == nil && sid != nil && id.CatalogID == m.catalogID && id.StoreID == *sid {
 			return nil
 		}
@@ -382,17 +382,17 @@ func (m *Manager) stillOwner(ctx context.Context) error {
 
 // checkHealth applies the store identity rules and records the verdict.
 func (m *Manager) checkHealth(ctx context.Context) error {
-	rows, err := m.cat.ListBackups(ctx, storage.ListBackupsParams{})
+	rows, err := m.cat.ListBackups(ctx, backend.ListBackupsParams{})
 	if err != nil {
 		return err
 	}
 	var known []string
 	for _, r := range rows {
-		if r.Status != storage.BackupDeleted {
+		if r.Status != backend.BackupDeleted {
 			known = append(known, r.StoreID)
 		}
 	}
-	h, err := store.CheckHealth(ctx, m.st, m.catalogID, known, true)
+	h, err := blobstore.CheckHealth(ctx, m.st, m.catalogID, known, true)
 	if err == nil {
 		err = h.Err()
 	}
@@ -447,7 +447,7 @@ func (m *Manager) Healthy(ctx context.Context) error {
 }
 
 func unavailable(err error) error {
-	return storage.Wrap(storage.KindUnavailable, err, "the backup store cannot be used")
+	return backend.Wrap(backend.KindUnavailable, err, "the backup store cannot be used")
 }
 
 // acquireSlot takes a job slot without waiting.
@@ -457,7 +457,7 @@ func (m *Manager) acquireSlot() (func(), error) {
 		var once sync.Once
 		return func() { once.Do(func() { <-m.slots }) }, nil
 	default:
-		return nil, storage.Errorf(storage.KindLimitExceeded,
+		return nil, backend.Errorf(backend.KindLimitExceeded,
 			"Subscriber limit exceeded: at most %d backup and restore jobs run at once on this server (backup.max_concurrent_jobs)", cap(m.slots))
 	}
 }
@@ -482,12 +482,12 @@ func (m *Manager) hook(point string) {
 }
 
 // GetBackup reads a backup row; nil when there is none.
-func (m *Manager) GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error) {
-	return m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: arn})
+func (m *Manager) GetBackup(ctx context.Context, arn string) (*backend.BackupRecord, error) {
+	return m.cat.GetBackup(ctx, backend.GetBackupParams{ARN: arn})
 }
 
 // ListBackups lists backup rows.
-func (m *Manager) ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error) {
+func (m *Manager) ListBackups(ctx context.Context, p backend.ListBackupsParams) ([]backend.BackupRecord, error) {
 	return m.cat.ListBackups(ctx, p)
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Metrics of the jobs. Labels are bounded: the kind of job and the cause
@@ -88,7 +88,7 @@ func cause(ctx context.Context, err error) string {
 		return causeStore
 	case errors.As(err, &fe):
 		return causeVerify
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrUnhealthy):
+	case errors.Is(err, blobstore.ErrNotFound), errors.Is(err, blobstore.ErrUnhealthy):
 		return causeStore
 	}
 	return causeOther

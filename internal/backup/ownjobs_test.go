@@ -9,9 +9,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // TestReconcilerLeavesItsOwnRunningJobs: a job whose heartbeat lags past
@@ -22,7 +22,7 @@ import (
 // from the start, over and over. Another server still takes it over.
 func TestReconcilerLeavesItsOwnRunningJobs(t *testing.T) {
 	forEach(t, testOwnJobs)
-	// A backend that writes item by item (storage.Capabilities.PerItemAtomic, as
+	// A backend that writes item by item (backend.Capabilities.PerItemAtomic, as
 	// MongoDB and Cassandra): the restore loads with WriteItem, never a
 	// multi-item TransactWrite, and the stale owner is fenced all the same.
 	t.Run("sqlite-per-item", func(t *testing.T) {
@@ -38,33 +38,33 @@ func TestReconcilerLeavesItsOwnRunningJobs(t *testing.T) {
 }
 
 // perItemBackend is SQLite declaring per-item atomicity
-// (storage.Capabilities.PerItemAtomic), counting TransactWrite calls and
+// (backend.Capabilities.PerItemAtomic), counting TransactWrite calls and
 // WriteItems refused by the table version fence.
 type perItemBackend struct {
 	*sqlite.Backend
 	transacts, fenced atomic.Int64
 }
 
-func (p *perItemBackend) Capabilities() storage.Capabilities {
+func (p *perItemBackend) Capabilities() backend.Capabilities {
 	caps := p.Backend.Capabilities()
 	caps.PerItemAtomic = true
 	return caps
 }
 
-func (p *perItemBackend) TransactWrite(ctx context.Context, tp storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (p *perItemBackend) TransactWrite(ctx context.Context, tp backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	p.transacts.Add(1)
 	return p.Backend.TransactWrite(ctx, tp)
 }
 
-func (p *perItemBackend) WriteItem(ctx context.Context, wp storage.WriteItemParams) (*storage.WriteItemResult, error) {
+func (p *perItemBackend) WriteItem(ctx context.Context, wp backend.WriteItemParams) (*backend.WriteItemResult, error) {
 	r, err := p.Backend.WriteItem(ctx, wp)
-	if storage.IsKind(err, storage.KindTableVersion) {
+	if backend.IsKind(err, backend.KindTableVersion) {
 		p.fenced.Add(1)
 	}
 	return r, err
 }
 
-func testOwnJobs(t *testing.T, b storage.Backend) {
+func testOwnJobs(t *testing.T, b backend.Backend) {
 	{
 		// Several batches, bulk (500, ADR 0032) or not (100): the stale
 		// owner still has batches to write after the takeover.
@@ -120,11 +120,11 @@ func testOwnJobs(t *testing.T, b storage.Backend) {
 		if err := m.Reconcile(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := m.GetBackup(t.Context(), rec.ARN); got.Status != storage.BackupCreating || got.Generation != 1 {
+		if got, _ := m.GetBackup(t.Context(), rec.ARN); got.Status != backend.BackupCreating || got.Generation != 1 {
 			t.Fatalf("the server took its own running backup over: %+v", got)
 		}
 		open(PointMidData)
-		bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+		bk := *waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 
 		if err := restoreInto(t.Context(), m, b, bk, "dst"); err != nil {
 			t.Fatal(err)
@@ -137,7 +137,7 @@ func testOwnJobs(t *testing.T, b storage.Backend) {
 		if n := counter(t, m, "resumed_restore"); n != 0 {
 			t.Fatalf("the server took its own running restore over (%v times)", n)
 		}
-		rows, err := m.rcat.ListRestores(t.Context(), []string{storage.RestoreRunning})
+		rows, err := m.rcat.ListRestores(t.Context(), []string{backend.RestoreRunning})
 		if err != nil || len(rows) != 1 || rows[0].Generation != 1 || rows[0].Owner != m.Owner() {
 			t.Fatalf("restore job after the reconciler: %+v, %v", rows, err)
 		}
@@ -161,7 +161,7 @@ func testOwnJobs(t *testing.T, b storage.Backend) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		res, err := b.Scan(t.Context(), storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
+		res, err := b.Scan(t.Context(), backend.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,9 +197,9 @@ func finished(t *testing.T, m *Manager, result string) float64 {
 	return v
 }
 
-func mustTable(t *testing.T, b storage.Backend, name string) *storage.Table {
+func mustTable(t *testing.T, b backend.Backend, name string) *backend.Table {
 	t.Helper()
-	res, err := b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: name})
+	res, err := b.GetTable(t.Context(), backend.GetTableParams{Account: account, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}

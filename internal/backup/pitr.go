@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Shipping of point-in-time recovery history (docs/backup-design.md
@@ -30,7 +30,7 @@ import (
 // PITRTable is a table with point-in-time recovery on, as shipping needs
 // it; the server builds it from the engine's description.
 type PITRTable struct {
-	Ref      storage.TableRef
+	Ref      backend.TableRef
 	TableID  string // the DynamoDB TableId (unique across catalogs)
 	TableArn string
 	Days     int64
@@ -95,7 +95,7 @@ const (
 type Shipper struct {
 	m   *Manager
 	src PITRSource
-	cl  storage.ChangeLog
+	cl  backend.ChangeLog
 	cfg PITRConfig
 
 	mu     sync.Mutex
@@ -249,7 +249,7 @@ func (s *Shipper) ShipOnce(ctx context.Context) {
 		live[t.Ref.ID] = true
 		st := s.state(t)
 		if err := s.ship(ctx, st); err != nil && ctx.Err() == nil {
-			if storage.IsKind(err, storage.KindTableNotFound) {
+			if backend.IsKind(err, backend.KindTableNotFound) {
 				s.listed = time.Time{}
 				continue
 			}
@@ -306,7 +306,7 @@ func (s *Shipper) ship(ctx context.Context, st *shipState) error {
 	}
 	for {
 		started := time.Now()
-		res, err := s.cl.ReadLog(ctx, storage.ReadLogParams{Table: st.table.Ref, After: st.last, Limit: 10000, MaxBytes: s.cfg.SegmentMaxBytes})
+		res, err := s.cl.ReadLog(ctx, backend.ReadLogParams{Table: st.table.Ref, After: st.last, Limit: 10000, MaxBytes: s.cfg.SegmentMaxBytes})
 		if err != nil {
 			return err
 		}
@@ -356,7 +356,7 @@ func (s *Shipper) refreshBases(ctx context.Context, st *shipState) error {
 }
 
 // publish writes one segment of recs after the cursor.
-func (s *Shipper) publish(ctx context.Context, st *shipState, recs []storage.LogRecord) error {
+func (s *Shipper) publish(ctx context.Context, st *shipState, recs []backend.LogRecord) error {
 	lines := make([]format.PITRRecord, len(recs))
 	size := 0
 	for i, r := range recs {
@@ -374,7 +374,7 @@ func (s *Shipper) publish(ctx context.Context, st *shipState, recs []storage.Log
 	}
 	key := format.SegmentKey(st.prefix, recs[0].Seq)
 	if err := s.m.st.PutIfAbsent(ctx, key, bytes.NewReader(seg.Data)); err != nil {
-		if errors.Is(err, store.ErrExists) {
+		if errors.Is(err, blobstore.ErrExists) {
 			// Another server shipped these records: take its history.
 			st.loaded = false
 			return s.load(ctx, st)
@@ -400,7 +400,7 @@ func (s *Shipper) publish(ctx context.Context, st *shipState, recs []storage.Log
 func (s *Shipper) putSidecar(ctx context.Context, key string, side format.SegmentSidecar) error {
 	b := side.Encode()
 	err := s.m.st.PutIfAbsent(ctx, format.SegmentSidecarKey(key), bytes.NewReader(b))
-	if errors.Is(err, store.ErrExists) {
+	if errors.Is(err, blobstore.ErrExists) {
 		got, gerr := s.getSmall(ctx, format.SegmentSidecarKey(key))
 		if gerr != nil {
 			return gerr
@@ -432,7 +432,7 @@ func (s *Shipper) load(ctx context.Context, st *shipState) error {
 		return err
 	}
 	objs, err := s.m.st.List(ctx, format.SegmentsPrefix(st.prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return err
 	}
 	var firsts []int64
@@ -528,10 +528,10 @@ func (s *Shipper) head(ctx context.Context, st *shipState) (*pitrHead, error) {
 		}
 		return &h, nil
 	}
-	if !errors.Is(err, store.ErrNotFound) {
+	if !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, err
 	}
-	info, err := s.cl.LogInfo(ctx, storage.LogInfoParams{Table: st.table.Ref})
+	info, err := s.cl.LogInfo(ctx, backend.LogInfoParams{Table: st.table.Ref})
 	if err != nil {
 		return nil, err
 	}
@@ -543,7 +543,7 @@ func (s *Shipper) head(ctx context.Context, st *shipState) (*pitrHead, error) {
 		return nil, err
 	}
 	if err := s.m.st.PutIfAbsent(ctx, key, bytes.NewReader(hb)); err != nil {
-		if errors.Is(err, store.ErrExists) {
+		if errors.Is(err, blobstore.ErrExists) {
 			return s.head(ctx, st)
 		}
 		return nil, err
@@ -556,9 +556,9 @@ func (s *Shipper) listBases(ctx context.Context, prefix string) ([]format.PITRBa
 	return listBases(ctx, s.m.st, prefix)
 }
 
-func listBases(ctx context.Context, st store.Store, prefix string) ([]format.PITRBase, error) {
+func listBases(ctx context.Context, st blobstore.Store, prefix string) ([]format.PITRBase, error) {
 	objs, err := st.List(ctx, format.BasesPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, err
 	}
 	var out []format.PITRBase
@@ -585,7 +585,7 @@ func listBases(ctx context.Context, st store.Store, prefix string) ([]format.PIT
 // exist.
 func (s *Shipper) takeBase(ctx context.Context, st *shipState) error {
 	t := st.table
-	info, err := s.cl.LogInfo(ctx, storage.LogInfoParams{Table: t.Ref})
+	info, err := s.cl.LogInfo(ctx, backend.LogInfoParams{Table: t.Ref})
 	if err != nil {
 		return err
 	}
@@ -594,13 +594,13 @@ func (s *Shipper) takeBase(ctx context.Context, st *shipState) error {
 		return err
 	}
 	defer release()
-	snap, err := s.m.snaps.OpenTableSnapshot(ctx, storage.OpenSnapshotParams{Account: t.Ref.Account, Name: t.Ref.Name})
+	snap, err := s.m.snaps.OpenTableSnapshot(ctx, backend.OpenSnapshotParams{Account: t.Ref.Account, Name: t.Ref.Name})
 	if err != nil {
 		return err
 	}
 	defer snap.Items.Close()
 	if snap.Table.ID != t.Ref.ID {
-		return storage.Errorf(storage.KindTableNotFound, "pitr: table %s was replaced", t.Ref.Name)
+		return backend.Errorf(backend.KindTableNotFound, "pitr: table %s was replaced", t.Ref.Name)
 	}
 	at := snap.At.UTC().Truncate(time.Millisecond)
 	id, err := format.MintBackupID(at, nil)
@@ -612,7 +612,7 @@ func (s *Shipper) takeBase(ctx context.Context, st *shipState) error {
 	if err != nil {
 		return err
 	}
-	rec := storage.BackupRecord{ARN: arn.String(), Account: t.Ref.Account, TableName: t.Ref.Name, BackupID: id,
+	rec := backend.BackupRecord{ARN: arn.String(), Account: t.Ref.Account, TableName: t.Ref.Name, BackupID: id,
 		Name: "pitr-base", Type: "SYSTEM", Prefix: format.BasesPrefix(st.prefix) + "/" + id}
 	if _, err := s.m.writeBackup(ctx, snap, rec, arn, desc, nil); err != nil {
 		return err
@@ -664,7 +664,7 @@ func (s *Shipper) setLag(st *shipState) {
 
 // Window answers a table's restorable window as this server shipped or
 // loaded it (zero while this server has not shipped it yet).
-func (s *Shipper) Window(ref storage.TableRef, days int64) (earliest, latest, shipped time.Time) {
+func (s *Shipper) Window(ref backend.TableRef, days int64) (earliest, latest, shipped time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.tables[ref.ID]
@@ -705,15 +705,15 @@ func (s *Shipper) LastSegment(prefix string) int64 {
 // hash; after pruning, the hash its prune mark names), so a missing,
 // reordered, replaced or damaged segment fails,
 // naming the object. fn receives each segment's records in Seq order.
-func ReadHistory(ctx context.Context, st store.Store, prefix string, fn func([]format.PITRRecord) error) error {
+func ReadHistory(ctx context.Context, st blobstore.Store, prefix string, fn func([]format.PITRRecord) error) error {
 	_, err := readHistory(ctx, st, prefix, -1, fn)
 	return err
 }
 
-func readObject(ctx context.Context, st store.Store, key string) ([]byte, error) {
+func readObject(ctx context.Context, st blobstore.Store, key string) ([]byte, error) {
 	r, err := st.Get(ctx, key)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, blobstore.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %s: missing", format.ErrSegment, key)
 		}
 		return nil, err

@@ -11,8 +11,8 @@ import (
 
 	"time"
 
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // zeroPrev is the chain's previous-sidecar hash of a history's first
@@ -23,9 +23,9 @@ var zeroPrev = strings.Repeat("0", 64)
 // reconciler writes a mark before it deletes anything below it, and
 // marks only move forward (each is a new object, named by the first
 // segment it keeps), so the newest names where the history starts.
-func pruneMark(ctx context.Context, st store.Store, prefix string) (*format.PITRPruned, string, error) {
+func pruneMark(ctx context.Context, st blobstore.Store, prefix string) (*format.PITRPruned, string, error) {
 	objs, err := st.List(ctx, format.PrunedPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, "", err
 	}
 	best, key := int64(-1), ""
@@ -56,13 +56,13 @@ func pruneMark(ctx context.Context, st store.Store, prefix string) (*format.PITR
 // left out); zero, none; above zero, every segment up to the one named
 // by it, which must be there with its sidecar unless fn stops earlier.
 // It answers the prune mark the read started from.
-func readHistory(ctx context.Context, st store.Store, prefix string, tail int64, fn func([]format.PITRRecord) error) (*format.PITRPruned, error) {
+func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail int64, fn func([]format.PITRRecord) error) (*format.PITRPruned, error) {
 	mark, markKey, err := pruneMark(ctx, st, prefix)
 	if err != nil {
 		return nil, err
 	}
 	objs, err := st.List(ctx, format.SegmentsPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, err
 	}
 	var firsts []int64
@@ -165,7 +165,7 @@ type pitrPin struct {
 
 // pinPITR picks a restore's base (the newest at or before at) and its
 // tail (the newest segment with its sidecar).
-func pinPITR(ctx context.Context, st store.Store, prefix string, at time.Time) (pitrPin, error) {
+func pinPITR(ctx context.Context, st blobstore.Store, prefix string, at time.Time) (pitrPin, error) {
 	bases, err := listBases(ctx, st, prefix)
 	if err != nil {
 		return pitrPin{}, err
@@ -185,7 +185,7 @@ func pinPITR(ctx context.Context, st store.Store, prefix string, at time.Time) (
 		return pitrPin{}, fmt.Errorf("%w: no base of %s at or before %s", ErrRestoreTime, prefix, strconv.FormatInt(at.UnixMilli(), 10))
 	}
 	objs, err := st.List(ctx, format.SegmentsPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return pitrPin{}, err
 	}
 	segs, sides := map[int64]bool{}, map[int64]bool{}

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Pruning of point-in-time recovery histories (a reconciler duty): what
@@ -56,8 +56,8 @@ type PruneResult struct {
 }
 
 // histories walks the store for the heads of every history.
-func histories(ctx context.Context, st store.Store, fn func(prefix string) error) error {
-	return st.Walk(ctx, "", func(o store.ObjectInfo) error {
+func histories(ctx context.Context, st blobstore.Store, fn func(prefix string) error) error {
+	return st.Walk(ctx, "", func(o blobstore.ObjectInfo) error {
 		parts := strings.Split(o.Key, "/")
 		if len(parts) == 5 && parts[2] == format.PITRDir && parts[4] == "pitr.json" {
 			return fn(strings.TrimSuffix(o.Key, "/pitr.json"))
@@ -141,7 +141,7 @@ func (m *Manager) restoringHistories(ctx context.Context) (map[string]bool, erro
 		m.mu.Unlock()
 		return out, nil
 	}
-	rows, err := m.rcat.ListRestores(ctx, []string{storage.RestoreRunning})
+	rows, err := m.rcat.ListRestores(ctx, []string{backend.RestoreRunning})
 	if err != nil {
 		return nil, err
 	}
@@ -155,9 +155,9 @@ func (m *Manager) restoringHistories(ctx context.Context) (map[string]bool, erro
 
 // segmentObjects lists a history's segments by first Seq: whether each
 // has its segment and its sidecar.
-func segmentObjects(ctx context.Context, st store.Store, prefix string) (firsts []int64, segs, sides map[int64]bool, err error) {
+func segmentObjects(ctx context.Context, st blobstore.Store, prefix string) (firsts []int64, segs, sides map[int64]bool, err error) {
 	objs, err := st.List(ctx, format.SegmentsPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, nil, nil, err
 	}
 	segs, sides = map[int64]bool{}, map[int64]bool{}
@@ -179,7 +179,7 @@ func segmentObjects(ctx context.Context, st store.Store, prefix string) (firsts 
 	return firsts, segs, sides, nil
 }
 
-func readSidecar(ctx context.Context, st store.Store, prefix string, first int64) (format.SegmentSidecar, error) {
+func readSidecar(ctx context.Context, st blobstore.Store, prefix string, first int64) (format.SegmentSidecar, error) {
 	key := format.SegmentSidecarKey(format.SegmentKey(prefix, first))
 	b, err := readObject(ctx, st, key)
 	if err != nil {
@@ -241,7 +241,7 @@ type datedBase struct {
 }
 
 // datedBases lists a history's bases, oldest first.
-func datedBases(ctx context.Context, st store.Store, prefix string) ([]datedBase, error) {
+func datedBases(ctx context.Context, st blobstore.Store, prefix string) ([]datedBase, error) {
 	bases, err := listBases(ctx, st, prefix)
 	if err != nil {
 		return nil, err
@@ -265,7 +265,7 @@ type segmentObjectSet struct {
 	segs, sides map[int64]bool
 }
 
-func listSegmentObjects(ctx context.Context, st store.Store, prefix string) (segmentObjectSet, error) {
+func listSegmentObjects(ctx context.Context, st blobstore.Store, prefix string) (segmentObjectSet, error) {
 	firsts, segs, sides, err := segmentObjects(ctx, st, prefix)
 	return segmentObjectSet{firsts, segs, sides}, err
 }
@@ -329,7 +329,7 @@ func (m *Manager) pruneBases(ctx context.Context, prefix string, bs []datedBase,
 		res.Bases++
 	}
 	objs, err := st.List(ctx, format.BasesPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return err
 	}
 	known := map[string]bool{}
@@ -391,7 +391,7 @@ func (m *Manager) pruneSegments(ctx context.Context, prefix string, kept datedBa
 		return nil
 	}
 	marks, err := st.List(ctx, format.PrunedPrefix(prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return err
 	}
 	for _, o := range marks {
@@ -411,7 +411,7 @@ func (m *Manager) pruneSegments(ctx context.Context, prefix string, kept datedBa
 // segment when a new mark is due (nil when not); wait is true when that
 // segment is not whole yet (a gap, or one being published): the next
 // pass prunes.
-func segmentsToDrop(ctx context.Context, st store.Store, prefix string, kept datedBase, segs segmentObjectSet, mark *format.PITRPruned) (drop []int64, next *format.SegmentSidecar, wait bool, err error) {
+func segmentsToDrop(ctx context.Context, st blobstore.Store, prefix string, kept datedBase, segs segmentObjectSet, mark *format.PITRPruned) (drop []int64, next *format.SegmentSidecar, wait bool, err error) {
 	newest := int64(-1)
 	for _, f := range segs.firsts {
 		if segs.whole(f) {
@@ -513,7 +513,7 @@ func (m *Manager) writePruneMark(ctx context.Context, prefix string, drop []int6
 	if err != nil {
 		return nil, err
 	}
-	if err := st.PutIfAbsent(ctx, format.PrunedKey(prefix, nm.First), bytes.NewReader(b)); err != nil && !errors.Is(err, store.ErrExists) {
+	if err := st.PutIfAbsent(ctx, format.PrunedKey(prefix, nm.First), bytes.NewReader(b)); err != nil && !errors.Is(err, blobstore.ErrExists) {
 		return nil, err
 	}
 	m.hook(PointPITRPruneMarked)

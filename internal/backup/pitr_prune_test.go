@@ -11,22 +11,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // pruneFixture is a history with three bases (B1 before any record, B2
 // after the first 60 records, B3 after 90) and its segments, a
 // recovery period of one day, and a clock the test moves.
 type pruneFixture struct {
-	b       storage.Backend
-	st      store.Store
+	b       backend.Backend
+	st      blobstore.Store
 	clock   *atomic.Int64
 	src     *testPITR
-	ref     storage.TableRef
+	ref     backend.TableRef
 	prefix  string
 	m       *Manager
 	s       *Shipper
@@ -43,7 +43,7 @@ func (f *pruneFixture) now() time.Time {
 }
 
 // newServer is another server on the fixture's database and store.
-func (f *pruneFixture) newServer(t *testing.T, b storage.Backend, hook func(string)) (*Manager, *Shipper) {
+func (f *pruneFixture) newServer(t *testing.T, b backend.Backend, hook func(string)) (*Manager, *Shipper) {
 	t.Helper()
 	m := newManager(t, b, f.st, func(c *Config) {
 		c.Now = f.now
@@ -58,7 +58,7 @@ func (f *pruneFixture) newServer(t *testing.T, b storage.Backend, hook func(stri
 	return m, s
 }
 
-func newPruneFixture(t *testing.T, b storage.Backend, name string, hook func(string)) *pruneFixture {
+func newPruneFixture(t *testing.T, b backend.Backend, name string, hook func(string)) *pruneFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &pruneFixture{b: b, st: memstore.New(), clock: &atomic.Int64{}}
@@ -96,7 +96,7 @@ func newPruneFixture(t *testing.T, b storage.Backend, name string, hook func(str
 func (f *pruneFixture) keys(t *testing.T) []string {
 	t.Helper()
 	objs, err := f.st.List(context.Background(), f.prefix)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatal(err)
 	}
 	var out []string
@@ -150,7 +150,7 @@ func hasKey(keys []string, sub string) bool {
 // on after it; a second pass deletes nothing; nothing is pruned while
 // the window still holds everything.
 func TestPITRPrune(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		f := newPruneFixture(t, b, "prune1", nil)
 		before := f.keys(t)
@@ -198,7 +198,7 @@ func TestPITRPrune(t *testing.T) {
 		}
 		// A restore job of the pruned history.
 		row := (&pitrFixture{b: b, st: f.st, m: f.m, s: f.s, prefix: f.prefix}).restore(t, time.Now(), "dst")
-		if row.Status != storage.RestoreDone {
+		if row.Status != backend.RestoreDone {
 			t.Fatalf("restore after pruning: %s %q", row.Status, row.Message)
 		}
 	})
@@ -209,7 +209,7 @@ func TestPITRPrune(t *testing.T) {
 // restorable, and the next pass finishes it; two servers pruning at
 // once leave the same history.
 func TestPITRPruneCrashAndRace(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ref := newPruneFixture(t, b, "prune0", nil)
 		ref.pruneAt()
 		if _, err := ref.s.Prune(context.Background()); err != nil {
@@ -282,16 +282,16 @@ func TestPITRPruneEndedHistory(t *testing.T) {
 	f.restorable(t)
 	f.clock.Store(last.Add(24*time.Hour + pruneGrace + time.Minute).UnixNano())
 	// A restore job running from it: left alone.
-	job, err := f.m.rcat.InsertRestore(ctx, storage.RestoreRecord{ID: "acct/dst/x", Account: account, TableName: "dst",
-		BackupARN: PITRJobKey(f.prefix, last, f.bases[2].BackupID, 0), Status: storage.RestoreRunning, Owner: "other", Generation: 1})
+	job, err := f.m.rcat.InsertRestore(ctx, backend.RestoreRecord{ID: "acct/dst/x", Account: account, TableName: "dst",
+		BackupARN: PITRJobKey(f.prefix, last, f.bases[2].BackupID, 0), Status: backend.RestoreRunning, Owner: "other", Generation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res, err := f.s.Prune(ctx); err != nil || res != (PruneResult{}) || len(f.keys(t)) == 0 {
 		t.Fatalf("while a restore reads it: %+v, %v", res, err)
 	}
-	if _, err := f.m.rcat.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
-		Status: storage.RestoreRunning, NewStatus: storage.RestoreDone}); err != nil {
+	if _, err := f.m.rcat.UpdateRestore(ctx, backend.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+		Status: backend.RestoreRunning, NewStatus: backend.RestoreDone}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := f.s.Prune(ctx)
@@ -315,7 +315,7 @@ func TestPITRPruneEndedHistory(t *testing.T) {
 func TestPITRRestoreAfterTheDatabaseIsLost(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.NewFS(dir + "/store")
+	st, err := blobstore.NewFS(dir + "/store")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,10 +376,10 @@ func TestPITRRestoreAfterTheDatabaseIsLost(t *testing.T) {
 		items   int
 		k0, k49 string
 	}{{"latest", h.Latest, 49, "two", "absent"}, {"mid", mid, 50, "one", "one"}} {
-		if row := f.restore(t, c.at, "copy-"+c.name); row.Status != storage.RestoreDone {
+		if row := f.restore(t, c.at, "copy-"+c.name); row.Status != backend.RestoreDone {
 			t.Fatalf("%s: %s %q", c.name, row.Status, row.Message)
 		}
-		res, err := b2.Scan(ctx, storage.ScanParams{Table: mustTable(t, b2, "copy-"+c.name).Ref(), Limit: 1000})
+		res, err := b2.Scan(ctx, backend.ScanParams{Table: mustTable(t, b2, "copy-"+c.name).Ref(), Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

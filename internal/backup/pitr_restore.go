@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // ErrRestoreTime: no state of the history can be restored at the asked
@@ -70,7 +70,7 @@ func (s mappedSource) Size(ctx context.Context, key string) (int64, error) {
 // PlanPITRRestore picks the newest base taken at or before at and the
 // newest segment of the history (pinPITR), then plans the restore from
 // them (planPITR).
-func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+func PlanPITRRestore(ctx context.Context, st blobstore.Store, prefix string, at time.Time) (*PITRPlan, error) {
 	pin, err := pinPITR(ctx, st, prefix, at)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func PlanPITRRestore(ctx context.Context, st store.Store, prefix string, at time
 // (format.Backup.Items) and, failing, removes what it wrote, and its
 // manifest-summary.json is written last, so a damaged base leaves no
 // export that looks whole. The base is read once instead of twice.
-func planPITRExport(ctx context.Context, st store.Store, prefix string, at time.Time) (*PITRPlan, error) {
+func planPITRExport(ctx context.Context, st blobstore.Store, prefix string, at time.Time) (*PITRPlan, error) {
 	pin, err := pinPITR(ctx, st, prefix, at)
 	if err != nil {
 		return nil, err
@@ -101,11 +101,11 @@ func planPITRExport(ctx context.Context, st store.Store, prefix string, at time.
 // naming its key in the store. The log is cut at the records with a
 // write time at or before at, shortened so that every transaction in it
 // is whole.
-func planPITR(ctx context.Context, st store.Store, prefix string, at time.Time, pin pitrPin) (*PITRPlan, error) {
+func planPITR(ctx context.Context, st blobstore.Store, prefix string, at time.Time, pin pitrPin) (*PITRPlan, error) {
 	return planPITRVerify(ctx, st, prefix, at, pin, true)
 }
 
-func planPITRVerify(ctx context.Context, st store.Store, prefix string, at time.Time, pin pitrPin, verifyBase bool) (*PITRPlan, error) {
+func planPITRVerify(ctx context.Context, st blobstore.Store, prefix string, at time.Time, pin pitrPin, verifyBase bool) (*PITRPlan, error) {
 	hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
 	if err != nil {
 		return nil, err
@@ -267,7 +267,7 @@ func parsePITRJob(key string) (prefix string, at time.Time, pin *pitrPin, ok boo
 }
 
 // planJob plans the restore a job key names.
-func planJob(ctx context.Context, st store.Store, key string) (*PITRPlan, error) {
+func planJob(ctx context.Context, st blobstore.Store, key string) (*PITRPlan, error) {
 	prefix, at, pin, ok := parsePITRJob(key)
 	if !ok {
 		return nil, fmt.Errorf("restore: %q is not a point-in-time restore job", key)
@@ -281,13 +281,13 @@ func planJob(ctx context.Context, st store.Store, key string) (*PITRPlan, error)
 // pitrJobRecord is the backup record a point-in-time restore job runs
 // under (RestoreTable, reconcileRestores): its ARN is the job key, its
 // prefix the history's.
-func pitrJobRecord(key string) (storage.BackupRecord, bool) {
+func pitrJobRecord(key string) (backend.BackupRecord, bool) {
 	prefix, at, _, ok := parsePITRJob(key)
 	if !ok {
-		return storage.BackupRecord{}, false
+		return backend.BackupRecord{}, false
 	}
-	return storage.BackupRecord{ARN: key, BackupID: "pitr-" + strconv.FormatInt(at.UnixMilli(), 10), Prefix: prefix,
-		Status: storage.BackupAvailable}, true
+	return backend.BackupRecord{ARN: key, BackupID: "pitr-" + strconv.FormatInt(at.UnixMilli(), 10), Prefix: prefix,
+		Status: backend.BackupAvailable}, true
 }
 
 // RestorePITR starts restoring the history under prefix, as it was at
@@ -298,7 +298,7 @@ func pitrJobRecord(key string) (storage.BackupRecord, bool) {
 // first, into the job key, which create receives and the target's
 // description must keep (Restorer.IsRestoreTarget).
 func (m *Manager) RestorePITR(ctx context.Context, prefix string, at time.Time, account, name string,
-	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	create func(ctx context.Context, job string) (*backend.Table, error)) error {
 	return m.RestorePITRUpTo(ctx, prefix, at, 0, account, name, create)
 }
 
@@ -308,18 +308,18 @@ func (m *Manager) RestorePITR(ctx context.Context, prefix string, at time.Time, 
 // newest segments are gone from the store rather than restoring without
 // them.
 func (m *Manager) RestorePITRUpTo(ctx context.Context, prefix string, at time.Time, shipped int64, account, name string,
-	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	create func(ctx context.Context, job string) (*backend.Table, error)) error {
 	if err := m.Healthy(ctx); err != nil {
 		return unavailable(err)
 	}
 	pin, err := pinPITR(ctx, m.st, prefix, at)
 	if err != nil {
-		return storage.Errorf(storage.KindUnavailable, "point-in-time recovery: reading the history in the backup store: %v", err)
+		return backend.Errorf(backend.KindUnavailable, "point-in-time recovery: reading the history in the backup store: %v", err)
 	}
 	pin.Tail = max(pin.Tail, shipped)
 	key := PITRJobKey(prefix, at, pin.Base, pin.Tail)
 	b, _ := pitrJobRecord(key)
-	return m.RestoreTable(ctx, b, account, name, func(ctx context.Context) (*storage.Table, error) { return create(ctx, key) })
+	return m.RestoreTable(ctx, b, account, name, func(ctx context.Context) (*backend.Table, error) { return create(ctx, key) })
 }
 
 // replayKey identifies an item of the target by its storage keys.
@@ -334,18 +334,18 @@ type replayKey struct{ pk, sk string }
 // reaches (a record means "the item is now NewImage", or absent).
 type replayed struct {
 	keys  map[replayKey]bool
-	puts  []storage.BulkItem
+	puts  []backend.BulkItem
 	sizes []int64
 }
 
 // replayRecords folds a plan's records (in Seq order) into their final
 // state per key, with the target's item loader.
-func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []byte, ch storage.Change, err error)) (*replayed, error) {
+func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []byte, ch backend.Change, err error)) (*replayed, error) {
 	type last struct {
 		item []byte
 		pk   []byte
 		sk   []byte
-		ch   storage.Change
+		ch   backend.Change
 	}
 	final := map[replayKey]*last{}
 	var order []replayKey
@@ -376,7 +376,7 @@ func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []by
 	for _, k := range order {
 		out.keys[k] = true
 		if l := final[k]; l.item != nil {
-			out.puts = append(out.puts, storage.BulkItem{PK: l.pk, SK: l.sk, Change: l.ch})
+			out.puts = append(out.puts, backend.BulkItem{PK: l.pk, SK: l.sk, Change: l.ch})
 			out.sizes = append(out.sizes, int64(len(format.LinePrefix)+len(l.item)+len(format.LineSuffix)))
 		}
 	}
@@ -401,7 +401,7 @@ type StoreHistory struct {
 func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*StoreHistory, error) {
 	parent := format.PITRPrefix(account, name, "")
 	objs, err := m.st.List(ctx, strings.TrimSuffix(parent, "/"))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, err
 	}
 	var best *StoreHistory
@@ -441,7 +441,7 @@ func (m *Manager) FindHistory(ctx context.Context, account, name, arn string) (*
 // the later of its oldest base and now minus its recovery period, to the
 // later of its last sidecar's last record and its newest base (both
 // zero while it has no base).
-func historyWindow(ctx context.Context, st store.Store, best *StoreHistory, now time.Time) error {
+func historyWindow(ctx context.Context, st blobstore.Store, best *StoreHistory, now time.Time) error {
 	bases, err := listBases(ctx, st, best.Prefix)
 	if err != nil {
 		return err
@@ -463,7 +463,7 @@ func historyWindow(ctx context.Context, st store.Store, best *StoreHistory, now 
 		return nil
 	}
 	segs, err := st.List(ctx, format.SegmentsPrefix(best.Prefix))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return err
 	}
 	top := int64(-1)
@@ -502,7 +502,7 @@ func historyWindow(ctx context.Context, st store.Store, best *StoreHistory, now 
 // can restore with RestoreTableToPointInTime by the table's ARN, although
 // its catalog does not hold the table (a history no longer shipped keeps
 // its window until the reconciler prunes it).
-func ListHistories(ctx context.Context, st store.Store) ([]StoreHistory, error) {
+func ListHistories(ctx context.Context, st blobstore.Store) ([]StoreHistory, error) {
 	var out []StoreHistory
 	err := histories(ctx, st, func(prefix string) error {
 		hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))

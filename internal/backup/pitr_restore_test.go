@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // keysOf is the canonical keys JSON of a test item.
@@ -29,18 +29,18 @@ func keysOf(t *testing.T, raw []byte) string {
 // logWrite writes item i (v, or a delete when v is "") with a record as
 // the engine would log it, in transaction txn of count records when txn
 // is set.
-func logWrite(t *testing.T, b storage.Backend, ref storage.TableRef, i int, v, txn string, count int) {
+func logWrite(t *testing.T, b backend.Backend, ref backend.TableRef, i int, v, txn string, count int) {
 	t.Helper()
 	pk, sk, raw := item(i, v)
 	r := format.PITRRecord{Event: "MODIFY", Keys: json.RawMessage(keysOf(t, raw)), NewImage: raw, Txn: txn, TxnCount: count,
 		Time: format.PITRTime(time.Now())}
-	ch := storage.Change{Op: storage.Put, Item: raw}
+	ch := backend.Change{Op: backend.Put, Item: raw}
 	if v == "" {
-		r.Event, r.NewImage, ch = "REMOVE", nil, storage.Change{Op: storage.Delete}
+		r.Event, r.NewImage, ch = "REMOVE", nil, backend.Change{Op: backend.Delete}
 	}
 	ch.Log, _ = json.Marshal(r)
-	if _, err := b.WriteItem(context.Background(), storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
-		Fn: func([]byte) (storage.Change, error) { return ch, nil }}); err != nil {
+	if _, err := b.WriteItem(context.Background(), backend.WriteItemParams{Table: ref, PK: pk, SK: sk,
+		Fn: func([]byte) (backend.Change, error) { return ch, nil }}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -80,7 +80,7 @@ func value(t *testing.T, m map[string]string, i int) string {
 // straddle the instant is left out whole; a damaged base fails the plan
 // naming the object.
 func TestPITRPlanCutsAtTheInstant(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
 		ref := createTable(t, b, "plan1")
@@ -193,7 +193,7 @@ func TestCutWhole(t *testing.T) {
 // whole (and restored whole at a later instant), and the target flips
 // ACTIVE through the Restorer.
 func TestPITRRestoreReplays(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
 		ref := createTable(t, b, "replay1")
@@ -236,9 +236,9 @@ func TestPITRRestoreReplays(t *testing.T) {
 		}
 		for _, c := range cases {
 			var job string
-			err := m.RestorePITR(ctx, prefix, c.at, account, c.name, func(ctx context.Context, key string) (*storage.Table, error) {
+			err := m.RestorePITR(ctx, prefix, c.at, account, c.name, func(ctx context.Context, key string) (*backend.Table, error) {
 				job = key
-				res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: c.name, Desc: []byte(`{"restoring":true}`)})
+				res, err := b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: c.name, Desc: []byte(`{"restoring":true}`)})
 				if err != nil {
 					return nil, err
 				}
@@ -254,11 +254,11 @@ func TestPITRRestoreReplays(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			cur, err := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: c.name})
+			cur, err := b.GetTable(ctx, backend.GetTableParams{Account: account, Name: c.name})
 			if err != nil {
 				t.Fatalf("%s: the target is gone (the restore failed): %v", c.name, err)
 			}
-			res, err := b.Scan(ctx, storage.ScanParams{Table: cur.Table.Ref(), Limit: 1000})
+			res, err := b.Scan(ctx, backend.ScanParams{Table: cur.Table.Ref(), Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +347,7 @@ func TestFindHistoryFromTheStore(t *testing.T) {
 // which plans it again from the job key alone and finishes it; the
 // stale owner is fenced; the target holds the state at the instant.
 func TestPITRRestoreTakenOver(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
 		ref := createTable(t, b, "take1")
@@ -390,9 +390,9 @@ func TestPITRRestoreTakenOver(t *testing.T) {
 		s.ShipOnce(ctx)
 		prefix := format.PITRPrefix(account, "take1", pitrTable(ref).Incarnation())
 		var key string
-		if err := m.RestorePITR(ctx, prefix, at, account, "dst", func(ctx context.Context, k string) (*storage.Table, error) {
+		if err := m.RestorePITR(ctx, prefix, at, account, "dst", func(ctx context.Context, k string) (*backend.Table, error) {
 			key = k
-			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+			res, err := b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
 			if err != nil {
 				return nil, err
 			}
@@ -421,7 +421,7 @@ func TestPITRRestoreTakenOver(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		res, err := b.Scan(ctx, storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
+		res, err := b.Scan(ctx, backend.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}

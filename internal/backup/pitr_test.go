@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/faultstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/faultstore"
-	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // testPITR is the engine's side for these tests: the listed tables have
@@ -40,17 +40,17 @@ func (p *testPITR) PITRRecord(data []byte) (format.PITRRecord, error) {
 }
 
 // logPut writes item i with a change record naming it and v.
-func logPut(t *testing.T, b storage.Backend, ref storage.TableRef, i int, v string) {
+func logPut(t *testing.T, b backend.Backend, ref backend.TableRef, i int, v string) {
 	t.Helper()
 	pk, sk, raw := item(i, v)
 	rec, _ := json.Marshal(format.PITRRecord{Event: "INSERT", Keys: json.RawMessage(fmt.Sprintf(`{"i":{"N":"%d"}}`, i)), NewImage: raw})
-	if _, err := b.WriteItem(context.Background(), storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
-		Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: raw, Log: rec}, nil }}); err != nil {
+	if _, err := b.WriteItem(context.Background(), backend.WriteItemParams{Table: ref, PK: pk, SK: sk,
+		Fn: func([]byte) (backend.Change, error) { return backend.Change{Op: backend.Put, Item: raw, Log: rec}, nil }}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func pitrTable(ref storage.TableRef) PITRTable {
+func pitrTable(ref backend.TableRef) PITRTable {
 	return PITRTable{Ref: ref, TableID: fmt.Sprintf("tid-%d", ref.ID), TableArn: "arn:aws:dynamodb:us-east-1:" + account + ":table/" + ref.Name,
 		Days: 35, Since: time.UnixMilli(1_700_000_000_000), Description: json.RawMessage(`{}`)}
 }
@@ -65,7 +65,7 @@ func newShipper(t *testing.T, m *Manager, src PITRSource) *Shipper {
 }
 
 // shippedSeqs reads a history back through ReadHistory.
-func shippedSeqs(t *testing.T, st store.Store, prefix string) []int64 {
+func shippedSeqs(t *testing.T, st blobstore.Store, prefix string) []int64 {
 	t.Helper()
 	var seqs []int64
 	if err := ReadHistory(context.Background(), st, prefix, func(recs []format.PITRRecord) error {
@@ -79,10 +79,10 @@ func shippedSeqs(t *testing.T, st store.Store, prefix string) []int64 {
 	return seqs
 }
 
-func logSeqs(t *testing.T, b storage.Backend, ref storage.TableRef, after int64) []int64 {
+func logSeqs(t *testing.T, b backend.Backend, ref backend.TableRef, after int64) []int64 {
 	t.Helper()
 	cl := b.Capabilities().ChangeLog
-	res, err := cl.ReadLog(context.Background(), storage.ReadLogParams{Table: ref, After: after, Limit: 100000})
+	res, err := cl.ReadLog(context.Background(), backend.ReadLogParams{Table: ref, After: after, Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func logSeqs(t *testing.T, b storage.Backend, ref storage.TableRef, after int64)
 	return out
 }
 
-func headStart(t *testing.T, st store.Store, prefix string) int64 {
+func headStart(t *testing.T, st blobstore.Store, prefix string) int64 {
 	t.Helper()
 	b, err := readObject(context.Background(), st, format.PITRHeadKey(prefix))
 	if err != nil {
@@ -111,7 +111,7 @@ func headStart(t *testing.T, st store.Store, prefix string) int64 {
 // log after the history's start exactly once, in a verified chain, with a
 // base; the window covers the last write.
 func TestPITRShipsEachRecordOnce(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
 		ref := createTable(t, b, "ship1")
@@ -181,7 +181,7 @@ func TestPITRShipsEachRecordOnce(t *testing.T) {
 // segment is published and before its sidecar leaves a history that the
 // next shipper completes and continues, every record once.
 func TestPITRCrashBetweenSegmentAndSidecar(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
 		ref := createTable(t, b, "ship2")
@@ -282,7 +282,7 @@ func TestPITRHistoryDamage(t *testing.T) {
 		}
 		return st
 	}
-	segs := func(st store.Store) []string {
+	segs := func(st blobstore.Store) []string {
 		objs, _ := st.List(ctx, format.SegmentsPrefix(prefix))
 		var out []string
 		for _, o := range objs {
@@ -292,7 +292,7 @@ func TestPITRHistoryDamage(t *testing.T) {
 		}
 		return out
 	}
-	check := func(st store.Store, name string) {
+	check := func(st blobstore.Store, name string) {
 		t.Helper()
 		err := ReadHistory(ctx, st, prefix, func([]format.PITRRecord) error { return nil })
 		if !errors.Is(err, format.ErrSegment) || !strings.Contains(err.Error(), name) {
@@ -355,7 +355,7 @@ func TestPITRLagGrowsBetweenRounds(t *testing.T) {
 // another once a second server shipping the same table has written one;
 // it finds that base in the store and ships on from it.
 func TestPITRBaseTakenOnce(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		fs := faultstore.New(memstore.New())
 		ref := createTable(t, b, "base1")

@@ -10,21 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/memstore"
 )
 
 // pitrFixture is a table with a shipped history in a directory store: a
 // base of 40 items, then 120 records in many segments.
 type pitrFixture struct {
-	b      storage.Backend
+	b      backend.Backend
 	root   string
-	st     store.Store
+	st     blobstore.Store
 	m      *Manager
 	s      *Shipper
-	ref    storage.TableRef
+	ref    backend.TableRef
 	prefix string
 	hooks  *hookLog
 }
@@ -47,14 +47,14 @@ func (h *hookLog) count(p string) int {
 	return h.hit[p]
 }
 
-func newPITRFixture(t *testing.T, b storage.Backend, name string) *pitrFixture {
+func newPITRFixture(t *testing.T, b backend.Backend, name string) *pitrFixture {
 	t.Helper()
 	ctx := context.Background()
 	root := t.TempDir()
 	if err := os.Chmod(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.NewFS(root)
+	st, err := blobstore.NewFS(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func (f *pitrFixture) path(key string) string { return filepath.Join(f.root, fil
 
 // restore runs a restore job to the instant at into dst and waits for it
 // to end; it answers the job's row.
-func (f *pitrFixture) restore(t *testing.T, at time.Time, dst string) storage.RestoreRecord {
+func (f *pitrFixture) restore(t *testing.T, at time.Time, dst string) backend.RestoreRecord {
 	t.Helper()
 	ctx := context.Background()
 	var job string
@@ -108,9 +108,9 @@ func (f *pitrFixture) restore(t *testing.T, at time.Time, dst string) storage.Re
 	if f.s != nil {
 		shipped = f.s.LastSegment(f.prefix)
 	}
-	if err := f.m.RestorePITRUpTo(ctx, f.prefix, at, shipped, account, dst, func(ctx context.Context, key string) (*storage.Table, error) {
+	if err := f.m.RestorePITRUpTo(ctx, f.prefix, at, shipped, account, dst, func(ctx context.Context, key string) (*backend.Table, error) {
 		job = key
-		res, err := f.b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: dst, Desc: []byte(`{"restoring":true}`)})
+		res, err := f.b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: dst, Desc: []byte(`{"restoring":true}`)})
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +123,7 @@ func (f *pitrFixture) restore(t *testing.T, at time.Time, dst string) storage.Re
 
 // waitJob waits for the restore job with key job into dst to end, and
 // for a failed job's target to be removed.
-func (f *pitrFixture) waitJob(t *testing.T, job, dst string) storage.RestoreRecord {
+func (f *pitrFixture) waitJob(t *testing.T, job, dst string) backend.RestoreRecord {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -132,11 +132,11 @@ func (f *pitrFixture) waitJob(t *testing.T, job, dst string) storage.RestoreReco
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			if r.BackupARN != job || r.TableName != dst || r.Status == storage.RestoreRunning {
+			if r.BackupARN != job || r.TableName != dst || r.Status == backend.RestoreRunning {
 				continue
 			}
-			_, gerr := f.b.GetTable(context.Background(), storage.GetTableParams{Account: account, Name: dst})
-			if r.Status != storage.RestoreFailed || storage.IsKind(gerr, storage.KindTableNotFound) {
+			_, gerr := f.b.GetTable(context.Background(), backend.GetTableParams{Account: account, Name: dst})
+			if r.Status != backend.RestoreFailed || backend.IsKind(gerr, backend.KindTableNotFound) {
 				return r
 			}
 		}
@@ -154,7 +154,7 @@ func (f *pitrFixture) waitJob(t *testing.T, job, dst string) storage.RestoreReco
 // FAILED with a message naming the object's key, its target removed;
 // the undamaged history restores.
 func TestPITRRestoreVerifiesBeforeWriting(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		f := newPITRFixture(t, b, "verify1")
 		at := time.Now()
 		segs := f.segments(t)
@@ -226,21 +226,21 @@ func TestPITRRestoreVerifiesBeforeWriting(t *testing.T) {
 			before := f.hooks.count(PointRestoreMidLoad)
 			row := f.restore(t, at, "dst-"+c.name)
 			repair()
-			if row.Status != storage.RestoreFailed || !strings.Contains(row.Message, c.named) {
+			if row.Status != backend.RestoreFailed || !strings.Contains(row.Message, c.named) {
 				t.Fatalf("%s: job %s %q, want FAILED naming %s", c.name, row.Status, row.Message, c.named)
 			}
 			if n := f.hooks.count(PointRestoreMidLoad); n != before {
 				t.Fatalf("%s: the job wrote items before failing", c.name)
 			}
-			if _, err := b.GetTable(context.Background(), storage.GetTableParams{Account: account, Name: "dst-" + c.name}); !storage.IsKind(err, storage.KindTableNotFound) {
+			if _, err := b.GetTable(context.Background(), backend.GetTableParams{Account: account, Name: "dst-" + c.name}); !backend.IsKind(err, backend.KindTableNotFound) {
 				t.Fatalf("%s: the target is still there: %v", c.name, err)
 			}
 		}
 		row := f.restore(t, at, "dst-ok")
-		if row.Status != storage.RestoreDone {
+		if row.Status != backend.RestoreDone {
 			t.Fatalf("the undamaged history: %s %q", row.Status, row.Message)
 		}
-		res, err := b.Scan(context.Background(), storage.ScanParams{Table: mustTable(t, b, "dst-ok").Ref(), Limit: 1000})
+		res, err := b.Scan(context.Background(), backend.ScanParams{Table: mustTable(t, b, "dst-ok").Ref(), Limit: 1000})
 		if err != nil || len(res.Rows) != 120 {
 			t.Fatalf("restored %d items (%v), want 120", len(res.Rows), err)
 		}
@@ -288,7 +288,7 @@ func TestPITRPlanNeedsItsPinnedObjects(t *testing.T) {
 // instant but shipped after the job started (which a plan made again
 // would include) and a newer base.
 func TestPITRTakeoverRestoresThePinnedPlan(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
 		ref := createTable(t, b, "pin1")
@@ -330,9 +330,9 @@ func TestPITRTakeoverRestoresThePinnedPlan(t *testing.T) {
 		s.ShipOnce(ctx)
 		prefix := format.PITRPrefix(account, "pin1", pitrTable(ref).Incarnation())
 		var key string
-		if err := m.RestorePITRUpTo(ctx, prefix, at, s.LastSegment(prefix), account, "dst", func(ctx context.Context, k string) (*storage.Table, error) {
+		if err := m.RestorePITRUpTo(ctx, prefix, at, s.LastSegment(prefix), account, "dst", func(ctx context.Context, k string) (*backend.Table, error) {
 			key = k
-			res, err := b.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
+			res, err := b.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: "dst", Desc: []byte(`{"restoring":true}`)})
 			if err != nil {
 				return nil, err
 			}
@@ -347,8 +347,8 @@ func TestPITRTakeoverRestoresThePinnedPlan(t *testing.T) {
 		pk, sk, raw := item(299, "late")
 		rec, _ := json.Marshal(format.PITRRecord{Event: "MODIFY", Keys: json.RawMessage(keysOf(t, raw)), NewImage: raw,
 			Time: format.PITRTime(at.Add(-10 * time.Millisecond))})
-		if _, err := b.WriteItem(ctx, storage.WriteItemParams{Table: ref, PK: pk, SK: sk,
-			Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: raw, Log: rec}, nil }}); err != nil {
+		if _, err := b.WriteItem(ctx, backend.WriteItemParams{Table: ref, PK: pk, SK: sk,
+			Fn: func([]byte) (backend.Change, error) { return backend.Change{Op: backend.Put, Item: raw, Log: rec}, nil }}); err != nil {
 			t.Fatal(err)
 		}
 		s.ShipOnce(ctx)
@@ -375,7 +375,7 @@ func TestPITRTakeoverRestoresThePinnedPlan(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		res, err := b.Scan(ctx, storage.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
+		res, err := b.Scan(ctx, backend.ScanParams{Table: mustTable(t, b, "dst").Ref(), Limit: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/backup/plan"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // Backup plans (docs/backup.md, "Backup plans"; ADR 0051): every tick,
@@ -64,7 +64,7 @@ type RunFailure struct {
 type PlansConfig struct {
 	Plans []*plan.Plan
 	// Jobs keeps the plan and run rows.
-	Jobs storage.JobCatalog
+	Jobs backend.JobCatalog
 	// Tables lists the table names of an account.
 	Tables func(ctx context.Context, account string) ([]string, error)
 	// Tick paces the runner (default 30 s); Concurrency bounds the
@@ -148,7 +148,7 @@ func (p *Plans) Tick(ctx context.Context) {
 
 func (p *Plans) tickPlan(ctx context.Context, pl *plan.Plan) error {
 	now := p.cfg.Now()
-	first, err := p.cfg.Jobs.InsertJob(ctx, storage.JobRecord{Kind: kindPlan, ID: pl.Name, Account: pl.Account,
+	first, err := p.cfg.Jobs.InsertJob(ctx, backend.JobRecord{Kind: kindPlan, ID: pl.Name, Account: pl.Account,
 		Status: "ACTIVE", CreatedAt: now, Payload: []byte("{}"), Owner: p.m.cfg.Owner})
 	if err != nil {
 		return err
@@ -158,7 +158,7 @@ func (p *Plans) tickPlan(ctx context.Context, pl *plan.Plan) error {
 		return nil
 	}
 	pay, _ := json.Marshal(RunPayload{Plan: pl.Name, Slot: slot, Started: now})
-	res, err := p.cfg.Jobs.InsertJob(ctx, storage.JobRecord{Kind: kindPlanRun, ID: pl.RunID(slot), Account: pl.Account,
+	res, err := p.cfg.Jobs.InsertJob(ctx, backend.JobRecord{Kind: kindPlanRun, ID: pl.RunID(slot), Account: pl.Account,
 		Status: RunRunning, CreatedAt: now, Payload: pay, Owner: p.m.cfg.Owner})
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func (p *Plans) tickPlan(ctx context.Context, pl *plan.Plan) error {
 		if run.Status != RunRunning || p.m.ownLive(kindPlanRun+"/"+run.ID, run.Owner, run.Generation) {
 			return nil // done, or running here or elsewhere
 		}
-		claim, err := p.cfg.Jobs.ClaimJob(ctx, storage.ClaimJobParams{Kind: kindPlanRun, ID: run.ID, Owner: p.m.cfg.Owner,
+		claim, err := p.cfg.Jobs.ClaimJob(ctx, backend.ClaimJobParams{Kind: kindPlanRun, ID: run.ID, Owner: p.m.cfg.Owner,
 			Generation: run.Generation, Status: RunRunning, StaleAfter: p.m.cfg.StaleAfter})
 		if err != nil || !claim.Matched {
 			return err
@@ -191,13 +191,13 @@ func (p *Plans) Wait() { p.wg.Wait() }
 
 // runSlot backs up every covered table for slot under the run row's
 // claim, applies retention and records the result.
-func (p *Plans) runSlot(ctx context.Context, pl *plan.Plan, slot time.Time, run storage.JobRecord) error {
+func (p *Plans) runSlot(ctx context.Context, pl *plan.Plan, slot time.Time, run backend.JobRecord) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	key := kindPlanRun + "/" + run.ID
 	defer p.m.runs(key, run.Generation)()
 	go p.m.keepAlive(ctx, cancel, func(ctx context.Context) (bool, error) {
-		res, err := p.cfg.Jobs.HeartbeatJob(ctx, storage.HeartbeatJobParams{Kind: kindPlanRun, ID: run.ID, Owner: p.m.cfg.Owner, Generation: run.Generation})
+		res, err := p.cfg.Jobs.HeartbeatJob(ctx, backend.HeartbeatJobParams{Kind: kindPlanRun, ID: run.ID, Owner: p.m.cfg.Owner, Generation: run.Generation})
 		return err == nil && res.Matched, err
 	})
 	var pay RunPayload
@@ -252,7 +252,7 @@ func (p *Plans) runSlot(ctx context.Context, pl *plan.Plan, slot time.Time, run 
 			pay.Failures[0].Table, pay.Failures[0].Reason)
 	}
 	raw, _ := json.Marshal(pay)
-	res, err := p.cfg.Jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: kindPlanRun, ID: run.ID, Generation: run.Generation,
+	res, err := p.cfg.Jobs.UpdateJob(ctx, backend.UpdateJobParams{Kind: kindPlanRun, ID: run.ID, Generation: run.Generation,
 		Status: RunRunning, NewStatus: status, Payload: raw, Message: &msg})
 	if err != nil {
 		return err
@@ -269,12 +269,12 @@ func (p *Plans) runSlot(ctx context.Context, pl *plan.Plan, slot time.Time, run 
 // takeover) and waits until it is AVAILABLE.
 func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, table string) (string, error) {
 	name := pl.BackupName(table, slot)
-	have, err := p.m.ListBackups(ctx, storage.ListBackupsParams{Account: pl.Account, TableName: table, Types: []string{planBackupType},
-		Statuses: []string{storage.BackupCreating, storage.BackupAvailable}})
+	have, err := p.m.ListBackups(ctx, backend.ListBackupsParams{Account: pl.Account, TableName: table, Types: []string{planBackupType},
+		Statuses: []string{backend.BackupCreating, backend.BackupAvailable}})
 	if err != nil {
 		return "", err
 	}
-	var rec *storage.BackupRecord
+	var rec *backend.BackupRecord
 	for i := range have {
 		if have[i].Plan == pl.Name && have[i].Name == name {
 			rec = &have[i]
@@ -283,10 +283,10 @@ func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, 
 	for attempt := 0; rec == nil; attempt++ {
 		rec, err = p.m.CreateBackupAs(ctx, pl.Account, table, name, Origin{Type: planBackupType, Plan: pl.Name,
 			ExpiresAt: pl.ExpiresAt(p.cfg.Now())})
-		if storage.IsKind(err, storage.KindLimitExceeded) {
+		if backend.IsKind(err, backend.KindLimitExceeded) {
 			// Every job slot is busy (backups and restores of clients
 			// too): wait for one.
-			if err := storage.Backoff(ctx, attempt, 5*time.Second); err != nil {
+			if err := backend.Backoff(ctx, attempt, 5*time.Second); err != nil {
 				return "", err
 			}
 			continue
@@ -306,9 +306,9 @@ func (p *Plans) backupTable(ctx context.Context, pl *plan.Plan, slot time.Time, 
 		switch {
 		case r == nil:
 			return "", errors.New("the backup vanished")
-		case r.Status == storage.BackupAvailable:
+		case r.Status == backend.BackupAvailable:
 			return r.ARN, nil
-		case r.Status != storage.BackupCreating:
+		case r.Status != backend.BackupCreating:
 			return "", fmt.Errorf("backup %s ended %s: %s", r.ARN, r.Status, r.Message)
 		}
 		select {
@@ -326,19 +326,19 @@ const planBackupType = "AWS_BACKUP"
 
 // retain deletes the table's plan backups retention no longer keeps.
 func (p *Plans) retain(ctx context.Context, pl *plan.Plan, table string) (int, error) {
-	rows, err := p.m.ListBackups(ctx, storage.ListBackupsParams{Account: pl.Account, TableName: table, Types: []string{planBackupType},
-		Statuses: []string{storage.BackupCreating, storage.BackupAvailable}})
+	rows, err := p.m.ListBackups(ctx, backend.ListBackupsParams{Account: pl.Account, TableName: table, Types: []string{planBackupType},
+		Statuses: []string{backend.BackupCreating, backend.BackupAvailable}})
 	if err != nil {
 		return 0, err
 	}
-	byID := map[string]storage.BackupRecord{}
+	byID := map[string]backend.BackupRecord{}
 	var kept []plan.Kept
 	for _, r := range rows {
 		if r.Plan != pl.Name {
 			continue
 		}
 		byID[r.ARN] = r
-		kept = append(kept, plan.Kept{ID: r.ARN, CreatedAt: r.CreatedAt, Available: r.Status == storage.BackupAvailable})
+		kept = append(kept, plan.Kept{ID: r.ARN, CreatedAt: r.CreatedAt, Available: r.Status == backend.BackupAvailable})
 	}
 	n := 0
 	var errs []error
@@ -371,11 +371,11 @@ type PlanStatus struct {
 // Status reads a plan's runs from the catalog.
 func (p *Plans) Status(ctx context.Context, pl *plan.Plan) (PlanStatus, error) {
 	st := PlanStatus{Plan: pl.Name}
-	rows, err := p.cfg.Jobs.ListJobs(ctx, storage.ListJobsParams{Kind: kindPlanRun, StartAfter: pl.Name + "@"})
+	rows, err := p.cfg.Jobs.ListJobs(ctx, backend.ListJobsParams{Kind: kindPlanRun, StartAfter: pl.Name + "@"})
 	if err != nil {
 		return st, err
 	}
-	var runs []storage.JobRecord
+	var runs []backend.JobRecord
 	for _, r := range rows {
 		if strings.HasPrefix(r.ID, pl.Name+"@") {
 			runs = append(runs, r)
@@ -399,7 +399,7 @@ func (p *Plans) Status(ctx context.Context, pl *plan.Plan) (PlanStatus, error) {
 	if len(runs) > keepRuns {
 		for _, r := range runs[:len(runs)-keepRuns] {
 			if r.Status != RunRunning {
-				_, _ = p.cfg.Jobs.RemoveJob(ctx, storage.RemoveJobParams{Kind: kindPlanRun, ID: r.ID, Generation: r.Generation, Status: r.Status})
+				_, _ = p.cfg.Jobs.RemoveJob(ctx, backend.RemoveJobParams{Kind: kindPlanRun, ID: r.ID, Generation: r.Generation, Status: r.Status})
 			}
 		}
 	}

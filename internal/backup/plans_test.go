@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/backup/plan"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // TestPlans runs a plan on an injected clock over two managers sharing a
@@ -21,7 +21,7 @@ import (
 // the oldest; a table whose backup fails makes the run FAILED and the
 // table's previous backups stay.
 func TestPlans(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		for _, name := range []string{"orders", "users-1", "other"} {
 			ref := createTable(t, b, name)
 			for i := range 20 {
@@ -40,7 +40,7 @@ func TestPlans(t *testing.T) {
 		}
 		var ghost atomic.Bool
 		tables := func(ctx context.Context, acct string) ([]string, error) {
-			res, err := b.ListTables(ctx, storage.ListTablesParams{Account: acct})
+			res, err := b.ListTables(ctx, backend.ListTablesParams{Account: acct})
 			if err != nil {
 				return nil, err
 			}
@@ -66,14 +66,14 @@ func TestPlans(t *testing.T) {
 				r.Wait()
 			}
 		}
-		planBackups := func() map[string][]storage.BackupRecord {
+		planBackups := func() map[string][]backend.BackupRecord {
 			t.Helper()
-			rows, err := runners[0].m.ListBackups(t.Context(), storage.ListBackupsParams{Account: account, Types: []string{"AWS_BACKUP"},
-				Statuses: []string{storage.BackupCreating, storage.BackupAvailable}})
+			rows, err := runners[0].m.ListBackups(t.Context(), backend.ListBackupsParams{Account: account, Types: []string{"AWS_BACKUP"},
+				Statuses: []string{backend.BackupCreating, backend.BackupAvailable}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := map[string][]storage.BackupRecord{}
+			out := map[string][]backend.BackupRecord{}
 			for _, r := range rows {
 				out[r.TableName] = append(out[r.TableName], r)
 			}
@@ -142,7 +142,7 @@ func TestPlans(t *testing.T) {
 			t.Fatalf("after the failed run: %v", got["orders"])
 		}
 		// Every slot ran exactly once across the two servers.
-		runs, err := jobs.ListJobs(t.Context(), storage.ListJobsParams{Kind: kindPlanRun})
+		runs, err := jobs.ListJobs(t.Context(), backend.ListJobsParams{Kind: kindPlanRun})
 		if err != nil || len(runs) != 4 {
 			t.Fatalf("run rows: %d, %v", len(runs), err)
 		}
@@ -159,7 +159,7 @@ func TestPlanManyTables(t *testing.T) {
 	if raceEnabled {
 		n = 250
 	}
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		for i := range n {
 			ref := createTable(t, b, fmt.Sprintf("t%04d", i))
 			if i%100 == 0 {
@@ -188,7 +188,7 @@ func TestPlanManyTables(t *testing.T) {
 			t.Fatal(err)
 		}
 		tables := func(ctx context.Context, acct string) ([]string, error) {
-			res, err := b.ListTables(ctx, storage.ListTablesParams{Account: acct})
+			res, err := b.ListTables(ctx, backend.ListTablesParams{Account: acct})
 			if err != nil {
 				return nil, err
 			}
@@ -207,8 +207,8 @@ func TestPlanManyTables(t *testing.T) {
 			len(st.LastRun.Failures) != 0 {
 			t.Fatalf("status: %+v, %v", st, err)
 		}
-		rows, err := m.ListBackups(t.Context(), storage.ListBackupsParams{Account: account, Types: []string{"AWS_BACKUP"},
-			Statuses: []string{storage.BackupAvailable}})
+		rows, err := m.ListBackups(t.Context(), backend.ListBackupsParams{Account: account, Types: []string{"AWS_BACKUP"},
+			Statuses: []string{backend.BackupAvailable}})
 		if err != nil || len(rows) != n {
 			t.Fatalf("%d AVAILABLE plan backups, want %d (%v)", len(rows), n, err)
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // jobGauges reads the per-job progress gauges of a registry: name ->
@@ -75,7 +75,7 @@ func TestJobProgressMetrics(t *testing.T) {
 		t.Fatalf("backup progress: %v", g)
 	}
 	release <- struct{}{}
-	bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+	bk := *waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 	if g := jobGauges(t, reg); len(g["extenddb_backup_job_items"]) != 0 {
 		t.Fatalf("a finished backup still shows progress: %v", g)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/faultstore"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/faultstore"
 )
 
 // TestReadyCachesAPositiveCheck: /ready (Manager.Ready) reads the store's
@@ -21,7 +21,7 @@ func TestReadyCachesAPositiveCheck(t *testing.T) {
 	if err := os.Chmod(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := store.NewFS(root)
+	fs, err := blobstore.NewFS(root)
 	if err != nil {
 		t.Fatal(err)
 	}

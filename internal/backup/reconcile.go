@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Reconcile runs the reconciler's backup duties once (docs/backup-design.md
@@ -43,8 +43,8 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		return errors.New("backup: store id unknown")
 	}
 	storeID := *p
-	rows, err := m.cat.ListBackups(ctx, storage.ListBackupsParams{
-		Statuses: []string{storage.BackupCreating, storage.BackupDeleting, storage.BackupDeleted, storage.BackupFailed}})
+	rows, err := m.cat.ListBackups(ctx, backend.ListBackupsParams{
+		Statuses: []string{backend.BackupCreating, backend.BackupDeleting, backend.BackupDeleted, backend.BackupFailed}})
 	if err != nil {
 		return err
 	}
@@ -60,9 +60,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			continue // a job of this process: alive, whatever its heartbeat says
 		}
 		switch r.Status {
-		case storage.BackupCreating:
-			res, err := m.cat.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: r.ARN, Owner: m.cfg.Owner, Generation: r.Generation,
-				Status: storage.BackupCreating, NewStatus: storage.BackupFailed, StaleAfter: m.cfg.StaleAfter})
+		case backend.BackupCreating:
+			res, err := m.cat.ClaimBackup(ctx, backend.ClaimBackupParams{ARN: r.ARN, Owner: m.cfg.Owner, Generation: r.Generation,
+				Status: backend.BackupCreating, NewStatus: backend.BackupFailed, StaleAfter: m.cfg.StaleAfter})
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -75,9 +75,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			if err := m.st.DeletePrefix(ctx, r.Prefix); err != nil {
 				errs = append(errs, err)
 			}
-		case storage.BackupDeleting:
-			res, err := m.cat.ClaimBackup(ctx, storage.ClaimBackupParams{ARN: r.ARN, Owner: m.cfg.Owner, Generation: r.Generation,
-				Status: storage.BackupDeleting, StaleAfter: m.cfg.StaleAfter})
+		case backend.BackupDeleting:
+			res, err := m.cat.ClaimBackup(ctx, backend.ClaimBackupParams{ARN: r.ARN, Owner: m.cfg.Owner, Generation: r.Generation,
+				Status: backend.BackupDeleting, StaleAfter: m.cfg.StaleAfter})
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -132,7 +132,7 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 	if m.rcat == nil {
 		return nil
 	}
-	rows, err := m.rcat.ListRestores(ctx, []string{storage.RestoreRunning})
+	rows, err := m.rcat.ListRestores(ctx, []string{backend.RestoreRunning})
 	if err != nil {
 		return err
 	}
@@ -142,8 +142,8 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 		if m.ownLive(r.ID, r.Owner, r.Generation) {
 			continue // a job of this process: alive, whatever its heartbeat says
 		}
-		res, err := m.rcat.ClaimRestore(ctx, storage.ClaimBackupParams{ARN: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
-			Status: storage.RestoreRunning, StaleAfter: m.cfg.StaleAfter})
+		res, err := m.rcat.ClaimRestore(ctx, backend.ClaimBackupParams{ARN: r.ID, Owner: m.cfg.Owner, Generation: r.Generation,
+			Status: backend.RestoreRunning, StaleAfter: m.cfg.StaleAfter})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -156,23 +156,23 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 		m.met.reconciled.WithLabelValues("resumed_restore").Inc()
 		m.log.Warn("backup reconciler: a restore job's owner stopped; taking it over", "target", r.TableName, "backup", r.BackupARN, "owner", r.Owner)
 		fail := func(why string) {
-			m.rcat.UpdateRestore(ctx, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
-				Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &why})
+			m.rcat.UpdateRestore(ctx, backend.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+				Status: backend.RestoreRunning, NewStatus: backend.RestoreFailed, Message: &why})
 		}
 		// The target is found by name and must be this backup's restore in
 		// progress (its row may predate it: the job row is written first).
-		cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: r.Account, Name: r.TableName})
+		cur, err := m.cfg.Backend.GetTable(ctx, backend.GetTableParams{Account: r.Account, Name: r.TableName})
 		if err != nil || m.cfg.Restorer == nil || !m.cfg.Restorer.IsRestoreTarget(cur.Table, r.BackupARN) {
 			fail("the target table is gone, or was never created")
 			continue
 		}
-		var b *storage.BackupRecord
+		var b *backend.BackupRecord
 		if pb, ok := pitrJobRecord(r.BackupARN); ok {
 			b = &pb // a point-in-time restore: the job plans it again from the store
 		} else {
-			b, err = m.cat.GetBackup(ctx, storage.GetBackupParams{ARN: r.BackupARN})
+			b, err = m.cat.GetBackup(ctx, backend.GetBackupParams{ARN: r.BackupARN})
 		}
-		if err != nil || b == nil || b.Status != storage.BackupAvailable {
+		if err != nil || b == nil || b.Status != backend.BackupAvailable {
 			fail("the backup is no longer available")
 			m.dropTarget(ctx, cur.Table)
 			continue
@@ -184,8 +184,8 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 		// Fence the former owner: move the target's description version,
 		// so its item writes (fenced on the version it loads at, ADR 0010)
 		// and its flip to ACTIVE are refused from now on.
-		up, err := m.cfg.Backend.UpdateTable(ctx, storage.UpdateTableParams{Account: r.Account, Name: r.TableName,
-			Fn: func(old *storage.Table) ([]byte, error) {
+		up, err := m.cfg.Backend.UpdateTable(ctx, backend.UpdateTableParams{Account: r.Account, Name: r.TableName,
+			Fn: func(old *backend.Table) ([]byte, error) {
 				if old.ID != cur.Table.ID || !m.cfg.Restorer.IsRestoreTarget(old, r.BackupARN) {
 					return nil, errors.New("restore: the target table changed during the takeover")
 				}
@@ -219,7 +219,7 @@ func (m *Manager) reconcileRestores(ctx context.Context) error {
 // expire runs duty 0: AVAILABLE backups of this store whose expiry has
 // passed are deleted.
 func (m *Manager) expire(ctx context.Context, storeID string) error {
-	rows, err := m.cat.ListBackups(ctx, storage.ListBackupsParams{Statuses: []string{storage.BackupAvailable}})
+	rows, err := m.cat.ListBackups(ctx, backend.ListBackupsParams{Statuses: []string{backend.BackupAvailable}})
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // Restorer is what the restore job needs of DynamoDB's rules: the index
@@ -24,9 +24,9 @@ import (
 // loaded. The engine satisfies it.
 type Restorer interface {
 	Indexer
-	FinishRestore(t *storage.Table) ([]byte, error)
+	FinishRestore(t *backend.Table) ([]byte, error)
 	// IsRestoreTarget tells whether t is being restored from the backup.
-	IsRestoreTarget(t *storage.Table, backupARN string) bool
+	IsRestoreTarget(t *backend.Table, backupARN string) bool
 }
 
 // Steps of the restore job where Config.Hook is called.
@@ -61,7 +61,7 @@ const (
 
 // restoreBatchFor is the batch size of a restore on b after its first
 // batch (which holds restoreBatch items).
-func restoreBatchFor(b storage.Backend) int {
+func restoreBatchFor(b backend.Backend) int {
 	if caps := b.Capabilities(); caps.Bulk != nil && !caps.PerItemAtomic {
 		if caps.BulkBatchItems > 0 {
 			return caps.BulkBatchItems
@@ -79,7 +79,7 @@ const progressEvery = 100 * time.Millisecond
 // restoreWork is one batch for a restore writer: the items [start, end)
 // of the backup, in its item order.
 type restoreWork struct {
-	items      []storage.BulkItem
+	items      []backend.BulkItem
 	bytes      int64
 	start, end int64
 }
@@ -136,7 +136,7 @@ func (l *loadMark) current() int64 {
 // recordProgress writes the job's durable mark into its row, when it moved
 // since the last record; errFenced when the row is no longer this owner's
 // at this generation.
-func (m *Manager) recordProgress(ctx context.Context, job storage.RestoreRecord, l *loadMark) error {
+func (m *Manager) recordProgress(ctx context.Context, job backend.RestoreRecord, l *loadMark) error {
 	if m.rcat == nil || job.ID == "" {
 		return nil
 	}
@@ -146,7 +146,7 @@ func (m *Manager) recordProgress(ctx context.Context, job storage.RestoreRecord,
 	if mark <= l.recorded {
 		return nil
 	}
-	res, err := m.rcat.RecordRestoreProgress(ctx, storage.RestoreProgressParams{ID: job.ID, Owner: m.cfg.Owner,
+	res, err := m.rcat.RecordRestoreProgress(ctx, backend.RestoreProgressParams{ID: job.ID, Owner: m.cfg.Owner,
 		Generation: job.Generation, Loaded: mark})
 	if err != nil {
 		return err
@@ -163,7 +163,7 @@ func (m *Manager) recordProgress(ctx context.Context, job storage.RestoreRecord,
 // progressEvery, until ctx ends. A failed record is only logged (the
 // batches after the last record are loaded again after a crash, which is
 // idempotent); a record refused because the claim moved stops the job.
-func (m *Manager) recordLoop(ctx context.Context, stop context.CancelCauseFunc, job storage.RestoreRecord, l *loadMark) {
+func (m *Manager) recordLoop(ctx context.Context, stop context.CancelCauseFunc, job backend.RestoreRecord, l *loadMark) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,7 +207,7 @@ func (m *Manager) RestoringFrom(arn string) bool {
 	if m.rcat == nil {
 		return n > 0
 	}
-	rows, err := m.rcat.ListRestores(context.Background(), []string{storage.RestoreRunning})
+	rows, err := m.rcat.ListRestores(context.Background(), []string{backend.RestoreRunning})
 	if err != nil {
 		return true // cannot tell: refuse the delete rather than lose the backup
 	}
@@ -223,8 +223,8 @@ func (m *Manager) RestoringFrom(arn string) bool {
 		if over {
 			continue // this process's job, past its use of the backup
 		}
-		cur, err := m.cfg.Backend.GetTable(context.Background(), storage.GetTableParams{Account: r.Account, Name: r.TableName})
-		if own && started && storage.IsKind(err, storage.KindTableNotFound) {
+		cur, err := m.cfg.Backend.GetTable(context.Background(), backend.GetTableParams{Account: r.Account, Name: r.TableName})
+		if own && started && backend.IsKind(err, backend.KindTableNotFound) {
 			// This process's job created its target, and the target is
 			// gone: a CREATING target cannot be deleted, so it flipped
 			// ACTIVE and was deleted (the job has not seen its own
@@ -266,12 +266,12 @@ func restoreID(account, name string) string {
 // 0027); a job taken over, or resumed after a restart, spools and verifies
 // the whole backup again, then loads only the items after the recorded
 // progress.
-func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord, account, name string, create func(context.Context) (*storage.Table, error)) error {
+func (m *Manager) RestoreTable(ctx context.Context, backup backend.BackupRecord, account, name string, create func(context.Context) (*backend.Table, error)) error {
 	if m.ctx == nil {
-		return storage.Errorf(storage.KindUnavailable, "backup: the manager is not started")
+		return backend.Errorf(backend.KindUnavailable, "backup: the manager is not started")
 	}
 	if m.cfg.Restorer == nil {
-		return storage.Errorf(storage.KindUnsupported, "restores are not configured on this server")
+		return backend.Errorf(backend.KindUnsupported, "restores are not configured on this server")
 	}
 	if err := m.Healthy(ctx); err != nil {
 		return unavailable(err)
@@ -280,8 +280,8 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 	if err != nil {
 		return err
 	}
-	job := storage.RestoreRecord{ID: restoreID(account, name), Account: account, TableName: name,
-		BackupARN: backup.ARN, Status: storage.RestoreRunning, Owner: m.cfg.Owner, Generation: 1}
+	job := backend.RestoreRecord{ID: restoreID(account, name), Account: account, TableName: name,
+		BackupARN: backup.ARN, Status: backend.RestoreRunning, Owner: m.cfg.Owner, Generation: 1}
 	if m.rcat != nil {
 		rec, err := m.rcat.InsertRestore(ctx, job)
 		if err != nil {
@@ -302,8 +302,8 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 		m.met.progress.fail(kindRestore, account, name, backup.BackupID, "the target table could not be created: "+err.Error(), time.Now())
 		if m.rcat != nil {
 			msg := "the target table could not be created: " + err.Error()
-			m.rcat.UpdateRestore(context.WithoutCancel(ctx), storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
-				Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &msg})
+			m.rcat.UpdateRestore(context.WithoutCancel(ctx), backend.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+				Status: backend.RestoreRunning, NewStatus: backend.RestoreFailed, Message: &msg})
 		}
 		return err
 	}
@@ -313,7 +313,7 @@ func (m *Manager) RestoreTable(ctx context.Context, backup storage.BackupRecord,
 
 // startRestore runs a restore job in the background; release frees its
 // job slot at the end.
-func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, release func()) {
+func (m *Manager) startRestore(backup backend.BackupRecord, target *backend.Table, job backend.RestoreRecord, release func()) {
 	m.mu.Lock()
 	m.restoring[backup.ARN]++
 	m.targets[job.ID] = target.ID
@@ -347,7 +347,7 @@ func (m *Manager) startRestore(backup storage.BackupRecord, target *storage.Tabl
 // it once its target is ACTIVE, and a failed job before it removes its target, which may take a while on a
 // backend that deletes a table's data after hiding it (Cassandra), so that
 // the backup can be deleted as soon as the target is gone.
-func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, finished func()) {
+func (m *Manager) runRestore(b backend.BackupRecord, target *backend.Table, job backend.RestoreRecord, finished func()) {
 	defer m.runs(job.ID, job.Generation)()
 	log := m.log.With("backup", b.ARN, "target", target.Name)
 	start := time.Now()
@@ -356,7 +356,7 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 	var beat func(context.Context) (bool, error)
 	if m.rcat != nil {
 		beat = func(ctx context.Context) (bool, error) {
-			res, err := m.rcat.HeartbeatRestore(ctx, storage.HeartbeatBackupParams{ARN: job.ID, Owner: m.cfg.Owner, Generation: job.Generation})
+			res, err := m.rcat.HeartbeatRestore(ctx, backend.HeartbeatBackupParams{ARN: job.ID, Owner: m.cfg.Owner, Generation: job.Generation})
 			return err == nil && res.Matched, err
 		}
 		go m.keepAlive(ctx, cancel, beat)
@@ -373,8 +373,8 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 		finished()
 		m.hook(PointRestoreAfterActive)
 		if m.rcat != nil {
-			m.rcat.UpdateRestore(bg, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
-				Status: storage.RestoreRunning, NewStatus: storage.RestoreDone})
+			m.rcat.UpdateRestore(bg, backend.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+				Status: backend.RestoreRunning, NewStatus: backend.RestoreDone})
 		}
 		m.met.end(kindRestore, start, "ok")
 		log.Info("restore finished", "items", n, "skipped_items", skipped, "duration", time.Since(start))
@@ -391,8 +391,8 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 	}
 	if m.rcat != nil {
 		msg := err.Error()
-		res, uerr := m.rcat.UpdateRestore(bg, storage.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
-			Status: storage.RestoreRunning, NewStatus: storage.RestoreFailed, Message: &msg})
+		res, uerr := m.rcat.UpdateRestore(bg, backend.UpdateBackupParams{ARN: job.ID, Generation: job.Generation,
+			Status: backend.RestoreRunning, NewStatus: backend.RestoreFailed, Message: &msg})
 		if uerr != nil || !res.Matched {
 			log.Warn("restore failed but its claim is no longer ours; leaving the target to the new owner", "err", err)
 			return
@@ -406,9 +406,9 @@ func (m *Manager) runRestore(b storage.BackupRecord, target *storage.Table, job 
 
 // dropTarget deletes a restore target, only if it is still the same
 // incarnation.
-func (m *Manager) dropTarget(ctx context.Context, target *storage.Table) {
-	if cur, gerr := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name}); gerr == nil && cur.Table.ID == target.ID {
-		if _, derr := m.cfg.Backend.DeleteTable(ctx, storage.DeleteTableParams{Account: target.Account, Name: target.Name}); derr != nil {
+func (m *Manager) dropTarget(ctx context.Context, target *backend.Table) {
+	if cur, gerr := m.cfg.Backend.GetTable(ctx, backend.GetTableParams{Account: target.Account, Name: target.Name}); gerr == nil && cur.Table.ID == target.ID {
+		if _, derr := m.cfg.Backend.DeleteTable(ctx, backend.DeleteTableParams{Account: target.Account, Name: target.Name}); derr != nil {
 			m.log.Warn("restore: removing the target table", "target", target.Name, "err", derr)
 		}
 	}
@@ -424,7 +424,7 @@ var errTargetMoved = errors.New("restore: the target table's description changed
 // job still holds its claim (beat matches), no takeover happened (a
 // takeover claims first, then moves the version), so the job goes on at
 // the current version; otherwise it is fenced.
-func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN string, beat func(context.Context) (bool, error)) (*storage.Table, error) {
+func (m *Manager) refence(ctx context.Context, target *backend.Table, backupARN string, beat func(context.Context) (bool, error)) (*backend.Table, error) {
 	if beat == nil {
 		return nil, errTargetMoved
 	}
@@ -435,7 +435,7 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 	if !ok {
 		return nil, errFenced
 	}
-	cur, err := m.cfg.Backend.GetTable(ctx, storage.GetTableParams{Account: target.Account, Name: target.Name})
+	cur, err := m.cfg.Backend.GetTable(ctx, backend.GetTableParams{Account: target.Account, Name: target.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +447,7 @@ func (m *Manager) refence(ctx context.Context, target *storage.Table, backupARN 
 
 // restore runs the job's steps; it answers the items it loaded and the
 // items it skipped because the job's recorded progress covered them.
-func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *storage.Table, job storage.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
+func (m *Manager) restore(ctx context.Context, b backend.BackupRecord, target *backend.Table, job backend.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
 	// A point-in-time restore (its job key names a history and an
 	// instant, and its pinned base and last segment) loads the plan's
 	// base, read from the store as planPITR verified it, then the plan's
@@ -477,7 +477,7 @@ func (m *Manager) restore(ctx context.Context, b storage.BackupRecord, target *s
 // spoolBackup copies a backup into a spool directory and verifies it;
 // the caller removes the directory (dir, set once it exists) after the
 // load, which reads the items from it.
-func (m *Manager) spoolBackup(ctx context.Context, b storage.BackupRecord, prog *jobProgress) (bk *format.Backup, dir string, err error) {
+func (m *Manager) spoolBackup(ctx context.Context, b backend.BackupRecord, prog *jobProgress) (bk *format.Backup, dir string, err error) {
 	dir, err = os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
 	if err != nil {
 		return nil, "", fmt.Errorf("restore: spool directory: %w", err)
@@ -516,12 +516,12 @@ func (m *Manager) spoolBackup(ctx context.Context, b storage.BackupRecord, prog 
 
 // blindPuts are the writes of a batch's items into table tr: blind puts
 // of each item's change.
-func blindPuts(tr storage.TableRef, items []storage.BulkItem) []storage.WriteItemParams {
-	ops := make([]storage.WriteItemParams, len(items))
+func blindPuts(tr backend.TableRef, items []backend.BulkItem) []backend.WriteItemParams {
+	ops := make([]backend.WriteItemParams, len(items))
 	for i := range items {
 		ch := items[i].Change
-		ops[i] = storage.WriteItemParams{Table: tr, PK: items[i].PK, SK: items[i].SK, Blind: true,
-			Fn: func([]byte) (storage.Change, error) { return ch, nil }}
+		ops[i] = backend.WriteItemParams{Table: tr, PK: items[i].PK, SK: items[i].SK, Blind: true,
+			Fn: func([]byte) (backend.Change, error) { return ch, nil }}
 	}
 	return ops
 }
@@ -533,7 +533,7 @@ const restoreRetries = 5
 var restoreRetryPause = time.Second
 
 // restoreItemWriters is the number of items a batch writes at once on a
-// backend that writes item by item (storage.Capabilities.PerItemAtomic).
+// backend that writes item by item (backend.Capabilities.PerItemAtomic).
 const restoreItemWriters = 4
 
 // writeEach writes a batch item by item, restoreItemWriters at once, on
@@ -548,7 +548,7 @@ const restoreItemWriters = 4
 // write is fenced on the target's version like a batch (ADR 0024). The
 // first error is returned (others may have landed: the caller rewrites
 // the whole batch, blind puts of the same items).
-func (m *Manager) writeEach(ctx context.Context, batch []storage.WriteItemParams) error {
+func (m *Manager) writeEach(ctx context.Context, batch []backend.WriteItemParams) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(restoreItemWriters)
 	for i := range batch {

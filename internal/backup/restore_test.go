@@ -13,30 +13,30 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // testRestorer stands in for the engine's index rules in these tests:
 // items are put by their key, without index entries.
 type testRestorer struct{ descJSON }
 
-func (testRestorer) ItemLoader(t *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error) {
-	return func(item []byte) ([]byte, []byte, storage.Change, error) {
+func (testRestorer) ItemLoader(t *backend.Table) (func(item []byte) (pk, sk []byte, ch backend.Change, err error), error) {
+	return func(item []byte) ([]byte, []byte, backend.Change, error) {
 		it, err := attr.DecodeItem(item)
 		if err != nil {
-			return nil, nil, storage.Change{}, err
+			return nil, nil, backend.Change{}, err
 		}
 		pk, _ := attr.KeyBytes(it["pk"])
 		sk, _ := attr.KeyBytes(it["sk"])
-		return pk, sk, storage.Change{Op: storage.Put, Item: item}, nil
+		return pk, sk, backend.Change{Op: backend.Put, Item: item}, nil
 	}, nil
 }
 
-func (testRestorer) IsRestoreTarget(t *storage.Table, arn string) bool { return true }
+func (testRestorer) IsRestoreTarget(t *backend.Table, arn string) bool { return true }
 
-func (testRestorer) FinishRestore(t *storage.Table) ([]byte, error) {
+func (testRestorer) FinishRestore(t *backend.Table) ([]byte, error) {
 	return append([]byte(nil), t.Desc...), nil
 }
 
@@ -48,18 +48,18 @@ type countingBackend struct {
 }
 
 // Capabilities: SQLite's, with the counting bulk loader.
-func (c *countingBackend) Capabilities() storage.Capabilities {
+func (c *countingBackend) Capabilities() backend.Capabilities {
 	caps := c.Backend.Capabilities()
 	caps.Bulk = c
 	return caps
 }
 
-func (c *countingBackend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (c *countingBackend) TransactWrite(ctx context.Context, p backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	c.writes.Add(1)
 	return c.Backend.TransactWrite(ctx, p)
 }
 
-func (c *countingBackend) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+func (c *countingBackend) BulkLoad(ctx context.Context, p backend.BulkLoadParams) error {
 	c.writes.Add(1)
 	return c.Backend.BulkLoad(ctx, p)
 }
@@ -85,12 +85,12 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+	bk := *waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 	objs, err := st.List(t.Context(), bk.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	restore := func(name string) (*storage.Table, error) {
+	restore := func(name string) (*backend.Table, error) {
 		if err := restoreInto(t.Context(), m, b, bk, name); err != nil {
 			return nil, err
 		}
@@ -101,7 +101,7 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		cur, err := b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: name})
+		cur, err := b.GetTable(t.Context(), backend.GetTableParams{Account: account, Name: name})
 		if err != nil {
 			return nil, err
 		}
@@ -128,9 +128,9 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 		// hold the backup): the removal may still be under way.
 		for wait := time.Now().Add(10 * time.Second); err == nil && time.Now().Before(wait); {
 			time.Sleep(10 * time.Millisecond)
-			_, err = b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: name})
+			_, err = b.GetTable(t.Context(), backend.GetTableParams{Account: account, Name: name})
 		}
-		if !storage.IsKind(err, storage.KindTableNotFound) {
+		if !backend.IsKind(err, backend.KindTableNotFound) {
 			t.Fatalf("flipped byte in %s: the target is still there (%v)", o.Key, err)
 		}
 		if b.writes.Load() != before {
@@ -149,9 +149,9 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	var after *storage.Cursor
+	var after *backend.Cursor
 	for {
-		res, err := b.Scan(t.Context(), storage.ScanParams{Table: tbl.Ref(), After: after, Limit: 100})
+		res, err := b.Scan(t.Context(), backend.ScanParams{Table: tbl.Ref(), After: after, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestRestoreRefusesAnyFlippedByte(t *testing.T) {
 			break
 		}
 		last := res.Rows[len(res.Rows)-1]
-		after = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+		after = &backend.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
 	}
 	if n != 500 {
 		t.Fatalf("restored %d items, want 500", n)
@@ -202,7 +202,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bk := *waitStatus(t, a, rec.ARN, storage.BackupAvailable)
+	bk := *waitStatus(t, a, rec.ARN, backend.BackupAvailable)
 	if err := restoreInto(t.Context(), a, b, bk, "dst"); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 	close(release)
 	<-closed
 	rc := b.Capabilities().Restores
-	rows, err := rc.ListRestores(t.Context(), []string{storage.RestoreRunning})
+	rows, err := rc.ListRestores(t.Context(), []string{backend.RestoreRunning})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("restore rows = %+v, %v", rows, err)
 	}
@@ -238,10 +238,10 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rows[0].Status == storage.RestoreDone {
+		if rows[0].Status == backend.RestoreDone {
 			break
 		}
-		if rows[0].Status != storage.RestoreRunning || time.Now().After(deadline) {
+		if rows[0].Status != backend.RestoreRunning || time.Now().After(deadline) {
 			t.Fatalf("restore row %+v", rows[0])
 		}
 		if err := bm.Reconcile(t.Context()); err != nil {
@@ -261,18 +261,18 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 	if got, want := b.writes.Load()-before, restoreBatches(b, items-recorded); got != want {
 		t.Fatalf("the resumed restore wrote %d batches, want %d", got, want)
 	}
-	cur, err := b.GetTable(t.Context(), storage.GetTableParams{Account: account, Name: "dst"})
+	cur, err := b.GetTable(t.Context(), backend.GetTableParams{Account: account, Name: "dst"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats, err := b.TableStats(t.Context(), storage.TableStatsParams{Table: cur.Table.Ref()})
+	stats, err := b.TableStats(t.Context(), backend.TableStatsParams{Table: cur.Table.Ref()})
 	if err != nil || stats.ItemCount != items {
 		t.Fatalf("TableStats = %+v, %v; want %d items", stats, err, items)
 	}
 	seen := map[string]bool{}
-	var after *storage.Cursor
+	var after *backend.Cursor
 	for {
-		res, err := b.Scan(t.Context(), storage.ScanParams{Table: cur.Table.Ref(), After: after, Limit: 100})
+		res, err := b.Scan(t.Context(), backend.ScanParams{Table: cur.Table.Ref(), After: after, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func TestRestoreResumesAfterRecordedProgress(t *testing.T) {
 			break
 		}
 		last := res.Rows[len(res.Rows)-1]
-		after = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+		after = &backend.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
 	}
 	if len(seen) != items {
 		t.Fatalf("restored %d items, want %d", len(seen), items)
@@ -340,7 +340,7 @@ func TestBackupFreeOnceTargetActive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bk := *waitStatus(t, a, rec.ARN, storage.BackupAvailable)
+	bk := *waitStatus(t, a, rec.ARN, backend.BackupAvailable)
 	if err := restoreInto(t.Context(), a, raw, bk, "dst"); err != nil {
 		t.Fatal(err)
 	}
@@ -350,10 +350,10 @@ func TestBackupFreeOnceTargetActive(t *testing.T) {
 		t.Fatal("the restore never flipped its target ACTIVE")
 	}
 	rc := raw.Capabilities().Restores
-	if rows, err := rc.ListRestores(t.Context(), []string{storage.RestoreRunning}); err != nil || len(rows) != 1 {
+	if rows, err := rc.ListRestores(t.Context(), []string{backend.RestoreRunning}); err != nil || len(rows) != 1 {
 		t.Fatalf("running restore rows = %+v, %v (want the job's, not yet DONE)", rows, err)
 	}
-	if _, err := raw.DeleteTable(t.Context(), storage.DeleteTableParams{Account: account, Name: "dst"}); err != nil {
+	if _, err := raw.DeleteTable(t.Context(), backend.DeleteTableParams{Account: account, Name: "dst"}); err != nil {
 		t.Fatal(err)
 	}
 	if a.RestoringFrom(rec.ARN) {
@@ -364,7 +364,7 @@ func TestBackupFreeOnceTargetActive(t *testing.T) {
 // restoreBatches is the number of batches a restore run on b writes for n
 // items: a first batch of restoreBatch, then batches of restoreBatchFor(b)
 // (ADR 0032).
-func restoreBatches(b storage.Backend, n int64) int64 {
+func restoreBatches(b backend.Backend, n int64) int64 {
 	if n <= restoreBatch {
 		return min(n, 1)
 	}
@@ -373,6 +373,6 @@ func restoreBatches(b storage.Backend, n int64) int64 {
 }
 
 // wholeBatches tells whether the first n items of a run end a batch.
-func wholeBatches(b storage.Backend, n int64) bool {
+func wholeBatches(b backend.Backend, n int64) bool {
 	return n >= restoreBatch && (n-restoreBatch)%int64(restoreBatchFor(b)) == 0
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // flakyWrites is SQLite whose item batches fail with KindUnavailable
@@ -20,24 +20,24 @@ type flakyWrites struct {
 }
 
 // Capabilities: SQLite's, with the flaky bulk loader.
-func (f *flakyWrites) Capabilities() storage.Capabilities {
+func (f *flakyWrites) Capabilities() backend.Capabilities {
 	caps := f.Backend.Capabilities()
 	caps.Bulk = f
 	return caps
 }
 
-func (f *flakyWrites) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (f *flakyWrites) TransactWrite(ctx context.Context, p backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	f.calls.Add(1)
 	if f.fail.Add(-1) >= 0 {
-		return nil, storage.Errorf(storage.KindUnavailable, "flaky: client timed out waiting for server response")
+		return nil, backend.Errorf(backend.KindUnavailable, "flaky: client timed out waiting for server response")
 	}
 	return f.Backend.TransactWrite(ctx, p)
 }
 
-func (f *flakyWrites) BulkLoad(ctx context.Context, p storage.BulkLoadParams) error {
+func (f *flakyWrites) BulkLoad(ctx context.Context, p backend.BulkLoadParams) error {
 	f.calls.Add(1)
 	if f.fail.Add(-1) >= 0 {
-		return storage.Errorf(storage.KindUnavailable, "flaky: client timed out waiting for server response")
+		return backend.Errorf(backend.KindUnavailable, "flaky: client timed out waiting for server response")
 	}
 	return f.Backend.BulkLoad(ctx, p)
 }
@@ -58,7 +58,7 @@ func TestRestoreRetriesUnavailableWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bk := *waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+	bk := *waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 	f.fail.Store(3) // the first three batch writes fail
 	if err := restoreInto(t.Context(), m, f, bk, "dst"); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestRestoreRetriesUnavailableWrites(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	res, err := f.Scan(t.Context(), storage.ScanParams{Table: mustTable(t, f, "dst").Ref(), Limit: 1000})
+	res, err := f.Scan(t.Context(), backend.ScanParams{Table: mustTable(t, f, "dst").Ref(), Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,15 +7,15 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // StoreSource reads a backup's objects from a store for the format reader.
-type StoreSource struct{ Store store.Store }
+type StoreSource struct{ Store blobstore.Store }
 
 func notExist(key string, err error) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, blobstore.ErrNotFound) {
 		return fmt.Errorf("%s: %w (%w)", key, fs.ErrNotExist, err)
 	}
 	return err
@@ -42,7 +42,7 @@ func (s StoreSource) Size(ctx context.Context, key string) (int64, error) {
 // Verify checks a backup in a store completely (sidecar, manifest, every
 // data file's size, hashes, item count and key rules) and answers the
 // first failure, which names the bad object.
-func Verify(ctx context.Context, st store.Store, arn string) (*format.Backup, error) {
+func Verify(ctx context.Context, st blobstore.Store, arn string) (*format.Backup, error) {
 	a, err := format.ParseARN(arn)
 	if err != nil {
 		return nil, err

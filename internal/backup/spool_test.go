@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
 // TestReconcilerKeepsOtherCatalogsSpools: the spool directory is often

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // SyncOptions configure Sync. MoveStore, ForgetStore and ForgetBackups
@@ -118,7 +118,7 @@ const rowPage = 500
 // is reported "other-store" (see MoveStore and ForgetStore).
 //
 // DryRun changes nothing. The entries are answered with the error, if any.
-func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, opt SyncOptions) ([]SyncEntry, error) {
+func Sync(ctx context.Context, b backend.Backend, st blobstore.Store, d Describer, opt SyncOptions) ([]SyncEntry, error) {
 	cat := b.Capabilities().Backups
 	if cat == nil {
 		return nil, fmt.Errorf("the %s backend has no backup catalog", b.Name())
@@ -165,11 +165,11 @@ func Sync(ctx context.Context, b storage.Backend, st store.Store, d Describer, o
 
 type syncer struct {
 	ctx context.Context
-	cat storage.BackupCatalog
-	st  store.Store
+	cat backend.BackupCatalog
+	st  blobstore.Store
 	d   Describer
 	opt SyncOptions
-	id  store.Identity // of the configured store; StoreID "" in a dry run over a store without one
+	id  blobstore.Identity // of the configured store; StoreID "" in a dry run over a store without one
 	out []SyncEntry
 }
 
@@ -178,7 +178,7 @@ func (s *syncer) add(e SyncEntry) { s.out = append(s.out, e) }
 // identity binds the configured store to this catalog (creating its
 // identity, or adopting it with AdoptStore) and records it.
 func (s *syncer) identity(catalogID string) error {
-	id, err := store.ReadIdentity(s.ctx, s.st)
+	id, err := blobstore.ReadIdentity(s.ctx, s.st)
 	switch {
 	case err == nil && id.CatalogID != catalogID:
 		if !s.opt.AdoptStore {
@@ -188,12 +188,12 @@ func (s *syncer) identity(catalogID string) error {
 			return err
 		}
 	case err == nil:
-	case !errors.Is(err, store.ErrNotFound):
+	case !errors.Is(err, blobstore.ErrNotFound):
 		return err
 	case s.opt.DryRun:
-		id = store.Identity{}
+		id = blobstore.Identity{}
 	default:
-		if id, err = store.EnsureIdentity(s.ctx, s.st, catalogID); err != nil {
+		if id, err = blobstore.EnsureIdentity(s.ctx, s.st, catalogID); err != nil {
 			return err
 		}
 	}
@@ -204,14 +204,14 @@ func (s *syncer) identity(catalogID string) error {
 // adopt takes the store over from the catalog its identity names (id is
 // rewritten in place), unless that catalog's heartbeat is live and Force
 // is not set. In a dry run it only reports.
-func (s *syncer) adopt(id *store.Identity, catalogID string) error {
+func (s *syncer) adopt(id *blobstore.Identity, catalogID string) error {
 	prev := id.CatalogID
 	now := time.Now()
 	live := false
 	var about string
-	hb, err := store.ReadHeartbeat(s.ctx, s.st)
+	hb, err := blobstore.ReadHeartbeat(s.ctx, s.st)
 	switch {
-	case errors.Is(err, store.ErrNotFound), err == nil && hb.CatalogID != prev:
+	case errors.Is(err, blobstore.ErrNotFound), err == nil && hb.CatalogID != prev:
 		about = fmt.Sprintf("no heartbeat of catalog %s in the store (written by an older server, or none of its servers ran here)", prev)
 	case err != nil:
 		if s.ctx.Err() != nil {
@@ -225,7 +225,7 @@ func (s *syncer) adopt(id *store.Identity, catalogID string) error {
 	}
 	if live && !s.opt.Force {
 		if s.opt.DryRun {
-			s.add(SyncEntry{Prefix: store.IdentityKey, Outcome: OutcomeStoreRefused, Detail: fmt.Sprintf(
+			s.add(SyncEntry{Prefix: blobstore.IdentityKey, Outcome: OutcomeStoreRefused, Detail: fmt.Sprintf(
 				"--adopt-store would be refused: the store belongs to catalog %s and %s; --force would take it over anyway", prev, about)})
 			return nil
 		}
@@ -246,7 +246,7 @@ func (s *syncer) adopt(id *store.Identity, catalogID string) error {
 		}
 	}
 	if s.opt.DryRun {
-		s.add(SyncEntry{Prefix: store.IdentityKey, Outcome: OutcomeStoreAdoptable, Detail: detail})
+		s.add(SyncEntry{Prefix: blobstore.IdentityKey, Outcome: OutcomeStoreAdoptable, Detail: detail})
 		return nil
 	}
 	at := now.UTC().Truncate(time.Millisecond)
@@ -255,13 +255,13 @@ func (s *syncer) adopt(id *store.Identity, catalogID string) error {
 	if err := s.writeIdentity(*id); err != nil {
 		return err
 	}
-	s.add(SyncEntry{Prefix: store.IdentityKey, Outcome: OutcomeStoreAdopted, Detail: detail})
+	s.add(SyncEntry{Prefix: blobstore.IdentityKey, Outcome: OutcomeStoreAdopted, Detail: detail})
 	return nil
 }
 
 // describeHeartbeat says who wrote hb, when and where, and whether it is
 // live at now.
-func describeHeartbeat(hb store.Heartbeat, now time.Time, here string) string {
+func describeHeartbeat(hb blobstore.Heartbeat, now time.Time, here string) string {
 	host, owner := hb.Host, hb.Owner
 	if host == "" {
 		host = "(unknown)"
@@ -275,9 +275,9 @@ func describeHeartbeat(hb store.Heartbeat, now time.Time, here string) string {
 	case hb.Stopped:
 		out += "which stopped cleanly"
 	case hb.Live(now):
-		out += fmt.Sprintf("younger than %s (%d × its %s interval): live", hb.StaleAfter(), store.HeartbeatStaleFactor, hb.Interval)
+		out += fmt.Sprintf("younger than %s (%d × its %s interval): live", hb.StaleAfter(), blobstore.HeartbeatStaleFactor, hb.Interval)
 	default:
-		out += fmt.Sprintf("older than %s (%d × its %s interval): stale", hb.StaleAfter(), store.HeartbeatStaleFactor, hb.Interval)
+		out += fmt.Sprintf("older than %s (%d × its %s interval): stale", hb.StaleAfter(), blobstore.HeartbeatStaleFactor, hb.Interval)
 	}
 	if hb.Store != "" && hb.Store != here {
 		out += fmt.Sprintf(" (written to %s: if this store is a copy of that one, its owner writes there, not here)", hb.Store)
@@ -285,17 +285,17 @@ func describeHeartbeat(hb store.Heartbeat, now time.Time, here string) string {
 	return out
 }
 
-func (s *syncer) writeIdentity(id store.Identity) error {
+func (s *syncer) writeIdentity(id blobstore.Identity) error {
 	data, _ := json.MarshalIndent(id, "", "  ")
-	return s.st.Put(s.ctx, store.IdentityKey, bytes.NewReader(append(data, '\n')))
+	return s.st.Put(s.ctx, blobstore.IdentityKey, bytes.NewReader(append(data, '\n')))
 }
 
 // eachRow calls fn for every row in the given statuses (all when empty),
 // a page at a time.
-func (s *syncer) eachRow(statuses []string, fn func(r storage.BackupRecord) error) error {
+func (s *syncer) eachRow(statuses []string, fn func(r backend.BackupRecord) error) error {
 	after := ""
 	for {
-		rows, err := s.cat.ListBackups(s.ctx, storage.ListBackupsParams{Statuses: statuses, StartAfter: after, Limit: rowPage})
+		rows, err := s.cat.ListBackups(s.ctx, backend.ListBackupsParams{Statuses: statuses, StartAfter: after, Limit: rowPage})
 		if err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ func (s *syncer) eachRow(statuses []string, fn func(r storage.BackupRecord) erro
 // held, never the listing.
 func (s *syncer) walkBackups(fn func(prefix string, complete bool) error) error {
 	cur, complete := "", false
-	err := s.st.Walk(s.ctx, "", func(o store.ObjectInfo) error {
+	err := s.st.Walk(s.ctx, "", func(o blobstore.ObjectInfo) error {
 		parts := strings.SplitN(o.Key, "/", 5)
 		if len(parts) < 4 || parts[2] == format.PITRDir {
 			// Point-in-time recovery histories are not backups.
@@ -367,8 +367,8 @@ func (s *syncer) rebuild() ([]SyncEntry, error) {
 	}
 	// Rows whose backup is no longer complete in this store, and rows of
 	// other stores.
-	err = s.eachRow(nil, func(r storage.BackupRecord) error {
-		if r.Status == storage.BackupDeleted {
+	err = s.eachRow(nil, func(r backend.BackupRecord) error {
+		if r.Status == backend.BackupDeleted {
 			return nil
 		}
 		if r.StoreID != s.id.StoreID {
@@ -377,13 +377,13 @@ func (s *syncer) rebuild() ([]SyncEntry, error) {
 				r.Status, r.StoreID, r.StoreID, r.StoreID)})
 			return nil
 		}
-		if r.Status != storage.BackupAvailable || hasSidecar(r.Prefix) {
+		if r.Status != backend.BackupAvailable || hasSidecar(r.Prefix) {
 			return nil
 		}
 		e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeMissing, Detail: "the row is AVAILABLE but its backup is not complete in the store"}
 		if s.opt.PruneMissing && !s.opt.DryRun {
-			res, err := s.cat.UpdateBackup(s.ctx, storage.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
-				Status: storage.BackupAvailable, NewStatus: storage.BackupDeleting})
+			res, err := s.cat.UpdateBackup(s.ctx, backend.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
+				Status: backend.BackupAvailable, NewStatus: backend.BackupDeleting})
 			if err != nil {
 				return err
 			}
@@ -417,7 +417,7 @@ func (s *syncer) rebuildOne(p string, complete bool) error {
 		return nil
 	}
 	e.ARN = bk.BackupARN
-	r, err := s.cat.GetBackup(s.ctx, storage.GetBackupParams{ARN: bk.BackupARN})
+	r, err := s.cat.GetBackup(s.ctx, backend.GetBackupParams{ARN: bk.BackupARN})
 	if err != nil {
 		return err
 	}
@@ -442,9 +442,9 @@ func (s *syncer) rebuildOne(p string, complete bool) error {
 		return nil
 	}
 	a := bk.ARN
-	_, err = s.cat.InsertBackup(s.ctx, storage.InsertBackupParams{Record: storage.BackupRecord{
+	_, err = s.cat.InsertBackup(s.ctx, backend.InsertBackupParams{Record: backend.BackupRecord{
 		ARN: bk.BackupARN, Account: a.Account, TableName: a.Table, BackupID: a.BackupID, Name: bk.BackupName,
-		Type: "USER", Status: storage.BackupAvailable, CreatedAt: bk.BackupCreationDateTime.UTC().Truncate(time.Millisecond),
+		Type: "USER", Status: backend.BackupAvailable, CreatedAt: bk.BackupCreationDateTime.UTC().Truncate(time.Millisecond),
 		SizeBytes: bk.UncompressedBytes, ItemCount: bk.ItemCount, TableDesc: desc, StoreID: s.id.StoreID, Prefix: p, Owner: "sync",
 	}})
 	if err != nil {
@@ -464,9 +464,9 @@ func (s *syncer) rebuildOne(p string, complete bool) error {
 // and the original are two stores.
 func (s *syncer) moveStore() ([]SyncEntry, error) {
 	old := s.opt.MoveStore
-	var rows []storage.BackupRecord
-	err := s.eachRow(nil, func(r storage.BackupRecord) error {
-		if r.StoreID == old && r.Status != storage.BackupDeleted {
+	var rows []backend.BackupRecord
+	err := s.eachRow(nil, func(r backend.BackupRecord) error {
+		if r.StoreID == old && r.Status != backend.BackupDeleted {
 			r.TableDesc = nil // not needed here: keep only what the move needs
 			rows = append(rows, r)
 		}
@@ -480,14 +480,14 @@ func (s *syncer) moveStore() ([]SyncEntry, error) {
 	}
 	var verify int
 	for _, r := range rows {
-		if r.Status == storage.BackupAvailable {
+		if r.Status == backend.BackupAvailable {
 			verify++
 		}
 	}
 	bad := 0
 	s.opt.Progress.Start("verifying backups", verify)
 	for _, r := range rows {
-		if r.Status != storage.BackupAvailable {
+		if r.Status != backend.BackupAvailable {
 			continue
 		}
 		_, err := Verify(s.ctx, s.st, r.ARN)
@@ -499,7 +499,7 @@ func (s *syncer) moveStore() ([]SyncEntry, error) {
 			}
 			bad++
 			outcome := OutcomeDamaged
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, blobstore.ErrNotFound) {
 				outcome = OutcomeMissing
 			}
 			s.add(SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: outcome, Detail: "in the configured store: " + err.Error()})
@@ -516,14 +516,14 @@ func (s *syncer) moveStore() ([]SyncEntry, error) {
 		return s.out, nil
 	}
 	if s.id.StoreID == old {
-		s.id.StoreID = store.NewStoreID()
+		s.id.StoreID = blobstore.NewStoreID()
 		if err := s.writeIdentity(s.id); err != nil {
 			return s.out, err
 		}
 	}
 	newID := s.id.StoreID
 	for _, r := range rows {
-		res, err := s.cat.UpdateBackup(s.ctx, storage.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
+		res, err := s.cat.UpdateBackup(s.ctx, backend.UpdateBackupParams{ARN: r.ARN, Generation: r.Generation,
 			Status: r.Status, NewStatus: r.Status, StoreID: &newID})
 		if err != nil {
 			return s.out, err
@@ -539,8 +539,8 @@ func (s *syncer) moveStore() ([]SyncEntry, error) {
 // storeIDsHint names the store ids the catalog's rows use.
 func (s *syncer) storeIDsHint() string {
 	var ids []string
-	_ = s.eachRow(nil, func(r storage.BackupRecord) error {
-		if r.Status != storage.BackupDeleted && !slices.Contains(ids, r.StoreID) {
+	_ = s.eachRow(nil, func(r backend.BackupRecord) error {
+		if r.Status != backend.BackupDeleted && !slices.Contains(ids, r.StoreID) {
 			ids = append(ids, r.StoreID)
 		}
 		return nil
@@ -553,10 +553,10 @@ func (s *syncer) storeIDsHint() string {
 }
 
 // forget removes one row (any status) without touching objects.
-func (s *syncer) forget(r storage.BackupRecord) error {
+func (s *syncer) forget(r backend.BackupRecord) error {
 	e := SyncEntry{ARN: r.ARN, Prefix: r.Prefix, Outcome: OutcomeForgettable, Detail: r.Status + " row of store " + r.StoreID}
 	if !s.opt.DryRun {
-		res, err := s.cat.RemoveBackup(s.ctx, storage.RemoveBackupParams{ARN: r.ARN, Generation: r.Generation, Status: r.Status})
+		res, err := s.cat.RemoveBackup(s.ctx, backend.RemoveBackupParams{ARN: r.ARN, Generation: r.Generation, Status: r.Status})
 		if err != nil {
 			return err
 		}
@@ -576,7 +576,7 @@ func (s *syncer) forgetBackups() ([]SyncEntry, error) {
 		if _, err := format.ParseARN(arn); err != nil {
 			return s.out, fmt.Errorf("--forget-backup %q: %w", arn, err)
 		}
-		r, err := s.cat.GetBackup(s.ctx, storage.GetBackupParams{ARN: arn})
+		r, err := s.cat.GetBackup(s.ctx, backend.GetBackupParams{ARN: arn})
 		if err != nil {
 			return s.out, err
 		}
@@ -594,13 +594,13 @@ func (s *syncer) forgetBackups() ([]SyncEntry, error) {
 
 func (s *syncer) forgetStore() ([]SyncEntry, error) {
 	gone := s.opt.ForgetStore
-	if id, err := store.ReadIdentity(s.ctx, s.st); err == nil && id.StoreID == gone {
+	if id, err := blobstore.ReadIdentity(s.ctx, s.st); err == nil && id.StoreID == gone {
 		return nil, fmt.Errorf("--forget-store %s is the configured store %s: its rows are rebuilt by a plain sync; use --forget-backup ARN for single rows", gone, s.st)
 	}
-	var rows []storage.BackupRecord
-	err := s.eachRow(nil, func(r storage.BackupRecord) error {
+	var rows []backend.BackupRecord
+	err := s.eachRow(nil, func(r backend.BackupRecord) error {
 		if r.StoreID == gone {
-			rows = append(rows, storage.BackupRecord{ARN: r.ARN, Prefix: r.Prefix, Status: r.Status, StoreID: r.StoreID, Generation: r.Generation})
+			rows = append(rows, backend.BackupRecord{ARN: r.ARN, Prefix: r.Prefix, Status: r.Status, StoreID: r.StoreID, Generation: r.Generation})
 		}
 		return nil
 	})

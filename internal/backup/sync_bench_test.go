@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // cloneStore fills a filesystem store with n complete backups: one real
@@ -35,7 +35,7 @@ func cloneStore(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	st, err := store.NewFS(dir + "/store")
+	st, err := blobstore.NewFS(dir + "/store")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func cloneStore(b *testing.B, n int) string {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.Status == storage.BackupAvailable {
+		if r.Status == backend.BackupAvailable {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -185,7 +185,7 @@ func BenchmarkSyncFS(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				st, err := store.NewFS(root)
+				st, err := blobstore.NewFS(root)
 				if err != nil {
 					b.Fatal(err)
 				}

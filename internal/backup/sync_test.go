@@ -13,9 +13,9 @@ import (
 
 	"github.com/extenddb/extenddb/internal/format"
 
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/faultstore"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/faultstore"
 )
 
 func outcomes(es []SyncEntry) map[string]int {
@@ -31,9 +31,9 @@ func outcomes(es []SyncEntry) map[string]int {
 // backup vanished from the store is reported, and marked DELETING only
 // with --prune-missing.
 func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
-		st, err := store.NewFS(t.TempDir() + "/store")
+		st, err := blobstore.NewFS(t.TempDir() + "/store")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+			waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 			arns = append(arns, rec.ARN)
 		}
 		m.Close()
@@ -69,10 +69,10 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 			t.Fatalf("dry run: %+v", dry)
 		}
 		cat := other.Capabilities().Backups
-		if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]}); r != nil {
+		if r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[0]}); r != nil {
 			t.Fatalf("--dry-run wrote a row: %+v", r)
 		}
-		if id, err := store.ReadIdentity(ctx, st); err != nil || id.CatalogID == mustCatalogID(t, other) {
+		if id, err := blobstore.ReadIdentity(ctx, st); err != nil || id.CatalogID == mustCatalogID(t, other) {
 			t.Fatalf("--dry-run took the store over: %+v %v", id, err)
 		}
 		got, err := Sync(ctx, other, st, descJSON{}, SyncOptions{AdoptStore: true})
@@ -83,7 +83,7 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 			t.Fatalf("sync: %+v", got)
 		}
 		// One backup vanishes from the store.
-		r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[1]})
+		r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[1]})
 		if err := st.DeletePrefix(ctx, r.Prefix); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 		if o := outcomes(got); o["missing"] != 1 || o["known"] != 1 {
 			t.Fatalf("after the loss: %+v", got)
 		}
-		if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[1]}); r.Status != storage.BackupAvailable {
+		if r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[1]}); r.Status != backend.BackupAvailable {
 			t.Fatalf("a missing backup changed without --prune-missing: %s", r.Status)
 		}
 		got, err = Sync(ctx, other, st, descJSON{}, SyncOptions{PruneMissing: true, DryRun: true})
@@ -105,13 +105,13 @@ func TestSyncRebuildsDryRunAndPrune(t *testing.T) {
 		if err != nil || outcomes(got)["pruned"] != 1 {
 			t.Fatalf("prune: %+v %v", got, err)
 		}
-		if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[1]}); r.Status != storage.BackupDeleting {
+		if r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[1]}); r.Status != backend.BackupDeleting {
 			t.Fatalf("pruned backup: %s, want DELETING", r.Status)
 		}
 	})
 }
 
-func mustCatalogID(t *testing.T, b storage.Backend) string {
+func mustCatalogID(t *testing.T, b backend.Backend) string {
 	cat := b.Capabilities().Backups
 	id, err := cat.CatalogID(context.Background(), "unused")
 	if err != nil {
@@ -149,10 +149,10 @@ func copyTree(t *testing.T, from, to string, skip func(rel string) bool) {
 
 // syncFixture: a catalog with n AVAILABLE backups of one table in a
 // filesystem store under dir/store.
-func syncFixture(t *testing.T, b storage.Backend, dir string, n int) (store.Store, []string) {
+func syncFixture(t *testing.T, b backend.Backend, dir string, n int) (blobstore.Store, []string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.NewFS(dir + "/store")
+	st, err := blobstore.NewFS(dir + "/store")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,17 +167,17 @@ func syncFixture(t *testing.T, b storage.Backend, dir string, n int) (store.Stor
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(t, m, rec.ARN, storage.BackupAvailable)
+		waitStatus(t, m, rec.ARN, backend.BackupAvailable)
 		arns = append(arns, rec.ARN)
 	}
 	m.Close()
 	return st, arns
 }
 
-func storeIDs(t *testing.T, b storage.Backend) map[string]int {
+func storeIDs(t *testing.T, b backend.Backend) map[string]int {
 	t.Helper()
 	cat := b.Capabilities().Backups
-	rows, err := cat.ListBackups(context.Background(), storage.ListBackupsParams{})
+	rows, err := cat.ListBackups(context.Background(), backend.ListBackupsParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,13 +191,13 @@ func storeIDs(t *testing.T, b storage.Backend) map[string]int {
 // snapshotTree answers every file under root with its bytes, to compare a
 // store before and after.
 //
-// The owner's heartbeat (store.HeartbeatKey) is left out: every running
+// The owner's heartbeat (blobstore.HeartbeatKey) is left out: every running
 // manager of the owning catalog rewrites it by design.
 func snapshotTree(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && p != filepath.Join(root, store.HeartbeatKey) {
+		if err == nil && !d.IsDir() && p != filepath.Join(root, blobstore.HeartbeatKey) {
 			data, _ := os.ReadFile(p)
 			out[p] = string(data)
 		}
@@ -213,16 +213,16 @@ func snapshotTree(t *testing.T, root string) map[string]string {
 // re-pointed; --dry-run changes nothing; once the copy is right every row
 // is re-pointed and the store is healthy for the manager.
 func TestSyncMoveStore(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		old, arns := syncFixture(t, b, dir, 3)
-		oldID, err := store.ReadIdentity(ctx, old)
+		oldID, err := blobstore.ReadIdentity(ctx, old)
 		if err != nil {
 			t.Fatal(err)
 		}
-		copyTree(t, dir+"/store", dir+"/new", func(rel string) bool { return rel == store.IdentityKey })
-		st, err := store.NewFS(dir + "/new")
+		copyTree(t, dir+"/store", dir+"/new", func(rel string) bool { return rel == blobstore.IdentityKey })
+		st, err := blobstore.NewFS(dir + "/new")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,13 +234,13 @@ func TestSyncMoveStore(t *testing.T) {
 		if o := outcomes(got); o[OutcomeOtherStore] != 3 || o[OutcomeAdopted] != 0 {
 			t.Fatalf("plain sync over the copy: %+v", got)
 		}
-		newID, err := store.ReadIdentity(ctx, st)
+		newID, err := blobstore.ReadIdentity(ctx, st)
 		if err != nil || newID.StoreID == oldID.StoreID {
 			t.Fatalf("the copy's identity: %+v %v", newID, err)
 		}
 		// One flipped byte in one data file of the copy.
 		cat := b.Capabilities().Backups
-		r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[1]})
+		r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[1]})
 		f := dir + "/new/" + r.Prefix + "/data/000001.json.zst"
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -302,13 +302,13 @@ func TestSyncMoveStore(t *testing.T) {
 // TestSyncMoveStoreWithCopiedIdentity: a copy that carries the identity
 // file has the old store's id; the move gives it an id of its own first.
 func TestSyncMoveStoreWithCopiedIdentity(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		old, _ := syncFixture(t, b, dir, 2)
-		oldID, _ := store.ReadIdentity(ctx, old)
+		oldID, _ := blobstore.ReadIdentity(ctx, old)
 		copyTree(t, dir+"/store", dir+"/new", nil)
-		st, _ := store.NewFS(dir + "/new")
+		st, _ := blobstore.NewFS(dir + "/new")
 		got, err := Sync(ctx, b, st, descJSON{}, SyncOptions{MoveStore: dir + "/store"})
 		if err == nil {
 			t.Fatalf("a path reached backup.Sync as a store id: %+v", got)
@@ -317,14 +317,14 @@ func TestSyncMoveStoreWithCopiedIdentity(t *testing.T) {
 		if err != nil || outcomes(got)[OutcomeMoved] != 2 {
 			t.Fatalf("move: %+v %v", got, err)
 		}
-		id, _ := store.ReadIdentity(ctx, st)
+		id, _ := blobstore.ReadIdentity(ctx, st)
 		if id.StoreID == oldID.StoreID || id.CatalogID != oldID.CatalogID {
 			t.Fatalf("the copy kept the old store id: %+v", id)
 		}
 		if ids := storeIDs(t, b); ids[id.StoreID+" AVAILABLE"] != 2 {
 			t.Fatalf("after the move: %v", ids)
 		}
-		if still, _ := store.ReadIdentity(ctx, old); still != oldID {
+		if still, _ := blobstore.ReadIdentity(ctx, old); still != oldID {
 			t.Fatalf("the old store's identity changed: %+v", still)
 		}
 	})
@@ -334,7 +334,7 @@ func TestSyncMoveStoreWithCopiedIdentity(t *testing.T) {
 // (no DELETED row, so no reconciler deletes the objects), touch no object,
 // and --dry-run removes nothing.
 func TestSyncForget(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		st, arns := syncFixture(t, b, dir, 3)
@@ -344,7 +344,7 @@ func TestSyncForget(t *testing.T) {
 		if err != nil || outcomes(got)[OutcomeForgettable] != 1 {
 			t.Fatalf("dry-run forget: %+v %v", got, err)
 		}
-		if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]}); r == nil {
+		if r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[0]}); r == nil {
 			t.Fatal("--dry-run forgot a row")
 		}
 		absent := arns[0][:len(arns[0])-8] + "00000000"
@@ -358,7 +358,7 @@ func TestSyncForget(t *testing.T) {
 		if o := outcomes(got); o[OutcomeForgotten] != 1 || o[OutcomeNotFound] != 1 {
 			t.Fatalf("forget: %+v", got)
 		}
-		if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]}); r != nil {
+		if r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[0]}); r != nil {
 			t.Fatalf("a forgotten row is still there: %+v", r)
 		}
 		// The manager's reconciler finds nothing to delete.
@@ -371,13 +371,13 @@ func TestSyncForget(t *testing.T) {
 			t.Fatal("forgetting a backup changed the store")
 		}
 		// The configured store's rows cannot be forgotten as a store.
-		id, _ := store.ReadIdentity(ctx, st)
+		id, _ := blobstore.ReadIdentity(ctx, st)
 		if _, err := Sync(ctx, b, st, descJSON{}, SyncOptions{ForgetStore: id.StoreID}); err == nil {
 			t.Fatal("--forget-store of the configured store succeeded")
 		}
 		// A store that is gone: its rows are forgotten, the configured
 		// store (another) is not touched.
-		other, err := store.NewFS(dir + "/other")
+		other, err := blobstore.NewFS(dir + "/other")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,12 +410,12 @@ func TestSyncForget(t *testing.T) {
 // sidecar), and damage after it (a data file gone or cut short, a bad
 // sidecar), is reported and never adopted.
 func TestSyncNeverAdoptsPartialPrefixes(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		st, arns := syncFixture(t, b, dir, 1)
 		cat := b.Capabilities().Backups
-		r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]})
+		r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[0]})
 		src := dir + "/store/" + r.Prefix
 		// Job steps in write order: data files, the AWS manifests, our
 		// manifest, the sidecar.
@@ -464,7 +464,7 @@ func TestSyncNeverAdoptsPartialPrefixes(t *testing.T) {
 			if o[OutcomeAdopted] != 0 || o[OutcomeIncomplete]+o[OutcomeDamaged] != 1 {
 				t.Fatalf("%s: %+v", name, got)
 			}
-			if r, _ := cat.GetBackup(ctx, storage.GetBackupParams{ARN: arns[0]}); r != nil {
+			if r, _ := cat.GetBackup(ctx, backend.GetBackupParams{ARN: arns[0]}); r != nil {
 				t.Fatalf("%s: adopted: %+v", name, r)
 			}
 			os.RemoveAll(src)
@@ -483,7 +483,7 @@ func TestSyncNeverAdoptsPartialPrefixes(t *testing.T) {
 // breaks inside the second backup fails the sync with that error after
 // the first backup was adopted, and the broken one is not.
 func TestSyncStreamsTheListing(t *testing.T) {
-	forEach(t, func(t *testing.T, b storage.Backend) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		inner, _ := syncFixture(t, b, t.TempDir(), 3)
 		objs, err := inner.List(ctx, "")
@@ -519,7 +519,7 @@ func TestSyncStreamsTheListing(t *testing.T) {
 			t.Fatalf("sync over a broken listing: %+v, want the first backup adopted", got)
 		}
 		cat := other.Capabilities().Backups
-		rows, err := cat.ListBackups(ctx, storage.ListBackupsParams{Limit: 10})
+		rows, err := cat.ListBackups(ctx, backend.ListBackupsParams{Limit: 10})
 		if err != nil || len(rows) != 1 || rows[0].Prefix != first {
 			t.Fatalf("rows after a broken listing: %+v %v, want only %s", rows, err, first)
 		}

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // benchItem is one item of the throughput benchmark: its canonical bytes
@@ -91,7 +91,7 @@ func BenchmarkBackupThroughput(b *testing.B) {
 			be := bc.open(b)
 			loadBench(b, be, items)
 			root := b.TempDir() + "/store"
-			st, err := store.NewFS(root)
+			st, err := blobstore.NewFS(root)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -130,19 +130,19 @@ func BenchmarkBackupThroughput(b *testing.B) {
 }
 
 // loadBench writes the items in transactions of 100 blind puts.
-func loadBench(b *testing.B, be storage.Backend, items []benchItem) {
-	res, err := be.CreateTable(context.Background(), storage.CreateTableParams{Account: account, Name: "bench", Desc: []byte(benchDesc)})
+func loadBench(b *testing.B, be backend.Backend, items []benchItem) {
+	res, err := be.CreateTable(context.Background(), backend.CreateTableParams{Account: account, Name: "bench", Desc: []byte(benchDesc)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ref := res.Table.Ref()
-	ops := make([]storage.WriteItemParams, 0, 100)
+	ops := make([]backend.WriteItemParams, 0, 100)
 	for i := range items {
 		raw := items[i].raw
-		ops = append(ops, storage.WriteItemParams{Table: ref, PK: items[i].pk, SK: items[i].sk, Blind: true,
-			Fn: func([]byte) (storage.Change, error) { return storage.Change{Op: storage.Put, Item: raw}, nil }})
+		ops = append(ops, backend.WriteItemParams{Table: ref, PK: items[i].pk, SK: items[i].sk, Blind: true,
+			Fn: func([]byte) (backend.Change, error) { return backend.Change{Op: backend.Put, Item: raw}, nil }})
 		if len(ops) == cap(ops) || i == len(items)-1 {
-			if _, err := be.TransactWrite(context.Background(), storage.TransactWriteParams{Ops: ops}); err != nil {
+			if _, err := be.TransactWrite(context.Background(), backend.TransactWriteParams{Ops: ops}); err != nil {
 				b.Fatal(err)
 			}
 			ops = ops[:0]
@@ -190,7 +190,7 @@ type backupRun struct {
 // backupOnce runs one backup of the bench table to AVAILABLE and verifies
 // it; it returns its duration, the process's CPU time meanwhile, the peak
 // heap in use above the start and the bytes allocated.
-func backupOnce(b *testing.B, m *Manager, st store.Store, n int, profile bool) backupRun {
+func backupOnce(b *testing.B, m *Manager, st blobstore.Store, n int, profile bool) backupRun {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
@@ -220,8 +220,8 @@ func backupOnce(b *testing.B, m *Manager, st store.Store, n int, profile bool) b
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.Status != storage.BackupCreating {
-			if r.Status != storage.BackupAvailable {
+		if r.Status != backend.BackupCreating {
+			if r.Status != backend.BackupAvailable {
 				b.Fatalf("backup %s: %s", r.Status, r.Message)
 			}
 			break

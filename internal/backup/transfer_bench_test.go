@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/format/awsexport"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // discardStore is a store that keeps nothing: the sink of the export
@@ -28,16 +28,16 @@ func (d discardStore) PutIfAbsent(ctx context.Context, k string, r io.Reader) er
 	return d.Put(ctx, k, r)
 }
 func (discardStore) Get(context.Context, string) (io.ReadCloser, error) {
-	return nil, store.ErrNotFound
+	return nil, blobstore.ErrNotFound
 }
 func (discardStore) GetRange(context.Context, string, int64, int64) (io.ReadCloser, error) {
-	return nil, store.ErrNotFound
+	return nil, blobstore.ErrNotFound
 }
-func (discardStore) Head(_ context.Context, k string) (store.ObjectInfo, error) {
-	return store.ObjectInfo{}, store.ErrNotFound
+func (discardStore) Head(_ context.Context, k string) (blobstore.ObjectInfo, error) {
+	return blobstore.ObjectInfo{}, blobstore.ErrNotFound
 }
-func (discardStore) List(context.Context, string) ([]store.ObjectInfo, error) { return nil, nil }
-func (discardStore) Walk(context.Context, string, func(store.ObjectInfo) error) error {
+func (discardStore) List(context.Context, string) ([]blobstore.ObjectInfo, error) { return nil, nil }
+func (discardStore) Walk(context.Context, string, func(blobstore.ObjectInfo) error) error {
 	return nil
 }
 func (discardStore) DeletePrefix(context.Context, string) error { return nil }
@@ -69,12 +69,12 @@ func BenchmarkExportThroughput(b *testing.B) {
 			ctx := context.Background()
 			be := bc.open(b)
 			loadBench(b, be, items)
-			tr, err := be.GetTable(ctx, storage.GetTableParams{Account: account, Name: "bench"})
+			tr, err := be.GetTable(ctx, backend.GetTableParams{Account: account, Name: "bench"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			ref := tr.Table.Ref()
-			st, err := store.NewFS(b.TempDir() + "/store")
+			st, err := blobstore.NewFS(b.TempDir() + "/store")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func BenchmarkExportThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 			jobs := be.Capabilities().Jobs
-			x := NewExports(m, ExportsConfig{Jobs: jobs, Buckets: store.BucketConfig{FilesystemRoot: root}})
+			x := NewExports(m, ExportsConfig{Jobs: jobs, Buckets: blobstore.BucketConfig{FilesystemRoot: root}})
 			var enc, job, encCPU, jobCPU time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -113,7 +113,7 @@ func BenchmarkExportThroughput(b *testing.B) {
 					"TableId": pt.TableID, "StartTime": epochSec(time.Now()), "S3Bucket": "bkt", "S3Prefix": "p",
 					"S3SseAlgorithm": "AES256", "ExportFormat": awsexport.FormatJSON, "HistoryPrefix": prefix, "ExportTimeMs": at.UnixMilli(),
 				})
-				res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
+				res, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: jobKindExport, ID: id, Account: account, Status: exportInProgress,
 					Payload: raw, Owner: m.Owner()})
 				if err != nil {
 					b.Fatal(err)

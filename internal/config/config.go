@@ -22,7 +22,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/extenddb/extenddb/internal/backup/plan"
-	"github.com/extenddb/extenddb/internal/store"
+	"github.com/extenddb/extenddb/internal/blobstore"
 )
 
 // Config is the whole configuration.
@@ -33,8 +33,8 @@ type Config struct {
 	Auth    Auth    `toml:"auth"`
 	Backup  Backup  `toml:"backup"`
 	// S3 says where the buckets named by exports and imports live.
-	S3      store.BucketConfig `toml:"s3"`
-	Streams Streams            `toml:"streams"`
+	S3      blobstore.BucketConfig `toml:"s3"`
+	Streams Streams                `toml:"streams"`
 }
 
 // Streams configures DynamoDB Streams.
@@ -51,9 +51,9 @@ type Streams struct {
 
 // Backup configures where backups are kept.
 type Backup struct {
-	// Store is the [backup.store] section (see internal/store.Config):
+	// Store is the [backup.store] section (see internal/blobstore.Config):
 	// kind = "filesystem" | "s3" | "disabled" (default).
-	Store store.Config `toml:"store"`
+	Store blobstore.Config `toml:"store"`
 	// MaxConcurrentJobs bounds backups and restores running at once on
 	// this server (0: 4); over it, LimitExceededException.
 	MaxConcurrentJobs int `toml:"max_concurrent_jobs"`
@@ -264,7 +264,7 @@ type Storage struct {
 // The engines of storage.memory.
 const (
 	// MemoryNative is the in-memory backend (the "memory" driver,
-	// internal/storage/memory).
+	// internal/backend/memory).
 	MemoryNative = "native"
 	// MemorySQLite is the configured backend's own memory mode: for
 	// SQLite, a database in a temporary file removed at exit.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Background work: index backfills (UpdateTable creating a GSI, TTL being
@@ -99,7 +99,7 @@ func (e *Engine) resumeBackfills(ctx context.Context) {
 
 // startBackfill runs a backfill of one index in the background unless one
 // is already running in this process.
-func (e *Engine) startBackfill(ref storage.TableRef, index string) {
+func (e *Engine) startBackfill(ref backend.TableRef, index string) {
 	b := &e.bg
 	b.mu.Lock()
 	key := jsonInt(ref.ID) + "/" + index
@@ -132,14 +132,14 @@ func (e *Engine) startBackfill(ref storage.TableRef, index string) {
 // concurrent writes are never lost or doubled.
 //
 // It starts at once: item writes are fenced on the description version
-// (storage.TableRef.Version), so once the UpdateTable that added the
+// (backend.TableRef.Version), so once the UpdateTable that added the
 // index has committed, every write that lands (on any server) was computed
 // from a description that has the index and maintains its entry. An item
 // therefore has either no entry (not written since) or its exact entry,
 // and rewriting the entry computed from its current value is exact. A
 // page refused as computed from a stale description is read again.
-func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index string) error {
-	var after *storage.Cursor
+func (e *Engine) backfill(ctx context.Context, ref backend.TableRef, index string) error {
+	var after *backend.Cursor
 	for {
 		t, err := e.currentTable(ctx, ref)
 		if err != nil {
@@ -152,53 +152,53 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 		if ix == nil || ix.Status != "CREATING" {
 			return nil
 		}
-		res, err := e.backend.Scan(ctx, storage.ScanParams{Table: t.ref, After: after, Limit: 200})
+		res, err := e.backend.Scan(ctx, backend.ScanParams{Table: t.ref, After: after, Limit: 200})
 		if err != nil {
-			if storage.IsKind(err, storage.KindTableNotFound) {
+			if backend.IsKind(err, backend.KindTableNotFound) {
 				return nil
 			}
 			return err
 		}
 		if len(res.Rows) > 0 {
-			ops := make([]storage.WriteItemParams, len(res.Rows))
+			ops := make([]backend.WriteItemParams, len(res.Rows))
 			for i, r := range res.Rows {
-				ops[i] = storage.WriteItemParams{Table: t.ref, PK: r.PK, SK: r.SK, Fn: func(oldRaw []byte) (storage.Change, error) {
+				ops[i] = backend.WriteItemParams{Table: t.ref, PK: r.PK, SK: r.SK, Fn: func(oldRaw []byte) (backend.Change, error) {
 					if oldRaw == nil {
-						return storage.Change{Op: storage.Keep}, nil
+						return backend.Change{Op: backend.Keep}, nil
 					}
 					old, err := decodeStored(oldRaw)
 					if err != nil {
-						return storage.Change{}, err
+						return backend.Change{}, err
 					}
 					pk, sk, ok, err := ix.keyOf(old)
 					if err != nil || !ok {
 						// Items whose index key has the wrong type are left
 						// out of the index, as the service does.
-						return storage.Change{Op: storage.Keep}, nil
+						return backend.Change{Op: backend.Keep}, nil
 					}
-					k := storage.IndexKey{Index: ix.Name, PK: pk, SK: sk}
-					return storage.Change{Op: storage.Put, Item: oldRaw, DeleteIndex: []storage.IndexKey{k},
-						PutIndex: []storage.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}}, nil
+					k := backend.IndexKey{Index: ix.Name, PK: pk, SK: sk}
+					return backend.Change{Op: backend.Put, Item: oldRaw, DeleteIndex: []backend.IndexKey{k},
+						PutIndex: []backend.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}}, nil
 				}}
 			}
 			if _, err := e.writeEach(ctx, ops); err != nil {
-				if storage.IsKind(err, storage.KindTableNotFound) {
+				if backend.IsKind(err, backend.KindTableNotFound) {
 					return nil
 				}
-				if storage.IsKind(err, storage.KindTableVersion) {
+				if backend.IsKind(err, backend.KindTableVersion) {
 					continue // the description changed: read it and this page again
 				}
 				return err
 			}
 			last := res.Rows[len(res.Rows)-1]
-			after = &storage.Cursor{PK: last.PK, SK: last.SK}
+			after = &backend.Cursor{PK: last.PK, SK: last.SK}
 			backfillBatch(ctx, len(res.Rows), last.PK)
 		}
 		if !res.More {
 			break
 		}
 	}
-	_, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
+	_, err := e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: ref.Account, Name: ref.Name, Fn: func(old *backend.Table) ([]byte, error) {
 		if old.ID != ref.ID {
 			return nil, errBackfillObsolete
 		}
@@ -228,7 +228,7 @@ func (e *Engine) backfill(ctx context.Context, ref storage.TableRef, index strin
 		}
 		return json.Marshal(&st)
 	}})
-	if err == errBackfillObsolete || storage.IsKind(err, storage.KindTableNotFound) {
+	if err == errBackfillObsolete || backend.IsKind(err, backend.KindTableNotFound) {
 		return nil
 	}
 	e.tables.drop(ref.Account, ref.Name)
@@ -279,12 +279,12 @@ const sweepBatch = 500
 
 // readEach reads independent items: one TransactGet, or one GetItem each
 // on a backend that answers KindUnsupported to it.
-func (e *Engine) readEach(ctx context.Context, keys []storage.GetItemParams) (*storage.TransactGetResult, error) {
-	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
-	if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
+func (e *Engine) readEach(ctx context.Context, keys []backend.GetItemParams) (*backend.TransactGetResult, error) {
+	res, err := e.backend.TransactGet(ctx, backend.TransactGetParams{Keys: keys})
+	if err == nil || !backend.IsKind(err, backend.KindUnsupported) {
 		return res, err
 	}
-	res = &storage.TransactGetResult{Items: make([][]byte, 0, len(keys))}
+	res = &backend.TransactGetResult{Items: make([][]byte, 0, len(keys))}
 	for _, k := range keys {
 		r, err := e.backend.GetItem(ctx, k)
 		if err != nil {
@@ -300,20 +300,20 @@ func (e *Engine) readEach(ctx context.Context, keys []storage.GetItemParams) (*s
 // they go as one TransactWrite where the backend has multi-item atomicity
 // (the cheapest there), and as one WriteItem each on a backend that
 // answers KindUnsupported to it or whose TransactWrite runs on the
-// transaction ledger (storage.Capabilities.PerItemAtomic: MongoDB, Cassandra), where
+// transaction ledger (backend.Capabilities.PerItemAtomic: MongoDB, Cassandra), where
 // a multi-item transaction costs more than its items' writes and, on a
 // loaded server, can outlive the ledger's lock timeout and end in
 // TransactionConflict although no client transaction is involved. On an
 // error the writes before it may have been applied; each is idempotent,
 // so the caller simply tries again later.
-func (e *Engine) writeEach(ctx context.Context, ops []storage.WriteItemParams) (*storage.TransactWriteResult, error) {
+func (e *Engine) writeEach(ctx context.Context, ops []backend.WriteItemParams) (*backend.TransactWriteResult, error) {
 	if !e.backend.Capabilities().PerItemAtomic {
-		res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: ops})
-		if err == nil || !storage.IsKind(err, storage.KindUnsupported) {
+		res, err := e.backend.TransactWrite(ctx, backend.TransactWriteParams{Ops: ops})
+		if err == nil || !backend.IsKind(err, backend.KindUnsupported) {
 			return res, err
 		}
 	}
-	res := &storage.TransactWriteResult{Results: make([]storage.WriteItemResult, 0, len(ops))}
+	res := &backend.TransactWriteResult{Results: make([]backend.WriteItemResult, 0, len(ops))}
 	for _, op := range ops {
 		r, err := e.backend.WriteItem(ctx, op)
 		if err != nil {
@@ -349,8 +349,8 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 	hi, _ := attr.NumberKey(jsonInt(now.Unix()))
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		res, err := e.backend.Query(ctx, storage.QueryParams{Table: t.ref, Index: ttlIndexName, PK: ttlPartition,
-			Lower: &storage.Bound{Key: lo, Inclusive: true}, Upper: &storage.Bound{Key: hi, Inclusive: true}, Forward: true, Limit: sweepBatch})
+		res, err := e.backend.Query(ctx, backend.QueryParams{Table: t.ref, Index: ttlIndexName, PK: ttlPartition,
+			Lower: &backend.Bound{Key: lo, Inclusive: true}, Upper: &backend.Bound{Key: hi, Inclusive: true}, Forward: true, Limit: sweepBatch})
 		if err != nil {
 			return st, err
 		}
@@ -358,19 +358,19 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 		if n == 0 {
 			return st, nil
 		}
-		ops := make([]storage.WriteItemParams, n)
+		ops := make([]backend.WriteItemParams, n)
 		nowSec := now.Unix()
 		for i, r := range res.Rows {
-			hit := storage.IndexKey{Index: ttlIndexName, PK: r.PK, SK: r.SK}
+			hit := backend.IndexKey{Index: ttlIndexName, PK: r.PK, SK: r.SK}
 			// A TTL deletion is a stream record of the service (keys
 			// taken from the deleted item); the repairs change nothing.
-			ops[i] = e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: r.BasePK, SK: r.BaseSK, Fn: func(oldRaw []byte) (storage.Change, error) {
+			ops[i] = e.streamed(t, backend.WriteItemParams{Table: t.ref, PK: r.BasePK, SK: r.BaseSK, Fn: func(oldRaw []byte) (backend.Change, error) {
 				return t.sweepChange(ix, hit, oldRaw, nowSec)
 			}}, nil, true)
 		}
 		tw, err := e.writeEach(ctx, ops)
 		if err != nil {
-			if storage.IsKind(err, storage.KindTableVersion) || storage.IsKind(err, storage.KindTableNotFound) {
+			if backend.IsKind(err, backend.KindTableVersion) || backend.IsKind(err, backend.KindTableNotFound) {
 				// The description changed (or the table is gone): the
 				// next pass reads it again.
 				return st, nil
@@ -381,11 +381,11 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 		progress, deleted := 0, 0
 		for _, r := range tw.Results {
 			switch {
-			case r.Change.Op == storage.Delete && r.Old != nil:
+			case r.Change.Op == backend.Delete && r.Old != nil:
 				st.deleted++
 				deleted++
 				progress++
-			case r.Change.Op != storage.Keep:
+			case r.Change.Op != backend.Keep:
 				st.repaired++
 				progress++
 			}
@@ -401,15 +401,15 @@ func (e *Engine) sweepTable(ctx context.Context, t *table) (sweepStats, error) {
 
 // sweepChange decides what the sweeper does with one hit of the TTL index
 // (hit) for the item oldRaw (nil when absent).
-func (t *table) sweepChange(ix *index, hit storage.IndexKey, oldRaw []byte, nowSec int64) (storage.Change, error) {
+func (t *table) sweepChange(ix *index, hit backend.IndexKey, oldRaw []byte, nowSec int64) (backend.Change, error) {
 	if oldRaw == nil {
 		// An orphan entry: delete it (a Delete of an absent item still
 		// removes the index keys it names).
-		return storage.Change{Op: storage.Delete, DeleteIndex: []storage.IndexKey{hit}}, nil
+		return backend.Change{Op: backend.Delete, DeleteIndex: []backend.IndexKey{hit}}, nil
 	}
 	old, err := decodeStored(oldRaw)
 	if err != nil {
-		return storage.Change{}, err
+		return backend.Change{}, err
 	}
 	if expired(old, ix.Hash.Name, nowSec) {
 		ch := t.deleteChange(old)
@@ -419,11 +419,11 @@ func (t *table) sweepChange(ix *index, hit storage.IndexKey, oldRaw []byte, nowS
 	// Not expired: the hit does not match the item. Remove it and write
 	// the item's true TTL entry (if it has one); the item and its other
 	// index entries stay as they are.
-	ch := storage.Change{Op: storage.Put, Item: oldRaw, DeleteIndex: []storage.IndexKey{hit}}
+	ch := backend.Change{Op: backend.Put, Item: oldRaw, DeleteIndex: []backend.IndexKey{hit}}
 	if pk, sk, ok, err := ix.keyOf(old); err == nil && ok {
-		k := storage.IndexKey{Index: ix.Name, PK: pk, SK: sk}
+		k := backend.IndexKey{Index: ix.Name, PK: pk, SK: sk}
 		ch.DeleteIndex = append(ch.DeleteIndex, k)
-		ch.PutIndex = []storage.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}
+		ch.PutIndex = []backend.IndexEntry{{IndexKey: k, Item: ix.project(t, old, oldRaw)}}
 	}
 	return ch, nil
 }
@@ -442,14 +442,14 @@ func expired(it attr.Item, name string, now int64) bool {
 // ActiveTables lists the names of the account's ACTIVE tables (not those
 // being restored or imported), for backup plans.
 func (e *Engine) ActiveTables(ctx context.Context, account string) ([]string, error) {
-	res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: account})
+	res, err := e.backend.ListTables(ctx, backend.ListTablesParams{Account: account})
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, n := range res.Names {
-		gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: n})
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		gt, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: account, Name: n})
+		if backend.IsKind(err, backend.KindTableNotFound) {
 			continue
 		}
 		if err != nil {

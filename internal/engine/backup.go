@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // The on-demand backup operations (docs/adr/0015-backup-operations.md):
@@ -25,20 +25,20 @@ import (
 // (KindTableNotFound, KindLimitExceeded, KindUnavailable for a store that
 // cannot be used).
 type BackupService interface {
-	CreateBackup(ctx context.Context, account, table, name string) (*storage.BackupRecord, error)
+	CreateBackup(ctx context.Context, account, table, name string) (*backend.BackupRecord, error)
 	// CreateSystemBackup is CreateBackup for the SYSTEM backup that
 	// DeleteTable keeps of a table with point-in-time recovery on,
 	// expiring at expiresAt.
-	CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*storage.BackupRecord, error)
-	GetBackup(ctx context.Context, arn string) (*storage.BackupRecord, error)
-	ListBackups(ctx context.Context, p storage.ListBackupsParams) ([]storage.BackupRecord, error)
-	DeleteBackup(ctx context.Context, rec storage.BackupRecord) (*storage.BackupWriteResult, error)
+	CreateSystemBackup(ctx context.Context, account, table, name string, expiresAt time.Time) (*backend.BackupRecord, error)
+	GetBackup(ctx context.Context, arn string) (*backend.BackupRecord, error)
+	ListBackups(ctx context.Context, p backend.ListBackupsParams) ([]backend.BackupRecord, error)
+	DeleteBackup(ctx context.Context, rec backend.BackupRecord) (*backend.BackupWriteResult, error)
 	// RestoreTable records a restore job for the target table account/name,
 	// then creates the target with create (in CREATING, with a
 	// RestoreSummary) and starts loading the backup into it; the job flips
 	// it ACTIVE through FinishRestore, or deletes it when the restore
 	// fails. create's error is returned unchanged.
-	RestoreTable(ctx context.Context, backup storage.BackupRecord, account, name string, create func(context.Context) (*storage.Table, error)) error
+	RestoreTable(ctx context.Context, backup backend.BackupRecord, account, name string, create func(context.Context) (*backend.Table, error)) error
 	// RestoringFrom tells whether a restore from the backup runs.
 	RestoringFrom(arn string) bool
 }
@@ -57,7 +57,7 @@ func (e *Engine) SetBackupsUnavailable(reason string) { e.backupsOff = reason }
 
 // TableDescriptionJSON is the DynamoDB TableDescription of a catalog row,
 // as a backup manifest records it (backup.Describer).
-func (e *Engine) TableDescriptionJSON(st *storage.Table) ([]byte, error) {
+func (e *Engine) TableDescriptionJSON(st *backend.Table) ([]byte, error) {
 	t, err := parseTable(st)
 	if err != nil {
 		return nil, err
@@ -255,13 +255,13 @@ func (e *Engine) CreateBackup(ctx context.Context, account string, in *CreateBac
 
 func epochMillis(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 
-func backupDetails(r *storage.BackupRecord) *BackupDetails {
+func backupDetails(r *backend.BackupRecord) *BackupDetails {
 	d := &BackupDetails{BackupArn: r.ARN, BackupName: r.Name, BackupStatus: wireBackupStatus(r.Status),
 		BackupType: r.Type, BackupCreationDateTime: epochMillis(r.CreatedAt)}
 	if !r.ExpiresAt.IsZero() {
 		d.BackupExpiryDateTime = epochMillis(r.ExpiresAt)
 	}
-	if r.Status != storage.BackupCreating {
+	if r.Status != backend.BackupCreating {
 		n := r.SizeBytes
 		d.BackupSizeBytes = &n
 	}
@@ -271,7 +271,7 @@ func backupDetails(r *storage.BackupRecord) *BackupDetails {
 // wireBackupStatus: the service knows CREATING, AVAILABLE and DELETED.
 func wireBackupStatus(s string) string {
 	switch s {
-	case storage.BackupCreating, storage.BackupAvailable:
+	case backend.BackupCreating, backend.BackupAvailable:
 		return s
 	}
 	return "DELETED"
@@ -279,7 +279,7 @@ func wireBackupStatus(s string) string {
 
 // describeBackup builds the BackupDescription of a row from the source
 // table's description as it was at the backup's instant.
-func (e *Engine) describeBackup(r *storage.BackupRecord) (*BackupDescription, error) {
+func (e *Engine) describeBackup(r *backend.BackupRecord) (*BackupDescription, error) {
 	var st storedTable
 	if err := json.Unmarshal(r.TableDesc, &st); err != nil {
 		return nil, err
@@ -322,7 +322,7 @@ func (e *Engine) describeBackup(r *storage.BackupRecord) (*BackupDescription, er
 
 // visibleBackup reads a backup of this account that the service would show:
 // FAILED, DELETING and DELETED backups are not found.
-func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string) (*storage.BackupRecord, error) {
+func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string) (*backend.BackupRecord, error) {
 	var c constraintErrors
 	checkBackupArn(&c, "backupArn", arn)
 	if err := c.err(); err != nil {
@@ -338,7 +338,7 @@ func (e *Engine) visibleBackup(ctx context.Context, account string, arn *string)
 	if err != nil {
 		return nil, backupErr(err, "")
 	}
-	if r == nil || r.Account != account || (r.Status != storage.BackupCreating && r.Status != storage.BackupAvailable) {
+	if r == nil || r.Account != account || (r.Status != backend.BackupCreating && r.Status != backend.BackupAvailable) {
 		return nil, backupNotFound(*arn)
 	}
 	return r, nil
@@ -368,7 +368,7 @@ func (e *Engine) DeleteBackup(ctx context.Context, account string, in *BackupArn
 			return nil, validationf("Invalid Request: User is not allowed to delete the system backup with arn %s. It will automatically expire on %s",
 				r.ARN, r.ExpiresAt.UTC().Format(time.RFC3339))
 		}
-		if r.Status == storage.BackupCreating {
+		if r.Status == backend.BackupCreating {
 			return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
 		}
 		if e.backups.RestoringFrom(r.ARN) {
@@ -435,7 +435,7 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		return nil, e.errBackupsDisabled()
 	}
 	out := &ListBackupsOutput{BackupSummaries: []BackupSummary{}}
-	p := storage.ListBackupsParams{Account: account, Statuses: []string{storage.BackupCreating, storage.BackupAvailable}, Limit: limit + 1}
+	p := backend.ListBackupsParams{Account: account, Statuses: []string{backend.BackupCreating, backend.BackupAvailable}, Limit: limit + 1}
 	if typ != "ALL" {
 		p.Types = []string{typ}
 	}
@@ -469,7 +469,7 @@ func (e *Engine) ListBackups(ctx context.Context, account string, in *ListBackup
 		if !r.ExpiresAt.IsZero() {
 			s.BackupExpiryDateTime = epochMillis(r.ExpiresAt)
 		}
-		if r.Status != storage.BackupCreating {
+		if r.Status != backend.BackupCreating {
 			n := r.SizeBytes
 			s.BackupSizeBytes = &n
 		}
@@ -583,9 +583,9 @@ func (e *Engine) UpdateContinuousBackups(ctx context.Context, account string, in
 		return e.continuousBackups(ctx, t)
 	}
 	now := e.now()
-	res, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: t.name(), Fn: func(old *storage.Table) ([]byte, error) {
+	res, err := e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: account, Name: t.name(), Fn: func(old *backend.Table) ([]byte, error) {
 		if old.ID != t.ref.ID {
-			return nil, storage.Errorf(storage.KindTableNotFound, "table %q was replaced", t.name())
+			return nil, backend.Errorf(backend.KindTableNotFound, "table %q was replaced", t.name())
 		}
 		var st storedTable
 		if err := json.Unmarshal(old.Desc, &st); err != nil {
@@ -685,7 +685,7 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	if err != nil {
 		return nil, err
 	}
-	if r.Status != storage.BackupAvailable {
+	if r.Status != backend.BackupAvailable {
 		return nil, newErr(CodeBackupInUse, "Backup is being created: %s", r.ARN)
 	}
 	name := *in.TargetTableName
@@ -710,8 +710,8 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	}
 	// The job row comes first, so that a crash between the two never
 	// leaves a target without a job (the reconciler fails or resumes it).
-	err = e.backups.RestoreTable(ctx, *r, account, name, func(ctx context.Context) (*storage.Table, error) {
-		res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+	err = e.backups.RestoreTable(ctx, *r, account, name, func(ctx context.Context) (*backend.Table, error) {
+		res, err := e.backend.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: name, Desc: raw})
 		if err != nil {
 			return nil, err
 		}
@@ -719,7 +719,7 @@ func (e *Engine) RestoreTableFromBackup(ctx context.Context, account string, in 
 	})
 	e.tables.drop(account, name)
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableExists) {
+		if backend.IsKind(err, backend.KindTableExists) {
 			return nil, newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
 		}
 		return nil, backupErr(err, name)
@@ -740,12 +740,12 @@ func checkRestoreOverrides(c *constraintErrors, in *RestoreTableFromBackupInput)
 
 // restoreTargetFree refuses a restore target name already taken.
 func (e *Engine) restoreTargetFree(ctx context.Context, account, name string) error {
-	if cur, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil {
+	if cur, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: account, Name: name}); err == nil {
 		if t, perr := parseTable(cur.Table); perr == nil && t.stored.Desc.TableStatus == "CREATING" {
 			return newErr(CodeTableInUse, "Table is being created: %s", name)
 		}
 		return newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
-	} else if !storage.IsKind(err, storage.KindTableNotFound) {
+	} else if !backend.IsKind(err, backend.KindTableNotFound) {
 		return err
 	}
 	return nil
@@ -753,7 +753,7 @@ func (e *Engine) restoreTargetFree(ctx context.Context, account, name string) er
 
 // restoredDescription is the target table's description: the source's at
 // the backup instant, renamed, with the overrides applied.
-func (e *Engine) restoredDescription(account, name string, r *storage.BackupRecord, s *TableDescription, in *RestoreTableFromBackupInput) (*TableDescription, error) {
+func (e *Engine) restoredDescription(account, name string, r *backend.BackupRecord, s *TableDescription, in *RestoreTableFromBackupInput) (*TableDescription, error) {
 	now := e.now()
 	arn := e.tableArn(account, name)
 	d := &TableDescription{
@@ -864,7 +864,7 @@ func (e *Engine) restoredDescription(account, name string, r *storage.BackupReco
 
 // IsRestoreTarget tells whether a table is being restored from the
 // backup (backup.Restorer; the reconciler resumes only such a target).
-func (e *Engine) IsRestoreTarget(st *storage.Table, backupARN string) bool {
+func (e *Engine) IsRestoreTarget(st *backend.Table, backupARN string) bool {
 	var s storedTable
 	if err := json.Unmarshal(st.Desc, &s); err != nil {
 		return false
@@ -877,7 +877,7 @@ func (e *Engine) IsRestoreTarget(st *storage.Table, backupARN string) bool {
 // FinishRestore is the description of a restored table once loaded
 // (ACTIVE, without RestoreSummary); the restore job writes it with a
 // conditional UpdateTable (backup.Restorer).
-func (e *Engine) FinishRestore(st *storage.Table) ([]byte, error) {
+func (e *Engine) FinishRestore(st *backend.Table) ([]byte, error) {
 	var s storedTable
 	if err := json.Unmarshal(st.Desc, &s); err != nil {
 		return nil, err

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Batch limits of DynamoDB.
@@ -125,7 +125,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 	if total > maxBatchWrite {
 		return nil, validationf("Too many items requested for the BatchWriteItem call")
 	}
-	var ops []storage.WriteItemParams
+	var ops []backend.WriteItemParams
 	var opTables []*table // the table of each op
 	var opNames []string  // and its name in the request
 	var opSizes []int     // and the size of the item it puts (0 for a delete)
@@ -144,7 +144,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 			if (r.PutRequest == nil) == (r.DeleteRequest == nil) {
 				return nil, validationf("Supplied WriteRequest must contain exactly one of PutRequest or DeleteRequest")
 			}
-			var op storage.WriteItemParams
+			var op backend.WriteItemParams
 			size := 0
 			if r.PutRequest != nil {
 				op, size, err = e.batchPut(t, name, r.PutRequest.Item, wantCap, seen)
@@ -168,7 +168,7 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 		if e.missing(err, account, slices.Collect(maps.Keys(in.RequestItems))...) {
 			return nil, notFound("")
 		}
-		if se, ok := errors.AsType[*storage.Error](err); ok && se.Kind == storage.KindTransactionCanceled {
+		if se, ok := errors.AsType[*backend.Error](err); ok && se.Kind == backend.KindTransactionCanceled {
 			for _, r := range se.Reasons {
 				if r != nil {
 					return nil, r
@@ -189,67 +189,67 @@ func (e *Engine) batchWriteItem(ctx context.Context, account string, in *BatchWr
 
 // batchPut checks one PutRequest of a BatchWriteItem on table t (name as
 // the request names it) and returns its write and the item's size.
-func (e *Engine) batchPut(t *table, name string, it attr.Item, wantCap bool, seen keySet) (storage.WriteItemParams, int, error) {
+func (e *Engine) batchPut(t *table, name string, it attr.Item, wantCap bool, seen keySet) (backend.WriteItemParams, int, error) {
 	if it == nil {
-		return storage.WriteItemParams{}, 0, validationf("1 validation error detected: Value null at 'requestItems.%s.member.putRequest.item' failed to satisfy constraint: Member must not be null", name)
+		return backend.WriteItemParams{}, 0, validationf("1 validation error detected: Value null at 'requestItems.%s.member.putRequest.item' failed to satisfy constraint: Member must not be null", name)
 	}
 	pk, sk, err := t.itemKey(it)
 	if err != nil {
-		return storage.WriteItemParams{}, 0, err
+		return backend.WriteItemParams{}, 0, err
 	}
 	size := attr.ItemSize(it)
 	if size > attr.MaxItemSize {
-		return storage.WriteItemParams{}, 0, errItemTooLarge
+		return backend.WriteItemParams{}, 0, errItemTooLarge
 	}
 	if !seen.add(t, pk, sk) {
-		return storage.WriteItemParams{}, 0, errDuplicateKeys
+		return backend.WriteItemParams{}, 0, errDuplicateKeys
 	}
 	raw := attr.EncodeItem(it)
 	entries, err := t.indexEntries(it, raw)
 	if err != nil {
-		return storage.WriteItemParams{}, 0, err
+		return backend.WriteItemParams{}, 0, err
 	}
 	// Capacity is charged on the larger of the old and new item.
 	var keys []byte
 	if t.logs() {
 		keys = t.keysJSON(it)
 	}
-	return e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (storage.Change, error) {
+	return e.streamed(t, backend.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !t.hasIndexes() && !wantCap, Fn: func(oldRaw []byte) (backend.Change, error) {
 		var old attr.Item
 		if t.hasIndexes() {
 			var err error
 			if old, err = decodeStored(oldRaw); err != nil {
-				return storage.Change{}, err
+				return backend.Change{}, err
 			}
 		}
-		return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
+		return backend.Change{Op: backend.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
 	}}, keys, false), size, nil
 }
 
 // batchDelete checks one DeleteRequest of a BatchWriteItem on table t and
 // returns its write.
-func (e *Engine) batchDelete(t *table, name string, key attr.Item, seen keySet) (storage.WriteItemParams, error) {
+func (e *Engine) batchDelete(t *table, name string, key attr.Item, seen keySet) (backend.WriteItemParams, error) {
 	if key == nil {
-		return storage.WriteItemParams{}, validationf("1 validation error detected: Value null at 'requestItems.%s.member.deleteRequest.key' failed to satisfy constraint: Member must not be null", name)
+		return backend.WriteItemParams{}, validationf("1 validation error detected: Value null at 'requestItems.%s.member.deleteRequest.key' failed to satisfy constraint: Member must not be null", name)
 	}
 	pk, sk, err := t.keyParam(key)
 	if err != nil {
-		return storage.WriteItemParams{}, err
+		return backend.WriteItemParams{}, err
 	}
 	if !seen.add(t, pk, sk) {
-		return storage.WriteItemParams{}, errDuplicateKeys
+		return backend.WriteItemParams{}, errDuplicateKeys
 	}
 	var keys []byte
 	if t.logs() {
 		keys = attr.EncodeItem(key)
 	}
-	return e.streamed(t, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+	return e.streamed(t, backend.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (backend.Change, error) {
 		if oldRaw == nil {
-			return storage.Change{Op: storage.Keep}, nil
+			return backend.Change{Op: backend.Keep}, nil
 		}
 		old, err := decodeStored(oldRaw)
 		if err != nil {
-			return storage.Change{}, err
+			return backend.Change{}, err
 		}
 		return t.deleteChange(old), nil
 	}}, keys, false), nil
@@ -258,13 +258,13 @@ func (e *Engine) batchDelete(t *table, name string, key attr.Item, seen keySet) 
 // batchWriteCapacity is the ConsumedCapacity of a BatchWriteItem, one
 // entry per table in name order: op i wrote to opTables[i] (opNames[i] in
 // the request) an item of opSizes[i] bytes (0 for a delete).
-func batchWriteCapacity(mode string, units map[string]float64, opTables []*table, opNames []string, opSizes []int, results []storage.WriteItemResult) ([]ConsumedCapacity, error) {
+func batchWriteCapacity(mode string, units map[string]float64, opTables []*table, opNames []string, opSizes []int, results []backend.WriteItemResult) ([]ConsumedCapacity, error) {
 	per := map[string]*consumed{}
 	for name := range units {
 		per[name] = &consumed{}
 	}
 	for i, t := range opTables {
-		var r *storage.WriteItemResult
+		var r *backend.WriteItemResult
 		if i < len(results) {
 			r = &results[i]
 		}
@@ -307,7 +307,7 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 		key   attr.Item
 	}
 	var wants []want
-	var keys []storage.GetItemParams
+	var keys []backend.GetItemParams
 	names := sortedNames(in.RequestItems)
 	for _, name := range names {
 		ka := in.RequestItems[name]
@@ -332,7 +332,7 @@ func (e *Engine) BatchGetItem(ctx context.Context, account string, in *BatchGetI
 				return nil, errDuplicateKeys
 			}
 			wants = append(wants, want{table: name, proj: proj, key: k})
-			keys = append(keys, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk})
+			keys = append(keys, backend.GetItemParams{Table: t.ref, PK: pk, SK: sk})
 		}
 	}
 	// Independent reads (BatchGetItem does not read from one instant):

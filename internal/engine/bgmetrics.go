@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Observability of background work (background.go): start, progress and
@@ -69,7 +69,7 @@ func newBGMetrics(reg prometheus.Registerer) *bgMetrics {
 // backfillProgress follows one index backfill.
 type backfillProgress struct {
 	e           *Engine
-	ref         storage.TableRef
+	ref         backend.TableRef
 	index       string
 	start, last time.Time
 	items       int64
@@ -80,7 +80,7 @@ type progressKey struct{}
 
 // beginBackfill logs the start of a backfill and returns a context that
 // carries its progress to backfill().
-func (e *Engine) beginBackfill(ctx context.Context, ref storage.TableRef, index string) (context.Context, *backfillProgress) {
+func (e *Engine) beginBackfill(ctx context.Context, ref backend.TableRef, index string) (context.Context, *backfillProgress) {
 	p := &backfillProgress{e: e, ref: ref, index: index, start: time.Now()}
 	p.last = p.start
 	e.bgm.backfillsRunning.Inc()
@@ -101,7 +101,7 @@ func backfillBatch(ctx context.Context, rows int, lastPK []byte) {
 	p.items += int64(rows)
 	p.e.bgm.backfillItems.Add(float64(rows))
 	if rows > 0 {
-		p.frac = (float64(storage.KeyHash(lastPK)) + 1) / (math.MaxUint32 + 1)
+		p.frac = (float64(backend.KeyHash(lastPK)) + 1) / (math.MaxUint32 + 1)
 		p.e.bgm.backfillProgress.Set(p.frac)
 	}
 	if now := time.Now(); now.Sub(p.last) >= backfillProgressEvery {

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Consumed capacity, as DynamoDB reports it: CapacityUnits is the total of
@@ -154,7 +154,7 @@ func wantsCapacity(mode string) bool { return mode != "" && mode != "NONE" }
 
 // addWrite adds what one applied write cost the table's secondary
 // indexes, from the backend's result (the old item and the change).
-func (c *consumed) addWrite(t *table, r *storage.WriteItemResult, factor float64) error {
+func (c *consumed) addWrite(t *table, r *backend.WriteItemResult, factor float64) error {
 	if len(t.indexes) == 0 || r == nil {
 		return nil
 	}
@@ -164,11 +164,11 @@ func (c *consumed) addWrite(t *table, r *storage.WriteItemResult, factor float64
 	}
 	var n attr.Item
 	switch r.Change.Op {
-	case storage.Put:
+	case backend.Put:
 		if n, err = decodeStored(r.Change.Item); err != nil {
 			return err
 		}
-	case storage.Delete:
+	case backend.Delete:
 	default:
 		return nil
 	}
@@ -184,7 +184,7 @@ func capacity(mode, table string, units float64, write bool) *ConsumedCapacity {
 // writeCapacity reports a single-item write: on the table, the units of
 // the larger of the item before and after the write (newSize; 0 for a
 // delete), plus what the write cost its secondary indexes.
-func writeCapacity(mode string, t *table, newSize int, res *storage.WriteItemResult) (*ConsumedCapacity, error) {
+func writeCapacity(mode string, t *table, newSize int, res *backend.WriteItemResult) (*ConsumedCapacity, error) {
 	if !wantsCapacity(mode) {
 		return nil, nil
 	}
@@ -196,7 +196,7 @@ func writeCapacity(mode string, t *table, newSize int, res *storage.WriteItemRes
 }
 
 // oldSize is the item size of a write's old item, 0 when absent.
-func oldSize(res *storage.WriteItemResult) int {
+func oldSize(res *backend.WriteItemResult) int {
 	if res == nil || res.Old == nil {
 		return 0
 	}
@@ -224,7 +224,7 @@ func readUnits(size int, consistent bool) float64 {
 
 // ItemSize is the DynamoDB size of a stored item or index entry, the
 // measure of the table statistics: the server opens its backend with it
-// (storage.DriverEnv.ItemSize), so the figures a backend keeps with its
+// (backend.DriverEnv.ItemSize), so the figures a backend keeps with its
 // writes are the ones DescribeTable reports.
 func ItemSize(raw []byte) int64 { return statsSize(raw) }
 

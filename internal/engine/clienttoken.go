@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // ClientToken idempotency of ExportTableToPointInTime and ImportTable
@@ -53,8 +53,8 @@ func (r *tokenRow) normalize() {
 
 // clientToken is a token claimed by this request: a row it inserted.
 type clientToken struct {
-	jobs storage.JobCatalog
-	rec  storage.JobRecord
+	jobs backend.JobCatalog
+	rec  backend.JobRecord
 	row  tokenRow
 }
 
@@ -63,7 +63,7 @@ type clientToken struct {
 // job, then bind or release it), or, when the token already names a
 // request within ClientTokenTTL, that request's row (same parameters; the
 // caller answers its job) or conflict() (other parameters).
-func claimClientToken(ctx context.Context, jobs storage.JobCatalog, kind, owner, account, token string, row tokenRow, now time.Time,
+func claimClientToken(ctx context.Context, jobs backend.JobCatalog, kind, owner, account, token string, row tokenRow, now time.Time,
 	conflict func() error) (*clientToken, *tokenRow, error) {
 	raw, err := json.Marshal(&row)
 	if err != nil {
@@ -71,7 +71,7 @@ func claimClientToken(ctx context.Context, jobs storage.JobCatalog, kind, owner,
 	}
 	id := account + "/" + token
 	for attempt := 0; ; attempt++ {
-		res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: kind, ID: id, Account: account, Status: "ACTIVE",
+		res, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: kind, ID: id, Account: account, Status: "ACTIVE",
 			CreatedAt: now, Payload: raw, Owner: owner})
 		if err != nil {
 			return nil, nil, err
@@ -82,7 +82,7 @@ func claimClientToken(ctx context.Context, jobs storage.JobCatalog, kind, owner,
 		old := res.Record
 		if now.Sub(old.CreatedAt) >= ClientTokenTTL && attempt == 0 {
 			// An expired token: it may name a new request.
-			if _, err := jobs.RemoveJob(ctx, storage.RemoveJobParams{Kind: kind, ID: id,
+			if _, err := jobs.RemoveJob(ctx, backend.RemoveJobParams{Kind: kind, ID: id,
 				Generation: old.Generation, Status: old.Status}); err != nil {
 				return nil, nil, err
 			}
@@ -107,13 +107,13 @@ func (t *clientToken) bind(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.jobs.UpdateJob(ctx, storage.UpdateJobParams{Kind: t.rec.Kind, ID: t.rec.ID, Generation: t.rec.Generation,
+	_, err = t.jobs.UpdateJob(ctx, backend.UpdateJobParams{Kind: t.rec.Kind, ID: t.rec.ID, Generation: t.rec.Generation,
 		Status: t.rec.Status, NewStatus: t.rec.Status, Payload: raw})
 	return err
 }
 
 // release gives the token up: the request it was taken for failed.
 func (t *clientToken) release(ctx context.Context) {
-	_, _ = t.jobs.RemoveJob(context.WithoutCancel(ctx), storage.RemoveJobParams{Kind: t.rec.Kind, ID: t.rec.ID,
+	_, _ = t.jobs.RemoveJob(context.WithoutCancel(ctx), backend.RemoveJobParams{Kind: t.rec.Kind, ID: t.rec.ID,
 		Generation: t.rec.Generation, Status: t.rec.Status})
 }

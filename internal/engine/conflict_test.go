@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // conflicting is a real backend whose transactions meet another
@@ -15,21 +15,21 @@ import (
 // MaxWait (and PostgreSQL on a serialization failure): KindTransactionConflict,
 // with per-operation reasons when reasons is set.
 type conflicting struct {
-	storage.Backend
+	backend.Backend
 	reasons []error
 }
 
 // Capabilities: none (the inner backend's would bypass the wrapper).
-func (conflicting) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+func (conflicting) Capabilities() backend.Capabilities { return backend.Capabilities{} }
 
-func (c conflicting) TransactWrite(context.Context, storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
-	e := storage.Errorf(storage.KindTransactionConflict, "transaction is ongoing for the item")
+func (c conflicting) TransactWrite(context.Context, backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
+	e := backend.Errorf(backend.KindTransactionConflict, "transaction is ongoing for the item")
 	e.Reasons = c.reasons
 	return nil, e
 }
 
-func (c conflicting) TransactGet(context.Context, storage.TransactGetParams) (*storage.TransactGetResult, error) {
-	return nil, storage.Errorf(storage.KindTransactionConflict, "transaction is ongoing for the item")
+func (c conflicting) TransactGet(context.Context, backend.TransactGetParams) (*backend.TransactGetResult, error) {
+	return nil, backend.Errorf(backend.KindTransactionConflict, "transaction is ongoing for the item")
 }
 
 // TestTransactConflictCancels: DynamoDB cancels a TransactWriteItems or
@@ -43,7 +43,7 @@ func TestTransactConflictCancels(t *testing.T) {
 		want    []string
 	}{
 		{"unknown operation", nil, []string{"TransactionConflict", "TransactionConflict"}},
-		{"second operation", []error{nil, storage.Errorf(storage.KindTransactionConflict, "held")}, []string{"None", "TransactionConflict"}},
+		{"second operation", []error{nil, backend.Errorf(backend.KindTransactionConflict, "held")}, []string{"None", "TransactionConflict"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := memSQLite(t)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage/memory"
+	"github.com/extenddb/extenddb/internal/backend/memory"
 )
 
 const coreAccount = "000000000000"

@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // DeleteItem deletes an item.
@@ -23,16 +23,16 @@ func (e *Engine) deleteItem(ctx context.Context, account string, in *DeleteItemI
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (storage.Change, error) {
+	res, err := e.writeItem(ctx, t, keys, backend.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Fn: func(oldRaw []byte) (backend.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {
-			return storage.Change{}, err
+			return backend.Change{}, err
 		}
 		if cond != nil && !cond.Eval(old) {
-			return storage.Change{}, ccfError(old, returnOldOnCCF)
+			return backend.Change{}, ccfError(old, returnOldOnCCF)
 		}
 		if old == nil {
-			return storage.Change{Op: storage.Keep}, nil
+			return backend.Change{Op: backend.Keep}, nil
 		}
 		return t.deleteChange(old), nil
 	}})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Options configure an Engine.
@@ -58,7 +58,7 @@ type Options struct {
 
 // Engine executes DynamoDB operations.
 type Engine struct {
-	backend       storage.Backend
+	backend       backend.Backend
 	region        string
 	log           *slog.Logger
 	tables        tableCache
@@ -85,7 +85,7 @@ type Engine struct {
 }
 
 // New returns an engine over a backend.
-func New(b storage.Backend, opt Options) *Engine {
+func New(b backend.Backend, opt Options) *Engine {
 	e := &Engine{backend: b, region: opt.Region, log: opt.Logger, now: opt.Now}
 	if e.region == "" {
 		e.region = "us-east-1"

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 	"github.com/extenddb/extenddb/internal/expr"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // memSQLite opens an in-memory SQLite backend, closed when the test ends.
@@ -24,8 +24,8 @@ func memSQLite(t *testing.T) *sqlite.Backend {
 }
 
 // checked wraps b in the storage contract checker; a violation fails t.
-func checked(t *testing.T, b storage.Backend) storage.Backend {
-	return storage.Checked(b, func(err error) { t.Errorf("%v", err) })
+func checked(t *testing.T, b backend.Backend) backend.Backend {
+	return backend.Checked(b, func(err error) { t.Errorf("%v", err) })
 }
 
 func newEngine(t *testing.T) *Engine {
@@ -146,11 +146,11 @@ func TestTableCacheSeesRecreatedTable(t *testing.T) {
 // TestEveryStorageKindMapped: every storage kind has its code, and an
 // internal one shows the client nothing of its cause.
 func TestEveryStorageKindMapped(t *testing.T) {
-	for _, k := range storage.Kinds() {
+	for _, k := range backend.Kinds() {
 		if _, ok := storageKindCodes[k]; !ok {
 			t.Errorf("storage kind %s has no code", k)
 		}
-		ee := FromStorage(&storage.Error{Kind: k, Message: "secret", Cause: errors.New("driver")}).(*Error)
+		ee := FromStorage(&backend.Error{Kind: k, Message: "secret", Cause: errors.New("driver")}).(*Error)
 		if ee.Code == CodeInternal && (ee.Message != "Internal server error" || ee.Cause == nil) {
 			t.Errorf("kind %s: %+v", k, ee)
 		}

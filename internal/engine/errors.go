@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Code is a DynamoDB error name. The api package maps each code to its
@@ -98,20 +98,20 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 // storageKindCodes maps the storage kinds that leave the engine unchanged
 // (the engine translates the context-dependent ones where they happen).
-var storageKindCodes = map[storage.Kind]Code{
-	storage.KindInternal:            CodeInternal,
-	storage.KindTableNotFound:       CodeResourceNotFound,
-	storage.KindTableExists:         CodeResourceInUse,
-	storage.KindTransactionCanceled: CodeTransactionCanceled,
-	storage.KindTransactionConflict: CodeTransactionConflict,
-	storage.KindLimitExceeded:       CodeLimitExceeded,
-	storage.KindUnavailable:         CodeServiceUnavailable,
-	storage.KindSnapshotExpired:     CodeInternal,
-	storage.KindUnsupported:         CodeValidation,
-	storage.KindSchema:              CodeServiceUnavailable,
+var storageKindCodes = map[backend.Kind]Code{
+	backend.KindInternal:            CodeInternal,
+	backend.KindTableNotFound:       CodeResourceNotFound,
+	backend.KindTableExists:         CodeResourceInUse,
+	backend.KindTransactionCanceled: CodeTransactionCanceled,
+	backend.KindTransactionConflict: CodeTransactionConflict,
+	backend.KindLimitExceeded:       CodeLimitExceeded,
+	backend.KindUnavailable:         CodeServiceUnavailable,
+	backend.KindSnapshotExpired:     CodeInternal,
+	backend.KindUnsupported:         CodeValidation,
+	backend.KindSchema:              CodeServiceUnavailable,
 	// The engine recomputes a write refused as computed from a stale table
 	// description; one still refused after its attempts is retryable.
-	storage.KindTableVersion: CodeServiceUnavailable,
+	backend.KindTableVersion: CodeServiceUnavailable,
 }
 
 // FromStorage translates a storage error into the engine's error, with
@@ -119,7 +119,7 @@ var storageKindCodes = map[storage.Kind]Code{
 // error is returned unchanged. The api applies it to every error it
 // answers, so storage kinds are mapped here, once.
 func FromStorage(err error) error {
-	var se *storage.Error
+	var se *backend.Error
 	if !errors.As(err, &se) {
 		return err
 	}
@@ -129,7 +129,7 @@ func FromStorage(err error) error {
 	}
 	msg := se.Message
 	switch se.Kind {
-	case storage.KindUnavailable:
+	case backend.KindUnavailable:
 		// The backend's own words (which operation, pool bounds); the
 		// driver's cause goes to the server log only.
 		what := "unavailable"
@@ -138,9 +138,9 @@ func FromStorage(err error) error {
 			what = "unreachable" // the connection failed: down, refused, timed out
 		}
 		msg = "Storage backend " + what + ": " + se.Message + " (retryable; the server log has the cause under this request id)"
-	case storage.KindSchema:
+	case backend.KindSchema:
 		msg = "Storage schema not ready: " + se.Message
-	case storage.KindTableVersion:
+	case backend.KindTableVersion:
 		// Every retry met a description changed again by another server.
 		msg = "The table's description kept changing while the write was computed; retry"
 	}
@@ -206,25 +206,25 @@ const CodeDuplicateItem Code = "DuplicateItemException"
 
 // backupErr translates the jobs' storage errors.
 func backupErr(err error, table string) error {
-	k, ok := storage.KindOf(err)
+	k, ok := backend.KindOf(err)
 	if !ok {
 		return err
 	}
 	msg := err.Error()
-	if se, ok := err.(*storage.Error); ok {
+	if se, ok := err.(*backend.Error); ok {
 		msg = se.Message
 		if se.Cause != nil {
 			msg += ": " + se.Cause.Error()
 		}
 	}
 	switch k {
-	case storage.KindTableNotFound:
+	case backend.KindTableNotFound:
 		return newErr(CodeTableNotFound, "Table not found: %s", table)
-	case storage.KindLimitExceeded:
+	case backend.KindLimitExceeded:
 		return newErr(CodeLimitExceeded, "%s", msg)
-	case storage.KindUnavailable:
+	case backend.KindUnavailable:
 		return newErr(CodeServiceUnavailable, "%s", msg)
-	case storage.KindUnsupported:
+	case backend.KindUnsupported:
 		return validationf("%s", msg)
 	}
 	return err

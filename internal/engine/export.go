@@ -15,12 +15,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Exports to S3 in AWS's format (docs/adr/0049-aws-format-exports.md).
 // The engine owns the wire shapes, the validation, the table and window
-// rules and the job rows (storage.JobCatalog, kind "export"); the job
+// rules and the job rows (backend.JobCatalog, kind "export"); the job
 // that writes the objects runs in internal/backup, reached through
 // ExportService.
 
@@ -53,7 +53,7 @@ type ExportService interface {
 	// RunExport runs the job of a row just inserted (claimed by Owner)
 	// in the background: it writes the objects and moves the row to
 	// COMPLETED or FAILED.
-	RunExport(rec storage.JobRecord)
+	RunExport(rec backend.JobRecord)
 }
 
 // SetExports installs the export jobs. Without them (or without a job
@@ -131,7 +131,7 @@ type exportPayload struct {
 	// SourceRef and RecoveryDays name the source's shipped history, so
 	// that the job can wait until it covers the instant (an export
 	// without ExportTime is of the request's instant).
-	SourceRef    storage.TableRef `json:"SourceRef"`
+	SourceRef    backend.TableRef `json:"SourceRef"`
 	RecoveryDays int64            `json:"RecoveryDays"`
 	// ExportTimeDefault: the request named no ExportTime (the job may
 	// move the instant to the history's first base, see internal/backup).
@@ -276,7 +276,7 @@ func (e *Engine) exportSourceName(account, arn string) (string, error) {
 }
 
 // exportsReady tells whether this server can run exports.
-func (e *Engine) exportsReady() (storage.JobCatalog, error) {
+func (e *Engine) exportsReady() (backend.JobCatalog, error) {
 	jobs := e.backend.Capabilities().Jobs
 	switch {
 	case e.exports == nil:
@@ -396,7 +396,7 @@ func (e *Engine) ExportTableToPointInTime(ctx context.Context, account string, i
 	if err != nil {
 		return nil, err
 	}
-	res, err := jobs.InsertJob(ctx, storage.JobRecord{Kind: JobKindExport, ID: arn, Account: account, Status: ExportInProgress,
+	res, err := jobs.InsertJob(ctx, backend.JobRecord{Kind: JobKindExport, ID: arn, Account: account, Status: ExportInProgress,
 		CreatedAt: now, Payload: raw, Owner: e.exports.Owner()})
 	if err != nil {
 		return nil, err
@@ -475,7 +475,7 @@ func exportSpan(in *ExportTableToPointInTimeInput, p *pitrSetting, w PITRWindow,
 // minted). When the token already names an export (within
 // ClientTokenTTL), it answers that export's description if the
 // parameters are the same, and ExportConflictException if not.
-func (e *Engine) claimExportToken(ctx context.Context, jobs storage.JobCatalog, account, token, hash string, d *ExportDescription, now time.Time) (*ExportDescription, error) {
+func (e *Engine) claimExportToken(ctx context.Context, jobs backend.JobCatalog, account, token, hash string, d *ExportDescription, now time.Time) (*ExportDescription, error) {
 	initial, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
@@ -504,7 +504,7 @@ func (e *Engine) claimExportToken(ctx context.Context, jobs storage.JobCatalog, 
 }
 
 // exportDescriptionOf reads an export row as DescribeExport shows it.
-func exportDescriptionOf(rec *storage.JobRecord) (*ExportDescription, error) {
+func exportDescriptionOf(rec *backend.JobRecord) (*ExportDescription, error) {
 	var p exportPayload
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {
 		return nil, fmt.Errorf("export %s: %w", rec.ID, err)
@@ -597,13 +597,13 @@ func (e *Engine) ListExports(ctx context.Context, account string, in *ListExport
 		}
 		tableID = t.stored.Desc.TableId
 	}
-	rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: JobKindExport, Account: account})
+	rows, err := jobs.ListJobs(ctx, backend.ListJobsParams{Kind: JobKindExport, Account: account})
 	if err != nil {
 		return nil, err
 	}
 	// Newest first: by ExportId (its start instant), then ARN.
 	type row struct {
-		rec storage.JobRecord
+		rec backend.JobRecord
 		id  string
 	}
 	var list []row

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Item writes are fenced on the table description version they were
-// computed from (storage.TableRef.Version): the backend refuses, with
+// computed from (backend.TableRef.Version): the backend refuses, with
 // KindTableVersion and without writing, a write computed from a
 // description that another server (or this one) has changed since. The
 // engine then reads the description again and recomputes the whole
@@ -29,7 +29,7 @@ type reloadTables struct{}
 // backend refuses it as computed from a stale one.
 func fenced[T any](ctx context.Context, op func(ctx context.Context) (T, error)) (T, error) {
 	out, err := op(ctx)
-	for attempt := 1; attempt < maxVersionAttempts && storage.IsKind(err, storage.KindTableVersion); attempt++ {
+	for attempt := 1; attempt < maxVersionAttempts && backend.IsKind(err, backend.KindTableVersion); attempt++ {
 		if attempt == 1 {
 			ctx = context.WithValue(ctx, reloadTables{}, true)
 		}
@@ -54,8 +54,8 @@ var errDescriptionMoved = errors.New("engine: table description changed while an
 // table is gone (the UpdateTable answers that).
 func (e *Engine) clearIndex(ctx context.Context, account, name, index string, present func(*table) bool) (int64, error) {
 	for attempt := 1; ; attempt++ {
-		gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		gt, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: account, Name: name})
+		if backend.IsKind(err, backend.KindTableNotFound) {
 			return 0, nil
 		}
 		if err != nil {
@@ -68,13 +68,13 @@ func (e *Engine) clearIndex(ctx context.Context, account, name, index string, pr
 		if present(t) {
 			return t.version, nil
 		}
-		_, err = e.backend.DropIndex(ctx, storage.DropIndexParams{Table: t.ref, Index: index})
+		_, err = e.backend.DropIndex(ctx, backend.DropIndexParams{Table: t.ref, Index: index})
 		switch {
 		case err == nil:
 			return t.version, nil
-		case storage.IsKind(err, storage.KindTableNotFound):
+		case backend.IsKind(err, backend.KindTableNotFound):
 			return 0, nil
-		case !storage.IsKind(err, storage.KindTableVersion) || attempt >= maxVersionAttempts:
+		case !backend.IsKind(err, backend.KindTableVersion) || attempt >= maxVersionAttempts:
 			return 0, err
 		}
 	}
@@ -84,13 +84,13 @@ func (e *Engine) clearIndex(ctx context.Context, account, name, index string, pr
 // at ref no longer has. When the description moved on meanwhile (the
 // fenced DropIndex is refused) it retries on the new one, unless the
 // index exists again: its creator cleared the old entries first.
-func (e *Engine) dropIndexEntries(ctx context.Context, ref storage.TableRef, index string) error {
+func (e *Engine) dropIndexEntries(ctx context.Context, ref backend.TableRef, index string) error {
 	for attempt := 1; ; attempt++ {
-		_, err := e.backend.DropIndex(ctx, storage.DropIndexParams{Table: ref, Index: index})
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		_, err := e.backend.DropIndex(ctx, backend.DropIndexParams{Table: ref, Index: index})
+		if backend.IsKind(err, backend.KindTableNotFound) {
 			return nil
 		}
-		if !storage.IsKind(err, storage.KindTableVersion) || attempt >= maxVersionAttempts {
+		if !backend.IsKind(err, backend.KindTableVersion) || attempt >= maxVersionAttempts {
 			return err
 		}
 		t, err := e.currentTable(ctx, ref)

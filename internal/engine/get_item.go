@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/expr"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // GetItem reads an item.
@@ -33,7 +33,7 @@ func (e *Engine) GetItem(ctx context.Context, account string, in *GetItemInput) 
 		return nil, err
 	}
 	consistent := in.ConsistentRead != nil && *in.ConsistentRead
-	res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: t.ref, PK: pk, SK: sk, Eventual: !consistent})
+	res, err := e.backend.GetItem(ctx, backend.GetItemParams{Table: t.ref, PK: pk, SK: sk, Eventual: !consistent})
 	if err != nil {
 		if e.missing(err, account, name) {
 			return nil, notFound(name)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Imports (ImportTable, DescribeImport, ListImports; docs/exports.md,
@@ -32,7 +32,7 @@ type ImportService interface {
 	// of the key attributes; the answer is the description (JSON) with
 	// ImportArn, ImportStatus and StartTime filled.
 	StartImport(ctx context.Context, account, table string, desc []byte, keyTypes map[string]string,
-		create func(ctx context.Context, importID string) (*storage.Table, error)) ([]byte, error)
+		create func(ctx context.Context, importID string) (*backend.Table, error)) ([]byte, error)
 }
 
 // SetImports installs the import jobs. Call it before serving.
@@ -237,7 +237,7 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		}
 		token = tok
 	}
-	if _, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name}); err == nil || !storage.IsKind(err, storage.KindTableNotFound) {
+	if _, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: account, Name: name}); err == nil || !backend.IsKind(err, backend.KindTableNotFound) {
 		if token != nil {
 			token.release(ctx)
 		}
@@ -253,12 +253,12 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 	d := st.Desc
 	d.TableStatus = "CREATING"
 	reqJSON, _ := json.Marshal(req)
-	out, err := e.imports.StartImport(ctx, account, name, reqJSON, keyTypes, func(ctx context.Context, id string) (*storage.Table, error) {
+	out, err := e.imports.StartImport(ctx, account, name, reqJSON, keyTypes, func(ctx context.Context, id string) (*backend.Table, error) {
 		raw, err := json.Marshal(&storedTable{Desc: d, ImportJob: id, Tags: st.Tags})
 		if err != nil {
 			return nil, err
 		}
-		res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+		res, err := e.backend.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: name, Desc: raw})
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +269,7 @@ func (e *Engine) ImportTable(ctx context.Context, account string, in *ImportTabl
 		if token != nil {
 			token.release(ctx)
 		}
-		if storage.IsKind(err, storage.KindTableExists) {
+		if backend.IsKind(err, backend.KindTableExists) {
 			return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
 		}
 		return nil, backupErr(err, name)
@@ -359,7 +359,7 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 	}
 	since := e.now().Add(-importListWindow)
 	for {
-		rows, err := jobs.ListJobs(ctx, storage.ListJobsParams{Kind: kindImport, Account: account, StartAfter: start, Limit: 100})
+		rows, err := jobs.ListJobs(ctx, backend.ListJobsParams{Kind: kindImport, Account: account, StartAfter: start, Limit: 100})
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +389,7 @@ func (e *Engine) ListImports(ctx context.Context, account string, in *ListImport
 // FinishImport is the description of an imported table once loaded
 // (ACTIVE); the import job writes it with a conditional UpdateTable
 // (backup.Importer).
-func (e *Engine) FinishImport(st *storage.Table) ([]byte, error) {
+func (e *Engine) FinishImport(st *backend.Table) ([]byte, error) {
 	var s storedTable
 	if err := json.Unmarshal(st.Desc, &s); err != nil {
 		return nil, err
@@ -403,7 +403,7 @@ func (e *Engine) FinishImport(st *storage.Table) ([]byte, error) {
 }
 
 // IsImportTarget tells whether t is being loaded by the import id.
-func (e *Engine) IsImportTarget(st *storage.Table, id string) bool {
+func (e *Engine) IsImportTarget(st *backend.Table, id string) bool {
 	var s storedTable
 	return json.Unmarshal(st.Desc, &s) == nil && s.ImportJob == id && s.Desc.TableStatus == "CREATING"
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/expr"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 var (
@@ -109,7 +109,7 @@ func (e *Engine) keyTarget(ctx context.Context, account, name string, key attr.I
 // the cached table incarnation was deleted meanwhile.
 // With a stream on the table, the write also stores its record (keys is
 // the item's keys JSON, see streamed).
-func (e *Engine) writeItem(ctx context.Context, t *table, keys []byte, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+func (e *Engine) writeItem(ctx context.Context, t *table, keys []byte, p backend.WriteItemParams) (*backend.WriteItemResult, error) {
 	res, err := e.backend.WriteItem(ctx, e.streamed(t, p, keys, false))
 	if e.missing(err, t.ref.Account, t.ref.Name) {
 		return nil, notFound(t.ref.Name)

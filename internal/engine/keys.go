@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Key size limits of DynamoDB.
@@ -181,27 +181,27 @@ func (ix *index) project(t *table, it attr.Item, raw []byte) []byte {
 }
 
 // indexKeys returns the index keys of an item (for removal).
-func (t *table) indexKeys(it attr.Item) []storage.IndexKey {
+func (t *table) indexKeys(it attr.Item) []backend.IndexKey {
 	if (len(t.indexes) == 0 && t.ttl == nil) || it == nil {
 		return nil
 	}
-	var out []storage.IndexKey
+	var out []backend.IndexKey
 	for _, ix := range t.allIndexes() {
 		pk, sk, ok, err := ix.keyOf(it)
 		if err != nil || !ok {
 			continue
 		}
-		out = append(out, storage.IndexKey{Index: ix.Name, PK: pk, SK: sk})
+		out = append(out, backend.IndexKey{Index: ix.Name, PK: pk, SK: sk})
 	}
 	return out
 }
 
 // indexEntries validates an item's index keys and returns its entries.
-func (t *table) indexEntries(it attr.Item, raw []byte) ([]storage.IndexEntry, error) {
+func (t *table) indexEntries(it attr.Item, raw []byte) ([]backend.IndexEntry, error) {
 	if len(t.indexes) == 0 && t.ttl == nil {
 		return nil, nil
 	}
-	var out []storage.IndexEntry
+	var out []backend.IndexEntry
 	for _, ix := range t.allIndexes() {
 		pk, sk, ok, err := ix.keyOf(it)
 		if err != nil {
@@ -210,23 +210,23 @@ func (t *table) indexEntries(it attr.Item, raw []byte) ([]storage.IndexEntry, er
 		if !ok {
 			continue
 		}
-		out = append(out, storage.IndexEntry{IndexKey: storage.IndexKey{Index: ix.Name, PK: pk, SK: sk}, Item: ix.project(t, it, raw)})
+		out = append(out, backend.IndexEntry{IndexKey: backend.IndexKey{Index: ix.Name, PK: pk, SK: sk}, Item: ix.project(t, it, raw)})
 	}
 	return out, nil
 }
 
 // putChange builds the storage change that writes newItem over old.
-func (t *table) putChange(old attr.Item, newItem attr.Item, raw []byte) (storage.Change, error) {
+func (t *table) putChange(old attr.Item, newItem attr.Item, raw []byte) (backend.Change, error) {
 	entries, err := t.indexEntries(newItem, raw)
 	if err != nil {
-		return storage.Change{}, err
+		return backend.Change{}, err
 	}
-	return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
+	return backend.Change{Op: backend.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
 }
 
 // deleteChange builds the storage change that removes old.
-func (t *table) deleteChange(old attr.Item) storage.Change {
-	return storage.Change{Op: storage.Delete, DeleteIndex: t.indexKeys(old)}
+func (t *table) deleteChange(old attr.Item) backend.Change {
+	return backend.Change{Op: backend.Delete, DeleteIndex: t.indexKeys(old)}
 }
 
 // hasIndexes reports whether writes maintain any index entries.

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // ItemLoader returns, for one stored table, a function that turns a
@@ -21,15 +21,15 @@ import (
 // description, so they must be fenced on it: write with st.Ref() and,
 // on KindTableVersion, read the table again and make a new loader (ADR
 // 0007).
-func (e *Engine) ItemLoader(st *storage.Table) (func(item []byte) (pk, sk []byte, ch storage.Change, err error), error) {
+func (e *Engine) ItemLoader(st *backend.Table) (func(item []byte) (pk, sk []byte, ch backend.Change, err error), error) {
 	load, err := e.DecodedItemLoader(st)
 	if err != nil {
 		return nil, err
 	}
-	return func(raw []byte) ([]byte, []byte, storage.Change, error) {
+	return func(raw []byte) ([]byte, []byte, backend.Change, error) {
 		it, err := decodeStored(raw)
 		if err != nil {
-			return nil, nil, storage.Change{}, err
+			return nil, nil, backend.Change{}, err
 		}
 		return load(it, raw)
 	}, nil
@@ -39,23 +39,23 @@ func (e *Engine) ItemLoader(st *storage.Table) (func(item []byte) (pk, sk []byte
 // decoded already (an import parses every line into an attr.Item): the
 // function takes the item and raw, its canonical encoding
 // (attr.AppendItem of it), and decodes nothing.
-func (e *Engine) DecodedItemLoader(st *storage.Table) (func(it attr.Item, raw []byte) (pk, sk []byte, ch storage.Change, err error), error) {
+func (e *Engine) DecodedItemLoader(st *backend.Table) (func(it attr.Item, raw []byte) (pk, sk []byte, ch backend.Change, err error), error) {
 	t, err := parseTable(st)
 	if err != nil {
 		return nil, err
 	}
-	return func(it attr.Item, raw []byte) ([]byte, []byte, storage.Change, error) {
+	return func(it attr.Item, raw []byte) ([]byte, []byte, backend.Change, error) {
 		if it == nil {
-			return nil, nil, storage.Change{}, errors.New("empty item")
+			return nil, nil, backend.Change{}, errors.New("empty item")
 		}
 		pk, sk, err := t.itemKey(it)
 		if err != nil {
-			return nil, nil, storage.Change{}, err
+			return nil, nil, backend.Change{}, err
 		}
 		entries, err := t.indexEntries(it, raw)
 		if err != nil {
-			return nil, nil, storage.Change{}, err
+			return nil, nil, backend.Change{}, err
 		}
-		return pk, sk, storage.Change{Op: storage.Put, Item: raw, PutIndex: entries}, nil
+		return pk, sk, backend.Change{Op: backend.Put, Item: raw, PutIndex: entries}, nil
 	}, nil
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // TestItemLoaderMatchesPutItem: an item loaded through ItemLoader gets the
@@ -25,7 +25,7 @@ func TestItemLoaderMatchesPutItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: "acct", Name: "loadme"})
+	st, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: "acct", Name: "loadme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestItemLoaderMatchesPutItem(t *testing.T) {
 	}
 	wantPK, _ := attr.KeyBytes(attr.StrValue("a"))
 	wantSK, _ := attr.KeyBytes(attr.MustNum("1.5"))
-	if string(pk) != string(wantPK) || string(sk) != string(wantSK) || ch.Op != storage.Put || string(ch.Item) != string(raw) {
+	if string(pk) != string(wantPK) || string(sk) != string(wantSK) || ch.Op != backend.Put || string(ch.Item) != string(raw) {
 		t.Fatalf("load: %x %x %+v", pk, sk, ch)
 	}
 	if len(ch.PutIndex) != 1 || ch.PutIndex[0].Index != "by_g" || len(ch.DeleteIndex) != 0 {

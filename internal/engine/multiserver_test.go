@@ -16,15 +16,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/postgres"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/postgres"
 )
 
 // Several servers sharing one PostgreSQL database, as two engines with
 // two backends (two pools) in one process. These tests run when
 // EXTENDDB_TEST_BACKENDS names postgres, against a fresh database created
 // through EXTENDDB_TEST_POSTGRES_DSN; then a missing or unreachable server
-// FAILS them (it never skips), as in internal/storage/postgres.
+// FAILS them (it never skips), as in internal/backend/postgres.
 
 // needPostgres returns the DSN of a fresh database dropped at the end of
 // the test.
@@ -82,14 +82,14 @@ const msAccount = "000000000001"
 
 // openServer is one server: its own pool on the database and an engine
 // with its background work started.
-func openServer(t *testing.T, dsn string, opt Options) (*Engine, storage.Backend) {
+func openServer(t *testing.T, dsn string, opt Options) (*Engine, backend.Backend) {
 	t.Helper()
 	b := openPool(t, dsn, 8)
 	return startEngine(t, b, opt), b
 }
 
 // openPool opens a backend (a connection pool of its own) on the database.
-func openPool(t *testing.T, dsn string, conns int32) storage.Backend {
+func openPool(t *testing.T, dsn string, conns int32) backend.Backend {
 	t.Helper()
 	b, err := postgres.Open(context.Background(), postgres.Options{DSN: dsn, MaxConns: conns, ItemSize: ItemSize})
 	if err != nil {
@@ -99,7 +99,7 @@ func openPool(t *testing.T, dsn string, conns int32) storage.Backend {
 	return checked(t, b)
 }
 
-func startEngine(t *testing.T, b storage.Backend, opt Options) *Engine {
+func startEngine(t *testing.T, b backend.Backend, opt Options) *Engine {
 	e := New(b, opt)
 	e.Start(context.Background(), []string{msAccount})
 	t.Cleanup(e.Stop)
@@ -187,12 +187,12 @@ func queryPKs(t *testing.T, e *Engine, table, index, attrName, value string) []s
 }
 
 // scanRows reads every row of a table (index "") or of an index.
-func scanRows(t *testing.T, b storage.Backend, ref storage.TableRef, index string) []storage.Row {
+func scanRows(t *testing.T, b backend.Backend, ref backend.TableRef, index string) []backend.Row {
 	t.Helper()
-	var out []storage.Row
-	var after *storage.Cursor
+	var out []backend.Row
+	var after *backend.Cursor
 	for {
-		res, err := b.Scan(t.Context(), storage.ScanParams{Table: ref, Index: index, After: after, Limit: 500})
+		res, err := b.Scan(t.Context(), backend.ScanParams{Table: ref, Index: index, After: after, Limit: 500})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func scanRows(t *testing.T, b storage.Backend, ref storage.TableRef, index strin
 			return out
 		}
 		last := res.Rows[len(res.Rows)-1]
-		after = &storage.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
+		after = &backend.Cursor{PK: last.PK, SK: last.SK, BasePK: last.BasePK, BaseSK: last.BaseSK}
 	}
 }
 
@@ -298,31 +298,31 @@ func TestTwoServersGSICreation(t *testing.T) {
 // that waits from one that spins) and the writes refused as computed from
 // a stale description.
 type countingBackend struct {
-	storage.Backend
+	backend.Backend
 	ttlQueries atomic.Int64
 	refused    atomic.Int64
 }
 
 // Capabilities: none (the inner backend's would bypass the counts).
-func (c *countingBackend) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+func (c *countingBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
 
-func (c *countingBackend) WriteItem(ctx context.Context, p storage.WriteItemParams) (*storage.WriteItemResult, error) {
+func (c *countingBackend) WriteItem(ctx context.Context, p backend.WriteItemParams) (*backend.WriteItemResult, error) {
 	res, err := c.Backend.WriteItem(ctx, p)
-	if storage.IsKind(err, storage.KindTableVersion) {
+	if backend.IsKind(err, backend.KindTableVersion) {
 		c.refused.Add(1)
 	}
 	return res, err
 }
 
-func (c *countingBackend) TransactWrite(ctx context.Context, p storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (c *countingBackend) TransactWrite(ctx context.Context, p backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	res, err := c.Backend.TransactWrite(ctx, p)
-	if storage.IsKind(err, storage.KindTableVersion) {
+	if backend.IsKind(err, backend.KindTableVersion) {
 		c.refused.Add(1)
 	}
 	return res, err
 }
 
-func (c *countingBackend) Query(ctx context.Context, p storage.QueryParams) (*storage.QueryResult, error) {
+func (c *countingBackend) Query(ctx context.Context, p backend.QueryParams) (*backend.QueryResult, error) {
 	if p.Index == ttlIndexName {
 		c.ttlQueries.Add(1)
 	}

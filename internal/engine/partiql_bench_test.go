@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 )
 
 // BenchmarkPartiQL compares a PartiQL SELECT by key and UPDATE with the

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Point-in-time recovery (docs/adr/0046-point-in-time-recovery.md,
@@ -39,7 +39,7 @@ type PITRWindow struct {
 type PITRService interface {
 	// Window answers the table incarnation's restorable window for a
 	// recovery period of days.
-	Window(ctx context.Context, ref storage.TableRef, days int64) (PITRWindow, error)
+	Window(ctx context.Context, ref backend.TableRef, days int64) (PITRWindow, error)
 	// RestoreToPointInTime starts a restore job of the source's history
 	// to the instant at into the table account/name, as
 	// BackupService.RestoreTable does for a backup: it records the job,
@@ -47,7 +47,7 @@ type PITRService interface {
 	// description keeps, so the job recognizes its target) to create the
 	// target in CREATING. create's error is returned unchanged.
 	RestoreToPointInTime(ctx context.Context, src PITRHistory, at time.Time, account, name string,
-		create func(ctx context.Context, job string) (*storage.Table, error)) error
+		create func(ctx context.Context, job string) (*backend.Table, error)) error
 	// StoredHistory finds in the store the newest history of the table
 	// account/name whose ARN is arn, for a restore whose source is not in
 	// the catalog (deleted, or known only from an adopted store); nil
@@ -67,7 +67,7 @@ type StoredPITRHistory struct {
 
 // PITRHistory names a table incarnation's history in the store.
 type PITRHistory struct {
-	Ref     storage.TableRef
+	Ref     backend.TableRef
 	TableID string
 	// Since is when point-in-time recovery was turned on.
 	Since time.Time
@@ -143,7 +143,7 @@ func (e *Engine) trimBound(ctx context.Context, t *table, retentionCut time.Time
 // PITRTableInfo is a table with point-in-time recovery on, as shipping
 // needs it.
 type PITRTableInfo struct {
-	Ref      storage.TableRef
+	Ref      backend.TableRef
 	TableID  string // the DynamoDB TableId
 	TableArn string
 	Days     int64

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // RestoreTableToPointInTimeInput is the request of
@@ -105,17 +105,17 @@ func (e *Engine) RestoreTableToPointInTime(ctx context.Context, account string, 
 	if err := e.restoreTargetFree(ctx, account, name); err != nil {
 		return nil, err
 	}
-	d, err := e.restoredDescription(account, name, &storage.BackupRecord{TableName: srcName}, src.desc, over)
+	d, err := e.restoredDescription(account, name, &backend.BackupRecord{TableName: srcName}, src.desc, over)
 	if err != nil {
 		return nil, err
 	}
 	d.RestoreSummary = &RestoreSummary{SourceTableArn: src.desc.TableArn, RestoreDateTime: epochSeconds(at), RestoreInProgress: true}
-	err = e.pitrSvc.RestoreToPointInTime(ctx, src.hist, at, account, name, func(ctx context.Context, job string) (*storage.Table, error) {
+	err = e.pitrSvc.RestoreToPointInTime(ctx, src.hist, at, account, name, func(ctx context.Context, job string) (*backend.Table, error) {
 		raw, err := json.Marshal(&storedTable{Desc: *d, RestoreJob: job})
 		if err != nil {
 			return nil, err
 		}
-		res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw})
+		res, err := e.backend.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: name, Desc: raw})
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +123,7 @@ func (e *Engine) RestoreTableToPointInTime(ctx context.Context, account string, 
 	})
 	e.tables.drop(account, name)
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableExists) {
+		if backend.IsKind(err, backend.KindTableExists) {
 			return nil, newErr(CodeTableAlreadyExists, "Table already exists: %s", name)
 		}
 		return nil, backupErr(err, name)

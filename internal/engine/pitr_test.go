@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // fakePITR is a PITR service answering a fixed window.
@@ -18,14 +18,14 @@ type fakePITR struct {
 	w  PITRWindow
 }
 
-func (f *fakePITR) Window(ctx context.Context, ref storage.TableRef, days int64) (PITRWindow, error) {
+func (f *fakePITR) Window(ctx context.Context, ref backend.TableRef, days int64) (PITRWindow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.w, nil
 }
 
 func (f *fakePITR) RestoreToPointInTime(ctx context.Context, src PITRHistory, at time.Time, account, name string,
-	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	create func(ctx context.Context, job string) (*backend.Table, error)) error {
 	_, err := create(ctx, "fake-job")
 	return err
 }
@@ -126,7 +126,7 @@ func logRecords(t *testing.T, e *Engine, name string) []*record {
 		t.Fatal(err)
 	}
 	cl, _ := e.changeLog()
-	res, err := cl.ReadLog(context.Background(), storage.ReadLogParams{Table: tbl.ref, Limit: 1000})
+	res, err := cl.ReadLog(context.Background(), backend.ReadLogParams{Table: tbl.ref, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestPITRRecordsKeepFullImages(t *testing.T) {
 	// As shipping reads them.
 	tbl, _ := e.loadTable(ctx, acct, "pt2")
 	cl, _ := e.changeLog()
-	res, _ := cl.ReadLog(ctx, storage.ReadLogParams{Table: tbl.ref, Limit: 10})
+	res, _ := cl.ReadLog(ctx, backend.ReadLogParams{Table: tbl.ref, Limit: 10})
 	f, err := e.PITRRecord(res.Records[0].Data)
 	if err != nil || f.Event != "MODIFY" || string(f.Keys) != `{"pk":{"S":"a"}}` || f.OldImage == nil || f.NewImage == nil ||
 		f.Txn != nil || f.Hidden || time.Since(f.Time) > time.Minute {
@@ -181,7 +181,7 @@ func TestPITRRecordsKeepFullImages(t *testing.T) {
 		t.Fatalf("PITRRecord of the delete: %+v %v", f, err)
 	}
 	// A stream record without full images cannot be replayed.
-	plain := (&liveStream{view: viewKeys}).logRecord(nil, &storage.Change{Op: storage.Put, Item: []byte(`{"pk":{"S":"b"}}`)}, []byte(`{"pk":{"S":"b"}}`), false, 1, nil)
+	plain := (&liveStream{view: viewKeys}).logRecord(nil, &backend.Change{Op: backend.Put, Item: []byte(`{"pk":{"S":"b"}}`)}, []byte(`{"pk":{"S":"b"}}`), false, 1, nil)
 	if _, err := e.PITRRecord(plain); err == nil {
 		t.Fatal("a keys-only record accepted for replay")
 	}
@@ -299,7 +299,7 @@ func TestPITRTrimStopsAtShipped(t *testing.T) {
 	}
 	tbl, _ := e.loadTable(ctx, acct, "ptr")
 	cl, _ := e.changeLog()
-	res, _ := cl.ReadLog(ctx, storage.ReadLogParams{Table: tbl.ref, Limit: 10})
+	res, _ := cl.ReadLog(ctx, backend.ReadLogParams{Table: tbl.ref, Limit: 10})
 	if len(res.Records) != 3 {
 		t.Fatalf("%d records", len(res.Records))
 	}
@@ -307,7 +307,7 @@ func TestPITRTrimStopsAtShipped(t *testing.T) {
 	if err := e.trimStreams(ctx, tbl); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := cl.LogInfo(ctx, storage.LogInfoParams{Table: tbl.ref}); info.Count != 3 {
+	if info, _ := cl.LogInfo(ctx, backend.LogInfoParams{Table: tbl.ref}); info.Count != 3 {
 		t.Fatalf("trimmed unshipped records: %+v", info)
 	}
 	// Shipped up to the second record: the first may go.
@@ -317,7 +317,7 @@ func TestPITRTrimStopsAtShipped(t *testing.T) {
 	if err := e.trimStreams(ctx, tbl); err != nil {
 		t.Fatal(err)
 	}
-	info, _ := cl.LogInfo(ctx, storage.LogInfoParams{Table: tbl.ref})
+	info, _ := cl.LogInfo(ctx, backend.LogInfoParams{Table: tbl.ref})
 	if info.First != res.Records[1].Seq || info.Count != 2 {
 		t.Fatalf("after trim to the shipped record: %+v", info)
 	}

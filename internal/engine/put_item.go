@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // PutItem writes an item.
@@ -44,18 +44,18 @@ func (e *Engine) putItem(ctx context.Context, account string, in *PutItemInput) 
 	if t.logs() {
 		keys = t.keysJSON(in.Item)
 	}
-	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (storage.Change, error) {
+	res, err := e.writeItem(ctx, t, keys, backend.WriteItemParams{Table: t.ref, PK: pk, SK: sk, Blind: !readOld, Fn: func(oldRaw []byte) (backend.Change, error) {
 		var old attr.Item
 		if needOld && oldRaw != nil {
 			var err error
 			if old, err = decodeStored(oldRaw); err != nil {
-				return storage.Change{}, err
+				return backend.Change{}, err
 			}
 		}
 		if cond != nil && !cond.Eval(old) {
-			return storage.Change{}, ccfError(old, returnOldOnCCF)
+			return backend.Change{}, ccfError(old, returnOldOnCCF)
 		}
-		return storage.Change{Op: storage.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
+		return backend.Change{Op: backend.Put, Item: raw, DeleteIndex: t.indexKeys(old), PutIndex: entries}, nil
 	}})
 	if err != nil {
 		return nil, err

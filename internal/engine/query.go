@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/expr"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // maxPageBytes is the 1 MB of scanned data after which Query and Scan
@@ -23,7 +23,7 @@ type readSpec struct {
 	count      bool // Select COUNT
 	fetchBase  bool // LSI query asking for attributes it does not project
 	limit      int  // 0 = none
-	after      *storage.Cursor
+	after      *backend.Cursor
 	consistent bool
 	rcc        string
 	pageBytes  int // the page's size bound; 0 = maxPageBytes
@@ -178,7 +178,7 @@ func (s *readSpec) startCursor(esk attr.Item) error {
 		b, _ := attr.KeyBytes(v)
 		return b, nil
 	}
-	c := &storage.Cursor{}
+	c := &backend.Cursor{}
 	var err error
 	if c.PK, err = enc(s.t.Hash, false); err != nil {
 		return err
@@ -216,7 +216,7 @@ func (s *readSpec) lastKey(it attr.Item) attr.Item {
 }
 
 // fetchFn reads the next batch of rows after a cursor.
-type fetchFn func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error)
+type fetchFn func(ctx context.Context, after *backend.Cursor, limit int) ([]backend.Row, bool, error)
 
 // run pages through rows, applying Limit, the 1 MB page size, the filter
 // and the projection.
@@ -270,7 +270,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 				if s.fetchBase {
 					entryBytes += attr.ItemSize(it)
 					fetched = true
-					res, err := e.backend.GetItem(ctx, storage.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
+					res, err := e.backend.GetItem(ctx, backend.GetItemParams{Table: s.t.ref, PK: r.BasePK, SK: r.BaseSK})
 					if err != nil {
 						return nil, err
 					}
@@ -292,7 +292,7 @@ func (e *Engine) run(ctx context.Context, s *readSpec, fetch fetchFn) (*QueryOut
 			out.ScannedCount++
 			scannedBytes += size
 			last, lastRaw = it, r.Item
-			after = &storage.Cursor{PK: r.PK, SK: r.SK, BasePK: r.BasePK, BaseSK: r.BaseSK}
+			after = &backend.Cursor{PK: r.PK, SK: r.SK, BasePK: r.BasePK, BaseSK: r.BaseSK}
 			if s.filter == nil || s.filter.Eval(it) {
 				out.Count++
 				if !s.count {
@@ -393,7 +393,7 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 		}
 	}
 	var pk []byte
-	var lower, upper *storage.Bound
+	var lower, upper *backend.Bound
 	var hashSeen bool
 	for _, term := range kc.Terms {
 		switch {
@@ -437,8 +437,8 @@ func (e *Engine) Query(ctx context.Context, account string, in *QueryInput) (*Qu
 	if s.ix != nil {
 		index = s.ix.Name
 	}
-	return e.run(ctx, s, func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
-		res, err := e.backend.Query(ctx, storage.QueryParams{Table: s.t.ref, Index: index, PK: pk, Lower: lower, Upper: upper,
+	return e.run(ctx, s, func(ctx context.Context, after *backend.Cursor, limit int) ([]backend.Row, bool, error) {
+		res, err := e.backend.Query(ctx, backend.QueryParams{Table: s.t.ref, Index: index, PK: pk, Lower: lower, Upper: upper,
 			Forward: forward, After: after, Limit: limit})
 		if err != nil {
 			return nil, false, err
@@ -459,7 +459,7 @@ func missingKeyName(kc *expr.KeyCondition, hash keyAttr, rng *keyAttr) string {
 }
 
 // sortKeyRange turns a sort key condition into byte bounds.
-func sortKeyRange(term expr.KeyTerm, ka keyAttr) (lower, upper *storage.Bound, err error) {
+func sortKeyRange(term expr.KeyTerm, ka keyAttr) (lower, upper *backend.Bound, err error) {
 	enc := func(v attr.Value) ([]byte, error) {
 		if err := checkKeyValue(v, ka, true); err != nil {
 			return nil, err
@@ -473,15 +473,15 @@ func sortKeyRange(term expr.KeyTerm, ka keyAttr) (lower, upper *storage.Bound, e
 	}
 	switch term.Op {
 	case expr.EQ:
-		return &storage.Bound{Key: b0, Inclusive: true}, &storage.Bound{Key: b0, Inclusive: true}, nil
+		return &backend.Bound{Key: b0, Inclusive: true}, &backend.Bound{Key: b0, Inclusive: true}, nil
 	case expr.LT:
-		return nil, &storage.Bound{Key: b0}, nil
+		return nil, &backend.Bound{Key: b0}, nil
 	case expr.LE:
-		return nil, &storage.Bound{Key: b0, Inclusive: true}, nil
+		return nil, &backend.Bound{Key: b0, Inclusive: true}, nil
 	case expr.GT:
-		return &storage.Bound{Key: b0}, nil, nil
+		return &backend.Bound{Key: b0}, nil, nil
 	case expr.GE:
-		return &storage.Bound{Key: b0, Inclusive: true}, nil, nil
+		return &backend.Bound{Key: b0, Inclusive: true}, nil, nil
 	case expr.BETWEEN:
 		b1, err := enc(term.Values[1])
 		if err != nil {
@@ -491,14 +491,14 @@ func sortKeyRange(term expr.KeyTerm, ka keyAttr) (lower, upper *storage.Bound, e
 			return nil, nil, validationf("Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: {%s:%s}, upper bound operand: AttributeValue: {%s:%s}",
 				term.Values[0].Type, valueText(term.Values[0]), term.Values[1].Type, valueText(term.Values[1]))
 		}
-		return &storage.Bound{Key: b0, Inclusive: true}, &storage.Bound{Key: b1, Inclusive: true}, nil
+		return &backend.Bound{Key: b0, Inclusive: true}, &backend.Bound{Key: b1, Inclusive: true}, nil
 	case expr.BEGINS_WITH:
 		if ka.Type == attr.N {
 			return nil, nil, validationf("Invalid KeyConditionExpression: Incorrect operand type for operator or function; operator or function: begins_with, operand type: N")
 		}
-		lower = &storage.Bound{Key: b0, Inclusive: true}
+		lower = &backend.Bound{Key: b0, Inclusive: true}
 		if succ := attr.PrefixSuccessor(b0); succ != nil {
-			upper = &storage.Bound{Key: succ}
+			upper = &backend.Bound{Key: succ}
 		}
 		return lower, upper, nil
 	}
@@ -559,8 +559,8 @@ func (e *Engine) Scan(ctx context.Context, account string, in *ScanInput) (*Quer
 		return nil, err
 	}
 	if s.after != nil && total > 1 {
-		lo, hi := storage.SegmentRange(seg, total)
-		if h := storage.KeyHash(s.after.PK); h < lo || h > hi {
+		lo, hi := backend.SegmentRange(seg, total)
+		if h := backend.KeyHash(s.after.PK); h < lo || h > hi {
 			return nil, validationf("The provided Exclusive start key does not map to the provided segment")
 		}
 	}
@@ -568,8 +568,8 @@ func (e *Engine) Scan(ctx context.Context, account string, in *ScanInput) (*Quer
 	if s.ix != nil {
 		index = s.ix.Name
 	}
-	return e.run(ctx, s, func(ctx context.Context, after *storage.Cursor, limit int) ([]storage.Row, bool, error) {
-		res, err := e.backend.Scan(ctx, storage.ScanParams{Table: s.t.ref, Index: index, Segment: seg, TotalSegments: total, After: after, Limit: limit})
+	return e.run(ctx, s, func(ctx context.Context, after *backend.Cursor, limit int) ([]backend.Row, bool, error) {
+		res, err := e.backend.Scan(ctx, backend.ScanParams{Table: s.t.ref, Index: index, Segment: seg, TotalSegments: total, After: after, Limit: limit})
 		if err != nil {
 			return nil, false, err
 		}

@@ -5,19 +5,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Table statistics: DescribeTable's ItemCount and TableSizeBytes and each
 // index's ItemCount and IndexSizeBytes. DynamoDB refreshes them about every
 // six hours.
 //
-// A backend that keeps them with every write (storage.TableCounter, ADR
+// A backend that keeps them with every write (backend.TableCounter, ADR
 // 0053) answers them at each description, at a cost that does not depend
 // on the table's size, as fresh as the last committed write. While its
 // figures for a table are unknown (a database from before it counted, a
 // table loaded in bulk), and on a backend without the capability, the
-// engine computes them (Recount, or storage.Backend.TableStats: a read of
+// engine computes them (Recount, or backend.Backend.TableStats: a read of
 // the whole table off the request path) when a description asks for them
 // and the last computation is older than the refresh interval, stretched
 // to 20 times that computation's duration, so that a large table costs at
@@ -38,7 +38,7 @@ type statsCache struct {
 }
 
 type statsEntry struct {
-	res     *storage.TableStatsResult
+	res     *backend.TableStatsResult
 	at      time.Time     // start of the last computation
 	cost    time.Duration // duration of the last computation
 	running chan struct{} // closed when the running computation ends
@@ -51,7 +51,7 @@ type statsEntry struct {
 func countsStats(t *table) bool { return t.stored.Desc.TableStatus != "CREATING" }
 
 // peekStats returns the last computed statistics of a table, or nil.
-func (e *Engine) peekStats(id int64) *storage.TableStatsResult {
+func (e *Engine) peekStats(id int64) *backend.TableStatsResult {
 	e.stats.mu.Lock()
 	defer e.stats.mu.Unlock()
 	if s := e.stats.m[id]; s != nil {
@@ -70,7 +70,7 @@ func (e *Engine) forgetStats(id int64) {
 // the backend keeps them and knows them; else the last computed ones,
 // starting a computation when they are stale; nil when none were computed
 // yet (the first request for a table waits up to statsFirstWait).
-func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsResult {
+func (e *Engine) tableStats(ctx context.Context, t *table) *backend.TableStatsResult {
 	if res := e.countedStats(ctx, t.ref); res != nil {
 		return res
 	}
@@ -93,14 +93,14 @@ func (e *Engine) tableStats(ctx context.Context, t *table) *storage.TableStatsRe
 // countedStats reads the figures a backend keeps with its writes (nil
 // when it does not, or does not know them now) and remembers them as the
 // table's last figures (what DeleteTable reports).
-func (e *Engine) countedStats(ctx context.Context, ref storage.TableRef) *storage.TableStatsResult {
+func (e *Engine) countedStats(ctx context.Context, ref backend.TableRef) *backend.TableStatsResult {
 	tc := e.backend.Capabilities().Counts
 	if tc == nil {
 		return nil
 	}
-	res, err := tc.Counts(ctx, storage.CountsParams{Table: ref})
+	res, err := tc.Counts(ctx, backend.CountsParams{Table: ref})
 	if err != nil {
-		if !storage.IsKind(err, storage.KindTableNotFound) && ctx.Err() == nil {
+		if !backend.IsKind(err, backend.KindTableNotFound) && ctx.Err() == nil {
 			e.log.Warn("table statistics", "table", ref.Name, "err", err)
 		}
 		return nil
@@ -128,7 +128,7 @@ func (e *Engine) countedStats(ctx context.Context, ref storage.TableRef) *storag
 // refreshStats returns a table's last statistics and starts their
 // recomputation when they are stale (running is its end, nil when none
 // runs). It never waits.
-func (e *Engine) refreshStats(ref storage.TableRef) (s *statsEntry, res *storage.TableStatsResult, running chan struct{}) {
+func (e *Engine) refreshStats(ref backend.TableRef) (s *statsEntry, res *backend.TableStatsResult, running chan struct{}) {
 	c := &e.stats
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -167,7 +167,7 @@ type TableMetric struct {
 // tables are listed; truncated tells that more exist.
 func (e *Engine) TableMetrics(ctx context.Context, accounts []string, limit int) (out []TableMetric, truncated bool, err error) {
 	for _, a := range accounts {
-		res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: a})
+		res, err := e.backend.ListTables(ctx, backend.ListTablesParams{Account: a})
 		if err != nil {
 			return out, false, err
 		}
@@ -191,7 +191,7 @@ func (e *Engine) TableMetrics(ctx context.Context, accounts []string, limit int)
 	return out, false, nil
 }
 
-func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan struct{}) {
+func (e *Engine) computeStats(ref backend.TableRef, s *statsEntry, done chan struct{}) {
 	// Not the request's context (the request does not wait for the
 	// result), but the background one when running, so Stop ends it.
 	base := context.Background()
@@ -203,19 +203,19 @@ func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan str
 	ctx, cancel := context.WithTimeout(base, statsTimeout)
 	defer cancel()
 	start := time.Now()
-	var res *storage.TableStatsResult
+	var res *backend.TableStatsResult
 	var err error
 	if tc := e.backend.Capabilities().Counts; tc != nil {
 		// The repair of unknown figures: counted with the backend's item
 		// size function (the server's is ItemSize) and kept from now on.
-		var rc *storage.CountsResult
-		if rc, err = tc.Recount(ctx, storage.CountsParams{Table: ref}); err == nil && rc.Counted {
+		var rc *backend.CountsResult
+		if rc, err = tc.Recount(ctx, backend.CountsParams{Table: ref}); err == nil && rc.Counted {
 			res = &rc.Stats
 		}
 	} else {
-		res, err = e.backend.TableStats(ctx, storage.TableStatsParams{Table: ref, Size: statsSize})
+		res, err = e.backend.TableStats(ctx, backend.TableStatsParams{Table: ref, Size: statsSize})
 	}
-	if err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+	if err != nil && !backend.IsKind(err, backend.KindTableNotFound) {
 		e.log.Warn("table statistics", "table", ref.Name, "err", err)
 	}
 	e.stats.mu.Lock()
@@ -230,7 +230,7 @@ func (e *Engine) computeStats(ref storage.TableRef, s *statsEntry, done chan str
 
 // withStats returns a copy of a description with the statistics filled in
 // (the description's index slices are shared with the table cache).
-func withStats(d *TableDescription, st *storage.TableStatsResult) *TableDescription {
+func withStats(d *TableDescription, st *backend.TableStatsResult) *TableDescription {
 	if st == nil {
 		return d
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 )
 
 // The cost of table statistics on SQLite (docs/benchmarks.md, ADR 0053):
@@ -63,21 +63,21 @@ func BenchmarkDescribeTableStats(b *testing.B) {
 			t := benchTable(b, e, "describe", false)
 			ctx := context.Background()
 			pad := strings.Repeat("x", 180)
-			batch := make([]storage.BulkItem, 0, 1000)
+			batch := make([]backend.BulkItem, 0, 1000)
 			for i := range n {
 				pk := fmt.Sprintf("p%08d", i)
 				key, _ := attr.KeyBytes(attr.StrValue(pk))
-				batch = append(batch, storage.BulkItem{PK: key, Change: storage.Change{Op: storage.Put,
+				batch = append(batch, backend.BulkItem{PK: key, Change: backend.Change{Op: backend.Put,
 					Item: attr.EncodeItem(attr.Item{"pk": attr.StrValue(pk), "v": attr.StrValue(pad)})}})
 				if len(batch) == cap(batch) || i == n-1 {
-					if err := sb.BulkLoad(ctx, storage.BulkLoadParams{Table: t.ref, Items: batch}); err != nil {
+					if err := sb.BulkLoad(ctx, backend.BulkLoadParams{Table: t.ref, Items: batch}); err != nil {
 						b.Fatal(err)
 					}
 					batch = batch[:0]
 				}
 			}
 			start := time.Now()
-			rc, err := sb.Recount(ctx, storage.CountsParams{Table: t.ref})
+			rc, err := sb.Recount(ctx, backend.CountsParams{Table: t.ref})
 			if err != nil || !rc.Counted || rc.Stats.ItemCount != int64(n) {
 				b.Fatalf("recount: %+v %v", rc, err)
 			}

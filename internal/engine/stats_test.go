@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // TestDescribeStats: DescribeTable reports the items and index entries
@@ -99,7 +99,7 @@ func TestStatsSkipCreating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: acct, Name: "restoring", Desc: raw})
+	res, err := e.backend.CreateTable(ctx, backend.CreateTableParams{Account: acct, Name: "restoring", Desc: raw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +186,13 @@ func TestDescribeStatsMaintained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var items []storage.BulkItem
+	var items []backend.BulkItem
 	for i := range 50 {
 		k := fmt.Sprintf("bulk%02d", i)
 		key, _ := attr.KeyBytes(attr.StrValue(k))
-		items = append(items, storage.BulkItem{PK: key, Change: storage.Change{Op: storage.Put, Item: attr.EncodeItem(attr.Item{"pk": attr.StrValue(k)})}})
+		items = append(items, backend.BulkItem{PK: key, Change: backend.Change{Op: backend.Put, Item: attr.EncodeItem(attr.Item{"pk": attr.StrValue(k)})}})
 	}
-	if err := sb.BulkLoad(ctx, storage.BulkLoadParams{Table: tab.ref, Items: items}); err != nil {
+	if err := sb.BulkLoad(ctx, backend.BulkLoadParams{Table: tab.ref, Items: items}); err != nil {
 		t.Fatal(err)
 	}
 	var d *TableDescription
@@ -204,7 +204,7 @@ func TestDescribeStatsMaintained(t *testing.T) {
 	if d.ItemCount != 53 || d.TableSizeBytes != 9+50*8 {
 		t.Fatalf("after a bulk load: %d items, %d bytes", d.ItemCount, d.TableSizeBytes)
 	}
-	if res, err := sb.Counts(ctx, storage.CountsParams{Table: tab.ref}); err != nil || !res.Counted {
+	if res, err := sb.Counts(ctx, backend.CountsParams{Table: tab.ref}); err != nil || !res.Counted {
 		t.Fatalf("figures not known again after the recount: %+v %v", res, err)
 	}
 }

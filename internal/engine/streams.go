@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // DynamoDB Streams (docs/adr/0023-streams-on-the-change-log.md).
@@ -97,12 +97,12 @@ func appendBytes(dst, b []byte) []byte {
 // logRecord encodes the record of a write from old to ch (nil when the
 // write changes nothing, unless it is part of a transaction on a PITR
 // table, tx not nil: then it is a hidden record).
-func (s *liveStream) logRecord(oldRaw []byte, ch *storage.Change, keys []byte, service bool, now int64, tx *txnMark) []byte {
+func (s *liveStream) logRecord(oldRaw []byte, ch *backend.Change, keys []byte, service bool, now int64, tx *txnMark) []byte {
 	var ev byte
 	var newRaw []byte
 	var flags byte
 	switch ch.Op {
-	case storage.Put:
+	case backend.Put:
 		if oldRaw == nil {
 			ev = eventInsert
 		} else {
@@ -115,7 +115,7 @@ func (s *liveStream) logRecord(oldRaw []byte, ch *storage.Change, keys []byte, s
 			ev = eventModify
 		}
 		newRaw = ch.Item
-	case storage.Delete:
+	case backend.Delete:
 		if oldRaw == nil {
 			if tx == nil {
 				return nil
@@ -276,7 +276,7 @@ func (t *table) keysJSON(it attr.Item) []byte {
 // record needs the old item) and its Change carries the record. keys is
 // the item's keys JSON (nil: taken from the old or new item). It changes
 // nothing for a table that logs no records.
-func (e *Engine) streamed(t *table, p storage.WriteItemParams, keys []byte, service bool) storage.WriteItemParams {
+func (e *Engine) streamed(t *table, p backend.WriteItemParams, keys []byte, service bool) backend.WriteItemParams {
 	return e.logged(t, p, keys, service, nil)
 }
 
@@ -286,7 +286,7 @@ func (e *Engine) streamed(t *table, p storage.WriteItemParams, keys []byte, serv
 // nothing of an absent item becomes a Delete of the absent item (a
 // no-op for every backend) with a hidden record, so that the
 // transaction writes exactly tx.count records to the table.
-func (e *Engine) logged(t *table, p storage.WriteItemParams, keys []byte, service bool, tx *txnMark) storage.WriteItemParams {
+func (e *Engine) logged(t *table, p backend.WriteItemParams, keys []byte, service bool, tx *txnMark) backend.WriteItemParams {
 	s := t.logger()
 	if s == nil {
 		return p
@@ -296,21 +296,21 @@ func (e *Engine) logged(t *table, p storage.WriteItemParams, keys []byte, servic
 	}
 	fn := p.Fn
 	p.Blind = false
-	p.Fn = func(oldRaw []byte) (storage.Change, error) {
+	p.Fn = func(oldRaw []byte) (backend.Change, error) {
 		ch, err := fn(oldRaw)
 		if err != nil {
 			return ch, err
 		}
-		if ch.Op == storage.Keep {
+		if ch.Op == backend.Keep {
 			if tx == nil || oldRaw != nil {
 				return ch, err
 			}
-			ch = storage.Change{Op: storage.Delete}
+			ch = backend.Change{Op: backend.Delete}
 		}
 		k := keys
 		if k == nil {
 			src := ch.Item
-			if ch.Op == storage.Delete {
+			if ch.Op == backend.Delete {
 				src = oldRaw
 			}
 			if src == nil {
@@ -329,10 +329,10 @@ func (e *Engine) logged(t *table, p storage.WriteItemParams, keys []byte, servic
 }
 
 // countLogged counts the records a committed write stored.
-func (e *Engine) countLogged(results ...storage.WriteItemResult) {
+func (e *Engine) countLogged(results ...backend.WriteItemResult) {
 	n := 0
 	for i := range results {
-		if results[i].Change.Log != nil && results[i].Change.Op != storage.Keep {
+		if results[i].Change.Log != nil && results[i].Change.Op != backend.Keep {
 			n++
 		}
 	}
@@ -342,7 +342,7 @@ func (e *Engine) countLogged(results ...storage.WriteItemResult) {
 }
 
 // changeLog returns the backend's change log capability.
-func (e *Engine) changeLog() (storage.ChangeLog, bool) {
+func (e *Engine) changeLog() (backend.ChangeLog, bool) {
 	cl := e.backend.Capabilities().ChangeLog
 	return cl, cl != nil
 }
@@ -353,12 +353,12 @@ func (e *Engine) errNoStreams() error {
 }
 
 // logLast returns the last Seq of a table's log (0 when empty).
-func (e *Engine) logLast(ctx context.Context, ref storage.TableRef) (int64, error) {
+func (e *Engine) logLast(ctx context.Context, ref backend.TableRef) (int64, error) {
 	cl, ok := e.changeLog()
 	if !ok {
 		return 0, e.errNoStreams()
 	}
-	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: ref})
+	info, err := cl.LogInfo(ctx, backend.LogInfoParams{Table: ref})
 	if err != nil {
 		return 0, err
 	}

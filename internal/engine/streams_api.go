@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // The DynamoDB Streams API (target prefix DynamoDBStreams_20120810):
@@ -188,7 +188,7 @@ func (e *Engine) ListStreams(ctx context.Context, account string, in *ListStream
 	if in.TableName != nil {
 		names = []string{*in.TableName}
 	} else {
-		res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: account, StartAfter: ""})
+		res, err := e.backend.ListTables(ctx, backend.ListTablesParams{Account: account, StartAfter: ""})
 		if err != nil {
 			return nil, err
 		}
@@ -477,7 +477,7 @@ func (e *Engine) GetShardIterator(ctx context.Context, account string, in *GetSh
 	if !ok {
 		return nil, e.errNoStreams()
 	}
-	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: t.ref})
+	info, err := cl.LogInfo(ctx, backend.LogInfoParams{Table: t.ref})
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +520,7 @@ type GetRecordsOutput struct {
 	region  string
 	view    string
 	tableID int64
-	recs    []storage.LogRecord
+	recs    []backend.LogRecord
 	next    string
 }
 
@@ -582,7 +582,7 @@ func (e *Engine) GetRecords(ctx context.Context, account string, in *GetRecordsI
 	checked := false
 	for round := 0; round < 16 && !exhausted && len(out.recs) < limit && budget > 0; round++ {
 		want := limit - len(out.recs)
-		res, err := cl.ReadLog(ctx, storage.ReadLogParams{Table: t.ref, After: pos, Limit: want, MaxBytes: budget})
+		res, err := cl.ReadLog(ctx, backend.ReadLogParams{Table: t.ref, After: pos, Limit: want, MaxBytes: budget})
 		if err != nil {
 			return nil, err
 		}
@@ -591,7 +591,7 @@ func (e *Engine) GetRecords(ctx context.Context, account string, in *GetRecordsI
 			if len(res.Records) == 0 || res.Records[0].Seq != pos+1 {
 				// Something before the first record returned may have been
 				// trimmed.
-				info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: t.ref})
+				info, err := cl.LogInfo(ctx, backend.LogInfoParams{Table: t.ref})
 				if err != nil {
 					return nil, err
 				}

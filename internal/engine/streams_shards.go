@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // Shard lifecycle: rollover on a schedule, close at disable, settle (End
@@ -132,14 +132,14 @@ func (e *Engine) trimStreams(ctx context.Context, t *table) error {
 		return err
 	}
 	if trim {
-		if _, err := cl.TrimLog(ctx, storage.TrimLogParams{Table: t.ref, Before: trimAt}); err != nil {
+		if _, err := cl.TrimLog(ctx, backend.TrimLogParams{Table: t.ref, Before: trimAt}); err != nil {
 			return err
 		}
 	}
 	if len(t.stored.Streams) == 0 {
 		return nil
 	}
-	info, err := cl.LogInfo(ctx, storage.LogInfoParams{Table: t.ref})
+	info, err := cl.LogInfo(ctx, backend.LogInfoParams{Table: t.ref})
 	if err != nil {
 		return err
 	}
@@ -250,8 +250,8 @@ func (e *Engine) adoptStream(ctx context.Context, t *table) error {
 // answers false when there is nothing to change. A table gone or created
 // again meanwhile is not an error (changed false); the cached description
 // is dropped either way.
-func (e *Engine) editStreams(ctx context.Context, ref storage.TableRef, edit func(st *storedTable) bool) (changed bool, err error) {
-	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: ref.Account, Name: ref.Name, Fn: func(old *storage.Table) ([]byte, error) {
+func (e *Engine) editStreams(ctx context.Context, ref backend.TableRef, edit func(st *storedTable) bool) (changed bool, err error) {
+	_, err = e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: ref.Account, Name: ref.Name, Fn: func(old *backend.Table) ([]byte, error) {
 		if old.ID != ref.ID {
 			return nil, errNothingToSettle
 		}
@@ -266,7 +266,7 @@ func (e *Engine) editStreams(ctx context.Context, ref storage.TableRef, edit fun
 		return json.Marshal(&st)
 	}})
 	e.tables.drop(ref.Account, ref.Name)
-	if err == errNothingToSettle || storage.IsKind(err, storage.KindTableNotFound) {
+	if err == errNothingToSettle || backend.IsKind(err, backend.KindTableNotFound) {
 		return false, nil
 	}
 	return err == nil, err

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 const acct = "000000000000"
@@ -34,7 +34,7 @@ func newStreamEngine(t *testing.T) (*Engine, *clock) {
 	t.Helper()
 	b := memSQLite(t)
 	c := &clock{t: time.Now()}
-	return New(storage.Checked(b, func(err error) { t.Errorf("contract: %v", err) }), Options{Now: c.now}), c
+	return New(backend.Checked(b, func(err error) { t.Errorf("contract: %v", err) }), Options{Now: c.now}), c
 }
 
 func streamTable(t *testing.T, e *Engine, name, view string) string {
@@ -452,9 +452,9 @@ func TestStreamTTLDeletionIsService(t *testing.T) {
 }
 
 // noLog is a backend without the change log capability.
-type noLog struct{ storage.Backend }
+type noLog struct{ backend.Backend }
 
-func (noLog) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+func (noLog) Capabilities() backend.Capabilities { return backend.Capabilities{} }
 
 func TestStreamNeedsChangeLog(t *testing.T) {
 	e := New(noLog{memSQLite(t)}, Options{})
@@ -512,7 +512,7 @@ func TestStreamAdoptsLegacyTable(t *testing.T) {
 	e, _ := newStreamEngine(t)
 	e.streamCheck = 20 * time.Millisecond
 	arn := streamTable(t, e, "legacy", "KEYS_ONLY")
-	if _, err := e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: acct, Name: "legacy", Fn: func(old *storage.Table) ([]byte, error) {
+	if _, err := e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: acct, Name: "legacy", Fn: func(old *backend.Table) ([]byte, error) {
 		var st storedTable
 		if err := json.Unmarshal(old.Desc, &st); err != nil {
 			return nil, err

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // TestSweeperRepairsStaleHits: TTL index entries that do not match their
@@ -34,11 +34,11 @@ func TestSweeperRepairsStaleHits(t *testing.T) {
 	// raw writes the item (or deletes it) without touching any index entry.
 	raw := func(pk string, it attr.Item) {
 		k, _ := attr.KeyBytes(sv(pk))
-		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: tb.ref, PK: k, Fn: func([]byte) (storage.Change, error) {
+		_, err := b.WriteItem(ctx, backend.WriteItemParams{Table: tb.ref, PK: k, Fn: func([]byte) (backend.Change, error) {
 			if it == nil {
-				return storage.Change{Op: storage.Delete}, nil
+				return backend.Change{Op: backend.Delete}, nil
 			}
-			return storage.Change{Op: storage.Put, Item: attr.EncodeItem(it)}, nil
+			return backend.Change{Op: backend.Put, Item: attr.EncodeItem(it)}, nil
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +82,7 @@ func TestSweeperRepairsStaleHits(t *testing.T) {
 	checkIndexes(t, e, name)
 	for i := 0; i < 600; i++ {
 		k, _ := attr.KeyBytes(sv(fmt.Sprintf("s%03d", i)))
-		if res, err := b.GetItem(ctx, storage.GetItemParams{Table: tb.ref, PK: k}); err != nil || res.Item == nil {
+		if res, err := b.GetItem(ctx, backend.GetItemParams{Table: tb.ref, PK: k}); err != nil || res.Item == nil {
 			t.Fatalf("item s%03d (not expired) is gone: %v", i, err)
 		}
 	}
@@ -110,10 +110,10 @@ func TestIndexCreatedOverLeftovers(t *testing.T) {
 		k, _ := attr.KeyBytes(sv(fmt.Sprintf("k%02d", i)))
 		gk, _ := attr.KeyBytes(sv("before"))
 		tk, _ := attr.NumberKey("100")
-		_, err := b.WriteItem(ctx, storage.WriteItemParams{Table: tb.ref, PK: k, Fn: func(old []byte) (storage.Change, error) {
-			return storage.Change{Op: storage.Put, Item: old, PutIndex: []storage.IndexEntry{
-				{IndexKey: storage.IndexKey{Index: "by_g", PK: gk}, Item: old},
-				{IndexKey: storage.IndexKey{Index: ttlIndexName, PK: ttlPartition, SK: tk}, Item: old}}}, nil
+		_, err := b.WriteItem(ctx, backend.WriteItemParams{Table: tb.ref, PK: k, Fn: func(old []byte) (backend.Change, error) {
+			return backend.Change{Op: backend.Put, Item: old, PutIndex: []backend.IndexEntry{
+				{IndexKey: backend.IndexKey{Index: "by_g", PK: gk}, Item: old},
+				{IndexKey: backend.IndexKey{Index: ttlIndexName, PK: ttlPartition, SK: tk}, Item: old}}}, nil
 		}})
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // CreateTable creates a table.
@@ -26,8 +26,8 @@ func (e *Engine) CreateTable(ctx context.Context, account string, in *CreateTabl
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.backend.CreateTable(ctx, storage.CreateTableParams{Account: account, Name: name, Desc: raw}); err != nil {
-		if storage.IsKind(err, storage.KindTableExists) {
+	if _, err := e.backend.CreateTable(ctx, backend.CreateTableParams{Account: account, Name: name, Desc: raw}); err != nil {
+		if backend.IsKind(err, backend.KindTableExists) {
 			return nil, newErr(CodeResourceInUse, "Table already exists: %s", name)
 		}
 		return nil, err
@@ -458,7 +458,7 @@ func (e *Engine) DescribeTable(ctx context.Context, account string, in *TableNam
 	if err != nil {
 		return nil, err
 	}
-	var st *storage.TableStatsResult
+	var st *backend.TableStatsResult
 	if countsStats(t) {
 		st = e.tableStats(ctx, t)
 	}
@@ -481,7 +481,7 @@ func (e *Engine) DeleteTable(ctx context.Context, account string, in *TableNameI
 	if err := e.keepSystemBackup(ctx, account, t); err != nil {
 		return nil, err
 	}
-	res, err := e.backend.DeleteTable(ctx, storage.DeleteTableParams{Account: account, Name: name})
+	res, err := e.backend.DeleteTable(ctx, backend.DeleteTableParams{Account: account, Name: name})
 	e.tables.drop(account, name)
 	if err != nil {
 		if e.missing(err, account, name) {
@@ -525,7 +525,7 @@ func (e *Engine) ListTables(ctx context.Context, account string, in *ListTablesI
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: account, StartAfter: start, Limit: limit + 1})
+	res, err := e.backend.ListTables(ctx, backend.ListTablesParams{Account: account, StartAfter: start, Limit: limit + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -565,9 +565,9 @@ func (e *Engine) keepSystemBackup(ctx context.Context, account string, t *table)
 		switch {
 		case err != nil:
 			return backupErr(err, t.name())
-		case r != nil && r.Status == storage.BackupAvailable:
+		case r != nil && r.Status == backend.BackupAvailable:
 			return nil
-		case r == nil || r.Status != storage.BackupCreating:
+		case r == nil || r.Status != backend.BackupCreating:
 			msg := "it is gone"
 			if r != nil {
 				msg = r.Status + ": " + r.Message

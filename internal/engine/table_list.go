@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // defaultTableListTTL bounds how long the background loops reuse their
@@ -49,7 +49,7 @@ func (e *Engine) listTables(ctx context.Context, accounts []string) []*table {
 	complete := true
 	var out []*table
 	for _, acct := range accounts {
-		res, err := e.backend.ListTables(ctx, storage.ListTablesParams{Account: acct})
+		res, err := e.backend.ListTables(ctx, backend.ListTablesParams{Account: acct})
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("background: listing tables", "account", acct, "err", err)
@@ -58,9 +58,9 @@ func (e *Engine) listTables(ctx context.Context, accounts []string) []*table {
 			continue
 		}
 		for _, n := range res.Names {
-			gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: acct, Name: n})
+			gt, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: acct, Name: n})
 			if err != nil {
-				if !storage.IsKind(err, storage.KindTableNotFound) {
+				if !backend.IsKind(err, backend.KindTableNotFound) {
 					complete = false
 				}
 				continue

@@ -3,14 +3,14 @@ package engine
 import (
 	"context"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // currentTable reads a table incarnation afresh; nil when it is gone.
-func (e *Engine) currentTable(ctx context.Context, ref storage.TableRef) (*table, error) {
-	gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: ref.Account, Name: ref.Name})
+func (e *Engine) currentTable(ctx context.Context, ref backend.TableRef) (*table, error) {
+	gt, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: ref.Account, Name: ref.Name})
 	if err != nil {
-		if storage.IsKind(err, storage.KindTableNotFound) {
+		if backend.IsKind(err, backend.KindTableNotFound) {
 			return nil, nil
 		}
 		return nil, err
@@ -26,7 +26,7 @@ func (e *Engine) currentTable(ctx context.Context, ref storage.TableRef) (*table
 // is, the cached descriptions of names are forgotten. Every place that
 // meets a missing table answers through it.
 func (e *Engine) missing(err error, account string, names ...string) bool {
-	if !storage.IsKind(err, storage.KindTableNotFound) {
+	if !backend.IsKind(err, backend.KindTableNotFound) {
 		return false
 	}
 	for _, n := range names {
@@ -53,7 +53,7 @@ func (e *Engine) loadTable(ctx context.Context, account, name string) (*table, e
 			return t, nil
 		}
 	}
-	res, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+	res, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: account, Name: name})
 	if err != nil {
 		if e.missing(err, account, name) {
 			return nil, notFound(name)

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // storedTable is the engine's description of a table as the backend keeps
-// it (storage.Table.Desc): what DescribeTable answers plus settings that
+// it (backend.Table.Desc): what DescribeTable answers plus settings that
 // other operations read.
 type storedTable struct {
 	Desc TableDescription `json:"desc"`
@@ -63,7 +63,7 @@ type index struct {
 
 // table is a parsed table: schema and indexes ready for item operations.
 type table struct {
-	ref     storage.TableRef
+	ref     backend.TableRef
 	version int64
 	stored  storedTable
 	Hash    keyAttr
@@ -107,7 +107,7 @@ func (t *table) isKeyAttr(name string) bool {
 	return name == t.Hash.Name || (t.Range != nil && name == t.Range.Name)
 }
 
-func parseTable(st *storage.Table) (*table, error) {
+func parseTable(st *backend.Table) (*table, error) {
 	t := &table{ref: st.Ref(), version: st.Version, loaded: time.Now()}
 	if err := json.Unmarshal(st.Desc, &t.stored); err != nil {
 		return nil, fmt.Errorf("table %s: corrupt description: %w", st.Name, err)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/expr"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // Transaction limits of DynamoDB.
@@ -225,12 +225,12 @@ func (e *Engine) transactWrite(ctx context.Context, account string, in *Transact
 	if err != nil {
 		return nil, err
 	}
-	params := make([]storage.WriteItemParams, len(ops))
+	params := make([]backend.WriteItemParams, len(ops))
 	marks := txnMarks(ops)
 	for i, op := range ops {
 		params[i] = e.txWriteParams(op, marks)
 	}
-	res, err := e.backend.TransactWrite(ctx, storage.TransactWriteParams{Ops: params})
+	res, err := e.backend.TransactWrite(ctx, backend.TransactWriteParams{Ops: params})
 	if err != nil {
 		return nil, e.txWriteError(err, account, ops)
 	}
@@ -372,7 +372,7 @@ func (e *Engine) bindTxOp(ctx context.Context, account string, i int, op *txOp, 
 
 // txWriteParams is the storage write of one transaction op, logged to
 // the table's change log (a check is not) under the transaction's mark.
-func (e *Engine) txWriteParams(op *txOp, marks map[int64]*txnMark) storage.WriteItemParams {
+func (e *Engine) txWriteParams(op *txOp, marks map[int64]*txnMark) backend.WriteItemParams {
 	var keys []byte
 	if op.t.logs() && op.kind != "check" {
 		if op.kind == "put" {
@@ -385,27 +385,27 @@ func (e *Engine) txWriteParams(op *txOp, marks map[int64]*txnMark) storage.Write
 	if op.kind == "check" {
 		mark = nil
 	}
-	return e.logged(op.t, storage.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: op.change}, keys, false, mark)
+	return e.logged(op.t, backend.WriteItemParams{Table: op.t.ref, PK: op.pk, SK: op.sk, Fn: op.change}, keys, false, mark)
 }
 
 // change is the op's pure function from the stored item to the change
 // it makes: the condition first, then the check, put, delete or update.
-func (op *txOp) change(oldRaw []byte) (storage.Change, error) {
+func (op *txOp) change(oldRaw []byte) (backend.Change, error) {
 	old, err := decodeStored(oldRaw)
 	if err != nil {
-		return storage.Change{}, err
+		return backend.Change{}, err
 	}
 	if op.cond != nil && !op.cond.Eval(old) {
-		return storage.Change{}, ccfError(old, op.retOld)
+		return backend.Change{}, ccfError(old, op.retOld)
 	}
 	switch op.kind {
 	case "check":
-		return storage.Change{Op: storage.Keep}, nil
+		return backend.Change{Op: backend.Keep}, nil
 	case "put":
 		return op.t.putChange(old, op.item, op.raw)
 	case "delete":
 		if old == nil {
-			return storage.Change{Op: storage.Keep}, nil
+			return backend.Change{Op: backend.Keep}, nil
 		}
 		return op.t.deleteChange(old), nil
 	default:
@@ -415,13 +415,13 @@ func (op *txOp) change(oldRaw []byte) (storage.Change, error) {
 		}
 		n, err := op.upd.Apply(base)
 		if err != nil {
-			return storage.Change{}, err
+			return backend.Change{}, err
 		}
 		if old == nil && removesOnly(op.upd) {
-			return storage.Change{Op: storage.Keep}, nil
+			return backend.Change{Op: backend.Keep}, nil
 		}
 		if attr.ItemSize(n) > attr.MaxItemSize {
-			return storage.Change{}, errItemTooLarge
+			return backend.Change{}, errItemTooLarge
 		}
 		return op.t.putChange(old, n, attr.EncodeItem(n))
 	}
@@ -438,12 +438,12 @@ func (e *Engine) txWriteError(err error, account string, ops []*txOp) error {
 	if e.missing(err, account, names...) {
 		return notFound("")
 	}
-	var se *storage.Error
+	var se *backend.Error
 	if errors.As(err, &se) {
 		switch se.Kind {
-		case storage.KindTransactionCanceled:
+		case backend.KindTransactionCanceled:
 			return cancellation(se.Reasons)
-		case storage.KindTransactionConflict:
+		case backend.KindTransactionConflict:
 			return conflictCancellation(len(ops), se.Reasons)
 		}
 	}
@@ -453,7 +453,7 @@ func (e *Engine) txWriteError(err error, account string, ops []*txOp) error {
 // txConsumed is a committed transaction's consumed capacity per table. A
 // transactional write costs twice a plain one, on the table and on each
 // index it changes.
-func txConsumed(mode string, ops []*txOp, results []storage.WriteItemResult) ([]ConsumedCapacity, error) {
+func txConsumed(mode string, ops []*txOp, results []backend.WriteItemResult) ([]ConsumedCapacity, error) {
 	units := map[string]*consumed{}
 	for i, op := range ops {
 		c := units[op.t.ref.Name]
@@ -465,7 +465,7 @@ func txConsumed(mode string, ops []*txOp, results []storage.WriteItemResult) ([]
 		if i < len(results) && op.kind != "check" {
 			// the larger of the item before and after the write
 			r := &results[i]
-			if r.Change.Op == storage.Put {
+			if r.Change.Op == backend.Put {
 				size = max(size, int(statsSize(r.Change.Item)))
 			}
 			size = max(size, oldSize(r))
@@ -493,7 +493,7 @@ func txConsumed(mode string, ops []*txOp, results []storage.WriteItemResult) ([]
 func conflictCancellation(n int, reasons []error) error {
 	known := false
 	for _, r := range reasons {
-		if storage.IsKind(r, storage.KindTransactionConflict) {
+		if backend.IsKind(r, backend.KindTransactionConflict) {
 			known = true
 		}
 	}
@@ -501,7 +501,7 @@ func conflictCancellation(n int, reasons []error) error {
 	codes := make([]string, n)
 	for i := range rs {
 		rs[i] = CancellationReason{Code: "None"}
-		if !known || (i < len(reasons) && storage.IsKind(reasons[i], storage.KindTransactionConflict)) {
+		if !known || (i < len(reasons) && backend.IsKind(reasons[i], backend.KindTransactionConflict)) {
 			rs[i] = CancellationReason{Code: "TransactionConflict", Message: "Transaction is ongoing for the item"}
 		}
 		codes[i] = rs[i].Code
@@ -552,7 +552,7 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 	if err := checkReturnConsumed(in.ReturnConsumedCapacity); err != nil {
 		return nil, err
 	}
-	keys := make([]storage.GetItemParams, len(in.TransactItems))
+	keys := make([]backend.GetItemParams, len(in.TransactItems))
 	projs := make([]projector, len(in.TransactItems))
 	tables := make([]string, len(in.TransactItems))
 	seen := keySet{}
@@ -585,16 +585,16 @@ func (e *Engine) TransactGetItems(ctx context.Context, account string, in *Trans
 		if projs[i], err = e.projection(g.ProjectionExpression, nil, g.ExpressionAttributeNames, nil); err != nil {
 			return nil, err
 		}
-		keys[i] = storage.GetItemParams{Table: t.ref, PK: pk, SK: sk}
+		keys[i] = backend.GetItemParams{Table: t.ref, PK: pk, SK: sk}
 		tables[i] = name
 	}
-	res, err := e.backend.TransactGet(ctx, storage.TransactGetParams{Keys: keys})
+	res, err := e.backend.TransactGet(ctx, backend.TransactGetParams{Keys: keys})
 	if err != nil {
 		if e.missing(err, account, tables...) {
 			return nil, notFound("")
 		}
-		if storage.IsKind(err, storage.KindTransactionConflict) {
-			var se *storage.Error
+		if backend.IsKind(err, backend.KindTransactionConflict) {
+			var se *backend.Error
 			errors.As(err, &se)
 			return nil, conflictCancellation(len(keys), se.Reasons)
 		}

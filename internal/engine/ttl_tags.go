@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 type TimeToLiveSpecification struct {
@@ -61,14 +61,14 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 	enable := *spec.Enabled
 	attrName := *spec.AttributeName
 	var createVersion int64
-	var res *storage.UpdateTableResult
+	var res *backend.UpdateTableResult
 	for attempt := 1; ; attempt++ {
 		if enable {
 			if createVersion, err = e.clearIndex(ctx, account, name, ttlIndexName, func(t *table) bool { return t.ttl != nil }); err != nil {
 				return nil, err
 			}
 		}
-		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+		res, err = e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: account, Name: name, Fn: func(old *backend.Table) ([]byte, error) {
 			if createVersion != 0 && old.Version != createVersion {
 				return nil, errDescriptionMoved
 			}
@@ -101,7 +101,7 @@ func (e *Engine) UpdateTimeToLive(ctx context.Context, account string, in *Updat
 			break
 		}
 		if attempt >= maxVersionAttempts {
-			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while TTL was being enabled", name)
+			return nil, backend.Errorf(backend.KindTableVersion, "table %q: description kept changing while TTL was being enabled", name)
 		}
 	}
 	if err != nil {
@@ -208,7 +208,7 @@ func (e *Engine) updateTags(ctx context.Context, account string, arn *string, fn
 	if err != nil {
 		return err
 	}
-	_, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+	_, err = e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: account, Name: name, Fn: func(old *backend.Table) ([]byte, error) {
 		var st storedTable
 		if err := json.Unmarshal(old.Desc, &st); err != nil {
 			return nil, err

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/expr"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // UpdateItem updates (or creates) an item.
@@ -54,7 +54,7 @@ func (e *Engine) updateItem(ctx context.Context, account string, in *UpdateItemI
 			}
 		}
 	}
-	res, err := e.writeItem(ctx, t, keys, storage.WriteItemParams{Table: t.ref, PK: pk, SK: sk,
+	res, err := e.writeItem(ctx, t, keys, backend.WriteItemParams{Table: t.ref, PK: pk, SK: sk,
 		Fn: updateChange(t, attr.Item(in.Key), cond, upd, returnOldOnCCF)})
 	if err != nil {
 		return nil, err
@@ -113,14 +113,14 @@ func parseUpdateItemExprs(in *UpdateItemInput) (cond *expr.Condition, upd *expr.
 // updateChange is an UpdateItem's pure write function: the condition on
 // the stored item, then the update applied to it (or to the key alone
 // when there is none).
-func updateChange(t *table, keyItem attr.Item, cond *expr.Condition, upd *expr.Update, returnOldOnCCF bool) func([]byte) (storage.Change, error) {
-	return func(oldRaw []byte) (storage.Change, error) {
+func updateChange(t *table, keyItem attr.Item, cond *expr.Condition, upd *expr.Update, returnOldOnCCF bool) func([]byte) (backend.Change, error) {
+	return func(oldRaw []byte) (backend.Change, error) {
 		old, err := decodeStored(oldRaw)
 		if err != nil {
-			return storage.Change{}, err
+			return backend.Change{}, err
 		}
 		if cond != nil && !cond.Eval(old) {
-			return storage.Change{}, ccfError(old, returnOldOnCCF)
+			return backend.Change{}, ccfError(old, returnOldOnCCF)
 		}
 		base := old
 		if base == nil {
@@ -129,16 +129,16 @@ func updateChange(t *table, keyItem attr.Item, cond *expr.Condition, upd *expr.U
 		n := base
 		if upd != nil {
 			if n, err = upd.Apply(base); err != nil {
-				return storage.Change{}, err
+				return backend.Change{}, err
 			}
 		}
 		if old == nil && removesOnly(upd) {
 			// DynamoDB creates no item for an update that only removes
 			// (its paths are still checked, as on an empty item).
-			return storage.Change{Op: storage.Keep}, nil
+			return backend.Change{Op: backend.Keep}, nil
 		}
 		if attr.ItemSize(n) > attr.MaxItemSize {
-			return storage.Change{}, errUpdateItemTooLarge
+			return backend.Change{}, errUpdateItemTooLarge
 		}
 		raw := attr.EncodeItem(n)
 		return t.putChange(old, n, raw)
@@ -147,13 +147,13 @@ func updateChange(t *table, keyItem attr.Item, cond *expr.Condition, upd *expr.U
 
 // updateItemOutput is an applied UpdateItem's answer: consumed capacity
 // and the ReturnValues asked for.
-func updateItemOutput(in *UpdateItemInput, t *table, upd *expr.Update, res *storage.WriteItemResult) (*ItemOutput, error) {
+func updateItemOutput(in *UpdateItemInput, t *table, upd *expr.Update, res *backend.WriteItemResult) (*ItemOutput, error) {
 	// The write function returns what it decided; the new item is read
 	// back from the applied Change, decoded only when the answer needs it.
 	var newItem attr.Item
 	var err error
 	newSize := 0
-	if res.Change.Op == storage.Put {
+	if res.Change.Op == backend.Put {
 		if in.ReturnValues == "ALL_NEW" || in.ReturnValues == "UPDATED_NEW" {
 			if newItem, err = decodeStored(res.Change.Item); err != nil {
 				return nil, err

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 type CreateGSIAction struct {
@@ -134,11 +134,11 @@ func checkUpdateTableRequest(in *UpdateTableInput) error {
 // preparing again while the description it was prepared against moves:
 // an index being created is cleared of entries first, a stream being
 // enabled starts after its log's current end.
-func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in *UpdateTableInput) (*storage.UpdateTableResult, error) {
+func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in *UpdateTableInput) (*backend.UpdateTableResult, error) {
 	now := e.now()
 	createName, _ := in.indexChanges()
 	var createVersion int64
-	var res *storage.UpdateTableResult
+	var res *backend.UpdateTableResult
 	var err error
 	// A stream being enabled starts after the log's current end: every
 	// record it will hold is written after the UpdateTable commits.
@@ -152,14 +152,14 @@ func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in
 	}
 	for attempt := 1; ; attempt++ {
 		if enabling {
-			gt, err := e.backend.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+			gt, err := e.backend.GetTable(ctx, backend.GetTableParams{Account: account, Name: name})
 			switch {
 			case err == nil:
 				streamFromID = gt.Table.ID
-				if streamFrom, err = e.logLast(ctx, gt.Table.Ref()); err != nil && !storage.IsKind(err, storage.KindTableNotFound) {
+				if streamFrom, err = e.logLast(ctx, gt.Table.Ref()); err != nil && !backend.IsKind(err, backend.KindTableNotFound) {
 					return nil, err
 				}
-			case !storage.IsKind(err, storage.KindTableNotFound):
+			case !backend.IsKind(err, backend.KindTableNotFound):
 				return nil, err
 			}
 		}
@@ -168,7 +168,7 @@ func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in
 				return nil, err
 			}
 		}
-		res, err = e.backend.UpdateTable(ctx, storage.UpdateTableParams{Account: account, Name: name, Fn: func(old *storage.Table) ([]byte, error) {
+		res, err = e.backend.UpdateTable(ctx, backend.UpdateTableParams{Account: account, Name: name, Fn: func(old *backend.Table) ([]byte, error) {
 			if createVersion != 0 && old.Version != createVersion {
 				return nil, errDescriptionMoved
 			}
@@ -185,7 +185,7 @@ func (e *Engine) commitTableUpdate(ctx context.Context, account, name string, in
 			return res, err
 		}
 		if attempt >= maxVersionAttempts {
-			return nil, storage.Errorf(storage.KindTableVersion, "table %q: description kept changing while it was prepared (index %q, stream %v)", name, createName, enabling)
+			return nil, backend.Errorf(backend.KindTableVersion, "table %q: description kept changing while it was prepared (index %q, stream %v)", name, createName, enabling)
 		}
 	}
 }
@@ -229,7 +229,7 @@ func (in *UpdateTableInput) indexChanges() (create, del string) {
 // request leaves it, or the error the request answers. It reads and
 // writes nothing, so the backend may run it more than once. The steps
 // run in DynamoDB's order of checks, so the first failing one answers.
-func (e *Engine) updatedTable(old *storage.Table, account, name string, in *UpdateTableInput, now time.Time, streamFrom int64) (*storedTable, error) {
+func (e *Engine) updatedTable(old *backend.Table, account, name string, in *UpdateTableInput, now time.Time, streamFrom int64) (*storedTable, error) {
 	t, err := parseTable(old)
 	if err != nil {
 		return nil, err

@@ -9,23 +9,23 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // noMultiItem is a real backend that answers KindUnsupported to
 // TransactWrite, as a backend without multi-item atomicity does (the
 // Cassandra backend until the transaction ledger is wired in).
-type noMultiItem struct{ storage.Backend }
+type noMultiItem struct{ backend.Backend }
 
 // Capabilities: none (the inner backend's would bypass the wrapper).
-func (noMultiItem) Capabilities() storage.Capabilities { return storage.Capabilities{} }
+func (noMultiItem) Capabilities() backend.Capabilities { return backend.Capabilities{} }
 
-func (noMultiItem) TransactWrite(context.Context, storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
-	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
+func (noMultiItem) TransactWrite(context.Context, backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
+	return nil, backend.Errorf(backend.KindUnsupported, "no multi-item transactions")
 }
 
-func (noMultiItem) TransactGet(context.Context, storage.TransactGetParams) (*storage.TransactGetResult, error) {
-	return nil, storage.Errorf(storage.KindUnsupported, "no multi-item transactions")
+func (noMultiItem) TransactGet(context.Context, backend.TransactGetParams) (*backend.TransactGetResult, error) {
+	return nil, backend.Errorf(backend.KindUnsupported, "no multi-item transactions")
 }
 
 // TestBackgroundWithoutTransactions: the TTL sweeper, index backfills,
@@ -93,19 +93,19 @@ func TestBackgroundWithoutTransactions(t *testing.T) {
 }
 
 // perItemOnly is a real backend that declares per-item atomicity
-// (storage.Capabilities.PerItemAtomic, as MongoDB and Cassandra, whose
+// (backend.Capabilities.PerItemAtomic, as MongoDB and Cassandra, whose
 // TransactWrite runs on the transaction ledger) and counts its
 // TransactWrite calls.
 type perItemOnly struct {
-	storage.Backend
+	backend.Backend
 	transacts *atomic.Int64
 }
 
-func (perItemOnly) Capabilities() storage.Capabilities {
-	return storage.Capabilities{PerItemAtomic: true}
+func (perItemOnly) Capabilities() backend.Capabilities {
+	return backend.Capabilities{PerItemAtomic: true}
 }
 
-func (p perItemOnly) TransactWrite(ctx context.Context, tp storage.TransactWriteParams) (*storage.TransactWriteResult, error) {
+func (p perItemOnly) TransactWrite(ctx context.Context, tp backend.TransactWriteParams) (*backend.TransactWriteResult, error) {
 	p.transacts.Add(1)
 	return p.Backend.TransactWrite(ctx, tp)
 }

@@ -18,10 +18,10 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/backendtest"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/config"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/storagetest"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // cassandraConfig is a configuration on a fresh keyspace of the Cassandra
@@ -30,7 +30,7 @@ import (
 // when it does and the node is missing.
 func cassandraConfig(t *testing.T) config.Config {
 	t.Helper()
-	if !storagetest.Requested("cassandra") {
+	if !backendtest.Requested("cassandra") {
 		t.Skip("cassandra not requested (EXTENDDB_TEST_BACKENDS=cassandra with EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start))")
 	}
 	hosts := os.Getenv("EXTENDDB_TEST_CASSANDRA_HOSTS")
@@ -80,7 +80,7 @@ func TestServeCassandra(t *testing.T) {
 		t.Fatalf("status before migrate: %+v", st)
 	}
 	err = Run(ctx, cfg, slog.New(slog.DiscardHandler), func(net.Addr) { t.Error("served an unmigrated keyspace") })
-	if !storage.IsKind(err, storage.KindSchema) || !strings.Contains(err.Error(), "migrate") {
+	if !backend.IsKind(err, backend.KindSchema) || !strings.Contains(err.Error(), "migrate") {
 		t.Fatalf("serve before migrate: %v", err)
 	}
 	applied, err := Migrate(ctx, cfg)
@@ -98,7 +98,7 @@ func TestServeCassandra(t *testing.T) {
 	if err := os.Chmod(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Backup.Store = store.Config{Kind: store.KindFilesystem, Root: root}
+	cfg.Backup.Store = blobstore.Config{Kind: blobstore.KindFilesystem, Root: root}
 	sctx, cancel := context.WithCancel(ctx)
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)

@@ -7,21 +7,21 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/cassandra"
+	"github.com/extenddb/extenddb/internal/backend/memory"
+	"github.com/extenddb/extenddb/internal/backend/mongodb"
+	"github.com/extenddb/extenddb/internal/backend/postgres"
+	"github.com/extenddb/extenddb/internal/backend/sqlite"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/cassandra"
-	"github.com/extenddb/extenddb/internal/storage/memory"
-	"github.com/extenddb/extenddb/internal/storage/mongodb"
-	"github.com/extenddb/extenddb/internal/storage/postgres"
-	"github.com/extenddb/extenddb/internal/storage/sqlite"
 )
 
 // Drivers is the driver table: every storage backend the server can run
 // on. It is the one place outside the backends' own packages that names
-// them; a new backend adds its Driver here (see storage.Driver).
-func Drivers() []storage.Driver {
-	return []storage.Driver{
+// them; a new backend adds its Driver here (see backend.Driver).
+func Drivers() []backend.Driver {
+	return []backend.Driver{
 		sqlite.Driver(),
 		postgres.Driver(),
 		memory.Driver(),
@@ -31,7 +31,7 @@ func Drivers() []storage.Driver {
 }
 
 // driver finds the configured backend's driver.
-func driver(name string) (storage.Driver, error) {
+func driver(name string) (backend.Driver, error) {
 	var names []string
 	for _, d := range Drivers() {
 		if d.Name == name {
@@ -40,7 +40,7 @@ func driver(name string) (storage.Driver, error) {
 		names = append(names, d.Name)
 	}
 	sort.Strings(names)
-	return storage.Driver{}, fmt.Errorf("storage.backend %q is not supported (supported: %s)", name, strings.Join(names, ", "))
+	return backend.Driver{}, fmt.Errorf("storage.backend %q is not supported (supported: %s)", name, strings.Join(names, ", "))
 }
 
 // SectionTypes are the backends' config sections, for config.Load.
@@ -70,10 +70,10 @@ func backendName(cfg config.Config) string {
 }
 
 // driverEnv is what the configured driver is given.
-func driverEnv(cfg config.Config, log *slog.Logger) (storage.Driver, storage.DriverEnv, error) {
+func driverEnv(cfg config.Config, log *slog.Logger) (backend.Driver, backend.DriverEnv, error) {
 	d, err := driver(backendName(cfg))
 	if err != nil {
-		return d, storage.DriverEnv{}, err
+		return d, backend.DriverEnv{}, err
 	}
 	sec := cfg.Storage.Section(d.Name)
 	if sec == nil && d.NewConfig != nil {
@@ -82,16 +82,16 @@ func driverEnv(cfg config.Config, log *slog.Logger) (storage.Driver, storage.Dri
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return d, storage.DriverEnv{Config: sec, DataDir: cfg.Storage.DataDir, Memory: cfg.Storage.Memory, Logger: log,
+	return d, backend.DriverEnv{Config: sec, DataDir: cfg.Storage.DataDir, Memory: cfg.Storage.Memory, Logger: log,
 		ItemSize: engine.ItemSize}, nil
 }
 
 // OpenBackend opens the configured storage backend through its driver,
-// under the contract checks (storage.Checked, capabilities included): a
+// under the contract checks (backend.Checked, capabilities included): a
 // broken promise is an internal error in the log, never a crash. Every
 // caller (the server, `backup sync`) gets the checked backend; none holds
 // the backend under it.
-func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (storage.Backend, error) {
+func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (backend.Backend, error) {
 	d, env, err := driverEnv(cfg, log)
 	if err != nil {
 		return nil, err
@@ -106,13 +106,13 @@ func OpenBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (stor
 	if err != nil {
 		return nil, err
 	}
-	return storage.Checked(b, func(err error) { log.Error("storage contract violation", "err", err) }), nil
+	return backend.Checked(b, func(err error) { log.Error("storage contract violation", "err", err) }), nil
 }
 
 // MigrationStatus lists a database's applied and pending migrations.
 type MigrationStatus struct {
 	Backend string
-	storage.SchemaStatus
+	backend.SchemaStatus
 }
 
 // Migrate applies the pending migrations of the configured database and
@@ -168,7 +168,7 @@ func StorageFlags() []StorageFlag {
 
 // StorageFlag is a driver's flag with the full key it sets.
 type StorageFlag struct {
-	storage.Flag
+	backend.Flag
 	Key string
 }
 
@@ -193,7 +193,7 @@ type RecountResult struct {
 }
 
 // RecountStats is the repair of the table statistics a backend keeps with
-// its writes (storage.TableCounter): it recounts the named tables of an
+// its writes (backend.TableCounter): it recounts the named tables of an
 // account (all of them when tables is empty) with a full read of each,
 // writes going on, and reports each through done. A backend without the
 // capability has nothing to repair.
@@ -208,18 +208,18 @@ func RecountStats(ctx context.Context, cfg config.Config, account string, tables
 		return fmt.Errorf("storage.backend %q does not keep table statistics with its writes: DescribeTable computes them", b.Name())
 	}
 	if len(tables) == 0 {
-		res, err := b.ListTables(ctx, storage.ListTablesParams{Account: account})
+		res, err := b.ListTables(ctx, backend.ListTablesParams{Account: account})
 		if err != nil {
 			return err
 		}
 		tables = res.Names
 	}
 	for _, name := range tables {
-		t, err := b.GetTable(ctx, storage.GetTableParams{Account: account, Name: name})
+		t, err := b.GetTable(ctx, backend.GetTableParams{Account: account, Name: name})
 		if err != nil {
 			return fmt.Errorf("table %s: %w", name, err)
 		}
-		rc, err := tc.Recount(ctx, storage.CountsParams{Table: t.Table.Ref()})
+		rc, err := tc.Recount(ctx, backend.CountsParams{Table: t.Table.Ref()})
 		if err != nil {
 			return fmt.Errorf("table %s: %w", name, err)
 		}

@@ -21,7 +21,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/storage"
+	"github.com/extenddb/extenddb/internal/backend"
 )
 
 // BenchmarkImport measures ImportTable on a served SQLite server: one
@@ -61,7 +61,7 @@ func BenchmarkImport(b *testing.B) {
 			it["gpk"], it["gsk"] = attr.StrValue(fmt.Sprintf("g%d", i%100)), attr.StrValue(strconv.Itoa(i))
 		}
 		kb, _ := attr.KeyBytes(it["pk"])
-		lines[i] = keyed{storage.KeyHash(kb), string(kb), append(attr.AppendItem([]byte(`{"Item":`), it), "}\n"...)}
+		lines[i] = keyed{backend.KeyHash(kb), string(kb), append(attr.AppendItem([]byte(`{"Item":`), it), "}\n"...)}
 	}
 	// In the order an export of a SQLite table writes them: key hash,
 	// then key.

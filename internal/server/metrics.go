@@ -7,10 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/backup/plan"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // registerBuildInfo adds extenddb_build_info{version,commit,go} = 1.
@@ -26,49 +26,49 @@ func registerBuildInfo(reg prometheus.Registerer, b buildinfo.Info) {
 
 // registerStorageMetrics exports a backend's Stats (pool, item cache,
 // retries), read on every scrape. Backends without Stats export nothing.
-func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
-	sr := backend.Capabilities().Stats
+func registerStorageMetrics(reg prometheus.Registerer, be backend.Backend) {
+	sr := be.Capabilities().Stats
 	if sr == nil {
 		return
 	}
 	first := sr.Stats()
-	labels := prometheus.Labels{"backend": backend.Name()}
-	gauge := func(name, help string, f func(storage.Stats) float64) prometheus.Collector {
+	labels := prometheus.Labels{"backend": be.Name()}
+	gauge := func(name, help string, f func(backend.Stats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return f(sr.Stats()) })
 	}
-	counter := func(name, help string, f func(storage.Stats) float64) prometheus.Collector {
+	counter := func(name, help string, f func(backend.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return f(sr.Stats()) })
 	}
 	if first.HasPool {
 		reg.MustRegister(
 			gauge("extenddb_storage_pool_max_connections", "Bound of the storage connection pool (PostgreSQL pool; SQLite reader pool).",
-				func(s storage.Stats) float64 { return float64(s.PoolMax) }),
+				func(s backend.Stats) float64 { return float64(s.PoolMax) }),
 			gauge("extenddb_storage_pool_in_use_connections", "Storage connections lent out now.",
-				func(s storage.Stats) float64 { return float64(s.PoolInUse) }),
+				func(s backend.Stats) float64 { return float64(s.PoolInUse) }),
 			gauge("extenddb_storage_pool_idle_connections", "Open idle storage connections.",
-				func(s storage.Stats) float64 { return float64(s.PoolIdle) }),
+				func(s backend.Stats) float64 { return float64(s.PoolIdle) }),
 			counter("extenddb_storage_pool_waits_total", "Acquisitions that waited for a storage connection (pool saturated).",
-				func(s storage.Stats) float64 { return float64(s.PoolWaits) }),
+				func(s backend.Stats) float64 { return float64(s.PoolWaits) }),
 			counter("extenddb_storage_pool_wait_seconds_total", "Total time spent waiting for a storage connection.",
-				func(s storage.Stats) float64 { return s.PoolWaitTime.Seconds() }),
+				func(s backend.Stats) float64 { return s.PoolWaitTime.Seconds() }),
 		)
 	}
 	if first.HasCache {
 		reg.MustRegister(
 			counter("extenddb_item_cache_hits_total", "Item reads answered by the in-memory item cache.",
-				func(s storage.Stats) float64 { return float64(s.CacheHits) }),
+				func(s backend.Stats) float64 { return float64(s.CacheHits) }),
 			counter("extenddb_item_cache_misses_total", "Item reads the item cache could not answer.",
-				func(s storage.Stats) float64 { return float64(s.CacheMisses) }),
+				func(s backend.Stats) float64 { return float64(s.CacheMisses) }),
 			gauge("extenddb_item_cache_bytes", "Bytes held by the item cache.",
-				func(s storage.Stats) float64 { return float64(s.CacheBytes) }),
+				func(s backend.Stats) float64 { return float64(s.CacheBytes) }),
 			gauge("extenddb_item_cache_entries", "Items held by the item cache.",
-				func(s storage.Stats) float64 { return float64(s.CacheEntries) }),
+				func(s backend.Stats) float64 { return float64(s.CacheEntries) }),
 			gauge("extenddb_item_cache_max_bytes", "Bound of the item cache (storage.sqlite.item_cache_mb, storage.postgres.read_cache_mb).",
-				func(s storage.Stats) float64 { return float64(s.CacheMaxBytes) }),
+				func(s backend.Stats) float64 { return float64(s.CacheMaxBytes) }),
 			gauge("extenddb_item_cache_in_use", "1 while the item cache answers reads (PostgreSQL: only while this server's sessions are the only client sessions on its database).",
-				func(s storage.Stats) float64 {
+				func(s backend.Stats) float64 {
 					if s.CacheInUse {
 						return 1
 					}
@@ -77,38 +77,38 @@ func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) 
 		)
 	}
 	if first.HasPipelining {
-		spec := func(outcome string, f func(storage.Stats) int64) prometheus.Collector {
+		spec := func(outcome string, f func(backend.Stats) int64) prometheus.Collector {
 			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "extenddb_storage_speculative_writes_total",
 				Help:        "Writes sent on their guessed current items (PostgreSQL, ADR 0028): applied in one round trip, or refused (a wrong guess) and run again under the item lock.",
-				ConstLabels: prometheus.Labels{"backend": backend.Name(), "outcome": outcome}},
+				ConstLabels: prometheus.Labels{"backend": be.Name(), "outcome": outcome}},
 				func() float64 { return float64(f(sr.Stats())) })
 		}
 		reg.MustRegister(
-			spec("applied", func(s storage.Stats) int64 { return s.SpeculativeApplied }),
-			spec("refused", func(s storage.Stats) int64 { return s.SpeculativeRefused }),
+			spec("applied", func(s backend.Stats) int64 { return s.SpeculativeApplied }),
+			spec("refused", func(s backend.Stats) int64 { return s.SpeculativeRefused }),
 			counter("extenddb_storage_write_batches_total", "Batches the write lanes sent, several concurrent writes committed together (PostgreSQL, ADR 0038).",
-				func(s storage.Stats) float64 { return float64(s.WriteBatches) }),
+				func(s backend.Stats) float64 { return float64(s.WriteBatches) }),
 			counter("extenddb_storage_write_batch_writes_total", "Writes carried by the write lanes' batches; divided by extenddb_storage_write_batches_total, the mean batch.",
-				func(s storage.Stats) float64 { return float64(s.WriteBatchWrites) }),
+				func(s backend.Stats) float64 { return float64(s.WriteBatchWrites) }),
 			counter("extenddb_storage_read_pipelines_total", "Pipelines the read lanes sent, several concurrent GetItems in one round trip (PostgreSQL).",
-				func(s storage.Stats) float64 { return float64(s.ReadPipelines) }),
+				func(s backend.Stats) float64 { return float64(s.ReadPipelines) }),
 			counter("extenddb_storage_read_pipeline_gets_total", "GetItems answered in the read lanes' pipelines.",
-				func(s storage.Stats) float64 { return float64(s.ReadPipelineGets) }),
+				func(s backend.Stats) float64 { return float64(s.ReadPipelineGets) }),
 		)
 	}
 	if first.HasOutbox {
 		reg.MustRegister(
 			gauge("extenddb_gsi_outbox_pending", "Global secondary index changes committed with their item and not yet applied to the index, as this server knows them (Cassandra's index outbox).",
-				func(s storage.Stats) float64 { return float64(s.OutboxPending) }),
+				func(s backend.Stats) float64 { return float64(s.OutboxPending) }),
 			gauge("extenddb_gsi_outbox_oldest_seconds", "Age of the oldest of extenddb_gsi_outbox_pending (0 when none): the GSI lag.",
-				func(s storage.Stats) float64 { return s.OutboxOldest.Seconds() }),
+				func(s backend.Stats) float64 { return s.OutboxOldest.Seconds() }),
 			counter("extenddb_gsi_outbox_recovered_total", "Index changes applied by the background outbox sweep (left by a writer that died or failed).",
-				func(s storage.Stats) float64 { return float64(s.OutboxRecovered) }),
+				func(s backend.Stats) float64 { return float64(s.OutboxRecovered) }),
 		)
 	}
 	if first.Retries >= 0 {
 		reg.MustRegister(counter("extenddb_storage_retries_total", "Storage operations run again after a transient failure (nothing committed).",
-			func(s storage.Stats) float64 { return float64(s.Retries) }))
+			func(s backend.Stats) float64 { return float64(s.Retries) }))
 	}
 }
 
@@ -116,12 +116,12 @@ func registerStorageMetrics(reg prometheus.Registerer, backend storage.Backend) 
 // of each configured account, listed on every scrape (one catalog read per
 // account; accounts are bounded by the configuration).
 type tablesCollector struct {
-	backend  storage.Backend
+	backend  backend.Backend
 	accounts []string
 	desc     *prometheus.Desc
 }
 
-func newTablesCollector(b storage.Backend, accounts []string) *tablesCollector {
+func newTablesCollector(b backend.Backend, accounts []string) *tablesCollector {
 	seen := map[string]bool{}
 	var uniq []string
 	for _, a := range accounts {
@@ -140,7 +140,7 @@ func (c *tablesCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, a := range c.accounts {
-		res, err := c.backend.ListTables(ctx, storage.ListTablesParams{Account: a})
+		res, err := c.backend.ListTables(ctx, backend.ListTablesParams{Account: a})
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(c.desc, err)
 			continue
@@ -216,11 +216,11 @@ func uniqueStrings(in []string) []string {
 // scrape through the jobs' readiness check (a positive answer is reused
 // for backup.DefaultReadyCache, so a scrape rarely costs a store call).
 // The web console's server page reads both.
-func registerServerInfo(reg prometheus.Registerer, backend storage.Backend, bk backupStore) {
+func registerServerInfo(reg prometheus.Registerer, be backend.Backend, bk backupStore) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "extenddb_server_info",
 		Help:        "The running server: always 1, labelled with its storage backend and its backup store (disabled when none).",
-		ConstLabels: prometheus.Labels{"backend": backend.Name(), "backup_store": bk.desc},
+		ConstLabels: prometheus.Labels{"backend": be.Name(), "backup_store": bk.desc},
 	})
 	g.Set(1)
 	reg.MustRegister(g)

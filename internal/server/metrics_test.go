@@ -7,26 +7,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/backup/plan"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // statsBackend is a backend whose only behaviour is its name and Stats.
 type statsBackend struct {
-	storage.Backend
-	st storage.Stats
+	backend.Backend
+	st backend.Stats
 }
 
 func (b *statsBackend) Name() string         { return "postgres" }
-func (b *statsBackend) Stats() storage.Stats { return b.st }
-func (b *statsBackend) Capabilities() storage.Capabilities {
-	return storage.Capabilities{Stats: b}
+func (b *statsBackend) Stats() backend.Stats { return b.st }
+func (b *statsBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Stats: b}
 }
 
 // TestPipeliningMetrics: a backend that reports pipelining counters gets
 // them on /metrics, read at each scrape; one that does not gets none.
 func TestPipeliningMetrics(t *testing.T) {
-	be := &statsBackend{st: storage.Stats{HasPipelining: true, Retries: -1}}
+	be := &statsBackend{st: backend.Stats{HasPipelining: true, Retries: -1}}
 	reg := prometheus.NewRegistry()
 	registerStorageMetrics(reg, be)
 	be.st.SpeculativeApplied, be.st.SpeculativeRefused = 7, 2
@@ -70,7 +70,7 @@ func TestPipeliningMetrics(t *testing.T) {
 	}
 
 	reg = prometheus.NewRegistry()
-	registerStorageMetrics(reg, &statsBackend{st: storage.Stats{Retries: -1}})
+	registerStorageMetrics(reg, &statsBackend{st: backend.Stats{Retries: -1}})
 	if mfs, _ := reg.Gather(); len(mfs) != 0 {
 		t.Errorf("a backend without pipelining exports %d metric families", len(mfs))
 	}
@@ -98,7 +98,7 @@ func TestServerInfoMetric(t *testing.T) {
 }
 
 type namedBackend struct {
-	storage.Backend
+	backend.Backend
 	name string
 }
 

@@ -16,7 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/extenddb/extenddb/internal/storage/storagetest"
+	"github.com/extenddb/extenddb/internal/backend/backendtest"
 )
 
 // TestMongoDBServe: `serve --backend mongodb` refuses an unmigrated
@@ -25,7 +25,7 @@ import (
 // backup (snapshot capability and backup catalog of the backend) that
 // becomes AVAILABLE and restores.
 func TestMongoDBServe(t *testing.T) {
-	if !storagetest.Requested("mongodb") {
+	if !backendtest.Requested("mongodb") {
 		t.Skip("mongodb not requested (EXTENDDB_TEST_BACKENDS=mongodb EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start))")
 	}
 	uri := os.Getenv("EXTENDDB_TEST_MONGODB_URI")

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend/postgres"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
-	"github.com/extenddb/extenddb/internal/storage/postgres"
 )
 
 func TestRedactDSN(t *testing.T) {

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/backup"
 	"github.com/extenddb/extenddb/internal/engine"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/storage"
 )
 
 // pitrSource is the engine as point-in-time recovery shipping needs it
@@ -55,7 +55,7 @@ type pitrWindow struct {
 }
 
 func (w pitrWindow) RestoreToPointInTime(ctx context.Context, src engine.PITRHistory, at time.Time, account, name string,
-	create func(ctx context.Context, job string) (*storage.Table, error)) error {
+	create func(ctx context.Context, job string) (*backend.Table, error)) error {
 	prefix := src.Prefix
 	if prefix == "" {
 		prefix = format.PITRPrefix(src.Ref.Account, src.Ref.Name, backup.PITRTable{TableID: src.TableID, Since: src.Since}.Incarnation())
@@ -72,7 +72,7 @@ func (w pitrWindow) StoredHistory(ctx context.Context, account, name, arn string
 		Window: engine.PITRWindow{Earliest: h.Earliest, Latest: h.Latest}}, nil
 }
 
-func (w pitrWindow) Window(ctx context.Context, ref storage.TableRef, days int64) (engine.PITRWindow, error) {
+func (w pitrWindow) Window(ctx context.Context, ref backend.TableRef, days int64) (engine.PITRWindow, error) {
 	e, l, shipped := w.s.Window(ref, days)
 	return engine.PITRWindow{Earliest: e, Latest: l, Shipped: shipped}, nil
 }
@@ -92,7 +92,7 @@ func (exportService) HistoryPrefix(h engine.PITRHistory) string {
 type importService struct{ m *backup.Manager }
 
 func (x importService) StartImport(ctx context.Context, account, table string, desc []byte, keyTypes map[string]string,
-	create func(ctx context.Context, importID string) (*storage.Table, error)) ([]byte, error) {
+	create func(ctx context.Context, importID string) (*backend.Table, error)) ([]byte, error) {
 	var d backup.ImportDescription
 	if err := json.Unmarshal(desc, &d); err != nil {
 		return nil, err

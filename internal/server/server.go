@@ -20,14 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/extenddb/extenddb/internal/api"
+	"github.com/extenddb/extenddb/internal/backend"
+	"github.com/extenddb/extenddb/internal/backend/postgres"
 	"github.com/extenddb/extenddb/internal/backup"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/buildinfo"
 	"github.com/extenddb/extenddb/internal/config"
 	"github.com/extenddb/extenddb/internal/console"
 	"github.com/extenddb/extenddb/internal/engine"
-	"github.com/extenddb/extenddb/internal/storage"
-	"github.com/extenddb/extenddb/internal/storage/postgres"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // The restore job loads items through the engine's index rules without
@@ -62,31 +62,31 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	backend, err := OpenBackend(ctx, cfg, log)
+	be, err := OpenBackend(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := backend.Close(); cerr != nil {
+		if cerr := be.Close(); cerr != nil {
 			log.Warn("closing storage", "err", cerr)
 		}
 		log.Info("extenddb stopped")
 	}()
-	reg := newRegistry(backend, opt.Build)
-	eng := newEngine(cfg, backend, reg, log)
+	reg := newRegistry(be, opt.Build)
+	eng := newEngine(cfg, be, reg, log)
 	keys, accounts := accessKeys(cfg)
-	reg.MustRegister(newTablesCollector(backend, accounts))
+	reg.MustRegister(newTablesCollector(be, accounts))
 	reg.MustRegister(newTableStatsCollector(eng, accounts))
 	eng.Start(ctx, accounts)
 	defer eng.Stop()
-	bk, err := startBackupStore(ctx, cfg, backend, eng, opt.Build.Version, reg, log)
+	bk, err := startBackupStore(ctx, cfg, be, eng, opt.Build.Version, reg, log)
 	if err != nil {
 		return err
 	}
 	if bk.jobs != nil {
 		defer bk.jobs.Close()
 	}
-	registerServerInfo(reg, backend, bk)
+	registerServerInfo(reg, be, bk)
 	auth := api.NewAuthenticator(keys)
 	handler := api.New(eng, api.Options{Logger: log, Registry: reg, Gatherer: reg, Ready: bk.ready, Auth: auth,
 		Limits: api.Limits{
@@ -106,7 +106,7 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) error {
 	}
 	attrs := []any{"addr", ln.Addr().String(), "version", opt.Build.Version, "commit", opt.Build.ShortCommit()}
 	attrs = append(attrs, storageAttrs(cfg)...)
-	if sr := backend.Capabilities().Stats; sr != nil && sr.Stats().PoolMax > 0 {
+	if sr := be.Capabilities().Stats; sr != nil && sr.Stats().PoolMax > 0 {
 		attrs = append(attrs, "pool_max", sr.Stats().PoolMax)
 	}
 	attrs = append(attrs, "auth", authDesc(auth.Enabled(), len(keys)), "tls", cfg.Server.TLSCertFile != "", "backup_store", bk.desc,
@@ -120,18 +120,18 @@ func Serve(ctx context.Context, cfg config.Config, opt Options) error {
 
 // newRegistry is the metrics registry: the Go runtime and process
 // collectors, the build and the backend's statistics.
-func newRegistry(backend storage.Backend, build buildinfo.Info) *prometheus.Registry {
+func newRegistry(be backend.Backend, build buildinfo.Info) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerBuildInfo(reg, build)
-	registerStorageMetrics(reg, backend)
+	registerStorageMetrics(reg, be)
 	return reg
 }
 
 // newEngine builds the engine over backend with the configured region and
 // stream timings.
-func newEngine(cfg config.Config, backend storage.Backend, reg prometheus.Registerer, log *slog.Logger) *engine.Engine {
-	return engine.New(backend, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg,
+func newEngine(cfg config.Config, be backend.Backend, reg prometheus.Registerer, log *slog.Logger) *engine.Engine {
+	return engine.New(be, engine.Options{Region: cfg.Server.Region, Logger: log, Registerer: reg,
 		StreamShardInterval: cfg.Streams.ShardRollover.Duration, StreamRetention: cfg.Streams.Retention.Duration,
 		StreamCheckInterval:    min(10*time.Second, cfg.Streams.ShardRollover.Duration/4),
 		StreamTrimInterval:     min(time.Minute, cfg.Streams.Retention.Duration/4),
@@ -167,16 +167,16 @@ type backupStore struct {
 // while it is unreachable (the server still serves tables). A backend
 // that lacks a capability backups need says so, loudly at startup and on
 // the wire to every backup operation.
-func startBackupStore(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, version string,
+func startBackupStore(ctx context.Context, cfg config.Config, be backend.Backend, eng *engine.Engine, version string,
 	reg prometheus.Registerer, log *slog.Logger) (backupStore, error) {
-	bk := backupStore{ready: backend.Ping, desc: "disabled"}
-	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == store.KindDisabled {
+	bk := backupStore{ready: be.Ping, desc: "disabled"}
+	if cfg.Backup.Store.Kind == "" || cfg.Backup.Store.Kind == blobstore.KindDisabled {
 		if len(cfg.Backup.Plans) > 0 {
 			return bk, errors.New("backup.plans: backup plans need a backup store ([backup.store])")
 		}
 		return bk, nil
 	}
-	st, err := store.Open(ctx, cfg.Backup.Store)
+	st, err := blobstore.Open(ctx, cfg.Backup.Store)
 	if err != nil {
 		return bk, fmt.Errorf("backup.store: %w", err)
 	}
@@ -184,19 +184,19 @@ func startBackupStore(ctx context.Context, cfg config.Config, backend storage.Ba
 	if err := st.Validate(ctx); err != nil {
 		log.Warn("backup store not reachable", "store", st.String(), "err", err)
 	}
-	if reason := backupsUnsupported(backend); reason != "" {
-		log.Warn("backups unavailable on this backend although backup.store is set", "backend", backend.Name(), "reason", reason)
+	if reason := backupsUnsupported(be); reason != "" {
+		log.Warn("backups unavailable on this backend although backup.store is set", "backend", be.Name(), "reason", reason)
 		eng.SetBackupsUnavailable(reason)
-		bk.desc += " (backups unavailable: " + backend.Name() + " backend)"
+		bk.desc += " (backups unavailable: " + be.Name() + " backend)"
 		return bk, nil
 	}
-	jobs, err := startBackups(ctx, cfg, backend, eng, st, version, reg, log)
+	jobs, err := startBackups(ctx, cfg, be, eng, st, version, reg, log)
 	if err != nil {
 		return bk, err
 	}
 	bk.jobs = jobs
 	bk.ready = func(ctx context.Context) error {
-		if err := backend.Ping(ctx); err != nil {
+		if err := be.Ping(ctx); err != nil {
 			return err
 		}
 		// Reachable, and its identity is this catalog's; /ready says why
@@ -207,7 +207,7 @@ func startBackupStore(ctx context.Context, cfg config.Config, backend storage.Ba
 		// identity GET per probe is a cost on S3.
 		if err := jobs.Ready(ctx); err != nil {
 			reason := "the backup store cannot be reached (the server log says why)"
-			if errors.Is(err, store.ErrUnhealthy) {
+			if errors.Is(err, blobstore.ErrUnhealthy) {
 				reason = err.Error()
 			}
 			return &api.NotReady{Reason: reason, Err: err}
@@ -275,7 +275,7 @@ func serveUntilDone(ctx context.Context, cfg config.Config, srv *http.Server, er
 // backupsUnsupported says why the backend cannot take backups ("" when it
 // can): a backup needs the snapshot capability (one consistent instant of
 // a table) and a backup catalog (ADR 0006, ADR 0015).
-func backupsUnsupported(b storage.Backend) string {
+func backupsUnsupported(b backend.Backend) string {
 	var missing []string
 	if b.Capabilities().Snapshots == nil {
 		missing = append(missing, "it cannot read a table as of one instant (no snapshot capability)")
@@ -291,9 +291,9 @@ func backupsUnsupported(b storage.Backend) string {
 
 // startBackups starts the backup jobs over the configured store and hands
 // them to the engine (which never imports internal/backup).
-func startBackups(ctx context.Context, cfg config.Config, backend storage.Backend, eng *engine.Engine, st store.Store, version string, reg prometheus.Registerer, log *slog.Logger) (*backup.Manager, error) {
+func startBackups(ctx context.Context, cfg config.Config, be backend.Backend, eng *engine.Engine, st blobstore.Store, version string, reg prometheus.Registerer, log *slog.Logger) (*backup.Manager, error) {
 	m, err := backup.New(backup.Config{
-		Backend: backend, Store: st, Describer: eng, Restorer: eng, Region: eng.Region(), Version: version,
+		Backend: be, Store: st, Describer: eng, Restorer: eng, Region: eng.Region(), Version: version,
 		MaxConcurrentJobs: cfg.Backup.MaxConcurrentJobs,
 		ImportMaxErrors:   cfg.Backup.ImportMaxErrors,
 		HeartbeatInterval: cfg.Backup.HeartbeatInterval.Duration,
@@ -314,13 +314,13 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		return nil, fmt.Errorf("backup.store: %w", err)
 	}
 	eng.SetBackups(m)
-	if backend.Capabilities().Jobs != nil {
+	if be.Capabilities().Jobs != nil {
 		eng.SetImports(importService{m})
 	}
 	// Point-in-time recovery ships change logs to the same store; a
 	// backend without a change log cannot have it (enabling it then
 	// answers ContinuousBackupsUnavailableException naming why).
-	if backend.Capabilities().ChangeLog != nil {
+	if be.Capabilities().ChangeLog != nil {
 		p := cfg.Backup.PITR
 		sh, err := backup.NewShipper(m, pitrSource{eng}, backup.PITRConfig{ShipInterval: p.ShipInterval.Duration,
 			SegmentMaxBytes: p.SegmentMaxBytes, BaseInterval: p.BaseInterval.Duration, BaseAfterBytes: p.BaseAfterBytes}, reg)
@@ -331,12 +331,12 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 		m.Go(sh.Run)
 		// Exports read the point-in-time history and keep their rows in
 		// the job catalog; they write to the buckets of [s3].
-		if jobs := backend.Capabilities().Jobs; jobs != nil {
+		if jobs := be.Capabilities().Jobs; jobs != nil {
 			eng.SetExports(exportService{backup.NewExports(m, backup.ExportsConfig{Jobs: jobs, Buckets: cfg.S3,
-				Latest: func(ref storage.TableRef, days int64) time.Time { _, l, _ := sh.Window(ref, days); return l }})})
+				Latest: func(ref backend.TableRef, days int64) time.Time { _, l, _ := sh.Window(ref, days); return l }})})
 		}
 	}
-	if err := startPlans(cfg, backend, eng, m, reg, log); err != nil {
+	if err := startPlans(cfg, be, eng, m, reg, log); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -344,14 +344,14 @@ func startBackups(ctx context.Context, cfg config.Config, backend storage.Backen
 
 // startPlans runs the configured backup plans ([[backup.plans]]) beside
 // the backup jobs; they need the backend's job catalog.
-func startPlans(cfg config.Config, backend storage.Backend, eng *engine.Engine, m *backup.Manager, reg prometheus.Registerer, log *slog.Logger) error {
+func startPlans(cfg config.Config, be backend.Backend, eng *engine.Engine, m *backup.Manager, reg prometheus.Registerer, log *slog.Logger) error {
 	plans, err := cfg.BackupPlans()
 	if err != nil || len(plans) == 0 {
 		return err
 	}
-	jobs := backend.Capabilities().Jobs
+	jobs := be.Capabilities().Jobs
 	if jobs == nil {
-		return fmt.Errorf("backup.plans: the %s backend has no job catalog", backend.Name())
+		return fmt.Errorf("backup.plans: the %s backend has no job catalog", be.Name())
 	}
 	runner := backup.NewPlans(m, backup.PlansConfig{Plans: plans, Jobs: jobs, Concurrency: cfg.Backup.MaxConcurrentJobs,
 		Tick:   cfg.Backup.PlansCheckInterval.Duration,

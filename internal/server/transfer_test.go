@@ -23,8 +23,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/extenddb/extenddb/internal/backend/backendtest"
 	"github.com/extenddb/extenddb/internal/config"
-	"github.com/extenddb/extenddb/internal/storage/storagetest"
 )
 
 // Cross-backend transfers: a table exported (ExportTableToPointInTime)
@@ -44,14 +44,14 @@ import (
 
 func TestTransferRoundTrip(t *testing.T) {
 	backends := []string{"memory", "sqlite"}
-	if storagetest.Requested("postgres") {
+	if backendtest.Requested("postgres") {
 		backends = append(backends, "postgres")
 	}
 	transferPairs(t, backends, func(src, dst string) bool { return true })
 }
 
 func TestTransferRoundTripMongoDB(t *testing.T) {
-	if !storagetest.Requested("mongodb") {
+	if !backendtest.Requested("mongodb") {
 		t.Skip("mongodb not requested (EXTENDDB_TEST_BACKENDS=mongodb EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start))")
 	}
 	backends := []string{"mongodb", "sqlite"}
@@ -62,7 +62,7 @@ func TestTransferRoundTripMongoDB(t *testing.T) {
 }
 
 func TestTransferRoundTripCassandra(t *testing.T) {
-	if !storagetest.Requested("cassandra") {
+	if !backendtest.Requested("cassandra") {
 		t.Skip("cassandra not requested (EXTENDDB_TEST_BACKENDS=cassandra EXTENDDB_TEST_CASSANDRA_HOSTS=$(scripts/cassandra.sh start))")
 	}
 	backends := []string{"cassandra", "sqlite"}

@@ -206,7 +206,7 @@ def _stop(proc):
 
 
 def _check_server_log(log):
-    """The server logs a broken storage contract (storage.Checked) as an
+    """The server logs a broken storage contract (backend.Checked) as an
     internal error instead of failing the request loudly; the suite fails
     on any such line."""
     text = Path(log).read_text(errors="replace") if Path(log).exists() else ""

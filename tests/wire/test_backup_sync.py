@@ -130,7 +130,7 @@ def sync_store(request, tmp_path):
 @pytest.fixture
 def s3_gofakes3(tmp_path):
     exe = tmp_path / "fakes3"
-    subprocess.run(["go", "build", "-o", str(exe), "./internal/store/internal/s3test/fakes3"],
+    subprocess.run(["go", "build", "-o", str(exe), "./internal/blobstore/internal/s3test/fakes3"],
                    cwd=Path(__file__).resolve().parents[2], check=True, capture_output=True)
     bucket = "extenddb-sync-" + "".join(random.choice("0123456789abcdef") for _ in range(10))
     proc = subprocess.Popen([str(exe), "-bucket", bucket], stdout=subprocess.PIPE, text=True)

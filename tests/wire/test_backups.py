@@ -851,7 +851,7 @@ def s3_store(request, tmp_path):
         yield ep, bucket
         return
     exe = tmp_path / "fakes3"
-    subprocess.run(["go", "build", "-o", str(exe), "./internal/store/internal/s3test/fakes3"],
+    subprocess.run(["go", "build", "-o", str(exe), "./internal/blobstore/internal/s3test/fakes3"],
                    cwd=Path(__file__).resolve().parents[2], check=True, capture_output=True)
     proc = subprocess.Popen([str(exe), "-bucket", bucket], stdout=subprocess.PIPE, text=True)
     try:

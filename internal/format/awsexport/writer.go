@@ -36,8 +36,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/extenddb/extenddb/internal/attr"
+	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
-	"github.com/extenddb/extenddb/internal/store"
 )
 
 // Output formats (ExportFormat).
@@ -187,7 +187,7 @@ type Result struct {
 // export is incomplete (no manifest-summary.json) and Abort or
 // Cleanup removes what was written.
 type Writer struct {
-	st     store.Store
+	st     blobstore.Store
 	p      Params
 	dir    string
 	max    int64
@@ -216,7 +216,7 @@ type dataFile struct {
 // Create starts an export in st (keys relative to the bucket's top):
 // it writes the empty _started object, which also proves the bucket
 // writable.
-func Create(ctx context.Context, st store.Store, p Params) (*Writer, error) {
+func Create(ctx context.Context, st blobstore.Store, p Params) (*Writer, error) {
 	switch p.Format {
 	case FormatJSON, FormatION:
 	default:
@@ -668,7 +668,7 @@ func (w *Writer) Abort(err error) {
 
 // Cleanup removes everything an export wrote under its directory (a
 // failed export's partial objects).
-func Cleanup(ctx context.Context, st store.Store, prefix, id string) error {
+func Cleanup(ctx context.Context, st blobstore.Store, prefix, id string) error {
 	return st.DeletePrefix(ctx, Dir(prefix, id))
 }
 

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/extenddb/extenddb/internal/attr"
-	"github.com/extenddb/extenddb/internal/store"
-	"github.com/extenddb/extenddb/internal/store/memstore"
+	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 )
 
-func get(t *testing.T, st store.Store, key string) []byte {
+func get(t *testing.T, st blobstore.Store, key string) []byte {
 	t.Helper()
 	rc, err := st.Get(context.Background(), key)
 	if err != nil {
@@ -60,7 +60,7 @@ func testItems(n int) []attr.Item {
 	return out
 }
 
-func runExport(t *testing.T, st store.Store, p Params, items []attr.Item) *Result {
+func runExport(t *testing.T, st blobstore.Store, p Params, items []attr.Item) *Result {
 	t.Helper()
 	ctx := context.Background()
 	w, err := Create(ctx, st, p)
