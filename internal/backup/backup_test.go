@@ -534,3 +534,43 @@ func TestUnhealthyStore(t *testing.T) {
 		}
 	})
 }
+
+// TestBackupWaitsForASnapshotSlot: with every snapshot slot of the
+// backend held, CreateBackup waits for one to be freed instead of
+// answering LimitExceeded at once.
+func TestBackupWaitsForASnapshotSlot(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
+		createTable(t, b, "tbl")
+		se := b.Capabilities().Snapshots
+		var held []*backend.TableSnapshot
+		for {
+			s, err := se.OpenTableSnapshot(t.Context(), backend.OpenSnapshotParams{Account: account, Name: "tbl"})
+			if backend.IsKind(err, backend.KindLimitExceeded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, s)
+			if len(held) > 64 {
+				t.Fatal("open snapshots are not bounded")
+			}
+		}
+		m := newManager(t, b, memstore.New(), nil)
+		time.AfterFunc(300*time.Millisecond, func() { held[0].Items.Close() })
+		defer func() {
+			for _, s := range held[1:] {
+				s.Items.Close()
+			}
+		}()
+		start := time.Now()
+		rec, err := m.CreateBackup(t.Context(), account, "tbl", "waited")
+		if err != nil {
+			t.Fatalf("CreateBackup while the slots were held for 300 ms: %v", err)
+		}
+		if d := time.Since(start); d < 250*time.Millisecond {
+			t.Fatalf("CreateBackup returned after %v, before a slot was freed", d)
+		}
+		waitStatus(t, m, rec.ARN, backend.BackupAvailable)
+	})
+}

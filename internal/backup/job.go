@@ -58,7 +58,7 @@ func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name strin
 			release()
 		}
 	}()
-	snap, err := m.snaps.OpenTableSnapshot(ctx, backend.OpenSnapshotParams{Account: account, Name: table})
+	snap, err := m.openSnapshot(ctx, account, table)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +101,32 @@ func (m *Manager) CreateBackupAs(ctx context.Context, account, table, name strin
 		m.runBackup(snap, *rec, arn, desc)
 	}()
 	return rec, nil
+}
+
+// snapshotSlotWait bounds how long CreateBackup waits for one of the
+// backend's open-snapshot slots (backend.SnapshotLimiter) before it
+// answers LimitExceededException.
+const snapshotSlotWait = 5 * time.Second
+
+// openSnapshot opens the table's snapshot, waiting up to
+// snapshotSlotWait while the backend's snapshots are all open: backups
+// requested one after another hold a snapshot each until they finish,
+// and a request a moment after two others should not fail for it. The
+// snapshot's instant, which the backup records as its creation time, is
+// when it opens.
+func (m *Manager) openSnapshot(ctx context.Context, account, table string) (*backend.TableSnapshot, error) {
+	deadline := time.Now().Add(snapshotSlotWait)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
+		snap, err := m.snaps.OpenTableSnapshot(ctx, backend.OpenSnapshotParams{Account: account, Name: table})
+		if err == nil || !backend.IsKind(err, backend.KindLimitExceeded) || time.Now().Add(wait).After(deadline) {
+			return snap, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 var errFenced = errors.New("backup: the job's claim was taken over (fenced)")
