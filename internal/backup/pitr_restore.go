@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -266,16 +265,28 @@ func parsePITRJob(key string) (prefix string, at time.Time, pin *pitrPin, ok boo
 	return prefix, time.UnixMilli(ms), pin, true
 }
 
-// planJob plans the restore a job key names.
+// planJob plans the restore a job key names. The plan's records keep no
+// OldImage: a restore replays new images only, and the plan holds every
+// record of the replay while the job loads.
 func planJob(ctx context.Context, st blobstore.Store, key string) (*PITRPlan, error) {
 	prefix, at, pin, ok := parsePITRJob(key)
 	if !ok {
 		return nil, fmt.Errorf("restore: %q is not a point-in-time restore job", key)
 	}
+	var plan *PITRPlan
+	var err error
 	if pin == nil {
-		return PlanPITRRestore(ctx, st, prefix, at)
+		plan, err = PlanPITRRestore(ctx, st, prefix, at)
+	} else {
+		plan, err = planPITR(ctx, st, prefix, at, *pin)
 	}
-	return planPITR(ctx, st, prefix, at, *pin)
+	if err != nil {
+		return nil, err
+	}
+	for i := range plan.Records {
+		plan.Records[i].OldImage = nil
+	}
+	return plan, nil
 }
 
 // pitrJobRecord is the backup record a point-in-time restore job runs
@@ -358,7 +369,9 @@ func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []by
 		if len(img) == 0 {
 			return nil, fmt.Errorf("restore: record %d has neither keys nor a new image", r.Seq)
 		}
-		pk, sk, ch, err := load(bytes.Clone(img))
+		// img is the record's own copy (decoded from its segment), which
+		// the change may keep.
+		pk, sk, ch, err := load(img)
 		if err != nil {
 			return nil, fmt.Errorf("restore: record %d: %w", r.Seq, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -440,6 +441,61 @@ func TestPITRRestoreTakenOver(t *testing.T) {
 			if v := value(t, got, i); v != want {
 				t.Fatalf("item %d: %s, want %s", i, v, want)
 			}
+		}
+	})
+}
+
+// TestPITRRestoreJobPlanDropsOldImages: a restore job's plan holds its
+// records without their OldImage (a restore replays new images only);
+// an export's plan keeps them.
+func TestPITRRestoreJobPlanDropsOldImages(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend.Backend) {
+		ctx := context.Background()
+		st := memstore.New()
+		ref := createTable(t, b, "plan2")
+		for i := 0; i < 3; i++ {
+			logWrite(t, b, ref, i, "a", "", 0)
+		}
+		s := newShipper(t, newManager(t, b, st, nil), &testPITR{tables: []PITRTable{pitrTable(ref)}})
+		s.ShipOnce(ctx) // head, base of the three items
+		time.Sleep(20 * time.Millisecond)
+		for i := 0; i < 3; i++ {
+			pk, sk, raw := item(i, "b")
+			_, _, old := item(i, "a")
+			r := format.PITRRecord{Event: "MODIFY", Keys: json.RawMessage(keysOf(t, raw)), NewImage: raw, OldImage: old,
+				Time: format.PITRTime(time.Now())}
+			ch := backend.Change{Op: backend.Put, Item: raw}
+			ch.Log, _ = json.Marshal(r)
+			if _, err := b.WriteItem(ctx, backend.WriteItemParams{Table: ref, PK: pk, SK: sk,
+				Fn: func([]byte) (backend.Change, error) { return ch, nil }}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		at := time.Now()
+		s.ShipOnce(ctx)
+		prefix := format.PITRPrefix(account, "plan2", pitrTable(ref).Incarnation())
+		ex, err := planPITRExport(ctx, st, prefix, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ex.Records) != 3 || len(ex.Records[0].OldImage) == 0 {
+			t.Fatalf("export plan: %d records, first OldImage %q", len(ex.Records), ex.Records[0].OldImage)
+		}
+		p, err := planJob(ctx, st, pitrJobScheme+prefix+"@"+strconv.FormatInt(at.UnixMilli(), 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Records) != 3 {
+			t.Fatalf("restore plan: %d records, want 3", len(p.Records))
+		}
+		for _, r := range p.Records {
+			if r.OldImage != nil || len(r.NewImage) == 0 {
+				t.Fatalf("restore plan record %d: OldImage %q, NewImage %q", r.Seq, r.OldImage, r.NewImage)
+			}
+		}
+		if got := value(t, restored(t, p), 1); got != "b" {
+			t.Fatalf("restored item 1: %s, want b", got)
 		}
 	})
 }
