@@ -7,7 +7,8 @@
 #   extra-configuration tests run in make test-all), fuzz
 #   (scripts/fuzz.sh, FUZZTIME each), scripts (tests/scripts/*.sh), wire
 #   (two pytest workers, each with a server of its own; WIRE_ARGS
-#   replaces "-n 2").
+#   replaces "-n 2"; it runs beside the Go tests, its output printed
+#   after theirs).
 # Exits non-zero when any layer failed (every layer still runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,6 @@ add() { # layer passed failed skipped note seconds
 }
 log=$(mktemp -t extenddb-test.XXXXXX)
 lintlog=$(mktemp -t extenddb-lint.XXXXXX)
-trap 'rm -f "$log" "$lintlog" "$lintlog.rc"' EXIT
 
 lint() {
   local fail=0 out
@@ -36,6 +36,22 @@ lint() {
 # other.
 lint >"$lintlog" 2>&1 &
 lintpid=$!
+
+# The wire suite runs beside the Go tests: each alone leaves a core idle
+# much of the time (waits on servers, sleeps), so together they end
+# sooner than one after the other.
+wirelog=$(mktemp -t extenddb-wire.XXXXXX)
+trap 'rm -f "$log" "$lintlog" "$lintlog.rc" "$wirelog" "$wirelog.rc"' EXIT
+${MAKE:-make} -s build || exit 1
+wire() {
+  local t0=$SECONDS rc
+  # shellcheck disable=SC2086 # WIRE_ARGS is a list of pytest arguments
+  EXTENDDB_BIN="$PWD/bin/extenddb" tests/wire/run.sh -q ${WIRE_ARGS--n 2} "$@" >"$wirelog" 2>&1
+  rc=$?
+  echo "$rc $((SECONDS - t0))" >"$wirelog.rc"
+}
+wire "$@" &
+wirepid=$!
 
 echo "== go test (-short)"
 t0=$SECONDS
@@ -70,17 +86,15 @@ for t in tests/scripts/*.sh; do
 done
 add scripts "$sp" "$sf" 0 "" $((SECONDS - t0))
 
-echo "== wire suite (pytest + boto3, ${EXTENDDB_TEST_BACKEND:-memory})"
-t0=$SECONDS
-${MAKE:-make} -s build
-# shellcheck disable=SC2086 # WIRE_ARGS is a list of pytest arguments
-EXTENDDB_BIN="$PWD/bin/extenddb" tests/wire/run.sh -q ${WIRE_ARGS--n 2} "$@" | tee "$log"
-wrc=${PIPESTATUS[0]}
-last=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -1)
+echo "== wire suite (pytest + boto3, ${EXTENDDB_TEST_BACKEND:-memory}; ran beside the Go tests)"
+wait "$wirepid"
+cat "$wirelog"
+read -r wrc wsecs <"$wirelog.rc" 2>/dev/null || { wrc=1; wsecs=0; }
+last=$(grep -E '[0-9]+ (passed|failed|error)' "$wirelog" | tail -1)
 num() { grep -oE "[0-9]+ $1" <<<"$last" | grep -oE '^[0-9]+' || echo 0; }
 wp=$(num passed) wf=$(( $(num failed) + $(num error) + $(num errors) )) ws=$(num skipped)
 if [ "$wrc" -ne 0 ] && [ "$wf" -eq 0 ]; then wf=1; fi
-add wire "$wp" "$wf" "$ws" " (backend: ${EXTENDDB_TEST_BACKEND:-memory})" $((SECONDS - t0))
+add wire "$wp" "$wf" "$ws" " (backend: ${EXTENDDB_TEST_BACKEND:-memory})" "$wsecs"
 
 echo "== summary"
 printf '%s\n' "${summary[@]}"
