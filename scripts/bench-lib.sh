@@ -18,12 +18,13 @@
 #   call OP JSON         one DynamoDB call through the wire (no signature)
 #   field PATH           a dotted field of the JSON on stdin
 
-# bench_serve [PORT] starts the server on PORT (a free port when empty)
-# with a filesystem backup store in WORK and waits for /health. Extra
-# EXTENDDB__ settings come from the caller's environment.
+# bench_serve [PORT [DIR]] starts the server on PORT (a free port when
+# empty) with a filesystem backup store in WORK (DIR, a directory the
+# caller made, or else a new one) and waits for /health. Extra EXTENDDB__
+# settings come from the caller's environment.
 bench_serve() {
-	WORK="$(mktemp -d -t extenddb-bench-XXXXXX)"
-	mkdir -m 0700 "$WORK/store" "$WORK/data" "$WORK/spool"
+	WORK="${2:-$(mktemp -d -t extenddb-bench-XXXXXX)}"
+	mkdir -p -m 0700 "$WORK/store" "$WORK/data" "$WORK/spool"
 	local port="${1:-}"
 	[[ -z "$port" ]] && port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 	EP="http://127.0.0.1:$port"

@@ -56,48 +56,13 @@ if [[ -z "$BIN" ]]; then
 	BIN="$ROOT/bin/extenddb"
 fi
 
-WORK="$(mktemp -d -t extenddb-bench-transfer-XXXXXX)"
-mkdir -m 0700 "$WORK/store" "$WORK/data" "$WORK/spool" "$WORK/buckets" "$WORK/buckets/bkt"
-[[ -n "$PORT" ]] || PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-EP="http://127.0.0.1:$PORT"
-ARGS=(--data-dir "$WORK/data")
-[[ "$BACKEND" == postgres ]] && ARGS=(--backend postgres --dsn "$DSN")
-
-EXTENDDB__BACKUP__STORE__KIND=filesystem EXTENDDB__BACKUP__STORE__ROOT="$WORK/store" \
-	EXTENDDB__BACKUP__SPOOL_DIR="$WORK/spool" EXTENDDB__LOG__LEVEL=warn EXTENDDB__S3__FILESYSTEM_ROOT="$WORK/buckets" \
-	"$BIN" serve --listen "127.0.0.1:$PORT" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
-PID=$!
-cleanup() {
-	kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-	curl -fs "$EP/health" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-curl -fs "$EP/health" >/dev/null || die "server did not start: $(cat "$WORK/server.log")"
-
-cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
-hwm() { awk '/VmHWM/ {print $2}' "/proc/$PID/status"; }
-rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
-now() { date +%s.%N; }
-# pgcpu: the CPU ticks of the PostgreSQL backend processes serving the
-# --dsn database (their process titles name it; the shared background
-# processes, WAL writer and checkpointer, are not counted), 0 on SQLite.
-PGDB=""
-[[ "$BACKEND" == postgres ]] && PGDB="$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).path.lstrip("/"))' "$DSN")"
-pgcpu() {
-	[[ -z "$PGDB" ]] && { echo 0; return; }
-	local sum=0 p
-	for p in /proc/[0-9]*; do
-		[[ "$(cat "$p/comm" 2>/dev/null)" == postgres ]] || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q " $PGDB " || continue
-		sum=$((sum + $(awk '{print $14 + $15}' "$p/stat" 2>/dev/null || echo 0)))
-	done
-	echo "$sum"
-}
-TICK="$(getconf CLK_TCK)"
+# The server, its store and the measurements: scripts/bench-lib.sh. The
+# buckets of [s3] are directories of the run's (s3.filesystem_root).
+dir="$(mktemp -d -t extenddb-bench-transfer-XXXXXX)"
+mkdir -m 0700 "$dir/buckets" "$dir/buckets/bkt"
+# shellcheck source=scripts/bench-lib.sh
+source "$ROOT/scripts/bench-lib.sh"
+EXTENDDB__S3__FILESYSTEM_ROOT="$dir/buckets" bench_serve "$PORT" "$dir"
 
 # 1. Load: a 3 s BatchWriteItem window of the load tool (its table deleted
 # at its end) gives the rate; then a window long enough for ITEMS into the
@@ -105,12 +70,6 @@ TICK="$(getconf CLK_TCK)"
 # whatever ITEMS: a probe table left beside a large one had its statistics
 # computed during the backup (DescribeTable, /metrics), which a small run
 # did not pay.
-export AWS_ACCESS_KEY_ID=extenddb-bench AWS_SECRET_ACCESS_KEY=extenddb-bench
-load() {
-	"$BIN" bench --endpoint "$EP" -w batchwrite -c "$CONCURRENCY" -d "$1" --warmup 0 "${@:2}" -q \
-		--table-prefix "bb" --server-pid "$PID" --json "$WORK/load.json" >/dev/null
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["table"], r["items"], r["duration_s"], (r.get("server") or {}).get("cpu_us_per_item", 0))' "$WORK/load.json"
-}
 read -r table loaded load_s load_cpu < <(load 3s)
 # The rate falls as the table grows (the 3 s window's table is small): a
 # margin of 1.6 over the first window's rate for a large table, 1.15 for a
@@ -121,18 +80,6 @@ read -r table loaded load_s load_cpu < <(load "${secs}s" --keep)
 ((loaded >= ITEMS)) || log "WARNING: the table holds $loaded items, fewer than --items $ITEMS (the load slowed down)"
 load_rate=$(python3 -c "print($loaded / $load_s)")
 log "loaded $loaded items into $table at $(printf %.0f "$load_rate") items/s (BatchWriteItem, concurrency $CONCURRENCY)"
-
-# call OP JSON: one DynamoDB call through the wire (no signature: the
-# server runs without authentication).
-call() {
-	local out
-	out=$(curl -sS "$EP/" -H "X-Amz-Target: DynamoDB_20120810.$1" -H 'Content-Type: application/x-amz-json-1.0' -d "$2" -w '\n%{http_code}')
-	[[ "${out##*$'\n'}" == 200 ]] || die "$1: HTTP ${out##*$'\n'}: ${out%$'\n'*}"
-	printf '%s\n' "${out%$'\n'*}"
-}
-field() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d=d.get(k, {}) if isinstance(d, dict) else {}
-print(d if d != {} else "")' "$1"; }
 
 # 2. Point-in-time recovery and its first base.
 call UpdateContinuousBackups "{\"TableName\":\"$table\",\"PointInTimeRecoverySpecification\":{\"PointInTimeRecoveryEnabled\":true}}" >/dev/null
