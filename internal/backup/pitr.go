@@ -345,14 +345,25 @@ func (s *Shipper) refreshBases(ctx context.Context, st *shipState) error {
 	defer s.mu.Unlock()
 	for _, b := range bases {
 		at, _ := format.ParsePITRTime(b.SnapshotAt)
-		if st.firstBase.IsZero() || at.Before(st.firstBase) {
-			st.firstBase = at
-		}
-		if at.After(st.lastBase) {
-			st.lastBase, st.sinceBase = at, 0
+		if st.noteBase(at) {
+			st.sinceBase = 0
 		}
 	}
 	return nil
+}
+
+// noteBase takes a complete base of the history at instant at into the
+// state's first and newest base; it tells whether at is the new newest.
+// The caller holds the shipper's mu.
+func (st *shipState) noteBase(at time.Time) bool {
+	if st.firstBase.IsZero() || at.Before(st.firstBase) {
+		st.firstBase = at
+	}
+	if !at.After(st.lastBase) {
+		return false
+	}
+	st.lastBase = at
+	return true
 }
 
 // publish writes one segment of recs after the cursor.
@@ -496,12 +507,7 @@ func (s *Shipper) load(ctx context.Context, st *shipState) error {
 	st.firstBase, st.lastBase = time.Time{}, time.Time{}
 	for _, b := range bases {
 		at, _ := format.ParsePITRTime(b.SnapshotAt)
-		if st.firstBase.IsZero() || at.Before(st.firstBase) {
-			st.firstBase = at
-		}
-		if at.After(st.lastBase) {
-			st.lastBase = at
-		}
+		st.noteBase(at)
 	}
 	st.loaded = true
 	return nil
@@ -627,12 +633,7 @@ func (s *Shipper) takeBase(ctx context.Context, st *shipState) error {
 	}
 	s.bases.Inc()
 	s.mu.Lock()
-	if st.firstBase.IsZero() || at.Before(st.firstBase) {
-		st.firstBase = at
-	}
-	if at.After(st.lastBase) {
-		st.lastBase = at
-	}
+	st.noteBase(at)
 	st.sinceBase = 0
 	s.mu.Unlock()
 	return nil
