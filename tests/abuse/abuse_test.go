@@ -169,11 +169,10 @@ func TestAbuse(t *testing.T) {
 		}
 	}
 	afterHuge := rss(t, pid)
-	time.Sleep(7 * time.Second)
-	if r := rss(t, pid); float64(r) > 1.2*float64(idleRSS) {
+	if r, took := settled(t, pid, idleRSS, 7*time.Second); float64(r) > 1.2*float64(idleRSS) {
 		t.Errorf("RSS %d MiB 7 s after 16 × 15 MB requests (%d MiB right after), idle %d MiB", r>>20, afterHuge>>20, idleRSS>>20)
 	} else {
-		t.Logf("16 × 15 MB requests: RSS %d MiB right after, %d MiB 7 s later (idle %d MiB)", afterHuge>>20, r>>20, idleRSS>>20)
+		t.Logf("16 × 15 MB requests: RSS %d MiB right after, %d MiB %v later (idle %d MiB)", afterHuge>>20, r>>20, took, idleRSS>>20)
 	}
 	// The measuring client's own heap is a few MB: at the default GOGC
 	// it collects every ~30 ms, and its stop-the-world pauses land in the
@@ -193,6 +192,11 @@ func TestAbuse(t *testing.T) {
 	abuser.Env = append(os.Environ(), "EXTENDDB_ABUSER_ADDR="+addr, "EXTENDDB_ABUSER_TABLE="+table)
 	var abuserOut bytes.Buffer
 	abuser.Stdout, abuser.Stderr = &abuserOut, &abuserOut
+	// Closing its stdin ends the attack early, once measured.
+	stopAbuse, err := abuser.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := abuser.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +225,7 @@ func TestAbuse(t *testing.T) {
 	if time.Since(abuseStart) > abuseFor-time.Second {
 		t.Errorf("the measurement outlasted the abuse")
 	}
+	stopAbuse.Close()
 	if err := abuser.Wait(); err != nil {
 		t.Fatalf("abuser: %v\n%s", err, abuserOut.String())
 	}
@@ -243,9 +248,8 @@ func TestAbuse(t *testing.T) {
 		t.Errorf("the abusers were neither throttled nor timed out: %d, %d", throttled, timedOut)
 	}
 
-	time.Sleep(settle)
-	after := rss(t, pid)
-	t.Logf("%v after the abusers left: RSS %d MiB (idle %d MiB)", settle, after>>20, idleRSS>>20)
+	after, took := settled(t, pid, idleRSS, settle)
+	t.Logf("%v after the abusers left: RSS %d MiB (idle %d MiB)", took, after>>20, idleRSS>>20)
 	if float64(after) > 1.2*float64(idleRSS) {
 		t.Errorf("RSS %d MiB %v after the abuse, more than 20%% over the idle %d MiB", after>>20, settle, idleRSS>>20)
 	}
@@ -263,6 +267,20 @@ func TestAbuse(t *testing.T) {
 	}
 }
 
+// settled waits up to limit for the server's RSS to come within 20% of
+// idle, and answers it and how long that took (limit: the RSS then).
+func settled(t *testing.T, pid int, idle int64, limit time.Duration) (int64, time.Duration) {
+	start := time.Now()
+	for {
+		r := rss(t, pid)
+		took := time.Since(start)
+		if float64(r) <= 1.2*float64(idle) || took >= limit {
+			return r, took.Round(100 * time.Millisecond)
+		}
+		time.Sleep(min(500*time.Millisecond, limit-took))
+	}
+}
+
 // TestAbuser is the attacking process of TestAbuse (run by it).
 func TestAbuser(t *testing.T) {
 	addr, table := os.Getenv("EXTENDDB_ABUSER_ADDR"), os.Getenv("EXTENDDB_ABUSER_TABLE")
@@ -271,6 +289,11 @@ func TestAbuser(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), abuseFor)
 	defer stop()
+	go func() {
+		// TestAbuse closes stdin once it has measured.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
 	var keys []string
 	for i := 0; i < bigItems; i++ {
 		keys = append(keys, "big"+strconv.Itoa(i))
