@@ -19,6 +19,17 @@ func RawItemSize(raw []byte) (int, error) {
 	return n, nil
 }
 
+// RawItemEnd answers the index just after the canonical item that starts
+// raw (see RawItemSize for what it recognises): for a reader that finds
+// items inside a larger document.
+func RawItemEnd(raw []byte) (int, error) {
+	s := sizeScanner{b: raw}
+	if _, err := s.item(); err != nil {
+		return 0, err
+	}
+	return s.i, nil
+}
+
 type sizeScanner struct {
 	b []byte
 	i int
@@ -82,6 +93,8 @@ func (s *sizeScanner) str() (int, error) {
 			default:
 				return 0, errRawSize
 			}
+		case c < 0x20: // JSON has no raw control characters in strings
+			return 0, errRawSize
 		default:
 			n++
 			s.i++
@@ -124,6 +137,9 @@ func (s *sizeScanner) rawText() ([]byte, error) {
 			s.i++
 			return t, nil
 		case '\\':
+			return nil, errRawSize
+		}
+		if s.b[s.i] < 0x20 {
 			return nil, errRawSize
 		}
 		s.i++

@@ -387,7 +387,7 @@ func DecodeSegment(key string, data []byte) ([]PITRRecord, error) {
 	var recs []PITRRecord
 	for sc.Scan() {
 		var r PITRRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		if err := decodeRecord(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%w: %s: line %d: %v", ErrSegment, key, len(recs)+1, err)
 		}
 		if len(recs) > 0 && r.Seq <= recs[len(recs)-1].Seq || r.Seq <= 0 {
