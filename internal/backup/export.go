@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/extenddb/extenddb/internal/attr"
 	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/blobstore"
 	"github.com/extenddb/extenddb/internal/format"
@@ -211,7 +210,7 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 	if err := x.waitShipped(ctx, job, at); err != nil {
 		return nil, err
 	}
-	plan, err := planPITRExport(ctx, x.m.st, job.HistoryPrefix, at)
+	plan, err := planPITRExport(ctx, x.m.st, job.HistoryPrefix, at, x.m.cfg.SpoolDir)
 	if errors.Is(err, ErrRestoreTime) && job.TimeDefault {
 		// Asked for within the first ship interval after point-in-time
 		// recovery was turned on, before the history's first base: the
@@ -219,12 +218,13 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 		// and ExportTime says so.
 		if first, ferr := firstBaseTime(ctx, x.m.st, job.HistoryPrefix); ferr == nil && !first.IsZero() {
 			at = first
-			plan, err = planPITRExport(ctx, x.m.st, job.HistoryPrefix, at)
+			plan, err = planPITRExport(ctx, x.m.st, job.HistoryPrefix, at, x.m.cfg.SpoolDir)
 		}
 	}
 	if err != nil {
 		return nil, &exportFailure{"UNKNOWN", "the table's point-in-time history cannot be read at the export time: " + err.Error()}
 	}
+	defer plan.Close()
 	w, err := awsexport.Create(ctx, bst, awsexport.Params{
 		ExportArn: job.ExportArn, ExportID: job.ExportID, TableArn: job.TableArn, TableID: job.TableID,
 		ExportTime: at, StartTime: time.UnixMilli(int64(job.StartTime * 1000)),
@@ -380,61 +380,18 @@ func deref(s *string) string {
 	return *s
 }
 
-// imageKey identifies an item by its key attributes.
-func imageKey(k format.Key) string {
-	b := attr.AppendValue(nil, k.Hash)
-	if k.Range.Type != attr.TypeInvalid {
-		b = append(b, 0)
-		b = attr.AppendValue(b, k.Range)
-	}
-	return string(b)
-}
-
 // writeImage writes the table as it was at the plan's instant: the
-// base's items that no replayed record touches, then the final image of
-// each key the records touch and leave present, in the order of each
-// key's first record. The replay's final state is held in memory, as a
-// point-in-time restore holds it; the base streams.
+// base's items whose key no replayed record touches, then the final
+// image of each key the records leave present (its last record's, in
+// Seq order). The replay is on disk (pitr_replay.go); the base streams.
 func writeImage(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook func(string)) error {
-	schema := plan.Backup.Schema
-	final := map[string][]byte{}
-	var order []string
-	for _, r := range plan.Records {
-		img := r.NewImage
-		put := len(img) > 0 && string(img) != "null"
-		src := img
-		if !put {
-			src = r.Keys
-		}
-		it, err := attr.DecodeItem(src)
-		if err != nil {
-			return fmt.Errorf("export: record %d: %w", r.Seq, err)
-		}
-		k, err := schema.KeyOf(it)
-		if err != nil {
-			return fmt.Errorf("export: record %d: %w", r.Seq, err)
-		}
-		ks := imageKey(k)
-		if _, ok := final[ks]; !ok {
-			order = append(order, ks)
-		}
-		if put {
-			final[ks] = img
-		} else {
-			final[ks] = nil
-		}
-	}
-	if err := writeBase(ctx, plan, w, hook, final); err != nil {
+	if err := writeBase(ctx, plan, w, hook); err != nil {
 		return err
 	}
-	for _, ks := range order {
-		if img := final[ks]; img != nil {
-			if err := w.Add(ctx, img); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return plan.Replay.EachPut(func(img []byte) error {
+		// The writer encodes the image before it returns.
+		return w.Add(ctx, img)
+	})
 }
 
 // exportBatch is how many of the base's items travel together from
@@ -445,7 +402,7 @@ const exportBatch = 256
 // The base is read (zstd, line checks, hashes) on a goroutine of its own
 // while this one encodes (DynamoDB JSON or Ion, gzip), so that the two
 // halves use two cores; at most a few batches are in flight.
-func writeBase(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook func(string), final map[string][]byte) error {
+func writeBase(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook func(string)) error {
 	// The reader's context ends with this function; the writer's is the
 	// job's (a data file it opens streams on after this returns).
 	rctx, cancel := context.WithCancel(ctx)
@@ -458,7 +415,7 @@ func writeBase(ctx context.Context, plan *PITRPlan, w *awsexport.Writer, hook fu
 		var buf []byte
 		var batch [][]byte
 		rerr = plan.Backup.Items(rctx, func(rec *format.Record) error {
-			if _, touched := final[imageKey(rec.Key)]; touched {
+			if plan.Replay.Touches(rec.Key) {
 				return nil
 			}
 			if batch == nil {

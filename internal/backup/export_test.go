@@ -120,7 +120,7 @@ func TestExportTakenOver(t *testing.T) {
 		if err := json.Unmarshal(r.Payload, &done); err != nil || done.ExportStatus != exportCompleted || done.EndTime == 0 {
 			t.Fatalf("payload %s: %v", r.Payload, err)
 		}
-		plan, err := PlanPITRRestore(ctx, st, prefix, at)
+		plan, err := PlanPITRRestore(ctx, st, prefix, at, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

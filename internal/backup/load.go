@@ -16,9 +16,10 @@ import (
 
 // load writes a verified backup's items into the target, then, for a
 // point-in-time restore (plan not nil), the replay's final state of the
-// keys its records touch (replayRecords), and flips the target ACTIVE.
-// The job's item order is the backup's items (those the replay
-// overwrites count without being written), then the replay's puts.
+// keys its records touch, and flips the target ACTIVE. The job's item
+// order is the backup's items (those whose key the replay touches count
+// without being written), then the replay's puts (each key's last
+// record, when it has a new image, in Seq order).
 func (m *Manager) load(ctx context.Context, b backend.BackupRecord, bk *format.Backup, plan *PITRPlan, target *backend.Table, job backend.RestoreRecord, beat func(context.Context) (bool, error), prog *jobProgress) (n, skip int64, err error) {
 	prog.setPhase("load")
 	m.met.bytes.WithLabelValues(kindRestore).Add(float64(bk.UncompressedBytes))
@@ -30,12 +31,10 @@ func (m *Manager) load(ctx context.Context, b backend.BackupRecord, bk *format.B
 		return 0, 0, err
 	}
 	total := bk.ItemCount
-	var rp *replayed
+	var rp *replay
 	if plan != nil {
-		if rp, err = replayRecords(plan.Records, itemOf); err != nil {
-			return 0, 0, err
-		}
-		total += int64(len(rp.puts))
+		rp = plan.Replay
+		total += rp.puts
 	}
 	skip = job.Loaded
 	if skip < 0 || skip > total {
@@ -149,7 +148,7 @@ func (m *Manager) newLoader(ctx context.Context, arn string, target *backend.Tab
 
 // feed reads the backup's items (and the replay's puts after them) in the
 // job's item order, past the recorded progress, into batches.
-func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replayed, itemOf func(item []byte) (pk, sk []byte, ch backend.Change, err error)) error {
+func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replay, itemOf func(item []byte) (pk, sk []byte, ch backend.Change, err error)) error {
 	err := bk.Items(ctx, func(r *format.Record) error {
 		size := int64(len(format.LinePrefix) + len(r.Item) + len(format.LineSuffix))
 		if l.pos < l.skip {
@@ -160,29 +159,32 @@ func (l *loader) feed(ctx context.Context, bk *format.Backup, rp *replayed, item
 		if l.pos == l.skip && l.skip > 0 {
 			l.prog.add(l.skip, l.skipped)
 		}
-		pk, sk, ch, err := itemOf(bytes.Clone(r.Item))
-		if err != nil {
-			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
-		}
-		if rp != nil && rp.keys[replayKey{string(pk), string(sk)}] {
+		if rp != nil && rp.Touches(r.Key) {
 			// The replay decides this key's state: the base's item is
 			// counted in the job's order, not written.
 			l.pos++
 			return nil
 		}
+		pk, sk, ch, err := itemOf(bytes.Clone(r.Item))
+		if err != nil {
+			return fmt.Errorf("restore: item %d of %s: %w", r.Index, bk.DataFiles[r.File].Key, err)
+		}
 		return l.add(ctx, backend.BulkItem{PK: pk, SK: sk, Change: ch}, size)
 	})
 	if err == nil && rp != nil {
 		// The replay's puts follow the backup's items in the job's order.
-		for i := range rp.puts {
+		err = rp.EachPut(func(img []byte) error {
 			if l.pos < l.skip {
 				l.pos++
-				continue
+				return nil
 			}
-			if err = l.add(ctx, rp.puts[i], rp.sizes[i]); err != nil {
-				break
+			// The image is the replay's buffer: the change may keep it.
+			pk, sk, ch, err := itemOf(bytes.Clone(img))
+			if err != nil {
+				return fmt.Errorf("restore: replayed item %d: %w", l.pos, err)
 			}
-		}
+			return l.add(ctx, backend.BulkItem{PK: pk, SK: sk, Change: ch}, int64(len(format.LinePrefix)+len(img)+len(format.LineSuffix)))
+		})
 	}
 	if err == nil {
 		err = l.flush(ctx)

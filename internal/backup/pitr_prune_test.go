@@ -115,7 +115,7 @@ func (f *pruneFixture) restorable(t *testing.T) {
 		at    time.Time
 		items int
 	}{{f.baseAt[1], 60}, {f.between, 60}, {time.Now(), 90}} {
-		p, err := PlanPITRRestore(ctx, f.st, f.prefix, c.at)
+		p, err := PlanPITRRestore(ctx, f.st, f.prefix, c.at, t.TempDir())
 		if err != nil {
 			t.Fatalf("at %v: %v", c.at, err)
 		}
@@ -181,7 +181,7 @@ func TestPITRPrune(t *testing.T) {
 			t.Fatalf("segments from %v, mark at %d", firsts, mark.First)
 		}
 		f.restorable(t)
-		if _, err := PlanPITRRestore(ctx, f.st, f.prefix, f.baseAt[0].Add(time.Millisecond)); !errors.Is(err, ErrRestoreTime) {
+		if _, err := PlanPITRRestore(ctx, f.st, f.prefix, f.baseAt[0].Add(time.Millisecond), t.TempDir()); !errors.Is(err, ErrRestoreTime) {
 			t.Fatalf("an instant before B2 (pruned): %v", err)
 		}
 		if res, err := f.s.Prune(ctx); err != nil || res != (PruneResult{}) {
@@ -192,7 +192,7 @@ func TestPITRPrune(t *testing.T) {
 			logWrite(t, b, f.ref, 100+i, "w", "", 0)
 		}
 		f.s.ShipOnce(ctx)
-		p, err := PlanPITRRestore(ctx, f.st, f.prefix, time.Now())
+		p, err := PlanPITRRestore(ctx, f.st, f.prefix, time.Now(), t.TempDir())
 		if err != nil || len(restored(t, p)) != 100 {
 			t.Fatalf("after shipping on: %v", err)
 		}

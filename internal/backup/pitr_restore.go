@@ -21,18 +21,26 @@ var ErrRestoreTime = errors.New("pitr: the instant is outside the restorable win
 
 // PITRPlan is a restore of a history to an instant, verified: the base
 // to load and the records to replay after it (docs/backup-design.md
-// section 7, "The cut").
+// section 7, "The cut"). Close removes the replay's spill file.
 type PITRPlan struct {
 	Prefix string
 	Head   format.PITRHead
 	Base   format.PITRBase
 	// Backup is the base, opened and verified (every data file).
 	Backup *format.Backup
-	// Records are the changes after the base's position up to the cut,
-	// in Seq order, hidden records left out.
-	Records []format.PITRRecord
+	// Replay holds the changes after the base's position up to the cut,
+	// in Seq order, hidden records left out, on disk (pitr_replay.go).
+	Replay *replay
 	// Cut is the last Seq the restore includes.
 	Cut int64
+}
+
+// Close removes the plan's replay file.
+func (p *PITRPlan) Close() error {
+	if p == nil {
+		return nil
+	}
+	return p.Replay.Close()
 }
 
 // mappedSource reads a base, whose files the backup names under its ARN's
@@ -68,13 +76,14 @@ func (s mappedSource) Size(ctx context.Context, key string) (int64, error) {
 
 // PlanPITRRestore picks the newest base taken at or before at and the
 // newest segment of the history (pinPITR), then plans the restore from
-// them (planPITR).
-func PlanPITRRestore(ctx context.Context, st blobstore.Store, prefix string, at time.Time) (*PITRPlan, error) {
+// them (planPITR), its replay spilled into dir ("": the system's
+// temporary directory). The caller closes the plan.
+func PlanPITRRestore(ctx context.Context, st blobstore.Store, prefix string, at time.Time, dir string) (*PITRPlan, error) {
 	pin, err := pinPITR(ctx, st, prefix, at)
 	if err != nil {
 		return nil, err
 	}
-	return planPITR(ctx, st, prefix, at, pin)
+	return planPITR(ctx, st, prefix, at, pin, dir)
 }
 
 // planPITRExport is PlanPITRRestore without the base's upfront read:
@@ -82,12 +91,12 @@ func PlanPITRRestore(ctx context.Context, st blobstore.Store, prefix string, at 
 // (format.Backup.Items) and, failing, removes what it wrote, and its
 // manifest-summary.json is written last, so a damaged base leaves no
 // export that looks whole. The base is read once instead of twice.
-func planPITRExport(ctx context.Context, st blobstore.Store, prefix string, at time.Time) (*PITRPlan, error) {
+func planPITRExport(ctx context.Context, st blobstore.Store, prefix string, at time.Time, dir string) (*PITRPlan, error) {
 	pin, err := pinPITR(ctx, st, prefix, at)
 	if err != nil {
 		return nil, err
 	}
-	return planPITRVerify(ctx, st, prefix, at, pin, false)
+	return planPITRVerify(ctx, st, prefix, at, pin, dir, false)
 }
 
 // planPITR plans a restore of the history to at from the pinned base and
@@ -99,12 +108,13 @@ func planPITRExport(ctx context.Context, st blobstore.Store, prefix string, at t
 // ranges, the tail present). A damaged or missing object fails the plan
 // naming its key in the store. The log is cut at the records with a
 // write time at or before at, shortened so that every transaction in it
-// is whole.
-func planPITR(ctx context.Context, st blobstore.Store, prefix string, at time.Time, pin pitrPin) (*PITRPlan, error) {
-	return planPITRVerify(ctx, st, prefix, at, pin, true)
+// is whole. The records after the base are spilled into dir as the
+// history is read (pitr_replay.go): planning holds no image in memory.
+func planPITR(ctx context.Context, st blobstore.Store, prefix string, at time.Time, pin pitrPin, dir string) (*PITRPlan, error) {
+	return planPITRVerify(ctx, st, prefix, at, pin, dir, true)
 }
 
-func planPITRVerify(ctx context.Context, st blobstore.Store, prefix string, at time.Time, pin pitrPin, verifyBase bool) (*PITRPlan, error) {
+func planPITRVerify(ctx context.Context, st blobstore.Store, prefix string, at time.Time, pin pitrPin, dir string, verifyBase bool) (*PITRPlan, error) {
 	hb, err := readObject(ctx, st, format.PITRHeadKey(prefix))
 	if err != nil {
 		return nil, err
@@ -138,14 +148,47 @@ func planPITRVerify(ctx context.Context, st blobstore.Store, prefix string, at t
 	} else if err := b.CheckSizes(ctx); err != nil {
 		return nil, src.named(err)
 	}
-	// Every record up to the instant, for the transaction counts (a
-	// transaction may straddle the base's position): the longest prefix
-	// of the log whose writes were decided at or before the instant (a
-	// backend may make records readable later than their commit, so the
-	// log's At would cut late).
-	var upto []format.PITRRecord
-	mark, err := readHistory(ctx, st, prefix, pin.Tail, func(recs []format.PITRRecord) error {
-		for _, r := range recs {
+	rp, err := newReplayBuilder(dir, b.Schema)
+	if err != nil {
+		return nil, err
+	}
+	mark, last, spans, err := readReplay(ctx, st, prefix, at, pin.Tail, base.Position, rp)
+	if err != nil {
+		rp.abort()
+		return nil, err
+	}
+	var pruned map[string]int
+	if mark != nil {
+		if mark.After > base.Position {
+			// The records between the base and the prune are gone.
+			rp.abort()
+			return nil, fmt.Errorf("%w: %s: the history was pruned past this base (records up to %d are gone, the base covers %d)",
+				format.ErrSegment, baseKey, mark.After, base.Position)
+		}
+		pruned = mark.Open
+	}
+	cut := wholeCut(spans, pruned, last)
+	replay, err := rp.finish(cut)
+	if err != nil {
+		return nil, err
+	}
+	return &PITRPlan{Prefix: prefix, Head: head.PITRHead, Base: base, Backup: b, Replay: replay,
+		Cut: max(base.Position, head.Start, cut)}, nil
+}
+
+// readReplay reads a history up to the instant at, for a plan from a
+// base at position: every record whose write was decided at or before at
+// (the longest such prefix of the log: a backend may make records
+// readable later than their commit, so the log's At would cut late),
+// each after the base into the replay builder, and every transaction's
+// span, for the cut (a transaction may straddle the base's position).
+// It answers the prune mark the read started from and the last Seq read.
+func readReplay(ctx context.Context, st blobstore.Store, prefix string, at time.Time, tail, position int64, rp *replayBuilder) (*format.PITRPruned, int64, map[string]*txnSpan, error) {
+	spans := map[string]*txnSpan{}
+	var last int64
+	mark, err := readHistory(ctx, st, prefix, tail, func(recs []format.PITRRecord) error {
+		for i := range recs {
+			r := &recs[i]
 			ts := r.Time
 			if ts == "" {
 				ts = r.At
@@ -157,71 +200,34 @@ func planPITRVerify(ctx context.Context, st blobstore.Store, prefix string, at t
 			if t.After(at) {
 				return errStopHistory
 			}
-			upto = append(upto, r)
+			if r.Txn != "" {
+				s := spans[r.Txn]
+				if s == nil {
+					s = &txnSpan{first: r.Seq, before: last}
+					spans[r.Txn] = s
+				}
+				s.last, s.total = r.Seq, r.TxnCount
+				s.count++
+			}
+			last = r.Seq
+			if r.Seq > position && !r.Hidden {
+				if err := rp.add(r); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopHistory) {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	var pruned map[string]int
-	if mark != nil {
-		if mark.After > base.Position {
-			// The records between the base and the prune are gone.
-			return nil, fmt.Errorf("%w: %s: the history was pruned past this base (records up to %d are gone, the base covers %d)",
-				format.ErrSegment, baseKey, mark.After, base.Position)
-		}
-		pruned = mark.Open
+	if mark != nil && last == 0 {
+		last = mark.After
 	}
-	upto = cutWhole(upto, pruned)
-	plan := &PITRPlan{Prefix: prefix, Head: head.PITRHead, Base: base, Backup: b, Cut: max(base.Position, head.Start)}
-	for _, r := range upto {
-		plan.Cut = max(plan.Cut, r.Seq)
-		if r.Seq > base.Position && !r.Hidden {
-			plan.Records = append(plan.Records, r)
-		}
-	}
-	return plan, nil
+	return mark, last, spans, nil
 }
 
 var errStopHistory = errors.New("stop")
-
-// cutWhole shortens a log prefix until every transaction in it has all
-// its records: the cut moves back to before the first record of a
-// transaction found incomplete, which may make another incomplete, so it
-// repeats until none is.
-//
-// pruned counts, per transaction, its records in segments pruned away:
-// those count as seen, and the first record of such a transaction is
-// taken to be the log's first (a cut before it keeps none of the log).
-func cutWhole(recs []format.PITRRecord, pruned map[string]int) []format.PITRRecord {
-	for {
-		count := map[string]int{}
-		first := map[string]int{}
-		for txn, n := range pruned {
-			count[txn], first[txn] = n, 0
-		}
-		for i, r := range recs {
-			if r.Txn == "" {
-				continue
-			}
-			if _, ok := first[r.Txn]; !ok {
-				first[r.Txn] = i
-			}
-			count[r.Txn]++
-		}
-		cut := len(recs)
-		for _, r := range recs {
-			if r.Txn != "" && count[r.Txn] < r.TxnCount && first[r.Txn] < cut {
-				cut = first[r.Txn]
-			}
-		}
-		if cut == len(recs) {
-			return recs
-		}
-		recs = recs[:cut]
-	}
-}
 
 // pitrJobScheme starts the key of a point-in-time restore job, which the
 // job row keeps where a restore from a backup keeps the backup's ARN:
@@ -265,28 +271,17 @@ func parsePITRJob(key string) (prefix string, at time.Time, pin *pitrPin, ok boo
 	return prefix, time.UnixMilli(ms), pin, true
 }
 
-// planJob plans the restore a job key names. The plan's records keep no
-// OldImage: a restore replays new images only, and the plan holds every
-// record of the replay while the job loads.
-func planJob(ctx context.Context, st blobstore.Store, key string) (*PITRPlan, error) {
+// planJob plans the restore a job key names, its replay spilled into
+// dir. The caller closes the plan.
+func planJob(ctx context.Context, st blobstore.Store, key, dir string) (*PITRPlan, error) {
 	prefix, at, pin, ok := parsePITRJob(key)
 	if !ok {
 		return nil, fmt.Errorf("restore: %q is not a point-in-time restore job", key)
 	}
-	var plan *PITRPlan
-	var err error
 	if pin == nil {
-		plan, err = PlanPITRRestore(ctx, st, prefix, at)
-	} else {
-		plan, err = planPITR(ctx, st, prefix, at, *pin)
+		return PlanPITRRestore(ctx, st, prefix, at, dir)
 	}
-	if err != nil {
-		return nil, err
-	}
-	for i := range plan.Records {
-		plan.Records[i].OldImage = nil
-	}
-	return plan, nil
+	return planPITR(ctx, st, prefix, at, *pin, dir)
 }
 
 // pitrJobRecord is the backup record a point-in-time restore job runs
@@ -331,69 +326,6 @@ func (m *Manager) RestorePITRUpTo(ctx context.Context, prefix string, at time.Ti
 	key := PITRJobKey(prefix, at, pin.Base, pin.Tail)
 	b, _ := pitrJobRecord(key)
 	return m.RestoreTable(ctx, b, account, name, func(ctx context.Context) (*backend.Table, error) { return create(ctx, key) })
-}
-
-// replayKey identifies an item of the target by its storage keys.
-type replayKey struct{ pk, sk string }
-
-// replayed is what a plan's records leave of the items they touch: every
-// key they write, and the puts of the keys whose last record has a new
-// image, in the order of each key's first record. The base's items with
-// a key in keys are not loaded; the puts are, after the base: the
-// restored state is each key's last record, or its base item when no
-// record touched it. Full images make this the state the replay in order
-// reaches (a record means "the item is now NewImage", or absent).
-type replayed struct {
-	keys  map[replayKey]bool
-	puts  []backend.BulkItem
-	sizes []int64
-}
-
-// replayRecords folds a plan's records (in Seq order) into their final
-// state per key, with the target's item loader.
-func replayRecords(recs []format.PITRRecord, load func(item []byte) (pk, sk []byte, ch backend.Change, err error)) (*replayed, error) {
-	type last struct {
-		item []byte
-		pk   []byte
-		sk   []byte
-		ch   backend.Change
-	}
-	final := map[replayKey]*last{}
-	var order []replayKey
-	for _, r := range recs {
-		img := r.NewImage
-		put := len(img) > 0 && string(img) != "null"
-		if !put {
-			img = r.Keys
-		}
-		if len(img) == 0 {
-			return nil, fmt.Errorf("restore: record %d has neither keys nor a new image", r.Seq)
-		}
-		// img is the record's own copy (decoded from its segment), which
-		// the change may keep.
-		pk, sk, ch, err := load(img)
-		if err != nil {
-			return nil, fmt.Errorf("restore: record %d: %w", r.Seq, err)
-		}
-		k := replayKey{string(pk), string(sk)}
-		if _, ok := final[k]; !ok {
-			order = append(order, k)
-		}
-		l := &last{pk: pk, sk: sk}
-		if put {
-			l.item, l.ch = img, ch
-		}
-		final[k] = l
-	}
-	out := &replayed{keys: make(map[replayKey]bool, len(final))}
-	for _, k := range order {
-		out.keys[k] = true
-		if l := final[k]; l.item != nil {
-			out.puts = append(out.puts, backend.BulkItem{PK: l.pk, SK: l.sk, Change: l.ch})
-			out.sizes = append(out.sizes, int64(len(format.LinePrefix)+len(l.item)+len(format.LineSuffix)))
-		}
-	}
-	return out, nil
 }
 
 // StoreHistory is a table's history found in the store alone (no

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,12 +56,17 @@ func restored(t *testing.T, p *PITRPlan) map[string]string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range p.Records {
-		if r.Event == "REMOVE" {
-			delete(out, string(r.Keys))
+	// Every record of the replay, in order (the oracle does not rely on
+	// the replay's own fold).
+	if err := p.Replay.each(func(_ int64, put, _ bool, img []byte) error {
+		if put {
+			out[keysOf(t, img)] = string(img)
 		} else {
-			out[string(r.Keys)] = string(r.NewImage)
+			delete(out, string(img))
 		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -122,7 +127,7 @@ func TestPITRPlanCutsAtTheInstant(t *testing.T) {
 			{t4, "b b b b b absent tx tx a a"},
 		}
 		for n, c := range cases {
-			p, err := PlanPITRRestore(ctx, st, prefix, c.at)
+			p, err := PlanPITRRestore(ctx, st, prefix, c.at, t.TempDir())
 			if err != nil {
 				t.Fatalf("t%d: %v", n, err)
 			}
@@ -135,7 +140,7 @@ func TestPITRPlanCutsAtTheInstant(t *testing.T) {
 				t.Fatalf("t%d: %s, want %s", n, strings.Join(got, " "), c.want)
 			}
 		}
-		if _, err := PlanPITRRestore(ctx, st, prefix, before); !errors.Is(err, ErrRestoreTime) {
+		if _, err := PlanPITRRestore(ctx, st, prefix, before, t.TempDir()); !errors.Is(err, ErrRestoreTime) {
 			t.Fatalf("before the first base: %v", err)
 		}
 		// A flipped byte in the base's data file.
@@ -147,43 +152,58 @@ func TestPITRPlanCutsAtTheInstant(t *testing.T) {
 		}
 		data[len(data)/2] ^= 1
 		st.Put(ctx, key, strings.NewReader(string(data)))
-		_, err = PlanPITRRestore(ctx, st, prefix, t4)
+		_, err = PlanPITRRestore(ctx, st, prefix, t4, t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Fatalf("damaged base: %v", err)
 		}
 	})
 }
 
-func TestCutWhole(t *testing.T) {
-	r := func(seq int64, txn string, n int) format.PITRRecord {
-		return format.PITRRecord{Seq: seq, Txn: txn, TxnCount: n}
+func TestWholeCut(t *testing.T) {
+	type rec struct {
+		seq   int64
+		txn   string
+		total int
 	}
-	seqs := func(rs []format.PITRRecord) string {
-		var s []string
-		for _, x := range rs {
-			s = append(s, fmt.Sprint(x.Seq))
+	cut := func(recs []rec, pruned map[string]int) int64 {
+		spans := map[string]*txnSpan{}
+		var last int64
+		for _, r := range recs {
+			if r.txn != "" {
+				s := spans[r.txn]
+				if s == nil {
+					s = &txnSpan{first: r.seq, before: last}
+					spans[r.txn] = s
+				}
+				s.last, s.total = r.seq, r.total
+				s.count++
+			}
+			last = r.seq
 		}
-		return strings.Join(s, ",")
+		return wholeCut(spans, pruned, last)
 	}
 	// B is complete only with its record after A's first: cutting A
 	// makes B incomplete too.
-	in := []format.PITRRecord{r(1, "", 0), r(2, "A", 2), r(3, "B", 2), r(4, "B", 2)}
-	if got := seqs(cutWhole(in, nil)); got != "1" {
-		t.Fatalf("got %s", got)
+	if got := cut([]rec{{1, "", 0}, {2, "A", 2}, {3, "B", 2}, {4, "B", 2}}, nil); got != 1 {
+		t.Fatalf("got %d", got)
 	}
-	in = []format.PITRRecord{r(1, "A", 2), r(2, "A", 2), r(3, "", 0), r(4, "C", 3), r(5, "C", 3)}
-	if got := seqs(cutWhole(in, nil)); got != "1,2,3" {
-		t.Fatalf("got %s", got)
+	if got := cut([]rec{{1, "A", 2}, {2, "A", 2}, {3, "", 0}, {4, "C", 3}, {5, "C", 3}}, nil); got != 3 {
+		t.Fatalf("got %d", got)
+	}
+	// A straddles B, which is whole: cutting A (incomplete) cuts B.
+	if got := cut([]rec{{1, "", 0}, {2, "B", 2}, {3, "A", 3}, {4, "B", 2}, {5, "A", 3}}, nil); got != 1 {
+		t.Fatalf("got %d", got)
 	}
 	// D has one record in a pruned segment: it is whole with it, and a
 	// cut of D goes back to the log's start.
-	in = []format.PITRRecord{r(5, "D", 2), r(6, "", 0)}
-	if got := seqs(cutWhole(in, map[string]int{"D": 1})); got != "5,6" {
-		t.Fatalf("got %s", got)
+	if got := cut([]rec{{5, "D", 2}, {6, "", 0}}, map[string]int{"D": 1}); got != 6 {
+		t.Fatalf("got %d", got)
 	}
-	in = []format.PITRRecord{r(5, "", 0), r(6, "E", 3)}
-	if got := seqs(cutWhole(in, map[string]int{"E": 1})); got != "" {
-		t.Fatalf("got %s", got)
+	if got := cut([]rec{{5, "", 0}, {6, "E", 3}}, map[string]int{"E": 1}); got != 0 {
+		t.Fatalf("got %d", got)
+	}
+	if got := cut(nil, nil); got != 0 {
+		t.Fatalf("empty: got %d", got)
 	}
 }
 
@@ -281,31 +301,67 @@ func TestPITRRestoreReplays(t *testing.T) {
 	})
 }
 
-// TestReplayRecordsFolds: the replay's final state per key, in the order
-// of each key's first record.
-func TestReplayRecordsFolds(t *testing.T) {
-	load, _ := testRestorer{}.ItemLoader(nil)
-	rec := func(seq int64, i int, v string) format.PITRRecord {
+// TestReplayFolds: the replay's final state per key (its last record),
+// in Seq order, from a spill file; records after the cut are not part
+// of it.
+func TestReplayFolds(t *testing.T) {
+	schema := format.KeySchema{HashName: "pk", HashType: attr.S, RangeName: "sk", RangeType: attr.N}
+	b, err := newReplayBuilder(t.TempDir(), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(seq int64, i int, v string) *format.PITRRecord {
 		_, _, raw := item(i, v)
-		r := format.PITRRecord{Seq: seq, Keys: json.RawMessage(keysOf(t, raw))}
+		r := &format.PITRRecord{Seq: seq, Keys: json.RawMessage(keysOf(t, raw))}
 		if v != "" {
 			r.NewImage = raw
 		}
 		return r
 	}
-	rp, err := replayRecords([]format.PITRRecord{rec(1, 1, "a"), rec(2, 2, "a"), rec(3, 1, "b"), rec(4, 2, ""),
-		rec(5, 3, ""), rec(6, 3, "c")}, load)
+	for _, r := range []*format.PITRRecord{rec(1, 1, "a"), rec(2, 2, "a"), rec(3, 1, "b"), rec(4, 2, ""),
+		rec(5, 3, ""), rec(6, 3, "c"), rec(7, 4, "d"), rec(8, 3, "e")} {
+		if err := b.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rp, err := b.finish(7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rp.keys) != 3 || len(rp.puts) != 2 {
-		t.Fatalf("keys %d puts %d, want 3 and 2", len(rp.keys), len(rp.puts))
+	name := rp.f.Name()
+	if rp.records != 7 || rp.puts != 3 || len(rp.last) != 4 {
+		t.Fatalf("records %d puts %d keys %d, want 7, 3 and 4", rp.records, rp.puts, len(rp.last))
 	}
-	for i, want := range []string{"b", "c"} {
-		it, _ := attr.DecodeItem(rp.puts[i].Change.Item)
-		if v := strings.TrimSuffix(it["v"].Str, strings.Repeat("x", 100)); v != want {
-			t.Fatalf("put %d: %q, want %q", i, v, want)
+	var got []string
+	if err := rp.EachPut(func(img []byte) error {
+		it, _ := attr.DecodeItem(img)
+		got = append(got, strings.TrimSuffix(it["v"].Str, strings.Repeat("x", 100)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "b c d" {
+		t.Fatalf("puts %q, want b c d", got)
+	}
+	key := func(i int) format.Key {
+		_, _, raw := item(i, "")
+		it, _ := attr.DecodeItem(raw)
+		k, err := schema.KeyOf(it)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return k
+	}
+	for i, want := range map[int]bool{1: true, 2: true, 3: true, 4: true, 5: false} {
+		if rp.Touches(key(i)) != want {
+			t.Fatalf("Touches(item %d) = %v", i, !want)
+		}
+	}
+	if err := rp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Fatalf("the spill file is still there: %v", err)
 	}
 }
 
@@ -445,10 +501,10 @@ func TestPITRRestoreTakenOver(t *testing.T) {
 	})
 }
 
-// TestPITRRestoreJobPlanDropsOldImages: a restore job's plan holds its
-// records without their OldImage (a restore replays new images only);
-// an export's plan keeps them.
-func TestPITRRestoreJobPlanDropsOldImages(t *testing.T) {
+// TestPITRPlansReplayNewImages: an export's plan and a restore job's
+// plan replay the same records, new images only (a record's OldImage is
+// not spilled).
+func TestPITRPlansReplayNewImages(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend.Backend) {
 		ctx := context.Background()
 		st := memstore.New()
@@ -475,24 +531,30 @@ func TestPITRRestoreJobPlanDropsOldImages(t *testing.T) {
 		at := time.Now()
 		s.ShipOnce(ctx)
 		prefix := format.PITRPrefix(account, "plan2", pitrTable(ref).Incarnation())
-		ex, err := planPITRExport(ctx, st, prefix, at)
+		ex, err := planPITRExport(ctx, st, prefix, at, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ex.Records) != 3 || len(ex.Records[0].OldImage) == 0 {
-			t.Fatalf("export plan: %d records, first OldImage %q", len(ex.Records), ex.Records[0].OldImage)
+		defer ex.Close()
+		if ex.Replay.records != 3 {
+			t.Fatalf("export plan: %d records, want 3", ex.Replay.records)
 		}
-		p, err := planJob(ctx, st, pitrJobScheme+prefix+"@"+strconv.FormatInt(at.UnixMilli(), 10))
+		p, err := planJob(ctx, st, pitrJobScheme+prefix+"@"+strconv.FormatInt(at.UnixMilli(), 10), t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Records) != 3 {
-			t.Fatalf("restore plan: %d records, want 3", len(p.Records))
+		defer p.Close()
+		if p.Replay.records != 3 {
+			t.Fatalf("restore plan: %d records, want 3", p.Replay.records)
 		}
-		for _, r := range p.Records {
-			if r.OldImage != nil || len(r.NewImage) == 0 {
-				t.Fatalf("restore plan record %d: OldImage %q, NewImage %q", r.Seq, r.OldImage, r.NewImage)
+		if err := p.Replay.each(func(seq int64, put, _ bool, img []byte) error {
+			it, err := attr.DecodeItem(img)
+			if err != nil || !put || !strings.HasPrefix(it["v"].Str, "b") {
+				t.Fatalf("restore plan record %d: %s (put %v), want the new image", seq, img, put)
 			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 		if got := value(t, restored(t, p), 1); got != "b" {
 			t.Fatalf("restored item 1: %s, want b", got)

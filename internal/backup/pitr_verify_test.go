@@ -263,21 +263,21 @@ func TestPITRPlanNeedsItsPinnedObjects(t *testing.T) {
 	if pin.Tail == 0 || format.SegmentKey(f.prefix, pin.Tail) != segs[len(segs)-1] {
 		t.Fatalf("pinned tail %d, segments %v", pin.Tail, segs)
 	}
-	if _, err := planPITR(ctx, f.st, f.prefix, at, pin); err != nil {
+	if _, err := planPITR(ctx, f.st, f.prefix, at, pin, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	last := segs[len(segs)-1]
 	os.Remove(f.path(format.SegmentSidecarKey(last)))
-	if _, err := planPITR(ctx, f.st, f.prefix, at, pin); err == nil || !strings.Contains(err.Error(), format.SegmentSidecarKey(last)) {
+	if _, err := planPITR(ctx, f.st, f.prefix, at, pin, t.TempDir()); err == nil || !strings.Contains(err.Error(), format.SegmentSidecarKey(last)) {
 		t.Fatalf("the pinned tail's sidecar removed: %v", err)
 	}
 	os.Remove(f.path(last))
-	if _, err := planPITR(ctx, f.st, f.prefix, at, pin); err == nil || !strings.Contains(err.Error(), last) {
+	if _, err := planPITR(ctx, f.st, f.prefix, at, pin, t.TempDir()); err == nil || !strings.Contains(err.Error(), last) {
 		t.Fatalf("the pinned tail removed: %v", err)
 	}
 	baseKey := format.BaseKey(f.prefix, pin.Base)
 	os.Remove(f.path(baseKey))
-	if _, err := planPITR(ctx, f.st, f.prefix, at, pin); err == nil || !strings.Contains(err.Error(), baseKey) {
+	if _, err := planPITR(ctx, f.st, f.prefix, at, pin, t.TempDir()); err == nil || !strings.Contains(err.Error(), baseKey) {
 		t.Fatalf("the pinned base's position object removed: %v", err)
 	}
 }
@@ -352,9 +352,14 @@ func TestPITRTakeoverRestoresThePinnedPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.ShipOnce(ctx)
-		if plan, err := PlanPITRRestore(ctx, st, prefix, at); err != nil || len(plan.Records) != 101 {
-			t.Fatalf("a plan made now: %v records, %v; want 101 (the late record in)", len(plan.Records), err)
+		plan, err := PlanPITRRestore(ctx, st, prefix, at, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
 		}
+		if plan.Replay.records != 101 {
+			t.Fatalf("a plan made now: %d records, want 101 (the late record in)", plan.Replay.records)
+		}
+		plan.Close()
 		time.Sleep(300 * time.Millisecond) // the claim is stale by its heartbeat
 		other := newManager(t, otherServer(b), st, func(c *Config) {
 			c.StaleAfter = 100 * time.Millisecond

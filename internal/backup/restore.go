@@ -456,9 +456,10 @@ func (m *Manager) restore(ctx context.Context, b backend.BackupRecord, target *b
 	var plan *PITRPlan
 	if _, _, _, ok := parsePITRJob(b.ARN); ok {
 		prog.setPhase("verify")
-		if plan, err = planJob(ctx, m.st, b.ARN); err != nil {
+		if plan, err = planJob(ctx, m.st, b.ARN, m.cfg.SpoolDir); err != nil {
 			return 0, 0, err
 		}
+		defer plan.Close()
 		bk = plan.Backup
 		prog.setTotals(bk.ItemCount, bk.UncompressedBytes)
 	} else {
