@@ -95,28 +95,56 @@ func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail in
 		}
 	}
 	reached := tail <= 0
+	// What to read, in order; a missing object fails the read when it
+	// is reached (fn may stop before).
+	var todo []readSegment
 	for i, f := range firsts {
 		if tail >= 0 && f > tail {
 			break
 		}
 		key := format.SegmentKey(prefix, f)
-		if !sidecars[f] {
-			if tail < 0 && i == len(firsts)-1 {
-				break // being published: not part of the history yet
+		switch {
+		case !sidecars[f] && tail < 0 && i == len(firsts)-1:
+			// being published: not part of the history yet
+		case !sidecars[f]:
+			todo = append(todo, readSegment{err: fmt.Errorf("%w: %s: missing", format.ErrSegment, format.SegmentSidecarKey(key))})
+		case !segs[f]:
+			todo = append(todo, readSegment{err: fmt.Errorf("%w: %s: missing (its sidecar is there)", format.ErrSegment, key)})
+		default:
+			todo = append(todo, readSegment{key: key})
+		}
+	}
+	// The segments are read and verified ahead, on a goroutine of their
+	// own, while fn takes the ones before (two in flight at most).
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ahead := make(chan readSegment, 1)
+	go func() {
+		defer close(ahead)
+		for _, r := range todo {
+			if r.err == nil {
+				r = readVerified(rctx, st, r.key)
 			}
-			return mark, fmt.Errorf("%w: %s: missing", format.ErrSegment, format.SegmentSidecarKey(key))
+			select {
+			case ahead <- r:
+			case <-rctx.Done():
+				return
+			}
+			if r.err != nil {
+				return
+			}
 		}
-		if !segs[f] {
-			return mark, fmt.Errorf("%w: %s: missing (its sidecar is there)", format.ErrSegment, key)
+	}()
+	defer func() {
+		cancel()
+		for range ahead {
 		}
-		sb, err := readObject(ctx, st, format.SegmentSidecarKey(key))
-		if err != nil {
-			return mark, err
+	}()
+	for r := range ahead {
+		if r.err != nil {
+			return mark, r.err
 		}
-		side, err := format.ParseSegmentSidecar(format.SegmentSidecarKey(key), sb)
-		if err != nil {
-			return mark, err
-		}
+		f, key, side := r.side.First, r.key, r.side
 		if side.Prev != prev {
 			if prevKey == "" {
 				return mark, fmt.Errorf("%w: %s: does not start the history (a segment before it is missing, or it was replaced)", format.ErrSegment, key)
@@ -124,18 +152,10 @@ func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail in
 			return mark, fmt.Errorf("%w: %s: does not follow %s (a segment between them is missing, or one was reordered or replaced)",
 				format.ErrSegment, key, prevKey)
 		}
-		if side.First != f || side.First <= last {
+		if side.First <= last {
 			return mark, fmt.Errorf("%w: %s: range %d-%d overlaps or does not match its name", format.ErrSegment, key, side.First, side.Last)
 		}
-		data, err := readObject(ctx, st, key)
-		if err != nil {
-			return mark, err
-		}
-		recs, err := format.VerifySegment(key, data, side)
-		if err != nil {
-			return mark, err
-		}
-		if err := fn(recs); err != nil {
+		if err := fn(r.recs); err != nil {
 			return mark, err
 		}
 		prev, last, prevKey = side.Hash(), side.Last, key
@@ -151,6 +171,39 @@ func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail in
 		return mark, fmt.Errorf("%w: %s: missing (the restore was planned with it)", format.ErrSegment, key)
 	}
 	return mark, nil
+}
+
+// readSegment is a segment read and verified against its sidecar.
+type readSegment struct {
+	key  string
+	side format.SegmentSidecar
+	recs []format.PITRRecord
+	err  error
+}
+
+// readVerified reads the segment key and its sidecar and verifies the
+// one against the other (hash, records, range, its name).
+func readVerified(ctx context.Context, st blobstore.Store, key string) readSegment {
+	r := readSegment{key: key}
+	sb, err := readObject(ctx, st, format.SegmentSidecarKey(key))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	if r.side, r.err = format.ParseSegmentSidecar(format.SegmentSidecarKey(key), sb); r.err != nil {
+		return r
+	}
+	if f, _, ok := format.SegmentFirst(key); !ok || r.side.First != f {
+		r.err = fmt.Errorf("%w: %s: range %d-%d overlaps or does not match its name", format.ErrSegment, key, r.side.First, r.side.Last)
+		return r
+	}
+	data, err := readObject(ctx, st, key)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.recs, r.err = format.VerifySegment(key, data, r.side)
+	return r
 }
 
 // pitrPin is what a point-in-time restore job reads, fixed when the job

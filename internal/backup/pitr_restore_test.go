@@ -18,7 +18,7 @@ import (
 )
 
 // keysOf is the canonical keys JSON of a test item.
-func keysOf(t *testing.T, raw []byte) string {
+func keysOf(t testing.TB, raw []byte) string {
 	t.Helper()
 	it, err := attr.DecodeItem(raw)
 	if err != nil {
@@ -30,7 +30,7 @@ func keysOf(t *testing.T, raw []byte) string {
 // logWrite writes item i (v, or a delete when v is "") with a record as
 // the engine would log it, in transaction txn of count records when txn
 // is set.
-func logWrite(t *testing.T, b backend.Backend, ref backend.TableRef, i int, v, txn string, count int) {
+func logWrite(t testing.TB, b backend.Backend, ref backend.TableRef, i int, v, txn string, count int) {
 	t.Helper()
 	pk, sk, raw := item(i, v)
 	r := format.PITRRecord{Event: "MODIFY", Keys: json.RawMessage(keysOf(t, raw)), NewImage: raw, Txn: txn, TxnCount: count,

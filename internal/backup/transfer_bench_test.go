@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/extenddb/extenddb/internal/backend"
 	"github.com/extenddb/extenddb/internal/blobstore"
+	"github.com/extenddb/extenddb/internal/blobstore/memstore"
 	"github.com/extenddb/extenddb/internal/format"
 	"github.com/extenddb/extenddb/internal/format/awsexport"
 )
@@ -164,4 +166,45 @@ func encodeExportAlone(b *testing.B, items []benchItem) {
 	if _, err := w.Finish(ctx, time.Now()); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkPITRPlan: planning a restore (reading, verifying and decoding
+// every segment, spilling the replay) of a history of
+// EXTENDDB_PLAN_BENCH_RECORDS (default 30,000) changes of ~1 KiB items
+// after its base.
+func BenchmarkPITRPlan(b *testing.B) {
+	n := 30000
+	if v, _ := strconv.Atoi(os.Getenv("EXTENDDB_PLAN_BENCH_RECORDS")); v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	be := backends(b)[0].open(b)
+	ref := createTable(b, be, "planbench")
+	st := memstore.New()
+	m := newManager(b, be, st, nil)
+	s, err := NewShipper(m, &testPITR{tables: []PITRTable{pitrTable(ref)}}, PITRConfig{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.ShipOnce(ctx) // the head and an empty base
+	pad := strings.Repeat("y", 900)
+	for i := range n {
+		logWrite(b, be, ref, i%(n/2), pad+strconv.Itoa(i), "", 0)
+	}
+	s.ShipOnce(ctx)
+	at := time.Now()
+	prefix := format.PITRPrefix(account, "planbench", pitrTable(ref).Incarnation())
+	dir := b.TempDir()
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := PlanPITRRestore(ctx, st, prefix, at, dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Replay.records != int64(n) {
+			b.Fatalf("%d records, want %d", p.Replay.records, n)
+		}
+		p.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/record")
 }
