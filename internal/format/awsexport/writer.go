@@ -200,10 +200,10 @@ type Writer struct {
 }
 
 // dataFile is the data file being written: its lines go through gzip
-// and an MD5 into a pipe that Put reads.
+// and an MD5 into a pipe (bufPipe) that Put reads.
 type dataFile struct {
 	key   string
-	pw    *io.PipeWriter
+	pw    *bufPipe
 	gz    *gzip.Writer
 	md5   hash.Hash
 	raw   int64
@@ -261,12 +261,12 @@ func (w *Writer) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	f := &dataFile{key: w.dir + "/" + DataDir + "/" + name + w.ext(), pw: pw, md5: md5.New(), done: make(chan error, 1)}
-	f.gz = gzip.NewWriter(io.MultiWriter(pw, f.md5))
+	pipe := newBufPipe()
+	f := &dataFile{key: w.dir + "/" + DataDir + "/" + name + w.ext(), pw: pipe, md5: md5.New(), done: make(chan error, 1)}
+	f.gz = gzip.NewWriter(io.MultiWriter(pipe, f.md5))
 	go func() {
-		err := w.st.Put(ctx, f.key, pr)
-		pr.CloseWithError(err) // unblock the writer if Put stopped early
+		err := w.st.Put(ctx, f.key, pipe)
+		pipe.CloseRead(err) // unblock the writer if Put stopped early
 		f.done <- err
 	}()
 	if w.p.Format == FormatION {
