@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -210,7 +211,13 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 	if err := x.waitShipped(ctx, job, at); err != nil {
 		return nil, err
 	}
-	plan, err := planPITRExport(ctx, x.m.st, job.HistoryPrefix, at, x.m.cfg.SpoolDir)
+	// The plan's replay spills into a spool directory of this server's.
+	dir, err := x.m.newSpoolDir()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	plan, err := planPITRExport(ctx, x.m.st, job.HistoryPrefix, at, dir)
 	if errors.Is(err, ErrRestoreTime) && job.TimeDefault {
 		// Asked for within the first ship interval after point-in-time
 		// recovery was turned on, before the history's first base: the
@@ -218,7 +225,7 @@ func (x *Exports) export(ctx context.Context, job *exportJob) (*awsexport.Result
 		// and ExportTime says so.
 		if first, ferr := firstBaseTime(ctx, x.m.st, job.HistoryPrefix); ferr == nil && !first.IsZero() {
 			at = first
-			plan, err = planPITRExport(ctx, x.m.st, job.HistoryPrefix, at, x.m.cfg.SpoolDir)
+			plan, err = planPITRExport(ctx, x.m.st, job.HistoryPrefix, at, dir)
 		}
 	}
 	if err != nil {

@@ -244,6 +244,12 @@ func TestPITRRestoreVerifiesBeforeWriting(t *testing.T) {
 		if err != nil || len(res.Rows) != 120 {
 			t.Fatalf("restored %d items (%v), want 120", len(res.Rows), err)
 		}
+		// Failed or done, a restore leaves nothing in the spool
+		// directory (its replay's spill file goes with its job's
+		// directory).
+		if es, err := os.ReadDir(f.m.cfg.SpoolDir); err != nil || len(es) != 0 {
+			t.Fatalf("the spool directory holds %d entries (%v) after the restores", len(es), err)
+		}
 	})
 }
 

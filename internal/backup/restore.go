@@ -48,6 +48,16 @@ const spoolPrefix = "extenddb-restore-"
 // spoolDirPrefix is the name prefix of this catalog's spool directories.
 func (m *Manager) spoolDirPrefix() string { return spoolPrefix + m.catalogID + "." }
 
+// newSpoolDir makes a spool directory of this server's (which the
+// reconciler removes if the server dies before it does).
+func (m *Manager) newSpoolDir() (string, error) {
+	dir, err := os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
+	if err != nil {
+		return "", fmt.Errorf("spool directory: %w", err)
+	}
+	return dir, nil
+}
+
 // restoreBatch is the number of items written per atomic batch (of
 // restoreBulkBatch with a backend's bulk loader, ADR 0032: the batch's
 // fixed costs, a round trip, the fence and a commit, are most of a bulk
@@ -456,7 +466,12 @@ func (m *Manager) restore(ctx context.Context, b backend.BackupRecord, target *b
 	var plan *PITRPlan
 	if _, _, _, ok := parsePITRJob(b.ARN); ok {
 		prog.setPhase("verify")
-		if plan, err = planJob(ctx, m.st, b.ARN, m.cfg.SpoolDir); err != nil {
+		var dir string
+		if dir, err = m.newSpoolDir(); err != nil {
+			return 0, 0, fmt.Errorf("restore: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if plan, err = planJob(ctx, m.st, b.ARN, dir); err != nil {
 			return 0, 0, err
 		}
 		defer plan.Close()
@@ -479,9 +494,9 @@ func (m *Manager) restore(ctx context.Context, b backend.BackupRecord, target *b
 // the caller removes the directory (dir, set once it exists) after the
 // load, which reads the items from it.
 func (m *Manager) spoolBackup(ctx context.Context, b backend.BackupRecord, prog *jobProgress) (bk *format.Backup, dir string, err error) {
-	dir, err = os.MkdirTemp(m.cfg.SpoolDir, m.spoolDirPrefix()+m.cfg.Owner+"-")
+	dir, err = m.newSpoolDir()
 	if err != nil {
-		return nil, "", fmt.Errorf("restore: spool directory: %w", err)
+		return nil, "", fmt.Errorf("restore: %w", err)
 	}
 	// 1. Spool every object of the backup (again when resuming: a spool is
 	// never trusted without being verified, and verifying it costs as much
