@@ -19,11 +19,11 @@ import (
 // A replay is a point-in-time plan's records after its base, kept on disk
 // rather than in memory, so that restoring or exporting a history costs
 // the same memory whatever it holds (docs/backup-design.md section 7,
-// "The replay on disk"). Planning streams the history once: each record
-// after the base goes to a spill file (its Seq, its key's identity, and
-// its new image, or its keys for a removal), and each key's identity and
-// Seq to a slice that, once the cut is known, is sorted into every
-// touched key's last record. A reader then needs the slice and one
+// "The replay on disk"; ADR 0055). Planning streams the history once:
+// each record after the base goes to a spill file (its Seq, its key's
+// identity, and its new image, or its keys for a removal), and each key's
+// identity and Seq to a slice that, once the cut is known, is sorted into
+// every touched key's last record. A reader then needs the slice and one
 // sequential read of the file:
 //
 //   - a base item is left out when its key is touched (the replay decides
