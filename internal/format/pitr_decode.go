@@ -139,11 +139,15 @@ func (d *lineDecoder) int() (int64, bool) {
 	if d.i < len(d.b) && d.b[d.i] == '-' {
 		d.i++
 	}
+	digits := d.i
 	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
 		d.i++
 	}
+	if d.i-digits > 1 && d.b[digits] == '0' { // JSON has no leading zeros
+		return 0, false
+	}
 	n, err := strconv.ParseInt(string(d.b[start:d.i]), 10, 64)
-	if err != nil || d.i-start > 1 && d.b[start] == '0' {
+	if err != nil {
 		return 0, false
 	}
 	return n, true

@@ -41,7 +41,8 @@ func TestDecodeRecordIsJSON(t *testing.T) {
 		lines = append(lines, b)
 	}
 	lines = append(lines, []byte(`{}`), []byte(`{"Seq":1,"seq":2}`), []byte(`{"Seq":1,"Keys":null}`),
-		[]byte(`{"Seq":1,"Other":[1,2]}`), []byte(`{"Seq":1.0}`), []byte(`{"Seq":01}`), []byte(`{"Seq":-0}`),
+		[]byte(`{"Seq":1,"Other":[1,2]}`), []byte(`{"Seq":1.0}`), []byte(`{"Seq":01}`), []byte(`{"Seq":-0}`), []byte(`{"Seq":-01}`),
+		[]byte(`{"Seq":1,"TxnCount":-007}`), []byte(`{"Seq":99999999999999999999}`),
 		[]byte(` {"Seq":1}`), []byte(`{"Seq":1} `), []byte(`{"Seq":1,"Txn":"\u0061"}`),
 		[]byte(`{"Seq":1,"Keys":{"pk":{"S":"a`+"\x01"+`"}}}`), []byte(`{"Seq":1,"Hidden":tru}`))
 	fast := 0
