@@ -76,8 +76,21 @@ func TestJobProgressMetrics(t *testing.T) {
 	}
 	release <- struct{}{}
 	bk := *waitStatus(t, m, rec.ARN, backend.BackupAvailable)
-	if g := jobGauges(t, reg); len(g["extenddb_backup_job_items"]) != 0 {
-		t.Fatalf("a finished backup still shows progress: %v", g)
+	// The backup is AVAILABLE from its final catalog write; its job ends
+	// its progress when its goroutine returns, just after: wait for that
+	// (the running-jobs gauge back to 0), then the series must be gone.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		g := jobGauges(t, reg)
+		if g["extenddb_backup_jobs_running"]["kind=backup,"] == 0 {
+			if len(g["extenddb_backup_job_items"]) != 0 {
+				t.Fatalf("a finished backup still shows progress: %v", g)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup job still runs 20 s after its backup is AVAILABLE: %v", g)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	if err := restoreInto(t.Context(), m, b, bk, "progdst"); err != nil {
