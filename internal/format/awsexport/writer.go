@@ -200,15 +200,15 @@ type Writer struct {
 }
 
 // dataFile is the data file being written: its lines go through gzip
-// and an MD5 into a pipe (bufPipe) that Put reads.
+// and an MD5 into an upload (blobstore.Upload: a buffered pipe that Put
+// reads, so compression and the store's writes overlap).
 type dataFile struct {
 	key   string
-	pw    *bufPipe
+	up    *blobstore.Upload
 	gz    *gzip.Writer
 	md5   hash.Hash
 	raw   int64
 	items int64
-	done  chan error
 	ion   ion.Writer
 	ionb  *bytes.Buffer
 }
@@ -261,14 +261,9 @@ func (w *Writer) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pipe := newBufPipe()
-	f := &dataFile{key: w.dir + "/" + DataDir + "/" + name + w.ext(), pw: pipe, md5: md5.New(), done: make(chan error, 1)}
-	f.gz = gzip.NewWriter(io.MultiWriter(pipe, f.md5))
-	go func() {
-		err := w.st.Put(ctx, f.key, pipe)
-		pipe.CloseRead(err) // unblock the writer if Put stopped early
-		f.done <- err
-	}()
+	f := &dataFile{key: w.dir + "/" + DataDir + "/" + name + w.ext(), md5: md5.New()}
+	f.up = blobstore.NewUpload(ctx, w.st, f.key)
+	f.gz = gzip.NewWriter(io.MultiWriter(f.up, f.md5))
 	if w.p.Format == FormatION {
 		f.ionb = &bytes.Buffer{}
 		f.ion = ion.NewTextWriter(f.ionb)
@@ -281,8 +276,7 @@ func (w *Writer) open(ctx context.Context) error {
 }
 
 func (w *Writer) abortFile(f *dataFile, err error) error {
-	f.pw.CloseWithError(err)
-	<-f.done
+	f.up.CloseWithError(err)
 	return err
 }
 
@@ -293,8 +287,7 @@ func (w *Writer) closeFile() error {
 	if err := f.gz.Close(); err != nil {
 		return w.abortFile(f, err)
 	}
-	f.pw.Close()
-	if err := <-f.done; err != nil {
+	if err := f.up.Close(); err != nil {
 		return fmt.Errorf("data file %s: %w", f.key, err)
 	}
 	sum := f.md5.Sum(nil)
