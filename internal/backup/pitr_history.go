@@ -111,7 +111,7 @@ func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail in
 		case !segs[f]:
 			todo = append(todo, readSegment{err: fmt.Errorf("%w: %s: missing (its sidecar is there)", format.ErrSegment, key)})
 		default:
-			todo = append(todo, readSegment{key: key})
+			todo = append(todo, readSegment{key: key, first: f})
 		}
 	}
 	// The segments are read and verified ahead, on a goroutine of their
@@ -123,7 +123,10 @@ func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail in
 		defer close(ahead)
 		for _, r := range todo {
 			if r.err == nil {
-				r = readVerified(rctx, st, r.key)
+				r.side, r.recs, r.err = readVerified(rctx, st, prefix, r.first)
+				if r.err == nil && r.side.First != r.first {
+					r.err = fmt.Errorf("%w: %s: range %d-%d overlaps or does not match its name", format.ErrSegment, r.key, r.side.First, r.side.Last)
+				}
 			}
 			select {
 			case ahead <- r:
@@ -175,35 +178,28 @@ func readHistory(ctx context.Context, st blobstore.Store, prefix string, tail in
 
 // readSegment is a segment read and verified against its sidecar.
 type readSegment struct {
-	key  string
-	side format.SegmentSidecar
-	recs []format.PITRRecord
-	err  error
+	key   string
+	first int64
+	side  format.SegmentSidecar
+	recs  []format.PITRRecord
+	err   error
 }
 
-// readVerified reads the segment key and its sidecar and verifies the
-// one against the other (hash, records, range, its name).
-func readVerified(ctx context.Context, st blobstore.Store, key string) readSegment {
-	r := readSegment{key: key}
-	sb, err := readObject(ctx, st, format.SegmentSidecarKey(key))
+// readVerified reads segment first of the history under prefix and its
+// sidecar, and verifies the one against the other (hash, records,
+// range).
+func readVerified(ctx context.Context, st blobstore.Store, prefix string, first int64) (format.SegmentSidecar, []format.PITRRecord, error) {
+	side, err := readSidecar(ctx, st, prefix, first)
 	if err != nil {
-		r.err = err
-		return r
+		return side, nil, err
 	}
-	if r.side, r.err = format.ParseSegmentSidecar(format.SegmentSidecarKey(key), sb); r.err != nil {
-		return r
-	}
-	if f, _, ok := format.SegmentFirst(key); !ok || r.side.First != f {
-		r.err = fmt.Errorf("%w: %s: range %d-%d overlaps or does not match its name", format.ErrSegment, key, r.side.First, r.side.Last)
-		return r
-	}
+	key := format.SegmentKey(prefix, first)
 	data, err := readObject(ctx, st, key)
 	if err != nil {
-		r.err = err
-		return r
+		return side, nil, err
 	}
-	r.recs, r.err = format.VerifySegment(key, data, r.side)
-	return r
+	recs, err := format.VerifySegment(key, data, side)
+	return side, recs, err
 }
 
 // pitrPin is what a point-in-time restore job reads, fixed when the job

@@ -480,16 +480,7 @@ func (m *Manager) writePruneMark(ctx context.Context, prefix string, drop []int6
 		if f < from {
 			continue // already below the last mark
 		}
-		key := format.SegmentKey(prefix, f)
-		side, err := readSidecar(ctx, st, prefix, f)
-		if err != nil {
-			return nil, err
-		}
-		data, err := readObject(ctx, st, key)
-		if err != nil {
-			return nil, err
-		}
-		recs, err := format.VerifySegment(key, data, side)
+		side, recs, err := readVerified(ctx, st, prefix, f)
 		if err != nil {
 			return nil, err
 		}
