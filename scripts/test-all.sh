@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # The full test run (make test-all, CI). Every server the tests need is
 # installed if missing and started once, privately on 127.0.0.1, by its own
-# script (scripts/moto.sh, postgres.sh, mongodb.sh, cassandra.sh). The
-# layers then run in four concurrent lanes, each layer's output in its own
-# log under $EXTENDDB_CI_LOGS (default: a fresh temporary directory):
+# script (scripts/moto.sh, postgres.sh, mongodb.sh, cassandra.sh); these
+# set-up steps run concurrently, in the background. The layers run in four
+# concurrent lanes started at once, each lane waiting only for the set-up
+# steps its next layer needs, each layer's output in its own log under
+# $EXTENDDB_CI_LOGS (default: a fresh temporary directory; the set-up
+# steps' logs are its setup-*.log):
 #
-#   go     lint (gofmt, go vet, staticcheck), the Go tests under the race
-#          detector (SQLite, PostgreSQL, every store), the fuzz targets,
-#          the script tests
-#   wire   the wire suite on --memory, SQLite and PostgreSQL; the
-#          browser tests (the JavaScript SDK v3, the web console); the
-#          CI-sized scale benchmark (scripts/bench-scale.sh --ci)
+#   go     the Go tests under the race detector (SQLite, PostgreSQL,
+#          every store), the streams soak and crash tests, the CI-sized
+#          scale benchmark (scripts/bench-scale.sh --ci), the script tests
+#   wire   the wire suite on --memory and SQLite (as soon as the binary and
+#          moto are there), then on PostgreSQL; the browser tests (the
+#          JavaScript SDK v3, the web console)
 #   mongo  the MongoDB backend's Go tests, the wire suite and the sdk tests
 #          on two servers sharing one database (FerretDB on its
 #          PostgreSQL handler unless EXTENDDB_TEST_MONGODB_URI names a
 #          server), then the aws-sdk-go-v2 tests on two servers sharing
-#          one PostgreSQL database and the streams soak and crash tests
-#   cass   scripts/test-cassandra.sh on a fresh node started at the
-#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out)
+#          one PostgreSQL database
+#   cass   lint (gofmt, go vet, staticcheck) while the set-up runs, then
+#          scripts/test-cassandra.sh on a fresh node started at the
+#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out), then
+#          the fuzz targets
 #
 # and then, alone on a quiet machine once every server is stopped, the
 # abuse test (it compares p99 under attack with the idle p99). The end is
@@ -172,64 +177,139 @@ scripts_tests() {
 	return $rc
 }
 
-# ---- servers, once -------------------------------------------------------
+# ---- set-up, concurrently ---------------------------------------------------
+# On a fresh machine the set-up is mostly waiting on the network (apt,
+# pip, the Go module proxy, Maven Central) and two compilations (extenddb,
+# FerretDB): its steps run concurrently, each in the background, and the
+# layers that need no server (lint, fuzz) start at once. A lane waits only
+# for the steps its next layer needs (`need`).
 echo "== extenddb test-all: $(date -u +%FT%TZ), $(nproc) cores, logs in $LOGS"
-make -s build || exit 1
+
+# step NAME COMMAND...: runs a set-up step in the background: its stdout
+# in $LOGS/setup-NAME.out, its stderr in $LOGS/setup-NAME.log, its exit
+# status in $LOGS/setup-NAME.rc once it ends.
+step() {
+	local name=$1
+	shift
+	(
+		"$@" >"$LOGS/setup-$name.out" 2>"$LOGS/setup-$name.log"
+		echo $? >"$LOGS/setup-$name.rc.tmp"
+		mv "$LOGS/setup-$name.rc.tmp" "$LOGS/setup-$name.rc"
+		echo "== $(date -u +%T) set-up $name done after $((SECONDS - T0))s (exit $(cat "$LOGS/setup-$name.rc"))"
+	) &
+}
+
+# need NAME...: waits for set-up steps to end; returns non-zero, with the
+# tail of the step's log, when one of them failed.
+need() {
+	local name
+	for name in "$@"; do
+		while [[ ! -f "$LOGS/setup-$name.rc" ]]; do sleep 1; done
+		if [[ $(cat "$LOGS/setup-$name.rc") != 0 ]]; then
+			echo "set-up step $name failed; the end of its log:"
+			tail -30 "$LOGS/setup-$name.log"
+			return 1
+		fi
+	done
+}
+
+# servers: the databases the lanes share, once their servers are up;
+# writes the lanes' environment to $LOGS/setup-servers.out.
+servers() {
+	need build moto postgres ferretdb || return 1
+	local moto_endpoint pg_dsn mongo_uri db wire_dsn sdk_dsn mongo_db
+	moto_endpoint=$(cat "$LOGS/setup-moto.out")
+	pg_dsn=$(cat "$LOGS/setup-postgres.out")
+	mongo_uri="${EXTENDDB_TEST_MONGODB_URI:-}"
+	if [[ -z "$mongo_uri" ]]; then
+		# FerretDB keeps its data in a database of this PostgreSQL server
+		# (a third of the CPU per operation of its SQLite handler).
+		psql "$pg_dsn" -qc "CREATE DATABASE extenddb_ferret_$$" >/dev/null || return 1
+		mongo_uri=$(EXTENDDB_MONGO_POSTGRES_URL="${pg_dsn%/*}/extenddb_ferret_$$?sslmode=disable" scripts/mongodb.sh start) || return 1
+	fi
+	db="extenddb_wire_$$"
+	psql "$pg_dsn" -qc "CREATE DATABASE $db" >/dev/null || return 1
+	wire_dsn="${pg_dsn%/*}/$db?sslmode=disable"
+	bin/extenddb migrate --backend postgres --dsn "$wire_dsn" >/dev/null || return 1
+	psql "$pg_dsn" -qc "CREATE DATABASE ${db}_sdk" >/dev/null || return 1
+	sdk_dsn="${pg_dsn%/*}/${db}_sdk?sslmode=disable"
+	bin/extenddb migrate --backend postgres --dsn "$sdk_dsn" >/dev/null || return 1
+	mongo_db="extenddb_wire_$$"
+	bin/extenddb migrate --backend mongodb --mongodb-uri "$mongo_uri" --mongodb-database "$mongo_db" >/dev/null || return 1
+	echo "moto $moto_endpoint; postgres $pg_dsn; mongodb $mongo_uri" >&2
+	printf 'export EXTENDDB_TEST_MOTO_ENDPOINT=%q EXTENDDB_TEST_POSTGRES_DSN=%q EXTENDDB_TEST_MONGODB_URI=%q\n' \
+		"$moto_endpoint" "$pg_dsn" "$mongo_uri"
+	printf 'wire_dsn=%q sdk_dsn=%q mongo_args=%q\n' "$wire_dsn" "$sdk_dsn" \
+		"--backend mongodb --mongodb-uri $mongo_uri --mongodb-database $mongo_db"
+}
+
+# use_servers: waits for the servers and takes their environment.
+use_servers() {
+	need servers || return 1
+	# shellcheck disable=SC1091
+	source "$LOGS/setup-servers.out"
+}
+
+# browser_deps: Chromium from Debian, after PostgreSQL's apt-get (one
+# dpkg at a time).
+browser_deps() {
+	need postgres || return 1
+	scripts/chromium.sh
+}
+
+export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
 if [[ "$CASS" == 1 ]]; then
-	# The node starts while the other servers and the first layers run.
 	(EXTENDDB_CASSANDRA_FRESH=1 scripts/cassandra.sh start >"$LOGS/cassandra.hosts" 2>"$LOGS/cassandra-start.log"; echo $? >"$LOGS/cassandra.rc") &
 fi
-moto_endpoint=$(scripts/moto.sh start) || exit 1
-pg_dsn=$(scripts/postgres.sh start) || exit 1
+step build make -s build
+step moto scripts/moto.sh start
+step postgres scripts/postgres.sh start
 if [[ -z "${EXTENDDB_TEST_MONGODB_URI:-}" ]]; then
-	# FerretDB keeps its data in a database of this PostgreSQL server
-	# (a third of the CPU per operation of its SQLite handler).
-	psql "$pg_dsn" -qc "CREATE DATABASE extenddb_ferret_$$" >/dev/null || exit 1
-	EXTENDDB_TEST_MONGODB_URI=$(EXTENDDB_MONGO_POSTGRES_URL="${pg_dsn%/*}/extenddb_ferret_$$?sslmode=disable" scripts/mongodb.sh start) || exit 1
+	step ferretdb env EXTENDDB_MONGO_HANDLER=postgresql scripts/mongodb.sh build
+else
+	step ferretdb true
 fi
-mongo_uri="$EXTENDDB_TEST_MONGODB_URI"
-export EXTENDDB_TEST_MOTO_ENDPOINT="$moto_endpoint" EXTENDDB_TEST_POSTGRES_DSN="$pg_dsn" EXTENDDB_TEST_MONGODB_URI="$mongo_uri"
-export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
-echo "== servers up after $((SECONDS - T0))s: moto $moto_endpoint; postgres $pg_dsn; mongodb $mongo_uri"
-
-db="extenddb_wire_$$"
-psql "$pg_dsn" -qc "CREATE DATABASE $db" >/dev/null || exit 1
-wire_dsn="${pg_dsn%/*}/$db?sslmode=disable"
-bin/extenddb migrate --backend postgres --dsn "$wire_dsn" >/dev/null || exit 1
-psql "$pg_dsn" -qc "CREATE DATABASE ${db}_sdk" >/dev/null || exit 1
-sdk_dsn="${pg_dsn%/*}/${db}_sdk?sslmode=disable"
-bin/extenddb migrate --backend postgres --dsn "$sdk_dsn" >/dev/null || exit 1
-mongo_db="extenddb_wire_$$"
-bin/extenddb migrate --backend mongodb --mongodb-uri "$mongo_uri" --mongodb-database "$mongo_db" >/dev/null || exit 1
-mongo_args="--backend mongodb --mongodb-uri $mongo_uri --mongodb-database $mongo_db"
+step wire-venv tests/wire/run.sh --setup-only
+step browser-deps browser_deps
+step servers servers
 
 # ---- lanes -----------------------------------------------------------------
 lane_go() {
-	layer lint one lint
+	use_servers || return
 	# Every package under the race detector, on SQLite and PostgreSQL and
 	# every store (the MongoDB and Cassandra packages run in their lanes).
 	layer go-race gosum env EXTENDDB_TEST_BACKENDS=sqlite,postgres scripts/go-test.sh -race
-	# One fuzzing process per target: a second would take its core from
-	# the other lanes, which are CPU-bound.
-	layer fuzz one env EXTENDDB_FUZZ_WORKERS=1 scripts/fuzz.sh 60s
+	# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
+	# follows every shard (replay equals the table), and the same load with
+	# the server SIGKILLed and restarted, on SQLite and on PostgreSQL.
+	layer streams go env EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/
+	layer streams-postgres go env EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$sdk_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 \
+		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
+	# The CI-sized scale benchmark (10k and 100k items, 1,000 tables,
+	# loose ratio checks; about a minute).
+	layer scale one env EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh --ci --out "$LOGS/scale"
 	layer scripts one scripts_tests
 }
 
 lane_wire() {
-	layer wire-memory pytest tests/wire/run.sh -q -n 2
-	layer wire-sqlite pytest env EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite \
+	# wire-memory and wire-sqlite need no database, only moto (the stores
+	# and buckets of a few tests).
+	need build moto wire-venv || return
+	local moto
+	moto=$(cat "$LOGS/setup-moto.out")
+	layer wire-memory pytest env EXTENDDB_TEST_MOTO_ENDPOINT="$moto" tests/wire/run.sh -q -n 2
+	layer wire-sqlite pytest env EXTENDDB_TEST_MOTO_ENDPOINT="$moto" EXTENDDB_TEST_BACKEND=sqlite EXTENDDB__STORAGE__MEMORY_ENGINE=sqlite \
 		EXTENDDB_SERVE_ARGS="--memory" tests/wire/run.sh -q -n 2
+	use_servers || return
 	# One server per worker on one database: two servers share it.
 	layer wire-postgres pytest env EXTENDDB_TEST_BACKEND=postgres \
 		EXTENDDB_SERVE_ARGS="--backend postgres --dsn $wire_dsn" tests/wire/run.sh -q -n 2
+	need browser-deps || return
 	# Headless Chromium runs the JavaScript SDK v3 from another origin.
 	layer browser one tests/browser/run.sh
 	# Headless Chromium drives the web console (tables, items, queries,
 	# backups, hostile names, signing in with keys).
 	layer console one tests/console/run.sh
-	# The CI-sized scale benchmark (10k and 100k items, 1,000 tables,
-	# loose ratio checks; about a minute): the lane with the most slack.
-	layer scale one env EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh --ci --out "$LOGS/scale"
 }
 
 # The MongoDB backend's own tests (backendtest, the ledger, snapshots,
@@ -245,21 +325,15 @@ go_mongodb() {
 	return $rc
 }
 
-# The mongo lane, then the sdk and streams layers on PostgreSQL and
-# SQLite (in this lane because it is the shortest; their PostgreSQL
-# database is their own, apart from wire-postgres's, which may still run).
+# The mongo lane, then the sdk tests on PostgreSQL (their database is
+# their own, apart from wire-postgres's, which may still run).
 lane_mongo() {
+	use_servers || return
 	layer go-mongodb go go_mongodb
 	layer wire-mongodb pytest env EXTENDDB_TEST_BACKEND=mongodb EXTENDDB_SERVE_ARGS="$mongo_args" tests/wire/run.sh -q -n 2
 	# Every sdk test, the streams consumer included (writers on both servers).
 	layer sdk-mongodb go sdk_two sdk-mongodb 18103 18104 "$mongo_args"
 	layer sdk-postgres go sdk_two sdk-postgres 18101 18102 "--backend postgres --dsn $sdk_dsn"
-	# DynamoDB Streams, the long form: 8 writers for 20 s while a consumer
-	# follows every shard (replay equals the table), and the same load with
-	# the server SIGKILLed and restarted, on SQLite and on PostgreSQL.
-	layer streams go env EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/
-	layer streams-postgres go env EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$sdk_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 \
-		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
 }
 
 cassandra_layer() {
@@ -270,13 +344,20 @@ cassandra_layer() {
 		echo "1 0 0 1 0" >"$LOGS/cassandra.result"
 		return
 	fi
+	use_servers || return
 	layer cassandra cass env -u EXTENDDB_TEST_BACKENDS EXTENDDB_TEST_CASSANDRA_HOSTS="$(cat "$LOGS/cassandra.hosts")" scripts/test-cassandra.sh
 }
 
-# The cass lane: Cassandra alone (its node, its Go tests, the wire suite
-# and the sdk tests on two servers sharing a keyspace).
+# The cass lane: the layers that need no server while the set-up runs
+# and the node boots (lint), then Cassandra alone (its Go tests, the wire
+# suite and the sdk tests on two servers sharing a keyspace), then the
+# fuzz targets (this lane ends first).
 lane_cass() {
+	layer lint one lint
 	[[ "$CASS" == 1 ]] && cassandra_layer
+	# One fuzzing process per target: a second would take its core from
+	# the other lanes, which are CPU-bound.
+	layer fuzz one env EXTENDDB_FUZZ_WORKERS=1 scripts/fuzz.sh 60s
 }
 
 layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console scale go-mongodb wire-mongodb sdk-mongodb

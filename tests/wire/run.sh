@@ -4,6 +4,7 @@
 #   tests/wire/run.sh [pytest args...]
 #   tests/wire/run.sh -n 2                       # parallel (pytest-xdist)
 #   tests/wire/run.sh tests/wire/test_items.py -k number
+#   tests/wire/run.sh --setup-only               # only create the virtualenv
 #
 # Creates (or refreshes) a virtualenv at $REPO/.venv from the pinned
 # tests/wire/requirements.txt, then runs pytest on tests/wire. With no
@@ -32,6 +33,10 @@ if [[ ! -x "$VENV/bin/python" || "$want" != "$have" ]]; then
   "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
   echo "$want" > "$STAMP"
+fi
+
+if [[ "${1:-}" == --setup-only ]]; then
+  exit 0
 fi
 
 cd "$REPO"
