@@ -194,8 +194,9 @@ step() {
 	(
 		"$@" >"$LOGS/setup-$name.out" 2>"$LOGS/setup-$name.log"
 		echo $? >"$LOGS/setup-$name.rc.tmp"
+		child_ticks
 		mv "$LOGS/setup-$name.rc.tmp" "$LOGS/setup-$name.rc"
-		echo "== $(date -u +%T) set-up $name done after $((SECONDS - T0))s (exit $(cat "$LOGS/setup-$name.rc"))"
+		echo "== $(date -u +%T) set-up $name done after $((SECONDS - T0))s, cpu $((CHILD_TICKS / $(getconf CLK_TCK)))s (exit $(cat "$LOGS/setup-$name.rc"))"
 	) &
 }
 
@@ -363,6 +364,8 @@ lane_cass() {
 layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console scale go-mongodb wire-mongodb sdk-mongodb
 	sdk-postgres streams streams-postgres)
 [[ "$CASS" == 1 ]] && layers+=(cassandra)
+# The lanes' files exist before the progress tail below names them.
+touch "$LOGS"/lane-{go,wire,mongo,cass}.out
 lane_go >"$LOGS/lane-go.out" 2>&1 &
 lane_wire >"$LOGS/lane-wire.out" 2>&1 &
 lane_mongo >"$LOGS/lane-mongo.out" 2>&1 &
@@ -373,6 +376,10 @@ tailpid=$!
 wait $(jobs -p | grep -v "^$tailpid$") 2>/dev/null
 sleep 1
 kill $tailpid 2>/dev/null
+
+# The servers' environment, for the layers after the lanes (a failed
+# set-up has failed the lanes already).
+use_servers >/dev/null 2>&1 || true
 
 # The transaction ledger's soak on FerretDB (four coordinators, a fifth
 # of them dying, readers, a plain writer, a sweeper) after the lanes: on
