@@ -181,8 +181,8 @@ scripts_tests() {
 # On a fresh machine the set-up is mostly waiting on the network (apt,
 # pip, the Go module proxy, Maven Central) and two compilations (extenddb,
 # FerretDB): its steps run concurrently, each in the background, and the
-# layers that need no server (lint, fuzz) start at once. A lane waits only
-# for the steps its next layer needs (`need`).
+# layer that needs no server (lint) starts at once. A lane waits only for
+# the steps its next layer needs (`need`).
 echo "== extenddb test-all: $(date -u +%FT%TZ), $(nproc) cores, logs in $LOGS"
 
 # step NAME COMMAND...: runs a set-up step in the background: its stdout
@@ -352,7 +352,7 @@ cassandra_layer() {
 # The cass lane: the layers that need no server while the set-up runs
 # and the node boots (lint), then Cassandra alone (its Go tests, the wire
 # suite and the sdk tests on two servers sharing a keyspace), then the
-# fuzz targets (this lane ends first).
+# fuzz targets, whose time is fixed (60 s each) whatever the load.
 lane_cass() {
 	layer lint one lint
 	[[ "$CASS" == 1 ]] && cassandra_layer
