@@ -229,3 +229,51 @@ func TestRawItemSizeMatchesItemSize(t *testing.T) {
 		}
 	}
 }
+
+// TestRawItemSizeLongStrings: strings long enough for the scanner's
+// 8-byte runs, with quotes, backslashes, control characters and
+// multi-byte characters at every offset, sized as ItemSize does; and
+// plainRun against a byte-at-a-time reference on random bytes.
+func TestRawItemSizeLongStrings(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	alphabet := []string{"a", "Z", "~", " ", "\"", "\\", "\n", "\x01", "\x1f", "é", "\u2028", "😀", "\x7f"}
+	for i := 0; i < 5000; i++ {
+		var sb strings.Builder
+		for k := r.Intn(70); k > 0; k-- {
+			if r.Intn(4) == 0 {
+				sb.WriteString(alphabet[r.Intn(len(alphabet))])
+			} else {
+				sb.WriteByte(byte('a' + r.Intn(26)))
+			}
+		}
+		it := Item{"s": {Type: S, Str: sb.String()}}
+		raw := EncodeItem(it)
+		got, err := RawItemSize(raw)
+		if err != nil || got != ItemSize(it) {
+			t.Fatalf("RawItemSize(%s) = %d, %v; ItemSize %d", raw, got, err, ItemSize(it))
+		}
+	}
+	plain := func(c byte) bool { return c != '"' && c != '\\' && c >= 0x20 }
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, r.Intn(40))
+		for k := range b {
+			if r.Intn(3) == 0 {
+				b[k] = byte(r.Intn(256))
+			} else {
+				b[k] = byte(0x20 + r.Intn(0x60))
+			}
+		}
+		from := 0
+		if len(b) > 0 {
+			from = r.Intn(len(b))
+		}
+		want := 0
+		for from+want < len(b) && plain(b[from+want]) {
+			want++
+		}
+		want -= want % 8 // whole words only
+		if got := plainRun(b, from); got != want {
+			t.Fatalf("plainRun(%q, %d) = %d, want %d", b, from, got, want)
+		}
+	}
+}
