@@ -259,9 +259,7 @@ browser_deps() {
 }
 
 export EXTENDDB_TEST_STORES="fs,gofakes3,moto"
-if [[ "$CASS" == 1 ]]; then
-	(EXTENDDB_CASSANDRA_FRESH=1 scripts/cassandra.sh start >"$LOGS/cassandra.hosts" 2>"$LOGS/cassandra-start.log"; echo $? >"$LOGS/cassandra.rc") &
-fi
+[[ "$CASS" == 1 ]] && step cassandra env EXTENDDB_CASSANDRA_FRESH=1 scripts/cassandra.sh start
 step build make -s build
 step moto scripts/moto.sh start
 step postgres scripts/postgres.sh start
@@ -338,15 +336,12 @@ lane_mongo() {
 }
 
 cassandra_layer() {
-	while [[ ! -f "$LOGS/cassandra.rc" ]]; do sleep 1; done
-	if [[ $(cat "$LOGS/cassandra.rc") != 0 ]]; then
-		echo "cassandra did not start:" >"$LOGS/cassandra.log"
-		cat "$LOGS/cassandra-start.log" >>"$LOGS/cassandra.log"
+	if ! need cassandra >"$LOGS/cassandra.log" 2>&1; then
 		echo "1 0 0 1 0" >"$LOGS/cassandra.result"
 		return
 	fi
 	use_servers || return
-	layer cassandra cass env -u EXTENDDB_TEST_BACKENDS EXTENDDB_TEST_CASSANDRA_HOSTS="$(cat "$LOGS/cassandra.hosts")" scripts/test-cassandra.sh
+	layer cassandra cass env -u EXTENDDB_TEST_BACKENDS EXTENDDB_TEST_CASSANDRA_HOSTS="$(cat "$LOGS/setup-cassandra.out")" scripts/test-cassandra.sh
 }
 
 # The cass lane: the layers that need no server while the set-up runs
