@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from conftest import _make_client
 from wire_helpers import expect_error, validation
 
 
@@ -95,12 +96,28 @@ def test_ttl_not_listed_in_describe_table_as_key(ddb, table):
 
 # ------------------------------------------------------------- sweeping
 
-def test_expired_item_readable_until_swept(ddb, table):
-    ttl_on(ddb, table)
-    ddb.put_item(TableName=table, Item={"pk": S("old"), "exp": N(int(time.time()) - 60)})
+def test_expired_item_readable_until_swept(ddb, endpoint, make_table):
     # DynamoDB deletes expired items in the background, not on read: the item
-    # is still returned right after the write.
-    assert get(ddb, table, "old") is not None
+    # is still returned right after the write, unless the sweeper ran in
+    # between. The table's stream tells the two apart, so the test holds
+    # whenever the sweeper runs: an absent item must have a TTL deletion
+    # record (Service identity) in the stream; a read never hides it.
+    t = make_table(StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    ttl_on(ddb, t)
+    ddb.put_item(TableName=t, Item={"pk": S("old"), "exp": N(int(time.time()) - 60)})
+    if get(ddb, t, "old") is not None:
+        return
+    streams = _make_client(endpoint, True, service="dynamodbstreams")
+    arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
+    removes = []
+    for sh in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=sh["ShardId"],
+                                        ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        removes += [r for r in streams.get_records(ShardIterator=it)["Records"]
+                    if r["eventName"] == "REMOVE"]
+    assert [r.get("userIdentity") for r in removes] == [
+        {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}], \
+        "the expired item was not readable, yet the sweeper did not delete it"
 
 
 def test_sweeper_deletes_only_expired_items(ddb, make_table):
