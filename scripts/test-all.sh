@@ -13,7 +13,7 @@
 #          scale benchmark (scripts/bench-scale.sh --ci), the script tests
 #   wire   the wire suite on --memory and SQLite (as soon as the binary and
 #          moto are there), then on PostgreSQL; the browser tests (the
-#          JavaScript SDK v3, the web console)
+#          JavaScript SDK v3, the web console), then the fuzz targets
 #   mongo  the MongoDB backend's Go tests, the wire suite and the sdk tests
 #          on two servers sharing one database (FerretDB on its
 #          PostgreSQL handler unless EXTENDDB_TEST_MONGODB_URI names a
@@ -21,8 +21,7 @@
 #          one PostgreSQL database
 #   cass   lint (gofmt, go vet, staticcheck) while the set-up runs, then
 #          scripts/test-cassandra.sh on a fresh node started at the
-#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out), then
-#          the fuzz targets
+#          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out)
 #
 # and then, alone on a quiet machine once every server is stopped, the
 # abuse test (it compares p99 under attack with the idle p99). The end is
@@ -303,12 +302,19 @@ lane_wire() {
 	# One server per worker on one database: two servers share it.
 	layer wire-postgres pytest env EXTENDDB_TEST_BACKEND=postgres \
 		EXTENDDB_SERVE_ARGS="--backend postgres --dsn $wire_dsn" tests/wire/run.sh -q -n 2
-	need browser-deps || return
-	# Headless Chromium runs the JavaScript SDK v3 from another origin.
-	layer browser one tests/browser/run.sh
-	# Headless Chromium drives the web console (tables, items, queries,
-	# backups, hostile names, signing in with keys).
-	layer console one tests/console/run.sh
+	# Without Chromium the two browser layers do not run (and fail the run
+	# as "did not run"); the fuzz targets still do.
+	if need browser-deps; then
+		# Headless Chromium runs the JavaScript SDK v3 from another origin.
+		layer browser one tests/browser/run.sh
+		# Headless Chromium drives the web console (tables, items, queries,
+		# backups, hostile names, signing in with keys).
+		layer console one tests/console/run.sh
+	fi
+	# The fuzz targets, whose time is fixed (60 s each) whatever the load:
+	# this lane ends first. One fuzzing process per target: a second would
+	# take its core from the other lanes, which are CPU-bound.
+	layer fuzz one env EXTENDDB_FUZZ_WORKERS=1 scripts/fuzz.sh 60s
 }
 
 # The MongoDB backend's own tests (backendtest, the ledger, snapshots,
@@ -346,14 +352,10 @@ cassandra_layer() {
 
 # The cass lane: the layers that need no server while the set-up runs
 # and the node boots (lint), then Cassandra alone (its Go tests, the wire
-# suite and the sdk tests on two servers sharing a keyspace), then the
-# fuzz targets, whose time is fixed (60 s each) whatever the load.
+# suite and the sdk tests on two servers sharing a keyspace).
 lane_cass() {
 	layer lint one lint
 	[[ "$CASS" == 1 ]] && cassandra_layer
-	# One fuzzing process per target: a second would take its core from
-	# the other lanes, which are CPU-bound.
-	layer fuzz one env EXTENDDB_FUZZ_WORKERS=1 scripts/fuzz.sh 60s
 }
 
 layers=(lint go-race fuzz scripts wire-memory wire-sqlite wire-postgres browser console scale go-mongodb wire-mongodb sdk-mongodb
