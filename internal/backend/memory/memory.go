@@ -128,9 +128,12 @@ func newTable(meta *backend.Table, size backend.ItemSizeFunc) *table {
 
 // ent is an item in a table's tree. pk, sk and item are slices of one
 // buffer with their capacity clipped, so a caller appending to one never
-// writes over another.
+// writes over another. size is the item's statistics size, computed once
+// when it is stored (an overwrite or delete subtracts it without sizing
+// the old item again); it fills the padding after h.
 type ent struct {
 	h            uint32
+	size         uint32
 	pk, sk, item []byte
 }
 
@@ -148,6 +151,7 @@ func entLess(a, b ent) bool {
 // (bpk, bsk) and the projected item, in one buffer.
 type ixEnt struct {
 	h                      uint32
+	size                   uint32 // as ent's
 	pk, sk, bpk, bsk, item []byte
 }
 

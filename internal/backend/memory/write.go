@@ -266,24 +266,25 @@ func (t *table) apply(op *backend.WriteItemParams, s *opState) {
 		copy(buf, op.PK)
 		copy(buf[pl:], op.SK)
 		copy(buf[pl+sl:], ch.Item)
-		e := ent{h: s.h, pk: buf[:pl:pl], sk: buf[pl : pl+sl : pl+sl], item: buf[pl+sl:]}
+		size := t.size.SizeOf(ch.Item)
+		e := ent{h: s.h, size: uint32(size), pk: buf[:pl:pl], sk: buf[pl : pl+sl : pl+sl], item: buf[pl+sl:]}
 		if prev, ok := t.items.Set(e); ok {
-			t.itemBytes -= t.size.SizeOf(prev.item)
+			t.itemBytes -= int64(prev.size)
 		} else {
 			t.itemCount++
 		}
-		t.itemBytes += t.size.SizeOf(e.item)
+		t.itemBytes += size
 	case backend.Delete:
 		if prev, ok := t.items.Delete(ent{h: s.h, pk: op.PK, sk: op.SK}); ok {
 			t.itemCount--
-			t.itemBytes -= t.size.SizeOf(prev.item)
+			t.itemBytes -= int64(prev.size)
 		}
 	}
 	for _, k := range ch.DeleteIndex {
 		if ix := t.indexes[k.Index]; ix != nil {
 			if prev, ok := ix.tr.Delete(ixEnt{h: backend.KeyHash(k.PK), pk: k.PK, sk: k.SK, bpk: op.PK, bsk: op.SK}); ok {
 				ix.count--
-				ix.bytes -= t.size.SizeOf(prev.item)
+				ix.bytes -= int64(prev.size)
 			}
 		}
 	}
@@ -304,11 +305,12 @@ func (t *table) apply(op *backend.WriteItemParams, s *opState) {
 		copy(buf[bb:], op.PK)
 		copy(buf[c:], op.SK)
 		copy(buf[d:], x.Item)
-		if prev, ok := ix.tr.Set(ixEnt{h: backend.KeyHash(x.PK), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]}); ok {
-			ix.bytes -= t.size.SizeOf(prev.item)
+		size := t.size.SizeOf(x.Item)
+		if prev, ok := ix.tr.Set(ixEnt{h: backend.KeyHash(x.PK), size: uint32(size), pk: buf[:a:a], sk: buf[a:bb:bb], bpk: buf[bb:c:c], bsk: buf[c:d:d], item: buf[d:]}); ok {
+			ix.bytes -= int64(prev.size)
 		} else {
 			ix.count++
 		}
-		ix.bytes += t.size.SizeOf(x.Item)
+		ix.bytes += size
 	}
 }
