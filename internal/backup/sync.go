@@ -249,7 +249,10 @@ func (s *syncer) adopt(id *blobstore.Identity, catalogID string) error {
 		s.add(SyncEntry{Prefix: blobstore.IdentityKey, Outcome: OutcomeStoreAdoptable, Detail: detail})
 		return nil
 	}
-	at := now.UTC().Truncate(time.Millisecond)
+	// The adoption's time is taken just before the write: an old owner's
+	// beat that began after it can only have read the old identity within
+	// the write's own time.
+	at := time.Now().UTC().Truncate(time.Millisecond)
 	host, _ := os.Hostname()
 	id.CatalogID, id.AdoptedFrom, id.AdoptedAt, id.AdoptedOn = catalogID, prev, &at, host
 	if err := s.writeIdentity(*id); err != nil {
