@@ -446,8 +446,21 @@ func TestWaitingCoordinatorStaysAlive(t *testing.T) {
 		done <- err
 	}()
 	// The coordinator locks a, then waits for b's owner; a writer of a
-	// meets its lock once it is older than LockTimeout.
-	time.Sleep(300 * time.Millisecond)
+	// meets its lock once it is older than LockTimeout. The writer starts
+	// only once a is locked: on a loaded machine the coordinator may not
+	// have run yet after a fixed pause, and the writer would then write a
+	// first and see it overwritten, failing the test for the wrong reason.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		// (A coordinator that already ended, on a starved poller, leaves
+		// the writer after it: the checks below hold as well.)
+		if locks, _ := m.leftovers(); locks == 2 || len(done) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the coordinator never locked a")
+		}
+	}
+	time.Sleep(opt.LockTimeout + 50*time.Millisecond)
 	if err := m.write(ctx, New(m, opt), a, put("w")); err != nil {
 		t.Fatal(err)
 	}
