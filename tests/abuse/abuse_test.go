@@ -179,91 +179,110 @@ func TestAbuse(t *testing.T) {
 	// latencies it records. Collect rarely, so that they measure the
 	// server.
 	defer debug.SetGCPercent(debug.SetGCPercent(2000))
-	cpu0 := cpuTime(t, pid)
-	idleP99, errs := measure(ctx, c, table, idleSamples)
-	if errs > 0 {
-		t.Fatalf("%d ordinary requests failed when idle", errs)
-	}
-	t.Logf("idle: RSS %d MiB, p99 %v (server CPU %v)", idleRSS>>20, idleP99, cpuTime(t, pid)-cpu0)
-
-	// Abuse, from another process (as attackers would be: their
-	// goroutines must not delay this process's ordinary client).
-	abuser := exec.Command(os.Args[0], "-test.run=^TestAbuser$", "-test.v")
-	abuser.Env = append(os.Environ(), "EXTENDDB_ABUSER_ADDR="+addr, "EXTENDDB_ABUSER_TABLE="+table)
-	var abuserOut bytes.Buffer
-	abuser.Stdout, abuser.Stderr = &abuserOut, &abuserOut
-	// Closing its stdin ends the attack early, once measured.
-	stopAbuse, err := abuser.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := abuser.Start(); err != nil {
-		t.Fatal(err)
-	}
-	abuseStart := time.Now()
-	var peak atomic.Int64
-	sampler := make(chan struct{})
-	samplerDone := make(chan struct{})
-	go func() {
-		defer close(samplerDone)
-		for {
-			if r := rss(t, pid); r > peak.Load() {
-				peak.Store(r)
-			}
-			select {
-			case <-sampler:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+	// One round: the idle p99, the attack with every check of it, the
+	// idle p99 again. The machine is shared (other processes come and
+	// go): the mean of the two idle p99s is the reference.
+	round := func() (time.Duration, time.Duration, time.Duration) {
+		cpu0 := cpuTime(t, pid)
+		idleP99, errs := measure(ctx, c, table, idleSamples)
+		if errs > 0 {
+			t.Fatalf("%d ordinary requests failed when idle", errs)
 		}
-	}()
-	time.Sleep(3 * time.Second) // let the abusers take hold
-	cpu0, self0 := cpuTime(t, pid), selfCPU()
-	abuseP99, errs := measure(ctx, c, table, abuseSamples)
-	t.Logf("while measuring under abuse: server CPU %v, test process CPU %v", cpuTime(t, pid)-cpu0, selfCPU()-self0)
-	t.Logf("under abuse: p99 %v, %d ordinary requests failed", abuseP99, errs)
-	if time.Since(abuseStart) > abuseFor-time.Second {
-		t.Errorf("the measurement outlasted the abuse")
-	}
-	stopAbuse.Close()
-	if err := abuser.Wait(); err != nil {
-		t.Fatalf("abuser: %v\n%s", err, abuserOut.String())
-	}
-	t.Logf("abuser process: CPU %v; %s", abuser.ProcessState.UserTime()+abuser.ProcessState.SystemTime(), strings.TrimSpace(abuseLine2(abuserOut.String())))
-	close(sampler)
-	<-samplerDone
-	var cycles, throttled, timedOut int64
-	if _, err := fmt.Sscanf(abuseLine(abuserOut.String()), "abuse: %d %d %d", &cycles, &throttled, &timedOut); err != nil {
-		t.Fatalf("abuser output: %v\n%s", err, abuserOut.String())
-	}
-	t.Logf("abuse: %d connections, %d answered ThrottlingException, %d RequestTimeoutException; peak RSS %d MiB",
-		cycles, throttled, timedOut, peak.Load()>>20)
-	if errs > 0 {
-		t.Errorf("%d ordinary requests failed under abuse", errs)
-	}
-	if peak.Load() >= maxRSS {
-		t.Errorf("peak RSS %d MiB, want under %d MiB", peak.Load()>>20, maxRSS>>20)
-	}
-	if throttled == 0 || timedOut == 0 {
-		t.Errorf("the abusers were neither throttled nor timed out: %d, %d", throttled, timedOut)
-	}
+		t.Logf("idle: RSS %d MiB, p99 %v (server CPU %v)", idleRSS>>20, idleP99, cpuTime(t, pid)-cpu0)
 
-	after, took := settled(t, pid, idleRSS, settle)
-	t.Logf("%v after the abusers left: RSS %d MiB (idle %d MiB)", took, after>>20, idleRSS>>20)
-	if float64(after) > 1.2*float64(idleRSS) {
-		t.Errorf("RSS %d MiB %v after the abuse, more than 20%% over the idle %d MiB", after>>20, settle, idleRSS>>20)
+		// Abuse, from another process (as attackers would be: their
+		// goroutines must not delay this process's ordinary client).
+		abuser := exec.Command(os.Args[0], "-test.run=^TestAbuser$", "-test.v")
+		abuser.Env = append(os.Environ(), "EXTENDDB_ABUSER_ADDR="+addr, "EXTENDDB_ABUSER_TABLE="+table)
+		var abuserOut bytes.Buffer
+		abuser.Stdout, abuser.Stderr = &abuserOut, &abuserOut
+		// Closing its stdin ends the attack early, once measured.
+		stopAbuse, err := abuser.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := abuser.Start(); err != nil {
+			t.Fatal(err)
+		}
+		abuseStart := time.Now()
+		var peak atomic.Int64
+		sampler := make(chan struct{})
+		samplerDone := make(chan struct{})
+		go func() {
+			defer close(samplerDone)
+			for {
+				if r := rss(t, pid); r > peak.Load() {
+					peak.Store(r)
+				}
+				select {
+				case <-sampler:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+		time.Sleep(3 * time.Second) // let the abusers take hold
+		cpu0, self0 := cpuTime(t, pid), selfCPU()
+		abuseP99, errs := measure(ctx, c, table, abuseSamples)
+		t.Logf("while measuring under abuse: server CPU %v, test process CPU %v", cpuTime(t, pid)-cpu0, selfCPU()-self0)
+		t.Logf("under abuse: p99 %v, %d ordinary requests failed", abuseP99, errs)
+		if time.Since(abuseStart) > abuseFor-time.Second {
+			t.Errorf("the measurement outlasted the abuse")
+		}
+		stopAbuse.Close()
+		if err := abuser.Wait(); err != nil {
+			t.Fatalf("abuser: %v\n%s", err, abuserOut.String())
+		}
+		t.Logf("abuser process: CPU %v; %s", abuser.ProcessState.UserTime()+abuser.ProcessState.SystemTime(), strings.TrimSpace(abuseLine2(abuserOut.String())))
+		close(sampler)
+		<-samplerDone
+		var cycles, throttled, timedOut int64
+		if _, err := fmt.Sscanf(abuseLine(abuserOut.String()), "abuse: %d %d %d", &cycles, &throttled, &timedOut); err != nil {
+			t.Fatalf("abuser output: %v\n%s", err, abuserOut.String())
+		}
+		t.Logf("abuse: %d connections, %d answered ThrottlingException, %d RequestTimeoutException; peak RSS %d MiB",
+			cycles, throttled, timedOut, peak.Load()>>20)
+		if errs > 0 {
+			t.Errorf("%d ordinary requests failed under abuse", errs)
+		}
+		if peak.Load() >= maxRSS {
+			t.Errorf("peak RSS %d MiB, want under %d MiB", peak.Load()>>20, maxRSS>>20)
+		}
+		if throttled == 0 || timedOut == 0 {
+			t.Errorf("the abusers were neither throttled nor timed out: %d, %d", throttled, timedOut)
+		}
+
+		after, took := settled(t, pid, idleRSS, settle)
+		t.Logf("%v after the abusers left: RSS %d MiB (idle %d MiB)", took, after>>20, idleRSS>>20)
+		if float64(after) > 1.2*float64(idleRSS) {
+			t.Errorf("RSS %d MiB %v after the abuse, more than 20%% over the idle %d MiB", after>>20, settle, idleRSS>>20)
+		}
+		idleAfter, errs := measure(ctx, c, table, idleSamples)
+		if errs > 0 {
+			t.Errorf("%d ordinary requests failed after the abuse", errs)
+		}
+		return idleP99, abuseP99, idleAfter
 	}
-	// The machine is shared (other processes come and go): the idle p99
-	// is measured before and after the abuse, and their mean is the
-	// reference.
-	idleAfter, errs := measure(ctx, c, table, idleSamples)
-	if errs > 0 {
-		t.Errorf("%d ordinary requests failed after the abuse", errs)
+	// The p99 bound: under abuse at most twice the idle reference. A
+	// round whose p99s a neighbour's load skewed (as a CI run's other
+	// builds do) is not the server's verdict: when the first round is
+	// over the bound, two more run and the median ratio of the three
+	// decides, so an attack that really slows ordinary requests still
+	// fails, and one noisy round does not.
+	var ratios []float64
+	for i := 1; i <= 3; i++ {
+		idleP99, abuseP99, idleAfter := round()
+		ref := (idleP99 + idleAfter) / 2
+		ratio := float64(abuseP99) / float64(ref)
+		ratios = append(ratios, ratio)
+		t.Logf("round %d p99: idle before %v, under abuse %v, idle after %v: %.2fx the mean idle", i, idleP99, abuseP99, idleAfter, ratio)
+		if t.Failed() || i == 1 && ratio <= 2 {
+			return
+		}
 	}
-	ref := (idleP99 + idleAfter) / 2
-	t.Logf("p99: idle before %v, under abuse %v, idle after %v", idleP99, abuseP99, idleAfter)
-	if abuseP99 > 2*ref {
-		t.Errorf("p99 under abuse %v, more than twice the idle p99 %v (mean of %v before and %v after)", abuseP99, ref, idleP99, idleAfter)
+	sort.Float64s(ratios)
+	if ratios[1] > 2 {
+		t.Errorf("p99 under abuse: median %.2fx the idle p99 over three rounds (%.2f), more than twice", ratios[1], ratios)
 	}
 }
 
