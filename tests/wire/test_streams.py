@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import _make_client, extra_server, server_env, unique_table_name, wait_active
-from wire_helpers import REGION, expect_error
+from wire_helpers import REGION, expect_error, read_shard, read_stream
 
 VIEWS = ["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"]
 
@@ -40,25 +40,6 @@ def stream_table(make_table, view="NEW_AND_OLD_IMAGES", **kw):
 
 def latest_arn(ddb, table):
     return ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-
-
-def read_shard(streams, arn, shard_id, typ="TRIM_HORIZON", limit=1000):
-    it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, ShardIteratorType=typ)["ShardIterator"]
-    out = []
-    for _ in range(50):
-        res = streams.get_records(ShardIterator=it, Limit=limit)
-        out += res["Records"]
-        it = res.get("NextShardIterator")
-        if it is None or not res["Records"]:
-            break
-    return out
-
-
-def read_stream(streams, arn):
-    out = []
-    for sh in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        out += read_shard(streams, arn, sh["ShardId"])
-    return out
 
 
 # ------------------------------------------------------------- listing

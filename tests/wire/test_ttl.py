@@ -5,7 +5,7 @@ import time
 import pytest
 
 from conftest import _make_client
-from wire_helpers import expect_error, validation
+from wire_helpers import expect_error, read_stream, validation
 
 
 def S(v):
@@ -109,12 +109,7 @@ def test_expired_item_readable_until_swept(ddb, endpoint, make_table):
         return
     streams = _make_client(endpoint, True, service="dynamodbstreams")
     arn = ddb.describe_table(TableName=t)["Table"]["LatestStreamArn"]
-    removes = []
-    for sh in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=sh["ShardId"],
-                                        ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
-        removes += [r for r in streams.get_records(ShardIterator=it)["Records"]
-                    if r["eventName"] == "REMOVE"]
+    removes = [r for r in read_stream(streams, arn) if r["eventName"] == "REMOVE"]
     assert [r.get("userIdentity") for r in removes] == [
         {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}], \
         "the expired item was not readable, yet the sweeper did not delete it"

@@ -18,6 +18,29 @@ ACCESS_KEY = "AKIDEXTENDDBTEST"
 SECRET_KEY = "extenddb-wire-test-secret"
 
 
+# ---------------------------------------------------------------- streams
+
+def read_shard(streams, arn, shard_id, typ="TRIM_HORIZON", limit=1000):
+    """The records of one shard, page after page (a dynamodbstreams client)."""
+    it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, ShardIteratorType=typ)["ShardIterator"]
+    out = []
+    for _ in range(50):
+        res = streams.get_records(ShardIterator=it, Limit=limit)
+        out += res["Records"]
+        it = res.get("NextShardIterator")
+        if it is None or not res["Records"]:
+            break
+    return out
+
+
+def read_stream(streams, arn):
+    """The records of every shard of the stream."""
+    out = []
+    for sh in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        out += read_shard(streams, arn, sh["ShardId"])
+    return out
+
+
 # ---------------------------------------------------------------- helpers
 
 class ErrorInfo:
