@@ -349,10 +349,25 @@ def _connect_args(endpoint, validate=True):
                 aws_secret_access_key=SECRET_KEY, config=_client_config(validate))
 
 
+_session = None
+
+
+def _boto_session():
+    """One boto3 session per test process: botocore caches the service
+    models it loads per session, and loading them again for every client
+    (endpoints.json, the service's model) costs tens of milliseconds of
+    CPU. Each client still gets its own event hooks and configuration;
+    xdist runs each worker in its own process."""
+    global _session
+    if _session is None:
+        _session = boto3.session.Session()
+    return _session
+
+
 def _make_client(endpoint, validate=True, service="dynamodb"):
     """A client of service ("dynamodb" or "dynamodbstreams") that checks
     every response's headers."""
-    c = boto3.session.Session().client(service, **_connect_args(endpoint, validate))
+    c = _boto_session().client(service, **_connect_args(endpoint, validate))
     c.meta.events.register(f"after-call.{service}", _check_response_headers)
     return c
 
@@ -372,7 +387,7 @@ def ddb_raw(endpoint):
 
 @pytest.fixture(scope="session")
 def ddb_resource(endpoint):
-    r = boto3.session.Session().resource("dynamodb", **_connect_args(endpoint))
+    r = _boto_session().resource("dynamodb", **_connect_args(endpoint))
     r.meta.client.meta.events.register("after-call.dynamodb", _check_response_headers)
     return r
 
