@@ -9,16 +9,17 @@
 # steps' logs are its setup-*.log):
 #
 #   go     the Go tests under the race detector (SQLite, PostgreSQL,
-#          every store), the streams soak and crash tests, the CI-sized
-#          scale benchmark (scripts/bench-scale.sh --ci), the script tests
+#          every store), the streams soak and crash tests, the
+#          aws-sdk-go-v2 tests on two servers sharing one PostgreSQL
+#          database, the CI-sized scale benchmark (scripts/bench-scale.sh
+#          --ci), the script tests
 #   wire   the wire suite on --memory and SQLite (as soon as the binary and
 #          moto are there), then on PostgreSQL; the browser tests (the
 #          JavaScript SDK v3, the web console), then the fuzz targets
 #   mongo  the MongoDB backend's Go tests, the wire suite and the sdk tests
 #          on two servers sharing one database (FerretDB on its
 #          PostgreSQL handler unless EXTENDDB_TEST_MONGODB_URI names a
-#          server), then the aws-sdk-go-v2 tests on two servers sharing
-#          one PostgreSQL database
+#          server)
 #   cass   lint (gofmt, go vet, staticcheck) while the set-up runs, then
 #          scripts/test-cassandra.sh on a fresh node started at the
 #          beginning (EXTENDDB_TEST_ALL_CASSANDRA=0 leaves it out)
@@ -288,6 +289,9 @@ lane_go() {
 	layer streams go env EXTENDDB_STREAM_CONSUMER_SECONDS=20 go test -count=1 -v -run 'TestStreamConsumer$|TestStreamCrash$' ./tests/sdk/
 	layer streams-postgres go env EXTENDDB_STREAM_CRASH_POSTGRES_DSN="$sdk_dsn" EXTENDDB_STREAM_CONSUMER_SECONDS=20 \
 		go test -count=1 -v -run 'TestStreamCrash$' ./tests/sdk/
+	# Every sdk test on two servers sharing a PostgreSQL database, the
+	# same database as streams-postgres's, after it in this lane.
+	layer sdk-postgres go sdk_two sdk-postgres 18101 18102 "--backend postgres --dsn $sdk_dsn"
 	# The CI-sized scale benchmark (10k and 100k items, 1,000 tables,
 	# loose ratio checks; about a minute).
 	layer scale one env EXTENDDB_BIN=bin/extenddb scripts/bench-scale.sh --ci --out "$LOGS/scale"
@@ -335,15 +339,14 @@ go_mongodb() {
 	return $rc
 }
 
-# The mongo lane, then the sdk tests on PostgreSQL (their database is
-# their own, apart from wire-postgres's, which may still run).
+# The mongo lane: the MongoDB backend on FerretDB, in Go, on the wire
+# and in the sdk tests.
 lane_mongo() {
 	use_servers || return
 	layer go-mongodb go go_mongodb
 	layer wire-mongodb pytest env EXTENDDB_TEST_BACKEND=mongodb EXTENDDB_SERVE_ARGS="$mongo_args" tests/wire/run.sh -q -n 2
 	# Every sdk test, the streams consumer included (writers on both servers).
 	layer sdk-mongodb go sdk_two sdk-mongodb 18103 18104 "$mongo_args"
-	layer sdk-postgres go sdk_two sdk-postgres 18101 18102 "--backend postgres --dsn $sdk_dsn"
 }
 
 cassandra_layer() {
