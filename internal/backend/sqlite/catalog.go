@@ -99,6 +99,7 @@ func (b *Backend) DeleteTable(ctx context.Context, p backend.DeleteTableParams) 
 	if err != nil {
 		return nil, err
 	}
+	b.wakePurge()
 	return &backend.DeleteTableResult{Table: res}, nil
 }
 

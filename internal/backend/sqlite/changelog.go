@@ -27,7 +27,8 @@ import (
 // batch commits), kept non-decreasing per table. TrimLog removes a prefix
 // and remembers the highest Seq it removed in `changelog_last`, so Last
 // survives trimming everything and Seq never goes back. DeleteTable
-// removes both.
+// removes the mark; the records go with the table's other rows, in the
+// purger's steps (purge.go).
 
 // logPos is the last Seq assigned in a table and the At of that record.
 type logPos struct {

@@ -125,6 +125,12 @@ type Backend struct {
 	cache    *itemcache.Cache // nil when disabled
 	lock     *os.File         // exclusive lock on <path>.lock while open
 
+	// The purger of deleted tables' rows (purge.go); holdPurge keeps it
+	// idle (tests).
+	purgeWake, stopPurge, purgeDone chan struct{}
+	purgeStopped                    sync.Once
+	holdPurge                       bool
+
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
 	ops    chan *wop
@@ -362,8 +368,16 @@ func (b *Backend) open(ctx context.Context, path string) error {
 	b.ops = make(chan *wop, b.opts.MaxBatch)
 	b.done = make(chan struct{})
 	go b.writeLoop()
+	b.purgeWake = make(chan struct{}, 1)
+	b.stopPurge = make(chan struct{})
+	b.purgeDone = make(chan struct{})
+	b.holdPurge = testHoldPurge
+	go b.purgeLoop()
 	return nil
 }
+
+// testHoldPurge, set by tests, opens backends whose purger stays idle.
+var testHoldPurge bool
 
 func (b *Backend) closeDBs() {
 	if b.points != nil {
@@ -424,6 +438,14 @@ func (b *Backend) Ping(ctx context.Context) error {
 // Close stops accepting writes, lets the writer finish what is queued,
 // and closes the database; memory mode removes its files.
 func (b *Backend) Close() error {
+	// The purger first: its step in flight ends, what is left goes on
+	// at the next open.
+	b.purgeStopped.Do(func() {
+		if b.stopPurge != nil {
+			close(b.stopPurge)
+			<-b.purgeDone
+		}
+	})
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()

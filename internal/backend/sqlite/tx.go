@@ -235,12 +235,14 @@ func (b *Backend) runBatch(batch []*wop) {
 type writer struct {
 	conn *sql.Conn
 
-	getItem, putItem, insItem, delItem, putIdx, delIdx       *sql.Stmt
-	putItems, putIdxs                                        *sql.Stmt // bulkRows rows each
-	getTable, insertTable, updTableStmt                      *sql.Stmt
-	delTableStmt, deleteItems, deleteIdx, allTables, dropIdx *sql.Stmt
-	begin_, commit_, rollback_, savepoint, release, undo     *sql.Stmt
-	dataVersion                                              *sql.Stmt
+	getItem, putItem, insItem, delItem, putIdx, delIdx   *sql.Stmt
+	putItems, putIdxs                                    *sql.Stmt // bulkRows rows each
+	getTable, insertTable, updTableStmt                  *sql.Stmt
+	delTableStmt, allTables, dropIdx                     *sql.Stmt
+	purgeNext, purgeAdd, purgeDone                       *sql.Stmt
+	purgeItems, purgeIdx, purgeLog                       *sql.Stmt
+	begin_, commit_, rollback_, savepoint, release, undo *sql.Stmt
+	dataVersion                                          *sql.Stmt
 	// Table statistics (counts.go).
 	getIdx, insIdx, statAdd, statCreate, statDrop, statDropIx, statBulk, statCounted, statBulkOf *sql.Stmt
 	// size measures items and index entries (Options.ItemSize); deltas
@@ -248,7 +250,7 @@ type writer struct {
 	size   backend.ItemSizeFunc
 	deltas []statDelta
 	// The change log (changelog.go).
-	putLog, lastLog, lastTrimmed, deleteLog, deleteLogLast *sql.Stmt
+	putLog, lastLog, lastTrimmed, deleteLogLast *sql.Stmt
 
 	// logs holds, per table that wrote a record since it was loaded, the
 	// last Seq assigned and the At of the last record (changelog.go).
@@ -343,8 +345,12 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.insertTable, `INSERT INTO tables(account, name, desc, version, created_at) VALUES (?, ?, ?, 1, ?) RETURNING id`},
 		{&w.updTableStmt, `UPDATE tables SET desc = ?, version = version + 1 WHERE id = ?`},
 		{&w.delTableStmt, `DELETE FROM tables WHERE id = ?`},
-		{&w.deleteItems, `DELETE FROM items WHERE t = ?`},
-		{&w.deleteIdx, `DELETE FROM idx WHERE t = ?`},
+		{&w.purgeNext, sqlPurgeNext},
+		{&w.purgeAdd, sqlPurgeAdd},
+		{&w.purgeDone, sqlPurgeDone},
+		{&w.purgeItems, sqlPurgeItems},
+		{&w.purgeIdx, sqlPurgeIdx},
+		{&w.purgeLog, sqlPurgeLog},
 		{&w.allTables, `SELECT id, version FROM tables`},
 		{&w.dropIdx, `DELETE FROM idx WHERE t = ? AND ix = ?`},
 		{&w.begin_, `BEGIN IMMEDIATE`},
@@ -357,7 +363,6 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.putLog, `INSERT INTO changelog(t, seq, at, data) VALUES (?, ?, ?, ?)`},
 		{&w.lastLog, `SELECT seq, at FROM changelog WHERE t = ? ORDER BY seq DESC LIMIT 1`},
 		{&w.lastTrimmed, `SELECT seq FROM changelog_last WHERE t = ?`},
-		{&w.deleteLog, `DELETE FROM changelog WHERE t = ?`},
 		{&w.deleteLogLast, `DELETE FROM changelog_last WHERE t = ?`},
 	} {
 		var err error
@@ -370,8 +375,9 @@ func (w *writer) prepare(ctx context.Context) error {
 
 func (w *writer) close() {
 	for _, s := range []*sql.Stmt{w.getItem, w.putItem, w.insItem, w.delItem, w.putIdx, w.delIdx, w.getTable, w.insertTable,
-		w.updTableStmt, w.delTableStmt, w.deleteItems, w.deleteIdx, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
-		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLog, w.deleteLogLast,
+		w.updTableStmt, w.delTableStmt, w.allTables, w.dropIdx, w.begin_, w.commit_, w.rollback_,
+		w.purgeNext, w.purgeAdd, w.purgeDone, w.purgeItems, w.purgeIdx, w.purgeLog,
+		w.savepoint, w.release, w.undo, w.dataVersion, w.putLog, w.lastLog, w.lastTrimmed, w.deleteLogLast,
 		w.getIdx, w.insIdx, w.putItems, w.putIdxs, w.statAdd, w.statCreate, w.statDrop, w.statDropIx, w.statBulk, w.statCounted, w.statBulkOf} {
 		if s != nil {
 			s.Close()
@@ -566,7 +572,10 @@ func (w *writer) deleteTable(p backend.DeleteTableParams) (*backend.Table, error
 	if old == nil {
 		return nil, backend.Errorf(backend.KindTableNotFound, "table %q of account %q not found", p.Name, p.Account)
 	}
-	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteItems, w.deleteIdx, w.deleteLog, w.deleteLogLast, w.statDrop} {
+	// The catalog row, the log's trim mark and the statistics go now; the
+	// table's rows are unreachable from the commit on and the purger
+	// deletes them in bounded steps (purge.go).
+	for _, s := range []*sql.Stmt{w.delTableStmt, w.deleteLogLast, w.statDrop, w.purgeAdd} {
 		if _, err := s.ExecContext(bg, old.ID); err != nil {
 			return nil, fail(err, "sqlite: delete table")
 		}
