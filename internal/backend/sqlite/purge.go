@@ -27,6 +27,7 @@ import (
 var purgeBatch = 500
 
 const (
+	sqlPurgeAny    = `SELECT EXISTS (SELECT 1 FROM purge)`
 	sqlPurgeNext   = `SELECT t FROM purge ORDER BY t LIMIT 1`
 	sqlPurgeAdd    = `INSERT INTO purge(t) VALUES (?) ON CONFLICT (t) DO NOTHING`
 	sqlPurgeDone   = `DELETE FROM purge WHERE t = ?`
@@ -78,8 +79,17 @@ func (b *Backend) purgeLoop() {
 }
 
 // purgeOnce runs one purge step as a write operation; more tells whether
-// rows or purge rows are left.
+// rows or purge rows are left. It reads the purge list on a reader first,
+// so that a pass with nothing to do (every open) queues no write beside
+// the others.
 func (b *Backend) purgeOnce(ctx context.Context) (more bool, err error) {
+	var listed bool
+	if err := b.rdb.QueryRowContext(ctx, sqlPurgeAny).Scan(&listed); err != nil {
+		return false, mapErr(err, purgeNextWhat)
+	}
+	if !listed {
+		return false, nil
+	}
 	err = b.submit(ctx, func(w *writer) error {
 		var e error
 		more, e = w.purgeStep(purgeBatch)
