@@ -45,7 +45,7 @@ func s3Servers(t *testing.T) []s3test.Server {
 type faultProxy struct {
 	failPart  atomic.Int32 // part number answered with 403 AccessDenied
 	stallPart atomic.Int32 // part number held until the client goes away
-	parts     atomic.Int32 // UploadPart requests that reached the server
+	stalled   atomic.Int32 // UploadPart requests held by stallPart
 	aborts    atomic.Int32 // AbortMultipartUpload calls (SDK retries of one call count once)
 
 	mu          sync.Mutex
@@ -82,6 +82,7 @@ func (f *faultProxy) start(t *testing.T, target string) string {
 				return
 			}
 			if pn == itoa(f.stallPart.Load()) {
+				f.stalled.Add(1)
 				io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
 				select {
 				case <-r.Context().Done():
@@ -89,7 +90,6 @@ func (f *faultProxy) start(t *testing.T, target string) string {
 				}
 				return
 			}
-			f.parts.Add(1)
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -147,10 +147,13 @@ func TestS3MultipartFaults(t *testing.T) {
 			fp.failPart.Store(0)
 
 			fp.stallPart.Store(2)
-			fp.parts.Store(0)
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
-				for fp.parts.Load() < 1 { // the upload exists and a part reached the server
+				// Only this Put's upload asks for part 2 while stallPart is
+				// set: once it is held, the upload exists and parts are in
+				// flight. (A count of every part request could be met by a
+				// handler of the first Put that was still finishing.)
+				for fp.stalled.Load() < 1 {
 					time.Sleep(5 * time.Millisecond)
 				}
 				time.Sleep(50 * time.Millisecond)
