@@ -509,6 +509,22 @@ func (e *Engine) GetShardIterator(ctx context.Context, account string, in *GetSh
 		if seq < first {
 			return nil, newErr(CodeTrimmedDataAccess, "The operation attempted to read past the oldest stream record in a shard.")
 		}
+		// A closed shard's End is an upper bound (the log's last record
+		// when it closed), so its range can overlap its child's first
+		// records; the record's own generation tag says whose it is.
+		res, err := cl.ReadLog(ctx, backend.ReadLogParams{Table: t.ref, After: seq - 1, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Records) == 1 && res.Records[0].Seq == seq {
+			_, label, gen, err := decodeHeader(res.Records[0].Data)
+			if err != nil {
+				return nil, err
+			}
+			if gen != sh.Gen || string(label) != s.Label {
+				return nil, validationf("Invalid SequenceNumber for the shard: %s", *in.SequenceNumber)
+			}
+		}
 		it.after = at - 1
 	}
 	return &GetShardIteratorOutput{ShardIterator: it.encode()}, nil

@@ -541,3 +541,63 @@ func TestStreamAdoptsLegacyTable(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 }
+
+// TestShardIteratorRefusesTheChildsNumber: a closed shard's End bounds its
+// records from above and may reach past its child's first records (a
+// write tagged with the parent's generation commits after the child
+// opened, and the settle reads the log's last record later still). A
+// sequence number inside that overlap that belongs to the child is not
+// the parent's: GetShardIterator on the parent refuses it.
+func TestShardIteratorRefusesTheChildsNumber(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newStreamEngine(t)
+	arn := streamTable(t, e, "overlap", "KEYS_ONLY")
+	tn := "overlap"
+	put(t, e, tn, item("a", "1"))
+	tab, err := e.loadTable(ctx, acct, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rollover(ctx, tab, true); err != nil {
+		t.Fatal(err)
+	}
+	put(t, e, tn, item("b", "1"))
+	last, err := e.logLast(ctx, tab.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The parent's End as a late settle would have recorded it.
+	if _, err := e.editStreams(ctx, tab.ref, func(st *storedTable) bool {
+		st.Streams[0].Shards[0].End = last
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sh := shards(t, e, arn)
+	if len(sh) != 2 {
+		t.Fatalf("shards: %+v", sh)
+	}
+	child := getRecords(t, e, iter(t, e, arn, sh[1].ShardId, "TRIM_HORIZON", nil), 10)
+	if len(child.Records) != 1 || child.Records[0].Dynamodb.Keys["pk"].Str != "b" {
+		t.Fatalf("child shard: %+v", child)
+	}
+	seq := child.Records[0].Dynamodb.SequenceNumber
+	for _, typ := range []string{"AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"} {
+		_, err := e.GetShardIterator(ctx, acct, &GetShardIteratorInput{StreamArn: &arn, ShardId: &sh[0].ShardId, ShardIteratorType: &typ, SequenceNumber: &seq})
+		if code(err) != CodeValidation || !strings.Contains(err.Error(), "Invalid SequenceNumber for the shard") {
+			t.Fatalf("%s with the child's number on the parent: %v", typ, err)
+		}
+		// The child takes its own number.
+		iter(t, e, arn, sh[1].ShardId, typ, &seq)
+	}
+	// The parent still takes its own record's number and reads it alone.
+	parent := getRecords(t, e, iter(t, e, arn, sh[0].ShardId, "TRIM_HORIZON", nil), 10)
+	if len(parent.Records) != 1 || parent.Records[0].Dynamodb.Keys["pk"].Str != "a" {
+		t.Fatalf("parent shard: %+v", parent)
+	}
+	own := parent.Records[0].Dynamodb.SequenceNumber
+	p := getRecords(t, e, iter(t, e, arn, sh[0].ShardId, "AT_SEQUENCE_NUMBER", &own), 10)
+	if len(p.Records) != 1 || p.Records[0].Dynamodb.Keys["pk"].Str != "a" {
+		t.Fatalf("parent at its own number: %+v", p)
+	}
+}
