@@ -22,8 +22,6 @@ const (
 	sqlLockTable = `SELECT id, descr, version, created_at FROM tables WHERE account = $1 AND name = $2 FOR NO KEY UPDATE`
 	sqlUpdTable  = `UPDATE tables SET descr = $1, version = version + 1 WHERE id = $2`
 	sqlDelTable  = `DELETE FROM tables WHERE account = $1 AND name = $2 RETURNING id, descr, version, created_at`
-	sqlDelItems  = `DELETE FROM items WHERE t = $1`
-	sqlDelIdxAll = `DELETE FROM idx WHERE t = $1`
 )
 
 func scanTable(row pgx.Row, account, name string) (*backend.Table, error) {
@@ -195,10 +193,9 @@ func (b *Backend) DeleteTable(ctx context.Context, p backend.DeleteTableParams) 
 			return notFoundByName(p.Account, p.Name)
 		}
 		bt = &pgx.Batch{}
-		bt.Queue(sqlDelItems, res.ID)
-		bt.Queue(sqlDelIdxAll, res.ID)
-		bt.Queue(sqlDelLog, res.ID)
-		bt.Queue(sqlDelLogPending, res.ID)
+		// The items, index entries and change records are the purger's
+		// (purge.go, ADR 0057).
+		bt.Queue(sqlPurgeAdd, res.ID)
 		bt.Queue(sqlDelLogLast, res.ID)
 		// Deltas before the folded rows: a fold running now commits
 		// before the second delete looks (counts.go).
@@ -213,6 +210,7 @@ func (b *Backend) DeleteTable(ctx context.Context, p backend.DeleteTableParams) 
 		return nil, err
 	}
 	b.tabVersions.Delete(res.ID)
+	b.wakePurge()
 	return &backend.DeleteTableResult{Table: res}, nil
 }
 

@@ -38,10 +38,8 @@ import (
 // share the locks and the sequence, so the same holds across them.
 
 const (
-	sqlPendLog       = `INSERT INTO changelog_pending(t, data) VALUES ($1, $2)`
-	sqlDelLog        = `DELETE FROM changelog WHERE t = $1`
-	sqlDelLogPending = `DELETE FROM changelog_pending WHERE t = $1`
-	sqlDelLogLast    = `DELETE FROM changelog_last WHERE t = $1`
+	sqlPendLog    = `INSERT INTO changelog_pending(t, data) VALUES ($1, $2)`
+	sqlDelLogLast = `DELETE FROM changelog_last WHERE t = $1`
 
 	// The publish lock of a table: the two-int4 advisory lock space, apart
 	// from the item locks' bigint space.

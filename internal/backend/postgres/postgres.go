@@ -131,8 +131,11 @@ type Backend struct {
 	// foldStop ends the fold of statistics deltas (counts.go); foldDone
 	// is closed when it has.
 	foldStop, foldDone chan struct{}
-	pool               *pgxpool.Pool
-	closed             atomic.Bool
+	// purgeWake, purgeStop and purgeDone drive the purger of deleted
+	// tables' rows (purge.go).
+	purgeWake, purgeStop, purgeDone chan struct{}
+	pool                            *pgxpool.Pool
+	closed                          atomic.Bool
 
 	// retries counts transparent re-runs (tests and metrics).
 	retries atomic.Int64
@@ -239,6 +242,8 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	b.foldStop, b.foldDone = make(chan struct{}), make(chan struct{})
 	go b.foldLoop(b.foldStop, b.foldDone)
+	b.purgeWake, b.purgeStop, b.purgeDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go b.purgeLoop()
 	return b, nil
 }
 
@@ -313,6 +318,10 @@ func (b *Backend) Close() error {
 	if b.foldStop != nil {
 		close(b.foldStop)
 		<-b.foldDone
+	}
+	if b.purgeStop != nil {
+		close(b.purgeStop)
+		<-b.purgeDone
 	}
 	b.pool.Close()
 	if b.presence != nil {
