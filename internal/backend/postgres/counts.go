@@ -21,7 +21,9 @@ import (
 // serialized on a counter row. A fold, every foldEvery in the background
 // of each backend, moves deltas into the table_stats rows in one
 // statement; the figures are those rows plus the deltas not folded yet,
-// read in one statement.
+// read in one statement. The fold loop also vacuums the delta table once
+// it has folded vacuumAfter deltas, so that the read does not visit the
+// dead rows the folds leave.
 
 var _ backend.TableCounter = (*Backend)(nil)
 
@@ -46,7 +48,7 @@ const (
 		WHERE tb.id = $1`
 	sqlStatFold = `WITH d AS (DELETE FROM table_stats_delta WHERE id IN
 			(SELECT id FROM table_stats_delta ORDER BY id LIMIT 10000 FOR UPDATE SKIP LOCKED) RETURNING t, ix, items, bytes),
-		s AS (SELECT t, ix, sum(items)::bigint AS items, sum(bytes)::bigint AS bytes FROM d GROUP BY t, ix)
+		s AS (SELECT t, ix, sum(items)::bigint AS items, sum(bytes)::bigint AS bytes FROM d GROUP BY t, ix),
 		i AS (INSERT INTO table_stats(t, ix, items, bytes) SELECT t, ix, items, bytes FROM s WHERE EXISTS (SELECT 1 FROM tables WHERE id = s.t)
 			ON CONFLICT (t, ix) DO UPDATE SET items = table_stats.items + EXCLUDED.items, bytes = table_stats.bytes + EXCLUDED.bytes)
 		SELECT count(*) FROM d`
@@ -275,6 +277,7 @@ func (b *Backend) foldLoop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(foldEvery)
 	defer t.Stop()
+	var folded int64 // since the last vacuum
 	for {
 		select {
 		case <-stop:
@@ -283,11 +286,41 @@ func (b *Backend) foldLoop(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		for range 100 { // at most a million deltas a round
 			n, err := b.fold(stop)
+			folded += n
 			if err != nil || n < 10000 {
 				break
 			}
 		}
+		if folded >= vacuumAfter && b.vacuumDeltas(stop) == nil {
+			folded = 0
+		}
 	}
+}
+
+// vacuumAfter is how many deltas are folded before the fold loop vacuums
+// table_stats_delta; a variable for tests.
+var vacuumAfter int64 = 5000
+
+// vacuumDeltas vacuums table_stats_delta. Every write appends to it and
+// every fold deletes what it moved, so between two autovacuum runs (a
+// minute apart at the default naptime) it fills with dead rows, which the
+// figures' read (sqlStatRead) visits: a bitmap scan of its index returns
+// the dead entries too and checks each on its page. After 20 s of writes
+// at about 3,500 a second (`bench scale`, 10k items), DescribeTable cost
+// 160 µs of database CPU without this vacuum and 94 µs with it. A vacuum
+// another server runs at the same time is skipped.
+func (b *Backend) vacuumDeltas(stop <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	_, err := b.pool.Exec(ctx, `VACUUM (SKIP_LOCKED) table_stats_delta`, pgx.QueryExecModeSimpleProtocol)
+	return err
 }
 
 // fold moves up to 10,000 deltas into table_stats in one statement.
