@@ -57,6 +57,15 @@ type Stats struct {
 	OutboxPending   int64
 	OutboxOldest    time.Duration
 	OutboxRecovered int64
+
+	// HasBackground: BackgroundFailures is set (SQLite and PostgreSQL).
+	HasBackground bool
+	// BackgroundFailures counts failed passes of the backend's background
+	// work (SQLite: the purge of deleted tables; PostgreSQL: that purge,
+	// the fold of the statistics deltas and its vacuum). Each is retried
+	// at its next pass, so a count that keeps growing means work that
+	// never gets done.
+	BackgroundFailures int64
 }
 
 // StatsReporter is a backend's statistics (Capabilities.Stats). It is not
@@ -81,7 +90,7 @@ func (cs checkedStats) Stats() Stats {
 		s.CacheHits < 0 || s.CacheMisses < 0 || s.CacheBytes < 0 || s.CacheEntries < 0 || s.CacheMaxBytes < 0 ||
 		s.Retries < -1 || s.SpeculativeApplied < 0 || s.SpeculativeRefused < 0 || s.WriteBatches < 0 ||
 		s.WriteBatchWrites < 0 || s.ReadPipelines < 0 || s.ReadPipelineGets < 0 ||
-		s.OutboxPending < 0 || s.OutboxOldest < 0 || s.OutboxRecovered < 0
+		s.OutboxPending < 0 || s.OutboxOldest < 0 || s.OutboxRecovered < 0 || s.BackgroundFailures < 0
 	switch {
 	case neg:
 		cs.c.violation("Stats", "a negative figure: %+v", s)

@@ -106,6 +106,10 @@ func registerStorageMetrics(reg prometheus.Registerer, be backend.Backend) {
 				func(s backend.Stats) float64 { return float64(s.OutboxRecovered) }),
 		)
 	}
+	if first.HasBackground {
+		reg.MustRegister(counter("extenddb_storage_background_failures_total", "Failed passes of the storage backend's background work (the purge of deleted tables; PostgreSQL: also the statistics fold and its vacuum), each retried at the next pass: a count that keeps growing means work that never gets done.",
+			func(s backend.Stats) float64 { return float64(s.BackgroundFailures) }))
+	}
 	if first.Retries >= 0 {
 		reg.MustRegister(counter("extenddb_storage_retries_total", "Storage operations run again after a transient failure (nothing committed).",
 			func(s backend.Stats) float64 { return float64(s.Retries) }))

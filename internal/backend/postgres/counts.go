@@ -287,13 +287,30 @@ func (b *Backend) foldLoop(stop <-chan struct{}, done chan<- struct{}) {
 		for range 100 { // at most a million deltas a round
 			n, err := b.fold(stop)
 			folded += n
+			if err != nil {
+				b.countFailure(stop)
+			}
 			if err != nil || n < 10000 {
 				break
 			}
 		}
-		if folded >= vacuumAfter && b.vacuumDeltas(stop) == nil {
-			folded = 0
+		if folded >= vacuumAfter {
+			if err := b.vacuumDeltas(stop); err != nil {
+				b.countFailure(stop)
+			} else {
+				folded = 0
+			}
 		}
+	}
+}
+
+// countFailure counts a failed background pass, unless the backend is
+// closing (stop closed: the pass was cut short, it did not fail).
+func (b *Backend) countFailure(stop <-chan struct{}) {
+	select {
+	case <-stop:
+	default:
+		b.bgFailures.Add(1)
 	}
 }
 

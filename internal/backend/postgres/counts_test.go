@@ -64,3 +64,51 @@ func TestFoldVacuumsDeltas(t *testing.T) {
 		t.Fatalf("counts after the vacuum: %+v, want %d items", res, n)
 	}
 }
+
+// TestFoldFailuresAreCounted: a fold that fails (here the delta table is
+// renamed away under it) is counted in Stats().BackgroundFailures, and the
+// deltas are folded once it can run again.
+func TestFoldFailuresAreCounted(t *testing.T) {
+	dsn := ownDatabase(t)
+	b := openT(t, Options{DSN: dsn})
+	ctx := context.Background()
+	if st := b.Stats(); !st.HasBackground || st.BackgroundFailures != 0 {
+		t.Fatalf("a fresh backend: %+v", st)
+	}
+	if _, err := b.pool.Exec(ctx, `ALTER TABLE table_stats_delta RENAME TO table_stats_delta_away`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Stats().BackgroundFailures == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no background failure counted 20 s after the delta table went away")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := b.pool.Exec(ctx, `ALTER TABLE table_stats_delta_away RENAME TO table_stats_delta`); err != nil {
+		t.Fatal(err)
+	}
+	cr, err := b.CreateTable(ctx, backend.CreateTableParams{Account: "acct", Name: "f", Desc: []byte("d")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteItem(ctx, backend.WriteItemParams{Table: cr.Table.Ref(), PK: []byte("k"),
+		Fn: func([]byte) (backend.Change, error) {
+			return backend.Change{Op: backend.Put, Item: []byte("item")}, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var left int64
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM table_stats_delta`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deltas left unfolded after the table came back", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

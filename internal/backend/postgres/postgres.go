@@ -136,6 +136,9 @@ type Backend struct {
 	purgeWake, purgeStop, purgeDone chan struct{}
 	pool                            *pgxpool.Pool
 	closed                          atomic.Bool
+	// bgFailures counts failed passes of the fold, its vacuum and the
+	// purger (Stats().BackgroundFailures).
+	bgFailures atomic.Int64
 
 	// retries counts transparent re-runs (tests and metrics).
 	retries atomic.Int64
@@ -339,7 +342,7 @@ func (b *Backend) Stats() backend.Stats {
 	ps := b.pool.Stat()
 	st := backend.Stats{HasPool: true, PoolMax: int64(ps.MaxConns()), PoolInUse: int64(ps.AcquiredConns()),
 		PoolIdle: int64(ps.IdleConns()), PoolWaits: ps.EmptyAcquireCount(), PoolWaitTime: ps.EmptyAcquireWaitTime(),
-		Retries: b.retries.Load(), HasPipelining: true}
+		Retries: b.retries.Load(), HasPipelining: true, HasBackground: true, BackgroundFailures: b.bgFailures.Load()}
 	st.SpeculativeApplied, st.SpeculativeRefused = b.SpeculationStats()
 	st.WriteBatches, st.WriteBatchWrites = b.WriteLaneStats()
 	st.ReadPipelines, st.ReadPipelineGets = b.LaneStats()

@@ -128,6 +128,9 @@ func (b *Backend) purgeLoop() {
 		if !testHoldPurge {
 			for {
 				more, err := b.purgeStep(ctx, &st)
+				if err != nil && ctx.Err() == nil {
+					b.bgFailures.Add(1)
+				}
 				if err != nil || !more {
 					// An error (the server closing, the database away) is
 					// retried at the next pass: the purge row stays until

@@ -32,7 +32,7 @@ type cacheChange struct {
 
 // Stats reports the reader pool and the item cache (backend.StatsReporter).
 func (b *Backend) Stats() backend.Stats {
-	st := backend.Stats{Retries: -1}
+	st := backend.Stats{Retries: -1, HasBackground: true, BackgroundFailures: b.bgFailures.Load()}
 	if b.rdb != nil {
 		ds := b.rdb.Stats()
 		st.HasPool = true

@@ -62,6 +62,9 @@ func (b *Backend) purgeLoop() {
 		if !b.holdPurge {
 			for {
 				more, err := b.purgeOnce(ctx)
+				if err != nil && ctx.Err() == nil {
+					b.bgFailures.Add(1)
+				}
 				if err != nil || !more {
 					// An error (the database closing, a failed write) is
 					// retried at the next wake or the next open: the purge

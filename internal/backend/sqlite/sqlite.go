@@ -128,8 +128,10 @@ type Backend struct {
 	// The purger of deleted tables' rows (purge.go); holdPurge keeps it
 	// idle (tests).
 	purgeWake, stopPurge, purgeDone chan struct{}
-	purgeStopped                    sync.Once
-	holdPurge                       bool
+	// bgFailures counts failed purge passes (Stats().BackgroundFailures).
+	bgFailures   atomic.Int64
+	purgeStopped sync.Once
+	holdPurge    bool
 
 	mu     sync.RWMutex // guards closed and sends on ops
 	closed bool
