@@ -32,6 +32,8 @@ func (b *Backend) CreateTable(ctx context.Context, p backend.CreateTableParams) 
 			Created: time.Now().UTC().Truncate(time.Millisecond)}
 		_, err := b.tables.InsertOne(ctx, d)
 		if err == nil {
+			// Best effort: a table without figures is recounted.
+			_ = b.startFigures(ctx, d.ID)
 			return &backend.CreateTableResult{Table: d.table()}, nil
 		}
 		if !isDup(err) {
@@ -159,6 +161,9 @@ func (b *Backend) DeleteTable(ctx context.Context, p backend.DeleteTableParams) 
 	if err := b.hintsColl(id).Drop(ctx); err != nil {
 		return nil, translate(err, "mongodb: drop the table's change log hints")
 	}
+	if err := b.forgetFigures(ctx, id); err != nil {
+		return nil, err
+	}
 	if _, err := b.fence.DeleteMany(ctx, bson.D{{Key: "t", Value: id}}); err != nil {
 		return nil, translate(err, "mongodb: delete the table's fence documents")
 	}
@@ -193,7 +198,12 @@ func (b *Backend) DropIndex(ctx context.Context, p backend.DropIndexParams) (*ba
 		return nil, err
 	}
 	// The claim drained the writers: no item write runs while the
-	// entries are removed (item documents are never deleted, see items.go).
+	// entries are removed (item documents are never deleted, see items.go)
+	// and no delta of the index is left to come once the pending ones are
+	// folded.
+	if err := b.dropIndexFigures(ctx, p.Table.ID, p.Index); err != nil {
+		return nil, err
+	}
 	ifield, pfield := indexField(p.Index), projField(p.Index)
 	coll := b.items(p.Table.ID)
 	if _, err := coll.UpdateMany(ctx, bson.D{{Key: ifield, Value: bson.D{{Key: "$exists", Value: true}}}},

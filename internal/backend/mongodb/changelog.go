@@ -252,13 +252,14 @@ func (b *Backend) unpublished(ctx context.Context, tid int64, pl []pending) ([]p
 	return out, nil
 }
 
-// publishers serializes the publisher per table in this process.
-type publishers struct {
+// tableLocks serializes one kind of work per table in this process (the
+// change log publisher, the statistics fold).
+type tableLocks struct {
 	mu sync.Mutex
 	m  map[int64]*sync.Mutex
 }
 
-func (p *publishers) lock(id int64) func() {
+func (p *tableLocks) lock(id int64) func() {
 	p.mu.Lock()
 	if p.m == nil {
 		p.m = map[int64]*sync.Mutex{}

@@ -104,7 +104,9 @@ func Driver() backend.Driver {
 			{Key: "tx_lock_timeout_seconds", Default: "unset", Doc: "deprecated: tx_lock_timeout in whole seconds"},
 		},
 		Open: func(ctx context.Context, env backend.DriverEnv) (backend.Backend, error) {
-			return Open(ctx, configOf(env).options())
+			o := configOf(env).options()
+			o.ItemSize = env.ItemSize
+			return Open(ctx, o)
 		},
 		Migrate: func(ctx context.Context, env backend.DriverEnv) ([]string, error) {
 			return Migrate(ctx, configOf(env).options())

@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,6 +30,7 @@ type itemDoc struct {
 	v       int64
 	idx     map[string]entry    // by index field suffix (hex of the index name)
 	pl      []pending           // change records not known to be published (changelog.go)
+	sd      []statDelta         // statistics deltas not known to be folded (counts.go)
 	lock    *txledger.Lock      // the transaction holding the item (transact.go), nil when none
 	pre     map[string]preImage // per snapshot epoch, the item as of its instant (snapshot.go)
 }
@@ -78,6 +80,12 @@ func parseItemDoc(raw bson.Raw) (*itemDoc, error) {
 		case k == "v":
 			if n, ok := v.AsInt64OK(); ok {
 				d.v = n
+			}
+		case k == "sd":
+			if data, ok := binaryOf(v); ok && len(data) > 0 {
+				if err := json.Unmarshal(data, &d.sd); err != nil {
+					return nil, err
+				}
 			}
 		case k == "pl":
 			arr, ok := v.ArrayOK()
@@ -221,9 +229,16 @@ func waited(ctx context.Context, err error, what string) error {
 	return translate(err, what)
 }
 
+// claimDoc is a version claim, or the statistics hint of a document's
+// first version (counts.go).
 type claimDoc struct {
 	ID  string `bson:"_id"`
 	Exp int64  `bson:"exp"`
+	T   int64  `bson:"t,omitempty"` // when it was inserted (ms): the folds' watermark
+	// W is the inserting attempt's nonce: a claim deleted and inserted
+	// again under the same _id (by a writer that read the document long
+	// before) is not the hint a pending delta names.
+	W string `bson:"w,omitempty"`
 }
 
 func claimID(id string, v int64, gen int) string { return fmt.Sprintf("%s@%016x@%d", id, v, gen) }
@@ -232,10 +247,10 @@ func claimID(id string, v int64, gen int) string { return fmt.Sprintf("%s@%016x@
 // id. A claim whose writer's lease ended without a new version is taken
 // over by the next generation. ok is false when another writer holds the
 // version (or wrote it): read again. gen is the generation won.
-func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int64, exp time.Time) (ok bool, gen int, err error) {
+func (b *Backend) claimVersion(ctx context.Context, tid int64, id string, v int64, exp time.Time, w string) (ok bool, gen int, err error) {
 	coll := b.claims(tid)
 	for gen := 0; ; gen++ {
-		_, err := coll.InsertOne(ctx, claimDoc{ID: claimID(id, v, gen), Exp: exp.UnixMilli()})
+		_, err := coll.InsertOne(ctx, claimDoc{ID: claimID(id, v, gen), Exp: exp.UnixMilli(), T: nowMs(), W: w})
 		if err == nil {
 			if gen == 0 {
 				return true, 0, nil
@@ -335,42 +350,19 @@ func (b *Backend) writeLoop(ctx context.Context, p backend.WriteItemParams, exp 
 				return nil, waited(ctx, err, "mongodb: record a change log hint")
 			}
 		}
-		doc, empty := newDoc(cur, id, p.PK, p.SK, ch, pl)
+		nd := nextDoc(cur, id, p.PK, p.SK, ch)
+		nd.pl = pl
 		// Open snapshot epochs keep the item as it was at their instant.
 		if l := registered(ctx, p.Table.ID); l != nil {
-			if pre := preImages(cur, l.epochs); len(pre) > 0 {
-				doc = append(doc, preFields(pre)...)
-				empty = false
-			}
+			nd.pre = preImages(cur, l.epochs)
 		}
-		applied := false
-		switch {
-		case cur == nil && empty:
-			return res, nil
-		case cur == nil:
-			_, err = coll.InsertOne(ctx, doc)
-			applied = err == nil
-			if isDup(err) {
-				err = nil
-			}
-		default:
-			ok, gen, cerr := b.claimVersion(ctx, p.Table.ID, id, cur.v, exp)
-			if cerr != nil {
-				// A claim won but not used expires with the lease:
-				// nothing of this write was applied.
-				return nil, waited(ctx, cerr, "mongodb: claim item version")
-			}
-			if ok {
-				var r *mongo.UpdateResult
-				r, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: cur.v}}, doc)
-				applied = err == nil && r.MatchedCount == 1
-				if applied {
-					b.dropClaims(ctx, p.Table.ID, id, cur.v, gen)
-				}
-			}
+		applied, err := b.putDoc(ctx, p.Table.ID, cur, nd, exp)
+		var u unsent
+		if errors.As(err, &u) {
+			return nil, waited(ctx, u.err, u.what)
 		}
 		if err != nil {
-			return nil, translate(err, "mongodb: write item")
+			return nil, err
 		}
 		if applied {
 			return res, nil
@@ -381,43 +373,21 @@ func (b *Backend) writeLoop(ctx context.Context, p backend.WriteItemParams, exp 
 	}
 }
 
-// newDoc is the document after ch; empty when it keeps neither an item
-// nor an index entry (a new document is then not inserted; an existing one
-// keeps {_id, v} so its versions never repeat).
-func newDoc(cur *itemDoc, id string, pk, sk []byte, ch backend.Change, pl []pending) (bson.D, bool) {
-	idx := map[string]entry{}
-	var v int64 = 1
+// nextDoc is the next version of document cur (nil: absent) after ch,
+// without its change records, statistics deltas and pre-images; a
+// document that keeps neither an item nor an index entry is not inserted
+// when absent, and an existing one keeps {_id, v} so its versions never
+// repeat.
+func nextDoc(cur *itemDoc, id string, pk, sk []byte, ch backend.Change) *itemDoc {
+	nd := &itemDoc{id: id, v: 1, idx: map[string]entry{}}
 	if cur != nil {
 		for k, e := range cur.idx {
-			idx[k] = e
+			nd.idx[k] = e
 		}
-		v = cur.v + 1
+		nd.v = cur.v + 1
 	}
-	for _, k := range ch.DeleteIndex {
-		f := indexField(k.Index)[2:]
-		if e, ok := idx[f]; ok && e.key == indexKey(k.PK, k.SK, pk, sk) {
-			delete(idx, f)
-		}
-	}
-	for _, e := range ch.PutIndex {
-		idx[indexField(e.Index)[2:]] = entry{key: indexKey(e.PK, e.SK, pk, sk), proj: nz(e.Item)}
-	}
-	doc := bson.D{{Key: "_id", Value: id}, {Key: "v", Value: v}}
-	hasItem := ch.Op == backend.Put
-	if hasItem {
-		doc = append(doc, bson.E{Key: "it", Value: nz(ch.Item)})
-	}
-	for f, e := range idx {
-		doc = append(doc, bson.E{Key: "i_" + f, Value: e.key}, bson.E{Key: "j_" + f, Value: nz(e.proj)})
-	}
-	if len(pl) > 0 {
-		arr := make(bson.A, len(pl))
-		for i, p := range pl {
-			arr[i] = bson.D{{Key: "r", Value: p.R}, {Key: "d", Value: nz(p.D)}}
-		}
-		doc = append(doc, bson.E{Key: "pl", Value: arr})
-	}
-	return doc, !hasItem && len(idx) == 0 && len(pl) == 0
+	nd.applyChange(pk, sk, ch)
+	return nd
 }
 
 func nz(b []byte) []byte {

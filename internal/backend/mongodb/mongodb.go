@@ -20,7 +20,10 @@
 //     index X (hex of its name) i_X (the index key in the same text form)
 //     and j_X (the projected item bytes), with a MongoDB index on i_X. An
 //     item and its index entries change in one single-document write.
-//   - c<ID>: the table's item version claims (items.go).
+//   - c<ID>: the table's item version claims (items.go), which are also
+//     the hints of the statistics deltas pending in item documents
+//     (counts.go).
+//   - st<ID>: the table's statistics, one document per fold (counts.go).
 package mongodb
 
 import (
@@ -63,6 +66,9 @@ type Options struct {
 	// live coordinator takes to lock its items (up to 100 on a slow
 	// server); MaxWait is twice it.
 	TxLockTimeout time.Duration
+	// ItemSize measures items and index entries for the table statistics
+	// kept with every write (backend.TableCounter); nil: their length.
+	ItemSize backend.ItemSizeFunc
 }
 
 // DefaultTxLockTimeout is the ledger's lock timeout on MongoDB: FerretDB
@@ -87,12 +93,20 @@ type Backend struct {
 	mu      sync.Mutex
 	indexed map[string]bool // "t<ID>/<index field>" (and "l<ID>/r") whose MongoDB index exists
 
-	pubs publishers // the change log publisher of each table, serialized in this process
+	pubs tableLocks // the change log publisher of each table, serialized in this process
 	logc logCache   // where the change log searches start (changelog.go)
 
 	ledger    *txledger.Ledger // multi-item transactions (transact.go)
 	stopSweep context.CancelFunc
-	swept     chan struct{}
+	swept     chan struct{} // closed when the sweep and the fold loop ended
+
+	size     backend.ItemSizeFunc              // the table statistics' measure (counts.go)
+	folds    tableLocks                        // the statistics fold of each table, serialized in this process
+	finished map[int64]string                  // per table, the figures document whose hints were deleted last
+	marks    map[int64]int64                   // per table, the highest figures watermark seen (ms)
+	folded   map[int64]map[string]time.Time    // per table, hints lately consumed by a fold
+	outcomes map[int64]map[string]writeOutcome // per table, this process's writes not folded yet
+	bg       folder                            // the background fold
 }
 
 // Name implements backend.Backend.
@@ -102,7 +116,7 @@ func (b *Backend) Name() string { return "mongodb" }
 // and a change log; TransactWrite runs on the transaction ledger, so
 // writes that need no atomicity across items go item by item.
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, PerItemAtomic: true}
+	return backend.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, PerItemAtomic: true, Counts: b, Stats: b}
 }
 
 func connect(ctx context.Context, opts Options) (*mongo.Client, *mongo.Database, error) {
@@ -164,7 +178,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		lease = DefaultLease
 	}
 	b := &Backend{client: client, db: db, tables: db.Collection("tables"), fence: db.Collection("fence"),
-		lease: lease, indexed: map[string]bool{}, swept: make(chan struct{})}
+		lease: lease, indexed: map[string]bool{}, swept: make(chan struct{}), size: opts.ItemSize, finished: map[int64]string{}, marks: map[int64]int64{}, folded: map[int64]map[string]time.Time{}, outcomes: map[int64]map[string]writeOutcome{}}
 	lt := opts.TxLockTimeout
 	if lt <= 0 {
 		lt = DefaultTxLockTimeout
@@ -174,7 +188,14 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	b.stopSweep = stop
 	go func() {
 		defer close(b.swept)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.foldLoop(sctx)
+		}()
 		b.sweep(sctx)
+		wg.Wait()
 	}()
 	return b, nil
 }

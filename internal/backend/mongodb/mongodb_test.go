@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 		crashChild() // the process TestCrashMidTransaction kills
 		return
 	}
+	if os.Getenv(countsChildEnv) != "" {
+		countsChild() // the process TestCountsAfterKill kills
+		return
+	}
 	requested = backendtest.Requested("mongodb")
 	if !requested {
 		fmt.Println("storage backends: mongodb not requested (EXTENDDB_TEST_BACKENDS=mongodb and EXTENDDB_TEST_MONGODB_URI=$(scripts/mongodb.sh start) run it)")
@@ -346,7 +350,7 @@ func TestKilledHoldersExpire(t *testing.T) {
 	if err != nil || cur == nil {
 		t.Fatal(cur, err)
 	}
-	if ok, _, err := b.claimVersion(ctx, ref.ID, id, cur.v, time.Now().Add(lease)); err != nil || !ok {
+	if ok, _, err := b.claimVersion(ctx, ref.ID, id, cur.v, time.Now().Add(lease), nonce()); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	start = time.Now()
