@@ -549,6 +549,11 @@ func (b *Backend) fold(ctx context.Context, tid int64) error {
 // call again (hints left, or another fold got there first).
 func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bool, err error) {
 	start := nowMs()
+	// Read on every pass, even one that finds no hint: reading forgets
+	// the outcomes older than foldedMemory, which another server's fold
+	// consumed (a server whose writes the others always fold first would
+	// otherwise keep them all).
+	known := b.outcomesOf(tid)
 	f, err := b.latestFigures(ctx, tid)
 	if err != nil {
 		return false, err
@@ -581,7 +586,6 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 	// their documents: a landed one's delta is in its document (its hint
 	// is there, so nothing dropped it), a lost one's document is past
 	// the hint's version. The others' documents are read.
-	known := b.outcomesOf(tid)
 	hinted := make(map[string]string, len(hints)) // _id -> nonce
 	added := map[string]bool{}
 	var ids []string
