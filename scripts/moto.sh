@@ -3,7 +3,9 @@
 # for internal/blobstore/storetest).
 #
 #   scripts/moto.sh [start] [PORT]  install moto[server] into a cached venv if
-#                                   missing, start moto_server on 127.0.0.1:PORT
+#                                   missing, start moto's server on 127.0.0.1:PORT
+#                                   (through scripts/moto-serve.py, which makes
+#                                   its conditional writes atomic, as S3's are)
 #                                   (default: EXTENDDB_MOTO_PORT or 5055), wait
 #                                   until it answers, print the endpoint.
 #   scripts/moto.sh stop            stop the server started by "start" (by PID).
@@ -21,6 +23,7 @@ PIDFILE="$RUN/moto.pid"
 PORTFILE="$RUN/moto.port"
 LOG="$RUN/moto.log"
 MOTO_VERSION="${EXTENDDB_MOTO_VERSION:-5.2.5}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 log() { echo "moto.sh: $*" >&2; }
 
@@ -60,8 +63,8 @@ start() {
 		return
 	fi
 	install
-	log "starting moto_server on 127.0.0.1:$port (log $LOG)"
-	nohup "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$LOG" 2>&1 &
+	log "starting moto's server on 127.0.0.1:$port (log $LOG)"
+	nohup "$VENV/bin/python" "$HERE/moto-serve.py" 127.0.0.1 "$port" >"$LOG" 2>&1 &
 	echo $! >"$PIDFILE"
 	echo "$port" >"$PORTFILE"
 	local ep="http://127.0.0.1:$port"
@@ -88,7 +91,7 @@ stop() {
 			kill "$pid"
 			for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 			kill -0 "$pid" 2>/dev/null && kill -9 "$pid" || true
-			log "stopped moto_server (pid $pid)"
+			log "stopped moto's server (pid $pid)"
 		fi
 		rm -f "$PIDFILE"
 	fi
