@@ -180,6 +180,30 @@ func each(n, width int, f func(i int) error) error {
 // shared with the writers).
 const lookups = 8
 
+// readDocs reads the item documents ids name (repeats read once), up to
+// lookups at a time; an absent document maps to nil.
+func (b *Backend) readDocs(ctx context.Context, tid int64, ids []string) (map[string]*itemDoc, error) {
+	docs := make(map[string]*itemDoc, len(ids))
+	var uniq []string
+	for _, id := range ids {
+		if _, dup := docs[id]; !dup {
+			docs[id] = nil
+			uniq = append(uniq, id)
+		}
+	}
+	read := make([]*itemDoc, len(uniq))
+	if err := each(len(uniq), lookups, func(i int) (err error) {
+		read[i], err = b.readDoc(ctx, b.items(tid), uniq[i])
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for i, id := range uniq {
+		docs[id] = read[i]
+	}
+	return docs, nil
+}
+
 // ensureLogIndex creates the unique index on r of the table's log once
 // per process.
 func (b *Backend) ensureLogIndex(ctx context.Context, id int64) error {
@@ -423,25 +447,15 @@ func (b *Backend) publish(ctx context.Context, tid int64) error {
 	// hints were read is in them.
 	hinted := map[string]bool{}
 	var ids []string
-	docs := map[string]*itemDoc{}
 	for _, h := range hints {
 		hinted[h.ID] = true
 		if id, _, ok := hintVersion(h.ID); ok {
-			if _, dup := docs[id]; !dup {
-				docs[id] = nil
-				ids = append(ids, id)
-			}
+			ids = append(ids, id)
 		}
 	}
-	read := make([]*itemDoc, len(ids))
-	if err := each(len(ids), lookups, func(i int) (err error) {
-		read[i], err = b.readDoc(ctx, b.items(tid), ids[i])
+	docs, err := b.readDocs(ctx, tid, ids)
+	if err != nil {
 		return err
-	}); err != nil {
-		return err
-	}
-	for i, id := range ids {
-		docs[id] = read[i]
 	}
 	var todo []pending
 	var done []string

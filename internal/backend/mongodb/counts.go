@@ -272,9 +272,6 @@ func (b *Backend) carried(ctx context.Context, tid int64, cur *itemDoc) ([]statD
 	if cur == nil || len(cur.sd) == 0 {
 		return nil, nil
 	}
-	b.mu.Lock()
-	mark := b.marks[tid]
-	b.mu.Unlock()
 	// Dropped without a lookup: the deltas older than the watermark and
 	// the ones a fold this process saw consumed. Kept without one: this
 	// process's own writes not seen folded (carrying a delta that another
@@ -282,6 +279,7 @@ func (b *Backend) carried(ctx context.Context, tid int64, cur *itemDoc) ([]statD
 	// being gone, and the next write looks it up).
 	var keep, young []statDelta
 	b.mu.Lock()
+	mark := b.marks[tid]
 	for _, d := range cur.sd {
 		_, folded := b.folded[tid][d.R]
 		o, mine := b.outcomes[tid][d.R]
@@ -305,7 +303,7 @@ func (b *Backend) carried(ctx context.Context, tid int64, cur *itemDoc) ([]statD
 	if len(keep) < maxPending {
 		return keep, nil
 	}
-	if err := b.fold(ctx, tid); err != nil {
+	if _, _, err := b.fold(ctx, tid); err != nil {
 		return nil, err
 	}
 	return b.unfolded(ctx, tid, keep)
@@ -532,22 +530,25 @@ func tidy(f *figDoc) {
 }
 
 // fold folds the table's pending deltas (serialized per table in this
-// process; folds of several servers decide by the figures' unique _id).
-func (b *Backend) fold(ctx context.Context, tid int64) error {
+// process; folds of several servers decide by the figures' unique _id)
+// and answers the figures after it; settled is false when other folds
+// kept it going (the figures are then to be read).
+func (b *Backend) fold(ctx context.Context, tid int64) (fig *figDoc, settled bool, err error) {
 	defer b.folds.lock(tid)()
 	for range 20 {
-		more, err := b.foldOnce(ctx, tid, "")
+		more, fig, err := b.foldOnce(ctx, tid, "")
 		if err != nil || !more {
-			return err
+			return fig, err == nil, err
 		}
 	}
-	return nil
+	return nil, false, nil
 }
 
 // foldOnce makes the next figures document from the hints it reads (at
 // most foldBatch), dropping the index field drop when not empty. more:
-// call again (hints left, or another fold got there first).
-func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bool, err error) {
+// call again (hints left, or another fold got there first); otherwise fig
+// is the table's figures once the hints it read are folded (nil: none).
+func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bool, fig *figDoc, err error) {
 	start := nowMs()
 	// Read on every pass, even one that finds no hint: reading forgets
 	// the outcomes older than foldedMemory, which another server's fold
@@ -556,18 +557,18 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 	known := b.outcomesOf(tid)
 	f, err := b.latestFigures(ctx, tid)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if err := b.finish(ctx, tid, f); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	cur, err := b.claims(tid).Find(ctx, bson.D{}, options.Find().SetLimit(foldBatch))
 	if err != nil {
-		return false, translate(err, "mongodb: read statistics hints")
+		return false, nil, translate(err, "mongodb: read statistics hints")
 	}
 	var hints []claimDoc
 	if err := cur.All(ctx, &hints); err != nil {
-		return false, translate(err, "mongodb: read statistics hints")
+		return false, nil, translate(err, "mongodb: read statistics hints")
 	}
 	next := &figDoc{N: 1}
 	if f != nil {
@@ -580,7 +581,7 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 		}
 	}
 	if len(hints) == 0 && !dropped {
-		return false, nil
+		return false, f, nil
 	}
 	// The writes of this process whose outcome it knows need no read of
 	// their documents: a landed one's delta is in its document (its hint
@@ -589,7 +590,6 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 	hinted := make(map[string]string, len(hints)) // _id -> nonce
 	added := map[string]bool{}
 	var ids []string
-	docs := map[string]*itemDoc{}
 	done := map[string]bool{}
 	for _, h := range hints {
 		hinted[h.ID] = h.W
@@ -602,22 +602,15 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 			continue
 		}
 		if id, _, ok := hintBase(h.ID); ok {
-			if _, dup := docs[id]; !dup {
-				docs[id] = nil
-				ids = append(ids, id)
-			}
+			ids = append(ids, id)
 		}
 	}
-	read := make([]*itemDoc, len(ids))
-	if err := each(len(ids), lookups, func(i int) (err error) {
-		read[i], err = b.readDoc(ctx, b.items(tid), ids[i])
-		return err
-	}); err != nil {
-		return false, err
+	docs, err := b.readDocs(ctx, tid, ids)
+	if err != nil {
+		return false, nil, err
 	}
-	for i, id := range ids {
-		docs[id] = read[i]
-		if d := read[i]; d != nil {
+	for _, d := range docs {
+		if d != nil {
 			for _, sd := range d.sd {
 				if w, ok := hinted[sd.R]; ok && w == sd.W && !added[sd.R] {
 					addTo(next, sd, 1)
@@ -640,7 +633,7 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 		next.T = max(next.T, mark-clockMargin)
 	}
 	if len(next.H) == 0 && !dropped {
-		return false, nil // only writes still in flight
+		return false, f, nil // only writes still in flight
 	}
 	if drop != "" {
 		for i := range next.X {
@@ -652,12 +645,13 @@ func (b *Backend) foldOnce(ctx context.Context, tid int64, drop string) (more bo
 	tidy(next)
 	ok, err := b.commitFigures(ctx, tid, next)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	if ok {
-		b.forgetOutcomes(tid, next.H)
+	if !ok {
+		return true, nil, nil
 	}
-	return !ok || len(hints) == foldBatch, nil
+	b.forgetOutcomes(tid, next.H)
+	return len(hints) == foldBatch, next, nil
 }
 
 // dropIndexFigures forgets an index's figures. The caller holds the
@@ -667,7 +661,7 @@ func (b *Backend) dropIndexFigures(ctx context.Context, tid int64, index string)
 	defer b.folds.lock(tid)()
 	field := indexField(index)[2:]
 	for range 20 {
-		more, err := b.foldOnce(ctx, tid, field)
+		more, _, err := b.foldOnce(ctx, tid, field)
 		if err != nil || !more {
 			return err
 		}
@@ -697,15 +691,15 @@ func resultOf(f *figDoc) *backend.CountsResult {
 var _ backend.TableCounter = (*Backend)(nil)
 
 // Counts implements backend.TableCounter: a fold of the pending deltas,
-// then the latest figures.
+// whose figures are the answer.
 func (b *Backend) Counts(ctx context.Context, p backend.CountsParams) (*backend.CountsResult, error) {
 	if err := b.live(ctx, p.Table); err != nil {
 		return nil, err
 	}
-	if err := b.fold(ctx, p.Table.ID); err != nil {
-		return nil, err
+	f, settled, err := b.fold(ctx, p.Table.ID)
+	if err == nil && !settled {
+		f, err = b.latestFigures(ctx, p.Table.ID)
 	}
-	f, err := b.latestFigures(ctx, p.Table.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -727,7 +721,7 @@ func (b *Backend) Recount(ctx context.Context, p backend.CountsParams) (*backend
 	}
 	tid := p.Table.ID
 	for range 5 {
-		if err := b.fold(ctx, tid); err != nil {
+		if _, _, err := b.fold(ctx, tid); err != nil {
 			return nil, err
 		}
 		ok, f, err := b.recountOnce(ctx, tid)
@@ -845,7 +839,7 @@ func (b *Backend) foldLoop(ctx context.Context) {
 		b.bg.mu.Unlock()
 		for tid := range tables {
 			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := b.fold(fctx, tid)
+			_, _, err := b.fold(fctx, tid)
 			cancel()
 			switch {
 			case err == nil, ctx.Err() != nil:

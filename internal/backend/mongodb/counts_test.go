@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,27 +146,7 @@ func TestCountsAfterKill(t *testing.T) {
 	}
 	hintsLeft := 0
 	for round := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), countsChildEnv+"="+string(spec))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 64)
-		if _, err := out.Read(buf); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: child: %v", round, err)
-		}
-		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		runAndKill(t, round, countsChildEnv, spec)
 		n, err := b.claims(ref.ID).CountDocuments(ctx, bson.D{})
 		if err != nil {
 			t.Fatal(err)

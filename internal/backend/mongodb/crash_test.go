@@ -81,6 +81,34 @@ func crashChild() {
 	}
 }
 
+// runAndKill starts this test binary as the child that env names (spec
+// its configuration), waits for its first line (it has started writing),
+// lets it run 100-500 ms more and kills it with SIGKILL.
+func runAndKill(t *testing.T, round int, env string, spec []byte) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+string(spec))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := out.Read(buf); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("round %d: child: %v", round, err)
+	}
+	time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
 func TestCrashMidTransaction(t *testing.T) {
 	// A killed writer's item version claim holds its item for one lease
 	// (ADR 0017); a short lease keeps the test short.
@@ -143,27 +171,7 @@ func TestCrashMidTransaction(t *testing.T) {
 	}
 	locksLeft := 0
 	for round := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+string(spec))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 64)
-		if _, err := out.Read(buf); err != nil { // the first transfer is done
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("round %d: child: %v", round, err)
-		}
-		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		runAndKill(t, round, crashChildEnv, spec)
 		n, err := b.items(ref.ID).CountDocuments(ctx, bson.D{{Key: "lk", Value: bson.D{{Key: "$exists", Value: true}}}})
 		if err != nil {
 			t.Fatal(err)
