@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -316,5 +317,76 @@ func BenchReadLog(b *testing.B, be backend.Backend, ref backend.TableRef) {
 		if err != nil || len(res.Records) != 1000 {
 			b.Fatalf("ReadLog after %d: %d records, %v", after, len(res.Records), err)
 		}
+	}
+}
+
+// BenchWriteItemOverwrite: serial 1 KiB puts over 100 existing items,
+// alternating between two sizes (every write changes the table's
+// statistics).
+func BenchWriteItemOverwrite(b *testing.B, be backend.Backend, ref backend.TableRef) {
+	items := [][]byte{make([]byte, 1024), make([]byte, 1000)}
+	ctx := b.Context()
+	put := func(i int) {
+		pk := []byte(fmt.Sprintf("k%03d", i%100))
+		item := items[(i/100)%2]
+		if _, err := be.WriteItem(ctx, backend.WriteItemParams{Table: ref, PK: pk, SK: []byte("s"), Fn: func([]byte) (backend.Change, error) {
+			return backend.Change{Op: backend.Put, Item: item}, nil
+		}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		put(i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		put(i)
+		i++
+	}
+}
+
+// BenchCounts: DescribeTable's statistics (the backend's TableCounter)
+// beside a full count (TableStats), on tables of n items of 1 KiB that
+// newTable creates, for each n.
+func BenchCounts(b *testing.B, newTable func() (backend.Backend, backend.TableRef), sizes ...int) {
+	for _, n := range sizes {
+		be, ref := newTable()
+		tc := be.Capabilities().Counts
+		if tc == nil {
+			b.Fatalf("backend %s does not implement backend.TableCounter", be.Name())
+		}
+		item := make([]byte, 1024)
+		ctx := b.Context()
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += 16 {
+					if _, err := be.WriteItem(ctx, backend.WriteItemParams{Table: ref, PK: []byte(fmt.Sprintf("k%06d", i)), Fn: func([]byte) (backend.Change, error) {
+						return backend.Change{Op: backend.Put, Item: item}, nil
+					}}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		b.Run(fmt.Sprintf("items=%d/Counts", n), func(b *testing.B) {
+			for b.Loop() {
+				if r, err := tc.Counts(ctx, backend.CountsParams{Table: ref}); err != nil || r.Stats.ItemCount != int64(n) {
+					b.Fatalf("%v %v", r, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("items=%d/TableStats", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := be.TableStats(ctx, backend.TableStatsParams{Table: ref}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
