@@ -58,7 +58,8 @@ type Stats struct {
 	OutboxOldest    time.Duration
 	OutboxRecovered int64
 
-	// HasBackground: BackgroundFailures is set (SQLite and PostgreSQL).
+	// HasBackground: BackgroundFailures is set (SQLite, PostgreSQL, MongoDB,
+	// Cassandra).
 	HasBackground bool
 	// BackgroundFailures counts failed passes of the backend's background
 	// work (SQLite: the purge of deleted tables; PostgreSQL: that purge,

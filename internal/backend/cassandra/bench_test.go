@@ -34,5 +34,20 @@ func BenchmarkWriteItemSerial(b *testing.B) {
 	backendtest.BenchWriteItem(b, be, ref, 0)
 }
 
+// BenchmarkWriteItemOverwrite: serial 1 KiB puts over 100 existing items,
+// alternating between two sizes (every write changes the table's
+// statistics).
+func BenchmarkWriteItemOverwrite(b *testing.B) {
+	be, ref := benchBackend(b)
+	backendtest.BenchWriteItemOverwrite(b, be, ref)
+}
+
+// BenchmarkCounts: DescribeTable's statistics (Counts: the folded figures
+// plus the slots not folded yet) beside a full count (TableStats), on
+// tables of 1,000 and 10,000 items of 1 KiB.
+func BenchmarkCounts(b *testing.B) {
+	backendtest.BenchCounts(b, func() (backend.Backend, backend.TableRef) { return benchBackend(b) }, 1000, 10000)
+}
+
 // BenchmarkGetItem and BenchmarkQuery25 come when TransactWrite does:
 // backendtest.Load fills their tables with transactions.

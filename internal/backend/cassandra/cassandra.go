@@ -54,6 +54,9 @@ type Options struct {
 	OutboxSweep time.Duration
 	// Tx tunes the transaction ledger (lock timeout, waits; ADR 0019).
 	Tx txledger.Options
+	// ItemSize measures items and index entries for the table statistics
+	// (counts.go); nil counts bytes.
+	ItemSize backend.ItemSizeFunc
 }
 
 // Backend is the Cassandra backend.
@@ -84,6 +87,9 @@ type Backend struct {
 	// sfSeen: the highest committed snapshot fence seen per table (under
 	// dirMu; snapshot.go).
 	sfSeen map[int64]int64
+	// stats: the table statistics this process copies and folds
+	// (counts.go).
+	stats *statsState
 }
 
 type dirKey struct {
@@ -104,11 +110,12 @@ var _ backend.Backend = (*Backend)(nil)
 func (b *Backend) Name() string { return "cassandra" }
 
 // Capabilities implements backend.Backend: snapshots, the job catalogs, a
-// change log and statistics (the index outbox); TransactWrite runs on the
+// change log, statistics (the index outbox) and table statistics kept
+// with the writes (counts.go); TransactWrite runs on the
 // transaction ledger, so writes that need no atomicity across items go
 // item by item.
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, PerItemAtomic: true, Stats: b}
+	return backend.Capabilities{Snapshots: b, Backups: b, Restores: b, Jobs: b, ChangeLog: b, PerItemAtomic: true, Stats: b, Counts: b}
 }
 
 func parseConsistency(s string, def gocql.Consistency) (gocql.Consistency, error) {
@@ -181,7 +188,7 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 	if err != nil {
 		return nil, mapErr(err, "connect")
 	}
-	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: backend.NewSnapshotLimiter(maxOpenSnapshots)}
+	b := &Backend{s: s, opt: opt, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: backend.NewSnapshotLimiter(maxOpenSnapshots), stats: newStatsState()}
 	b.tx = txledger.New(txStore{b}, opt.Tx)
 	if opt.RequireMigrated {
 		err = b.checkSchema(ctx)
@@ -193,6 +200,8 @@ func Open(ctx context.Context, opt Options) (*Backend, error) {
 		return nil, err
 	}
 	b.closing = make(chan struct{})
+	go b.foldLoop()
+	go b.copyLoop()
 	if opt.OutboxSweep >= 0 {
 		iv := opt.OutboxSweep
 		if iv == 0 {
@@ -273,6 +282,14 @@ func (b *Backend) Close() error {
 		}
 		if b.sweepDone != nil {
 			<-b.sweepDone
+		}
+		if b.closing != nil {
+			<-b.stats.done
+			b.stats.mu.Lock()
+			b.stats.closed = true
+			b.stats.wake.Broadcast()
+			b.stats.mu.Unlock()
+			<-b.stats.copied
 		}
 		b.s.Close()
 	})

@@ -27,6 +27,9 @@ type tableRow struct {
 	pendingSFAt *int64
 	snaps       map[int64]time.Time
 	dbNow       int64
+	// dropped: the description version at which each index name was
+	// last dropped (counts.go).
+	dropped map[string]int64
 }
 
 func (r *tableRow) table() *backend.Table {
@@ -39,8 +42,8 @@ func (r *tableRow) table() *backend.Table {
 // after the read (the fence argument of ADR 0016 needs no more).
 func (b *Backend) byID(ctx context.Context, id int64) (*tableRow, error) {
 	r := &tableRow{id: id}
-	err := b.quorum(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version, sf, pending_sf, pending_sf_at, snaps, toUnixTimestamp(now()) FROM tables WHERE id = ?`, id).
-		Scan(&r.account, &r.name, &r.desc, &r.version, &r.createdAt, &r.pendingDesc, &r.pendingVersion, &r.sf, &r.pendingSF, &r.pendingSFAt, &r.snaps, &r.dbNow)
+	err := b.quorum(ctx, `SELECT account, name, descr, version, created_at, pending_descr, pending_version, sf, pending_sf, pending_sf_at, snaps, toUnixTimestamp(now()), dropped FROM tables WHERE id = ?`, id).
+		Scan(&r.account, &r.name, &r.desc, &r.version, &r.createdAt, &r.pendingDesc, &r.pendingVersion, &r.sf, &r.pendingSF, &r.pendingSFAt, &r.snaps, &r.dbNow, &r.dropped)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}
@@ -80,6 +83,10 @@ func (b *Backend) CreateTable(ctx context.Context, p backend.CreateTableParams) 
 			err = errors.New("table id collision")
 		}
 		return nil, mapErr(err, "create table")
+	}
+	// Its statistics (zero) before it is reachable.
+	if err := b.startFigures(ctx, id); err != nil {
+		return nil, err
 	}
 	for {
 		m := map[string]any{}
@@ -346,6 +353,9 @@ func (b *Backend) purge(ctx context.Context, t int64) error {
 		}
 	}
 	b.forget(t)
+	if err := b.forgetFigures(ctx, t); err != nil {
+		return err
+	}
 	return mapErr(b.query(ctx, `DELETE FROM index_names WHERE t = ?`, t).Exec(), "purge index names")
 }
 
@@ -373,6 +383,12 @@ func (b *Backend) DropIndex(ctx context.Context, p backend.DropIndexParams) (*ba
 	// a tie), so they stay deleted.
 	if _, err := b.drain(ctx, t); err != nil {
 		return nil, err
+	}
+	// The index's statistics: entry sizes and deltas stamped at or below
+	// this version are the dropped index's (counts.go).
+	if _, err := b.query(ctx, `UPDATE tables SET dropped = dropped + ? WHERE id = ? IF EXISTS`,
+		map[string]int64{p.Index: p.Table.Version}, t).MapScanCAS(map[string]any{}); err != nil {
+		return nil, mapErr(err, "drop index")
 	}
 	for bk := range buckets {
 		iter := b.query(ctx, `SELECT h, ipk, isk, bpk, bsk, writetime(item) FROM index_entries WHERE t = ? AND idx = ? AND b = ?`, t, p.Index, bk).PageSize(500).Iter()

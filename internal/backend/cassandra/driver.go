@@ -126,6 +126,7 @@ func Driver() backend.Driver {
 		Open: func(ctx context.Context, env backend.DriverEnv) (backend.Backend, error) {
 			o := configOf(env).options()
 			o.RequireMigrated = true
+			o.ItemSize = env.ItemSize
 			return Open(ctx, o)
 		},
 		Migrate: func(ctx context.Context, env backend.DriverEnv) ([]string, error) {
@@ -188,5 +189,5 @@ func connect(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, mapErr(err, "connect")
 	}
-	return &Backend{s: s, opt: o, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: backend.NewSnapshotLimiter(maxOpenSnapshots)}, nil
+	return &Backend{s: s, opt: o, cl: cl, scl: scl, dirKnown: map[dirKey]time.Time{}, ixKnown: map[ixKey]struct{}{}, snapLim: backend.NewSnapshotLimiter(maxOpenSnapshots), stats: newStatsState()}, nil
 }

@@ -49,6 +49,9 @@ type current struct {
 	// pre are the pre-images the write keeps for open snapshot epochs
 	// (snapshot.go), written in its conditional batch.
 	pre []preImage
+	// isz: the item's index entry sizes (counts.go; nil for an item
+	// written before the table statistics).
+	isz []byte
 	wid gocql.UUID
 	// locked: a transaction holds the item (ADR 0019); the write settles
 	// the lock first.
@@ -65,7 +68,7 @@ func (b *Backend) readForWrite(ctx context.Context, t int64, pk, sk []byte, seri
 	if err != nil {
 		return nil, err
 	}
-	return &current{item: r.item, ver: r.ver, tv: r.tv, sf: r.sf, wid: r.wid, locked: r.txid != nil}, nil
+	return &current{item: r.item, ver: r.ver, tv: r.tv, sf: r.sf, wid: r.wid, locked: r.txid != nil, isz: r.isz}, nil
 }
 
 // noteDir records the partition in the directory (before its first
@@ -217,7 +220,14 @@ func (b *Backend) WriteItem(ctx context.Context, p backend.WriteItemParams) (*ba
 		if cur.pre, err = b.preImages(ctx, view, t, pk, sk, cur.item); err != nil {
 			return nil, err
 		}
-		applied, nv, indexed, err := b.commitItem(ctx, t, pk, sk, cur, ch)
+		stw, err := b.statsChange(ctx, t, pk, sk, view.dropped, p.Table.Version, cur.item, cur.isz, ch)
+		if err != nil {
+			return nil, err
+		}
+		if stw.d != nil {
+			stw.sw = b.slotFor(t)
+		}
+		applied, nv, indexed, err := b.commitItem(ctx, t, pk, sk, cur, ch, stw)
 		if err != nil {
 			return nil, err
 		}
@@ -227,8 +237,11 @@ func (b *Backend) WriteItem(ctx context.Context, p backend.WriteItemParams) (*ba
 		if indexed && !b.skipApply {
 			// The change is committed with its outbox row: an error here
 			// leaves the row for the sweep (the index converges), it does
-			// not undo the write.
-			b.applyOutbox(ctx, time.Now(), t, pk, sk, nv, ch)
+			// not undo the write. The statistics delta's copy goes in the
+			// same batch as the index entries.
+			b.applyOutbox(ctx, time.Now(), t, pk, sk, nv, ch, stw)
+		} else if stw.d != nil {
+			b.copyDelta(ctx, t, pk, sk, nv, stw)
 		}
 		return res, nil
 	}
@@ -236,11 +249,11 @@ func (b *Backend) WriteItem(ctx context.Context, p backend.WriteItemParams) (*ba
 
 // commitItem writes the change ch of the item read as cur with an LWT
 // conditioned on the row's version, table version and snapshot fence
-// (with its outbox row, change-log record or pre-images when it has
-// any); an LWT whose outcome is unknown is settled (resolveCAS). It
-// answers whether the write applied, the item's new version and whether
-// the change has index entries to apply.
-func (b *Backend) commitItem(ctx context.Context, t int64, pk, sk []byte, cur *current, ch backend.Change) (applied bool, nv int64, indexed bool, err error) {
+// (with its outbox row, change-log record, statistics delta or
+// pre-images when it has any); an LWT whose outcome is unknown is
+// settled (resolveCAS). It answers whether the write applied, the item's
+// new version and whether the change has index entries to apply.
+func (b *Backend) commitItem(ctx context.Context, t int64, pk, sk []byte, cur *current, ch backend.Change, stw *statsWrite) (applied bool, nv int64, indexed bool, err error) {
 	nv = 1
 	if cur.ver != nil {
 		nv = *cur.ver + 1
@@ -258,15 +271,15 @@ func (b *Backend) commitItem(ctx context.Context, t int64, pk, sk []byte, cur *c
 			return false, 0, false, err
 		}
 	}
-	if indexed || ch.Log != nil || len(cur.pre) > 0 {
+	if indexed || ch.Log != nil || len(cur.pre) > 0 || stw.d != nil {
 		var ob []byte
 		if indexed {
 			ob = encodeOutbox(ch)
 		}
-		applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, ob, ch.Log)
+		applied, err = b.writeWithOutbox(ctx, t, pk, sk, item, nv, wid, cur, ob, ch.Log, stw)
 	} else {
-		applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
-			item, nv, wid, t, pk, sk, cur.ver, cur.tv, cur.sf).MapScanCAS(map[string]any{})
+		applied, err = b.query(ctx, `UPDATE items SET item = ?, ver = ?, wid = ?, isz = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+			item, nv, wid, stw.isz, t, pk, sk, cur.ver, cur.tv, cur.sf).MapScanCAS(map[string]any{})
 	}
 	if err != nil {
 		applied, err = b.resolveCAS(ctx, err, t, pk, sk, wid, cur.ver)
@@ -338,32 +351,67 @@ func backoff(ctx context.Context, attempt int) error {
 // item's new version), so applications that race converge to the newest.
 // A key deleted and put in one change is only put (a tombstone wins a tie).
 func (b *Backend) applyIndex(ctx context.Context, t int64, pk, sk []byte, ver int64, ch backend.Change) error {
-	if len(ch.DeleteIndex) == 0 && len(ch.PutIndex) == 0 {
-		return nil
+	return b.applyIndexWith(ctx, t, pk, sk, ver, ch, nil)
+}
+
+// applyIndexWith is applyIndex with the copy of the write's statistics
+// delta when cp has one (counts.go). The statements go in one logged
+// batch, unless they are large: Cassandra refuses a batch of several
+// partitions over batch_size_fail_threshold (50 KiB by default), so a
+// change with entries of more than batchBytes is applied statement by
+// statement (each is idempotent at its timestamp; the outbox row stays
+// until all are done).
+func (b *Backend) applyIndexWith(ctx context.Context, t int64, pk, sk []byte, ver int64, ch backend.Change, cp *statsWrite) error {
+	type stmt struct {
+		q    string
+		args []any
 	}
-	batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
-	batch.SetConsistency(b.cl)
+	var stmts []stmt
+	size := 0
 	for _, d := range ch.DeleteIndex {
 		if putsKey(ch.PutIndex, d) {
 			continue
 		}
 		h := backend.KeyHash(d.PK)
-		batch.Query(`DELETE FROM index_entries USING TIMESTAMP ? WHERE t = ? AND idx = ? AND b = ? AND h = ? AND ipk = ? AND isk = ? AND bpk = ? AND bsk = ?`,
-			ver, t, d.Index, bucketOf(h), int64(h), skOf(d.PK), skOf(d.SK), pk, sk)
+		stmts = append(stmts, stmt{`DELETE FROM index_entries USING TIMESTAMP ? WHERE t = ? AND idx = ? AND b = ? AND h = ? AND ipk = ? AND isk = ? AND bpk = ? AND bsk = ?`,
+			[]any{ver, t, d.Index, bucketOf(h), int64(h), skOf(d.PK), skOf(d.SK), pk, sk}})
+		size += len(d.Index) + len(d.PK) + len(d.SK) + len(pk) + len(sk)
 	}
 	for _, e := range ch.PutIndex {
 		if err := b.noteIndex(ctx, t, e.Index); err != nil {
 			return err
 		}
 		h := backend.KeyHash(e.PK)
-		batch.Query(`INSERT INTO index_entries (t, idx, b, h, ipk, isk, bpk, bsk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
-			t, e.Index, bucketOf(h), int64(h), skOf(e.PK), skOf(e.SK), pk, sk, e.Item, ver)
+		stmts = append(stmts, stmt{`INSERT INTO index_entries (t, idx, b, h, ipk, isk, bpk, bsk, item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`,
+			[]any{t, e.Index, bucketOf(h), int64(h), skOf(e.PK), skOf(e.SK), pk, sk, e.Item, ver}})
+		size += len(e.Index) + len(e.PK) + len(e.SK) + len(pk) + len(sk) + len(e.Item)
 	}
-	if batch.Size() == 0 {
+	if len(stmts) == 0 && (cp == nil || cp.d == nil) {
 		return nil
 	}
+	if size > batchBytes {
+		for _, st := range stmts {
+			if err := b.query(ctx, st.q, st.args...).Exec(); err != nil {
+				return mapErr(err, "index entries")
+			}
+		}
+		if cp != nil && cp.d != nil {
+			b.copyDelta(ctx, t, pk, sk, ver, cp)
+		}
+		return nil
+	}
+	batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
+	batch.SetConsistency(b.cl)
+	for _, st := range stmts {
+		batch.Query(st.q, st.args...)
+	}
+	b.addCopy(batch, t, pk, sk, ver, cp)
 	return mapErr(b.s.ExecuteBatch(batch), "index entries")
 }
+
+// batchBytes bounds the entry bytes of one index batch (Cassandra warns
+// about multi-partition batches over 5 KiB and refuses them over 50 KiB).
+const batchBytes = 4 << 10
 
 func putsKey(puts []backend.IndexEntry, k backend.IndexKey) bool {
 	for _, p := range puts {

@@ -100,22 +100,24 @@ func decodeOutbox(b []byte) (backend.Change, error) {
 	return ch, nil
 }
 
-// finishOutbox applies one outbox row's change and removes the row.
-func (b *Backend) finishOutbox(ctx context.Context, t int64, pk, sk []byte, seq int64, ch backend.Change) error {
-	if err := b.applyIndex(ctx, t, pk, sk, seq, ch); err != nil {
+// finishOutbox applies one outbox row's change (with the copy of the
+// write's statistics delta, when cp has one) and removes the row.
+func (b *Backend) finishOutbox(ctx context.Context, t int64, pk, sk []byte, seq int64, ch backend.Change, cp *statsWrite) error {
+	if err := b.applyIndexWith(ctx, t, pk, sk, seq, ch, cp); err != nil {
 		return err
 	}
 	return mapErr(b.query(ctx, `DELETE FROM items WHERE t = ? AND pk = ? AND kind = 1 AND sk = ? AND seq = ?`, t, pk, sk, seq).Exec(), "outbox")
 }
 
 // applyOutbox is a writer's application of the outbox row it has just
-// committed (at = when its LWT answered): counted as pending while it
-// runs; a failure leaves the row to the sweep and it stays counted until
-// a drain applies it.
-func (b *Backend) applyOutbox(ctx context.Context, at time.Time, t int64, pk, sk []byte, seq int64, ch backend.Change) {
+// committed (at = when its LWT answered), with the copy of its
+// statistics delta (cp, counts.go): counted as pending while it runs; a
+// failure leaves the row to the sweep and it stays counted until a drain
+// applies it (and the delta to the sweep's move).
+func (b *Backend) applyOutbox(ctx context.Context, at time.Time, t int64, pk, sk []byte, seq int64, ch backend.Change, cp *statsWrite) {
 	k := outboxKey{t, string(pk), string(sk), seq}
 	b.obStats.begin(k, at)
-	if err := b.finishOutbox(ctx, t, pk, sk, seq, ch); err == nil {
+	if err := b.finishOutbox(ctx, t, pk, sk, seq, ch, cp); err == nil {
 		b.obStats.end(k)
 	}
 }
@@ -179,18 +181,34 @@ func (s *outboxStats) snapshot(now time.Time) (int64, time.Duration) {
 	return int64(len(s.pending)), oldest
 }
 
-// Stats reports the index outbox (the GSI lag, ADR 0016); Cassandra has
-// no pool or cache statistics and does not retry operations.
+// Stats reports the index outbox (the GSI lag, ADR 0016) and the failed
+// folds of the table statistics (counts.go); Cassandra has no pool or
+// cache statistics and does not retry operations.
 func (b *Backend) Stats() backend.Stats {
 	n, oldest := b.obStats.snapshot(time.Now())
-	return backend.Stats{Retries: -1, HasOutbox: true, OutboxPending: n, OutboxOldest: oldest, OutboxRecovered: b.obStats.recovered.Load()}
+	return backend.Stats{Retries: -1, HasOutbox: true, OutboxPending: n, OutboxOldest: oldest, OutboxRecovered: b.obStats.recovered.Load(),
+		HasBackground: true, BackgroundFailures: b.stats.failures.Load()}
 }
 
 // drain applies every outbox row of table t.
 func (b *Backend) drain(ctx context.Context, t int64) (int, error) {
+	return b.drainTable(ctx, t, false)
+}
+
+// drainTable applies every outbox row of table t; with stats, it also
+// moves the table's unfolded statistics deltas to a current slot
+// (counts.go), in the same pass over the partitions.
+func (b *Backend) drainTable(ctx context.Context, t int64, stats bool) (int, error) {
+	var st *statsRow
+	if stats {
+		var err error
+		if st, err = b.readStats(ctx, t); err != nil {
+			return 0, err
+		}
+	}
 	n := 0
 	err := b.eachPartition(ctx, t, 0, 0xFFFFFFFF, nil, func(pk []byte) (bool, error) {
-		iter := b.query(ctx, `SELECT sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk = ? AND kind = 1`, t, pk).PageSize(200).Iter()
+		iter := b.query(ctx, `SELECT kind, sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk = ? AND kind IN (1, 4)`, t, pk).PageSize(200).Iter()
 		type row struct {
 			sk  []byte
 			seq int64
@@ -199,12 +217,23 @@ func (b *Backend) drain(ctx context.Context, t int64) (int, error) {
 		}
 		var rows []row
 		var r row
-		for iter.Scan(&r.sk, &r.seq, &r.ob, &r.wt) {
-			rows = append(rows, row{skOf(r.sk), r.seq, r.ob, r.wt})
+		var kind int8
+		deltas := false
+		for iter.Scan(&kind, &r.sk, &r.seq, &r.ob, &r.wt) {
+			if kind == 4 {
+				deltas = true
+			} else {
+				rows = append(rows, row{skOf(r.sk), r.seq, r.ob, r.wt})
+			}
 			r = row{}
 		}
 		if err := iter.Close(); err != nil {
 			return false, mapErr(err, "outbox")
+		}
+		if deltas && st != nil {
+			if _, err := b.rehome(ctx, t, pk, st); err != nil {
+				return false, err
+			}
 		}
 		for _, r := range rows {
 			k := outboxKey{t, string(pk), string(r.sk), r.seq}
@@ -215,7 +244,7 @@ func (b *Backend) drain(ctx context.Context, t int64) (int, error) {
 			if err != nil {
 				return false, err
 			}
-			if err := b.finishOutbox(ctx, t, pk, r.sk, r.seq, ch); err != nil {
+			if err := b.finishOutbox(ctx, t, pk, r.sk, r.seq, ch, nil); err != nil {
 				return false, err
 			}
 			b.obStats.end(outboxKey{t, string(pk), string(r.sk), r.seq})
@@ -227,7 +256,8 @@ func (b *Backend) drain(ctx context.Context, t int64) (int, error) {
 	return n, err
 }
 
-// drainAll drains every live table once.
+// drainAll drains every live table once (and moves its unfolded
+// statistics deltas).
 func (b *Backend) drainAll(ctx context.Context) (int, error) {
 	iter := b.query(ctx, `SELECT id FROM tables`).PageSize(500).Iter()
 	var ids []int64
@@ -240,7 +270,7 @@ func (b *Backend) drainAll(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for _, id := range ids {
-		n, err := b.drain(ctx, id)
+		n, err := b.drainTable(ctx, id, true)
 		total += n
 		if err != nil {
 			return total, err
@@ -287,16 +317,18 @@ func (b *Backend) sweep(interval time.Duration) {
 	}
 }
 
-// writeWithOutbox is the item's conditional batch: the item row, the
-// outbox row (ob, when not nil) and the pending change log record (lg,
-// when not nil; changelog.go), conditioned on the item's version and the
-// fence.
-func (b *Backend) writeWithOutbox(ctx context.Context, t int64, pk, sk, item []byte, nv int64, wid gocql.UUID, cur *current, ob, lg []byte) (bool, error) {
+// writeWithOutbox is the item's conditional batch: the item row (with its
+// index entry sizes), the outbox row (ob, when not nil), the pending
+// change log record (lg, when not nil; changelog.go) and the statistics
+// delta (when stw has one; counts.go), conditioned on the item's version
+// and the fence.
+func (b *Backend) writeWithOutbox(ctx context.Context, t int64, pk, sk, item []byte, nv int64, wid gocql.UUID, cur *current, ob, lg []byte, stw *statsWrite) (bool, error) {
 	batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 	batch.SetConsistency(b.cl)
 	batch.SerialConsistency(gocql.SerialConsistency(b.scl))
-	batch.Query(`UPDATE items SET item = ?, ver = ?, wid = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
-		item, nv, wid, t, pk, sk, cur.ver, cur.tv, cur.sf)
+	batch.Query(`UPDATE items SET item = ?, ver = ?, wid = ?, isz = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+		item, nv, wid, stw.isz, t, pk, sk, cur.ver, cur.tv, cur.sf)
+	addDelta(batch, t, pk, sk, nv, stw)
 	addPreImages(batch, t, pk, sk, cur.pre) // snapshot.go
 	if ob != nil {
 		batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, ob)

@@ -36,10 +36,19 @@ func (b *Backend) TableStats(ctx context.Context, p backend.TableStatsParams) (*
 	if err != nil {
 		return nil, err
 	}
+	if res.Indexes, err = b.indexStats(ctx, t, size); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// indexStats counts the entries of each of the table's indexes.
+func (b *Backend) indexStats(ctx context.Context, t int64, size func([]byte) int64) (map[string]backend.IndexStats, error) {
 	names, err := b.indexNames(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	out := map[string]backend.IndexStats{}
 	for _, ix := range names {
 		var st backend.IndexStats
 		for bk := range buckets {
@@ -55,8 +64,8 @@ func (b *Backend) TableStats(ctx context.Context, p backend.TableStatsParams) (*
 			}
 		}
 		if st.ItemCount > 0 {
-			res.Indexes[ix] = st
+			out[ix] = st
 		}
 	}
-	return res, nil
+	return out, nil
 }

@@ -23,8 +23,13 @@ type txStore struct{ b *Backend }
 var _ txledger.Items = txStore{}
 
 // fence is the Record.Token of a Cassandra record: the partition's
-// table-version and snapshot fences as read.
-type fence struct{ tv, sf *int64 }
+// table-version and snapshot fences as read, and the item's index entry
+// sizes and lock version (the description version its transaction was
+// computed at) for the table statistics (counts.go).
+type fence struct {
+	tv, sf, txv *int64
+	isz         []byte
+}
 
 // row is an item row as the ledger's paths read it.
 type row struct {
@@ -34,6 +39,8 @@ type row struct {
 	txid       *gocql.UUID
 	txch       []byte
 	wid        gocql.UUID
+	isz        []byte
+	txv        *int64
 	haveRecord bool
 }
 
@@ -46,8 +53,8 @@ func (b *Backend) readRow(ctx context.Context, t int64, pk, sk []byte, serial bo
 	}
 	r := &row{}
 	var txid gocql.UUID
-	err := rd(ctx, `SELECT item, ver, tv, sf, wid, txid, txch FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).
-		Scan(&r.item, &r.ver, &r.tv, &r.sf, &r.wid, &txid, &r.txch)
+	err := rd(ctx, `SELECT item, ver, tv, sf, wid, txid, txch, isz, txv FROM items WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0`, t, pk, sk).
+		Scan(&r.item, &r.ver, &r.tv, &r.sf, &r.wid, &txid, &r.txch, &r.isz, &r.txv)
 	if err == nil {
 		r.haveRecord = true
 		if txid != (gocql.UUID{}) {
@@ -67,7 +74,7 @@ func (b *Backend) readRow(ctx context.Context, t int64, pk, sk []byte, serial bo
 
 // record turns a row into the ledger's view.
 func (r *row) record() (txledger.Record, error) {
-	rec := txledger.Record{Item: r.item, Token: fence{r.tv, r.sf}}
+	rec := txledger.Record{Item: r.item, Token: fence{tv: r.tv, sf: r.sf, txv: r.txv, isz: r.isz}}
 	if r.ver != nil {
 		rec.Version = *r.ver
 	}
@@ -146,14 +153,16 @@ func (s txStore) LockItem(ctx context.Context, k txledger.Key, cur txledger.Reco
 		}
 	}
 	nv := cur.Version + 1
-	applied, err := b.query(ctx, `UPDATE items SET ver = ?, wid = ?, txid = ?, txch = ?, lks = lks + ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
-		nv, gocql.TimeUUID(), gocql.UUID(tx), txledger.EncodeChange(ch), [][]byte{sk}, t, pk, sk, verArg(cur.Version), f.tv, f.sf).MapScanCAS(map[string]any{})
+	applied, err := b.query(ctx, `UPDATE items SET ver = ?, wid = ?, txid = ?, txch = ?, txv = ?, lks = lks + ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ? AND tv = ? AND sf = ?`,
+		nv, gocql.TimeUUID(), gocql.UUID(tx), txledger.EncodeChange(ch), k.Table.Version, [][]byte{sk}, t, pk, sk, verArg(cur.Version), f.tv, f.sf).MapScanCAS(map[string]any{})
 	if err != nil {
 		return txledger.Record{}, false, mapErr(err, "lock item")
 	}
 	if !applied {
 		return txledger.Record{}, false, nil
 	}
+	v := k.Table.Version
+	f.txv = &v
 	return txledger.Record{Item: cur.Item, Version: nv, Lock: &txledger.Lock{Tx: tx, Change: ch}, Token: f}, true, nil
 }
 
@@ -182,7 +191,10 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	// Pre-images for the open snapshot epochs (snapshot.go). A partition
 	// holding a lock is never fenced by a snapshot open, so every epoch
 	// opened while the item was locked is in the catalog read here.
+	// The statistics delta (counts.go), computed at the version the
+	// transaction was (txv, recorded by the lock).
 	var pre []preImage
+	var stw *statsWrite
 	if commit && (ch.Op == backend.Put || ch.Op == backend.Delete) {
 		view, err := b.byID(ctx, t)
 		if err != nil {
@@ -192,6 +204,17 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 			if pre, err = b.preImages(ctx, view, t, pk, sk, cur.Item); err != nil {
 				return false, err
 			}
+			f, _ := cur.Token.(fence)
+			v := view.version
+			if f.txv != nil {
+				v = *f.txv
+			}
+			if stw, err = b.statsChange(ctx, t, pk, sk, view.dropped, v, cur.Item, f.isz, ch); err != nil {
+				return false, err
+			}
+			if stw.d != nil {
+				stw.sw = b.slotFor(t)
+			}
 		}
 	}
 	if logged {
@@ -199,16 +222,21 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 			return false, err
 		}
 	}
-	const set = `UPDATE items SET item = ?, ver = ?, wid = ?, txid = null, txch = null, lks = lks - ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ?`
+	set := `UPDATE items SET item = ?, ver = ?, wid = ?, txid = null, txch = null, txv = null, lks = lks - ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ?`
 	args := []any{item, nv, gocql.TimeUUID(), [][]byte{sk}, t, pk, sk, cur.Version}
+	if stw != nil {
+		set = `UPDATE items SET item = ?, ver = ?, wid = ?, txid = null, txch = null, txv = null, lks = lks - ?, isz = ? WHERE t = ? AND pk = ? AND kind = 0 AND sk = ? AND seq = 0 IF ver = ?`
+		args = []any{item, nv, gocql.TimeUUID(), [][]byte{sk}, stw.isz, t, pk, sk, cur.Version}
+	}
 	var applied bool
 	var err error
-	if indexed || logged || len(pre) > 0 {
+	if indexed || logged || len(pre) > 0 || (stw != nil && stw.d != nil) {
 		batch := b.s.NewBatch(gocql.LoggedBatch).WithContext(ctx)
 		batch.SetConsistency(b.cl)
 		batch.SerialConsistency(gocql.SerialConsistency(b.scl))
 		batch.Query(set, args...)
 		addPreImages(batch, t, pk, sk, pre)
+		addDelta(batch, t, pk, sk, nv, stw)
 		if indexed {
 			batch.Query(`INSERT INTO items (t, pk, kind, sk, seq, ob) VALUES (?, ?, 1, ?, ?, ?)`, t, pk, sk, nv, encodeOutbox(ch))
 		}
@@ -226,8 +254,11 @@ func (s txStore) ReleaseItem(ctx context.Context, k txledger.Key, cur txledger.R
 	if err != nil {
 		return false, mapErr(err, "release item")
 	}
-	if applied && indexed && !b.skipApply {
-		b.applyOutbox(ctx, time.Now(), t, pk, sk, nv, ch) // the sweep retries
+	switch {
+	case applied && indexed && !b.skipApply:
+		b.applyOutbox(ctx, time.Now(), t, pk, sk, nv, ch, stw) // the sweep retries
+	case applied && stw != nil && stw.d != nil:
+		b.copyDelta(ctx, t, pk, sk, nv, stw)
 	}
 	return applied, nil
 }
