@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -119,15 +120,29 @@ func (r *reader) uvarint() uint64 {
 	return v
 }
 
-func (r *reader) str() string {
+// bytes reads a length-prefixed field (it aliases the input).
+func (r *reader) bytes() []byte {
 	n := r.uvarint()
 	if r.err || n > uint64(len(r.b)) {
 		r.err = true
-		return ""
+		return nil
 	}
-	s := string(r.b[:n])
+	v := r.b[:n]
 	r.b = r.b[n:]
-	return s
+	return v
+}
+
+func (r *reader) str() string { return string(r.bytes()) }
+
+// count reads a number of fields to come; more than the bytes left is
+// malformed.
+func (r *reader) count() int {
+	n := r.uvarint()
+	if r.err || n > uint64(len(r.b)) {
+		r.err = true
+		return 0
+	}
+	return int(n)
 }
 
 var errBadStats = errors.New("cassandra: malformed table statistics value")
@@ -148,10 +163,7 @@ func (d *delta) encode() []byte {
 func decodeDelta(b []byte) (*delta, error) {
 	r := &reader{b: b}
 	d := &delta{items: r.varint(), size: r.varint(), v: r.varint()}
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		return nil, errBadStats
-	}
+	n := r.count()
 	for range n {
 		name := r.str()
 		c, s := r.varint(), r.varint()
@@ -248,10 +260,7 @@ func decodeFigures(b []byte) (*figures, error) {
 	}
 	r := &reader{b: b}
 	f.items, f.size = r.varint(), r.varint()
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		return nil, errBadStats
-	}
+	n := r.count()
 	for range n {
 		name := r.str()
 		f.idx[name] = ixFig{count: r.varint(), size: r.varint(), m: r.varint()}
@@ -270,6 +279,10 @@ type entrySize struct{ size, v int64 }
 // item written before them).
 const iszFormat = 1
 
+// emptyIsz is the isz of an item without entries (most items of most
+// tables): shared, so such a write neither decodes nor allocates one.
+var emptyIsz = encodeIsz(nil)
+
 func encodeIsz(m map[string]entrySize) []byte {
 	out := []byte{iszFormat}
 	out = binary.AppendUvarint(out, uint64(len(m)))
@@ -287,10 +300,7 @@ func decodeIsz(b []byte, dropped map[string]int64) (map[string]entrySize, error)
 		return nil, errBadStats
 	}
 	r := &reader{b: b[1:]}
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
-		return nil, errBadStats
-	}
+	n := r.count()
 	m := make(map[string]entrySize, n)
 	for range n {
 		name := r.str()
@@ -321,6 +331,7 @@ func (b *Backend) statsChange(ctx context.Context, t int64, pk, sk []byte, dropp
 	size := b.opt.ItemSize.SizeOf
 	var before map[string]entrySize
 	switch {
+	case bytes.Equal(oldIsz, emptyIsz):
 	case oldIsz != nil:
 		m, err := decodeIsz(oldIsz, dropped)
 		if err != nil {
@@ -388,7 +399,10 @@ func (b *Backend) statsChange(ctx context.Context, t int64, pk, sk []byte, dropp
 			d.idx[n] = [2]int64{-1, -bf.size}
 		}
 	}
-	sw := &statsWrite{isz: encodeIsz(after)}
+	sw := &statsWrite{isz: emptyIsz}
+	if len(after) > 0 {
+		sw.isz = encodeIsz(after)
+	}
 	if !d.zero() {
 		sw.d = d.encode()
 	}
@@ -692,6 +706,12 @@ func (b *Backend) cleanSlots(ctx context.Context, t, from, to int64, copies []pe
 	if err != nil {
 		return err
 	}
+	return b.dropSlots(ctx, t, copies)
+}
+
+// dropSlots removes the slot partitions that copies were read from (a
+// slot's copies come together: readSlots reads partition by partition).
+func (b *Backend) dropSlots(ctx context.Context, t int64, copies []pendingCopy) error {
 	var slots []int64
 	for _, c := range copies {
 		if len(slots) == 0 || slots[len(slots)-1] != c.s {
@@ -853,16 +873,8 @@ func (b *Backend) forgetFigures(ctx context.Context, t int64) error {
 			if err != nil {
 				return err
 			}
-			var slots []int64
-			for _, c := range copies {
-				if len(slots) == 0 || slots[len(slots)-1] != c.s {
-					slots = append(slots, c.s)
-				}
-			}
-			for _, s := range slots {
-				if err := b.query(ctx, `DELETE FROM stats_pending WHERE t = ? AND s = ?`, t, s).Exec(); err != nil {
-					return mapErr(err, "table statistics slot")
-				}
+			if err := b.dropSlots(ctx, t, copies); err != nil {
+				return err
 			}
 		}
 	}
@@ -1126,32 +1138,24 @@ func (b *Backend) deltaFolded(ctx context.Context, t int64, pk, sk []byte, seq, 
 	return false, mapErr(err, "recount")
 }
 
+// deltaRow is a kind-4 row as the sweep reads it (wt: its writetime).
+type deltaRow struct {
+	sk, ob  []byte
+	seq, sw int64
+	wt      int64
+}
+
 // rehome moves the partition's kind-4 rows that no fold will see (their
 // slot is below plo, they are older than orphanAge) to a current slot and
-// copies them there; the sweep calls it for every partition.
-func (b *Backend) rehome(ctx context.Context, t int64, pk []byte, st *statsRow) (int, error) {
-	iter := b.query(ctx, `SELECT sk, seq, ob, sw, writetime(ob) FROM items WHERE t = ? AND pk = ? AND kind = 4`, t, pk).PageSize(200).Iter()
-	type r4 struct {
-		sk      []byte
-		seq, sw int64
-		ob      []byte
-	}
-	var rows []r4
-	var sk, ob []byte
-	var seq, wt int64
-	var sw *int64
+// copies them there; the sweep calls it with the rows it read from every
+// partition.
+func (b *Backend) rehome(ctx context.Context, t int64, pk []byte, rows []deltaRow, st *statsRow) (int, error) {
 	old := time.Now().Add(-b.stats.orphanAge).UnixMicro()
-	for iter.Scan(&sk, &seq, &ob, &sw, &wt) {
-		if val(sw) < st.plo && wt < old {
-			rows = append(rows, r4{skOf(sk), seq, val(sw), ob})
-		}
-		sk, ob, sw = nil, nil, nil
-	}
-	if err := iter.Close(); err != nil {
-		return 0, mapErr(err, "table statistics sweep")
-	}
 	n := 0
 	for _, r := range rows {
+		if r.sw >= st.plo || r.wt >= old {
+			continue
+		}
 		s := b.slotFor(t)
 		applied, err := b.query(ctx, `UPDATE items SET sw = ? WHERE t = ? AND pk = ? AND kind = 4 AND sk = ? AND seq = ? IF sw = ?`,
 			s, t, pk, r.sk, r.seq, r.sw).MapScanCAS(map[string]any{})

@@ -76,6 +76,15 @@ func pendingRows(t *testing.T, b *Backend, ref backend.TableRef) (rows, copies i
 	return rows, len(cs)
 }
 
+// noneLeft checks that every delta of the table is folded and removed:
+// no kind-4 row, no copy in a slot not folded.
+func noneLeft(t *testing.T, b *Backend, ref backend.TableRef, what string) {
+	t.Helper()
+	if rows, copies := pendingRows(t, b, ref); rows != 0 || copies != 0 {
+		t.Fatalf("%s: %d kind-4 rows, %d copies left", what, rows, copies)
+	}
+}
+
 // settle folds the table until every slot with deltas is folded and
 // cleaned (two folds past the last write's slot).
 func settle(t *testing.T, b *Backend, ref backend.TableRef) {
@@ -179,9 +188,7 @@ func TestCountsFoldsBesideWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, b, ref)
-	if rows, copies := pendingRows(t, b, ref); rows != 0 || copies != 0 {
-		t.Fatalf("after the folds: %d kind-4 rows, %d copies left", rows, copies)
-	}
+	noneLeft(t, b, ref, "after the folds")
 	exact(ctx, t, b, "folded", ref)
 }
 
@@ -197,17 +204,9 @@ func TestCountsCopyLost(t *testing.T) {
 	// slot between a write's choice of it and its copy).
 	b.stats.closeAfter, b.stats.orphanAge, b.stats.manual = 0, 0, true
 	ref := newTable(t, b, "lost")
-	put := func(k, v string) {
-		t.Helper()
-		if _, err := b.WriteItem(ctx, backend.WriteItemParams{Table: ref, PK: []byte(k), Fn: func([]byte) (backend.Change, error) {
-			return backend.Change{Op: backend.Put, Item: []byte(v), PutIndex: []backend.IndexEntry{{IndexKey: backend.IndexKey{Index: "g", PK: []byte("g"), SK: []byte(k)}, Item: []byte(v)}}}, nil
-		}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("a", "1")
+	putG(t, b, ref, "a", "1")
 	b.stats.skipCopy = true
-	put("b", "22")
+	putG(t, b, ref, "b", "22")
 	b.stats.skipCopy = false
 	got, err := b.Counts(ctx, backend.CountsParams{Table: ref})
 	if err != nil {
@@ -223,9 +222,7 @@ func TestCountsCopyLost(t *testing.T) {
 	}
 	exact(ctx, t, b, "after the sweep", ref)
 	settle(t, b, ref)
-	if rows, copies := pendingRows(t, b, ref); rows != 0 || copies != 0 {
-		t.Fatalf("after the folds: %d kind-4 rows, %d copies left", rows, copies)
-	}
+	noneLeft(t, b, ref, "after the folds")
 	full := exact(ctx, t, b, "folded", ref)
 	if full.ItemCount != 2 || full.SizeBytes != 3 || full.Indexes["g"].ItemCount != 2 {
 		t.Fatalf("figures %+v", *full)
@@ -414,9 +411,7 @@ func TestCountsFoldDiedAfterCommit(t *testing.T) {
 	if err := b.fold(ctx, ref.ID); err != nil {
 		t.Fatal(err)
 	}
-	if rows, copies := pendingRows(t, b, ref); rows != 0 || copies != 0 {
-		t.Fatalf("after the next fold: %d kind-4 rows, %d copies", rows, copies)
-	}
+	noneLeft(t, b, ref, "after the next fold")
 	full := exact(ctx, t, b, "folded", ref)
 	if full.ItemCount != 3 || full.SizeBytes != 6 || full.Indexes["g"].SizeBytes != 6 {
 		t.Fatalf("figures %+v", *full)

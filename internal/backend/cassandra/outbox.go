@@ -51,50 +51,15 @@ var errBadOutbox = errors.New("cassandra: malformed outbox row")
 
 func decodeOutbox(b []byte) (backend.Change, error) {
 	var ch backend.Change
-	next := func() ([]byte, error) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return nil, errBadOutbox
-		}
-		v := b[k : k+int(n)]
-		b = b[k+int(n):]
-		return v, nil
+	r := &reader{b: b}
+	for range r.count() {
+		ch.DeleteIndex = append(ch.DeleteIndex, backend.IndexKey{Index: r.str(), PK: r.bytes(), SK: r.bytes()})
 	}
-	count := func() (int, error) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return 0, errBadOutbox
-		}
-		b = b[k:]
-		return int(n), nil
+	for range r.count() {
+		k := backend.IndexKey{Index: r.str(), PK: r.bytes(), SK: r.bytes()}
+		ch.PutIndex = append(ch.PutIndex, backend.IndexEntry{IndexKey: k, Item: r.bytes()})
 	}
-	nd, err := count()
-	if err != nil {
-		return ch, err
-	}
-	for range nd {
-		var f [3][]byte
-		for i := range f {
-			if f[i], err = next(); err != nil {
-				return ch, err
-			}
-		}
-		ch.DeleteIndex = append(ch.DeleteIndex, backend.IndexKey{Index: string(f[0]), PK: f[1], SK: f[2]})
-	}
-	np, err := count()
-	if err != nil {
-		return ch, err
-	}
-	for range np {
-		var f [4][]byte
-		for i := range f {
-			if f[i], err = next(); err != nil {
-				return ch, err
-			}
-		}
-		ch.PutIndex = append(ch.PutIndex, backend.IndexEntry{IndexKey: backend.IndexKey{Index: string(f[0]), PK: f[1], SK: f[2]}, Item: f[3]})
-	}
-	if len(b) != 0 {
+	if r.err || len(r.b) != 0 {
 		return ch, errBadOutbox
 	}
 	return ch, nil
@@ -208,7 +173,7 @@ func (b *Backend) drainTable(ctx context.Context, t int64, stats bool) (int, err
 	}
 	n := 0
 	err := b.eachPartition(ctx, t, 0, 0xFFFFFFFF, nil, func(pk []byte) (bool, error) {
-		iter := b.query(ctx, `SELECT kind, sk, seq, ob, writetime(ob) FROM items WHERE t = ? AND pk = ? AND kind IN (1, 4)`, t, pk).PageSize(200).Iter()
+		iter := b.query(ctx, `SELECT kind, sk, seq, ob, writetime(ob), sw FROM items WHERE t = ? AND pk = ? AND kind IN (1, 4)`, t, pk).PageSize(200).Iter()
 		type row struct {
 			sk  []byte
 			seq int64
@@ -216,22 +181,23 @@ func (b *Backend) drainTable(ctx context.Context, t int64, stats bool) (int, err
 			wt  int64
 		}
 		var rows []row
+		var deltas []deltaRow
 		var r row
 		var kind int8
-		deltas := false
-		for iter.Scan(&kind, &r.sk, &r.seq, &r.ob, &r.wt) {
+		var sw *int64
+		for iter.Scan(&kind, &r.sk, &r.seq, &r.ob, &r.wt, &sw) {
 			if kind == 4 {
-				deltas = true
+				deltas = append(deltas, deltaRow{sk: skOf(r.sk), ob: r.ob, seq: r.seq, sw: val(sw), wt: r.wt})
 			} else {
 				rows = append(rows, row{skOf(r.sk), r.seq, r.ob, r.wt})
 			}
-			r = row{}
+			r, sw = row{}, nil
 		}
 		if err := iter.Close(); err != nil {
 			return false, mapErr(err, "outbox")
 		}
-		if deltas && st != nil {
-			if _, err := b.rehome(ctx, t, pk, st); err != nil {
+		if len(deltas) > 0 && st != nil {
+			if _, err := b.rehome(ctx, t, pk, deltas, st); err != nil {
 				return false, err
 			}
 		}
